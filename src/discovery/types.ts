@@ -1,0 +1,61 @@
+// The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
+
+/** What one apiserver says it can do with one resource (group/version/resource). */
+export interface ResourceCapability {
+  readonly verbs: ReadonlySet<string>;
+  /** subresource name → its verbs */
+  readonly subresources: ReadonlyMap<string, ReadonlySet<string>>;
+  readonly namespaced: boolean;
+}
+
+/** One apiserver's parsed discovery: every resource it serves, keyed by gvrKey(). */
+export interface ServerView {
+  /** How the view was obtained: aggregated discovery v2, or the legacy per-group-version documents. */
+  readonly source: 'aggregated' | 'legacy';
+  readonly resources: ReadonlyMap<string, ResourceCapability>;
+  /** gvKey() of every group/version served, including ones with no resources. */
+  readonly groupVersions: ReadonlySet<string>;
+  /**
+   * The server's own aggregated /apis document (profile=nopeer), parsed JSON, kept for the
+   * peer-aggregated merge. Absent for legacy servers.
+   */
+  readonly apisDocument?: unknown;
+}
+
+/** Everything skewgate knows about one apiserver at one moment. */
+export interface ServerState {
+  /** Config name, also the Envoy cluster name. */
+  readonly name: string;
+  readonly url: string;
+  /** The last good view; kept across failed fetches (DESIGN invariant 5). */
+  readonly view: ServerView | null;
+  /** Epoch ms of the last successful discovery fetch (a 304 counts). */
+  readonly lastSuccessAt: number | null;
+  readonly consecutiveFailures: number;
+  readonly lastError: string | null;
+  /** /readyz answered 200 at the last probe; null until probed. */
+  readonly ready: boolean | null;
+}
+
+/** What routing needs to know about one resource across the servers that serve it. */
+export type ResourceServers = ReadonlyMap<string, ResourceCapability>;
+
+/** The merged, immutable view that every routing decision reads. Replaced, never changed. */
+export interface Snapshot {
+  /** Increases by one with every swap; handy in logs and spans. */
+  readonly generation: number;
+  /** Servers in config order. */
+  readonly servers: readonly ServerState[];
+  /** gvrKey → server name → capability. */
+  readonly resources: ReadonlyMap<string, ResourceServers>;
+  /** gvKey → names of the servers that serve that group/version. */
+  readonly groupVersions: ReadonlyMap<string, ReadonlySet<string>>;
+}
+
+export function gvKey(group: string, version: string): string {
+  return `${group}/${version}`;
+}
+
+export function gvrKey(group: string, version: string, resource: string): string {
+  return `${group}/${version}/${resource}`;
+}

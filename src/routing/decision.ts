@@ -1,0 +1,71 @@
+// The routing decision: a discriminated union whose `reason` is the same literal in the span,
+// the metric label and the log line.
+
+/** Outcomes are part of skewgate's external contract (span attribute skewgate.outcome). */
+export type Outcome = Decision['outcome'];
+export type Reason = Decision['reason'];
+
+interface Base {
+  /** Servers whose view says they can serve this exact request (resource, subresource, verb). */
+  readonly candidates: readonly string[];
+}
+
+/** Continue to the balanced default cluster; every apiserver can answer. */
+export interface DefaultDecision extends Base {
+  readonly outcome: 'default';
+  readonly reason: 'served_by_all';
+}
+
+/** Send to one named apiserver; only some can serve the request. */
+export interface RoutedDecision extends Base {
+  readonly outcome: 'routed';
+  readonly reason: 'served_by_subset';
+  readonly upstream: string;
+}
+
+/** No apiserver serves it and every view is fresh and complete: a true 404. */
+export interface NotFoundDecision extends Base {
+  readonly outcome: 'not_found';
+  readonly reason: 'group_version_not_served' | 'resource_not_served' | 'subresource_not_served';
+}
+
+/** Some apiservers can serve it but none of them is healthy: 503 at once. */
+export interface UnavailableDecision extends Base {
+  readonly outcome: 'unavailable';
+  readonly reason: 'no_healthy_capable_server';
+}
+
+/**
+ * Continue to the balanced default without a judgement of ours: the request is not about a
+ * resource, or skewgate cannot be sure (never a false 404), or the verb is one no server lists
+ * (the apiserver answers 405 itself).
+ */
+export interface PassthroughDecision extends Base {
+  readonly outcome: 'passthrough';
+  readonly reason:
+    | 'non_resource'
+    | 'not_synced'
+    | 'view_incomplete'
+    | 'verb_not_listed'
+    | 'empty_path_segment';
+}
+
+/** The path cannot be decoded: 400 at once, a Status body saying why. */
+export interface RejectedDecision extends Base {
+  readonly outcome: 'rejected';
+  readonly reason: 'malformed_path';
+  readonly problem: string;
+}
+
+export type Decision =
+  | DefaultDecision
+  | RoutedDecision
+  | NotFoundDecision
+  | UnavailableDecision
+  | PassthroughDecision
+  | RejectedDecision;
+
+/** All outcomes, for metrics pre-registration and docs. */
+export const OUTCOMES: readonly Outcome[] = Object.freeze([
+  'default', 'routed', 'not_found', 'unavailable', 'passthrough', 'rejected',
+]);
