@@ -1,6 +1,9 @@
 // The seam between the gRPC stream and the routing core: headers in, an explained decision out.
+import { classifyRequest } from '../k8s/classify.js';
 import type { RequestInfo } from '../k8s/request-info.js';
+import type { Snapshot } from '../discovery/types.js';
 import type { Decision } from './decision.js';
+import { decide } from './decide.js';
 
 export interface RoutingResult {
   readonly info: RequestInfo;
@@ -16,4 +19,44 @@ export interface RequestRouter {
   route(method: string, path: string, headers: ReadonlyMap<string, string>): RoutingResult;
   /** Retry-After seconds for 503 answers. */
   readonly retryAfterSeconds: number;
+}
+
+/** Where the router reads the current snapshot from; the discovery service implements it. */
+export interface SnapshotSource {
+  current(): Snapshot;
+}
+
+export interface RouterOptions {
+  readonly staleAfterMs: number;
+  readonly unhealthyAfter: number;
+  readonly retryAfterSeconds: number;
+  readonly now?: () => number;
+  readonly rng?: () => number;
+}
+
+/** Age of the oldest view in the snapshot, or null if some server has none yet. */
+export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
+  let oldest = now;
+  for (const s of snap.servers) {
+    if (s.view === null || s.lastSuccessAt === null) return null;
+    if (s.lastSuccessAt < oldest) oldest = s.lastSuccessAt;
+  }
+  return now - oldest;
+}
+
+/** classify → decide over whatever snapshot is current when the request arrives. */
+export function createRouter(source: SnapshotSource, opts: RouterOptions): RequestRouter {
+  const now = opts.now ?? Date.now;
+  const rng = opts.rng ?? Math.random;
+  return {
+    retryAfterSeconds: opts.retryAfterSeconds,
+    route(method, path) {
+      // One snapshot per decision, read once: a swap mid-decision cannot mix two views.
+      const snap = source.current();
+      const t = now();
+      const info = classifyRequest(method, path);
+      const decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, unhealthyAfter: opts.unhealthyAfter, rng });
+      return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t) };
+    },
+  };
 }

@@ -1,0 +1,99 @@
+// The decision table of DESIGN.md as a pure function: RequestInfo × Snapshot × clock × rng → Decision.
+// An early-return ladder, one rung per row of the table; the rungs are ordered so that skewgate
+// only ever answers 404 when every apiserver's view is fresh and none can serve the request.
+import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
+import { gvKey, gvrKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
+import type { Decision } from './decision.js';
+
+export interface DecideOptions {
+  /** Epoch ms, injected. */
+  readonly now: number;
+  /** A view whose last successful fetch is older than this is not fresh. */
+  readonly staleAfterMs: number;
+  /** Consecutive failed fetches after which a server is unhealthy. */
+  readonly unhealthyAfter: number;
+  /** Uniform in [0, 1), injected. */
+  readonly rng: () => number;
+}
+
+const NO_CANDIDATES: readonly string[] = Object.freeze([]);
+
+/**
+ * A view can prove absence only if it is complete and current: fetched without a failure since,
+ * and recently. A server that failed even once may have been restarted as a newer version.
+ */
+export function isFresh(s: ServerState, now: number, staleAfterMs: number): boolean {
+  return s.view !== null && s.consecutiveFailures === 0 && s.lastSuccessAt !== null && now - s.lastSuccessAt <= staleAfterMs;
+}
+
+/** Healthy: /readyz says ready and discovery is not failing repeatedly. */
+export function isHealthy(s: ServerState, unhealthyAfter: number): boolean {
+  return s.ready === true && s.consecutiveFailures < unhealthyAfter;
+}
+
+/** Verbs no discovery document lists, or that cannot be judged from it, match any listing. */
+function verbMatches(verbs: ReadonlySet<string>, verb: ResourceRequest['verb']): boolean {
+  return verb === '' || verb === 'proxy' || verbs.has(verb);
+}
+
+type Capability = 'capable' | 'verb_missing' | 'subresource_missing' | 'resource_missing';
+
+function capabilityFor(cap: ResourceCapability | undefined, req: ResourceRequest): Capability {
+  if (cap === undefined) return 'resource_missing';
+  if (req.subresource === '') return verbMatches(cap.verbs, req.verb) ? 'capable' : 'verb_missing';
+  const subVerbs = cap.subresources.get(req.subresource);
+  if (subVerbs === undefined) return 'subresource_missing';
+  return verbMatches(subVerbs, req.verb) ? 'capable' : 'verb_missing';
+}
+
+export function decide(info: RequestInfo, snap: Snapshot, opts: DecideOptions): Decision {
+  if (info.kind === 'invalid') {
+    return { outcome: 'rejected', reason: 'malformed_path', problem: info.problem, candidates: NO_CANDIDATES };
+  }
+  if (info.kind === 'non-resource') return { outcome: 'passthrough', reason: 'non_resource', candidates: NO_CANDIDATES };
+  // `/apis//v1/x` or `/api/v1//x`: the apiserver answers these itself (404); not ours to judge.
+  if (info.version === '' || info.resource === '' || (info.apiPrefix === 'apis' && info.group === '')) {
+    return { outcome: 'passthrough', reason: 'empty_path_segment', candidates: NO_CANDIDATES };
+  }
+
+  const servers = snap.servers;
+  const byServer = snap.resources.get(gvrKey(info.group, info.version, info.resource));
+  const candidates: string[] = [];
+  const healthy: string[] = [];
+  let verbMissing = false;
+  for (const s of servers) {
+    const c = capabilityFor(byServer?.get(s.name), info);
+    if (c === 'capable') {
+      candidates.push(s.name);
+      if (isHealthy(s, opts.unhealthyAfter)) healthy.push(s.name);
+    } else if (c === 'verb_missing') {
+      verbMissing = true;
+    }
+  }
+
+  if (candidates.length > 0) {
+    if (healthy.length === 0) {
+      // A healthy server whose view we cannot trust might serve it: let it try rather than 503.
+      const unsure = servers.some((s) => !candidates.includes(s.name) && isHealthy(s, opts.unhealthyAfter) && !isFresh(s, opts.now, opts.staleAfterMs));
+      if (unsure) return { outcome: 'passthrough', reason: 'view_incomplete', candidates };
+      return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
+    }
+    if (candidates.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates };
+    const upstream = healthy[Math.min(healthy.length - 1, Math.floor(opts.rng() * healthy.length))] as string;
+    return { outcome: 'routed', reason: 'served_by_subset', upstream, candidates };
+  }
+
+  // Nobody can serve it. Say so only from views that are all present, complete and current.
+  if (servers.some((s) => s.view === null)) return { outcome: 'passthrough', reason: 'not_synced', candidates };
+  if (!servers.every((s) => isFresh(s, opts.now, opts.staleAfterMs))) {
+    return { outcome: 'passthrough', reason: 'view_incomplete', candidates };
+  }
+  if (verbMissing) return { outcome: 'passthrough', reason: 'verb_not_listed', candidates };
+  if (!snap.groupVersions.has(gvKey(info.group, info.version))) {
+    return { outcome: 'not_found', reason: 'group_version_not_served', candidates };
+  }
+  if (info.subresource !== '' && byServer !== undefined && byServer.size > 0) {
+    return { outcome: 'not_found', reason: 'subresource_not_served', candidates };
+  }
+  return { outcome: 'not_found', reason: 'resource_not_served', candidates };
+}

@@ -1,0 +1,81 @@
+import t from 'tap';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig, parseConfig } from '../../src/config.js';
+
+const minimal = {
+  apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
+  envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } },
+};
+
+function problems(doc: unknown): { path: string; message: string }[] {
+  try {
+    parseConfig(doc, 'test.yaml', '/base');
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+  return [];
+}
+
+t.test('a minimal config gets defaults, absolute paths, and is frozen', async (t) => {
+  const c = parseConfig(minimal, 'test.yaml', '/base');
+  t.equal(c.discovery.interval, 1000);
+  t.equal(c.discovery.staleAfter, 3000);
+  t.equal(c.discovery.watch, true);
+  t.equal(c.extproc.listen, '127.0.0.1:9002');
+  t.equal(c.extproc.failureMode, 'open');
+  t.equal(c.apiservers[0]?.caFile, '/base/ca.crt');
+  t.equal(c.apiservers[0]?.credentials?.tokenFile, '/base/token');
+  t.equal(c.envoy.tls.certFile, '/base/gw.crt');
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.apiservers) && Object.isFrozen(c.apiservers[0]));
+  t.throws(() => { (c.discovery as { interval: number }).interval = 5; });
+});
+
+t.test('durations accept units and milliseconds', async (t) => {
+  const c = parseConfig({ ...minimal, discovery: { interval: '2s', timeout: 750, staleAfter: '1m' }, extproc: { messageTimeout: '250ms' } }, 't', '/b');
+  t.equal(c.discovery.interval, 2000);
+  t.equal(c.discovery.timeout, 750);
+  t.equal(c.discovery.staleAfter, 60_000);
+  t.equal(c.extproc.messageTimeout, 250);
+});
+
+t.test('a unix listen path is resolved against the config folder', async (t) => {
+  t.equal(parseConfig({ ...minimal, extproc: { listen: 'unix:run/sg.sock' } }, 't', '/b').extproc.listen, 'unix:/b/run/sg.sock');
+  t.equal(parseConfig({ ...minimal, extproc: { listen: 'unix:/abs.sock' } }, 't', '/b').extproc.listen, 'unix:/abs.sock');
+});
+
+t.test('every problem is listed at once, each with its path', async (t) => {
+  const got = problems({
+    apiservers: [
+      { name: 'A_bad', url: 'http://x', credentials: { clientCertFile: 'c' } },
+      { name: 'dup', url: 'https://h:1' },
+      { name: 'dup', url: 'https://h:2', extra: 1 },
+      { name: 'default', url: 'https://h:3' },
+    ],
+    discovery: { interval: 'soon' },
+    extproc: { listen: 'nowhere', failureMode: 'maybe' },
+    envoy: {},
+    typo: true,
+  });
+  const paths = got.map((p) => p.path);
+  for (const want of ['apiservers[0].name', 'apiservers[0].url', 'apiservers[0].credentials', 'apiservers[2]', 'discovery.interval', 'extproc.listen', 'extproc.failureMode', 'envoy.tls', '']) {
+    t.ok(paths.includes(want), `problem at ${want || '(top)'} in ${JSON.stringify(paths)}`);
+  }
+  t.ok(got.length >= 9, `${got.length} problems`);
+});
+
+t.test('duplicate and reserved names are problems', async (t) => {
+  const got = problems({ ...minimal, apiservers: [minimal.apiservers[0], minimal.apiservers[0], { ...minimal.apiservers[0], name: 'default' }] });
+  t.match(got, [{ path: 'apiservers[1].name', message: /duplicate/ }, { path: 'apiservers[2].name', message: /reserved/ }]);
+});
+
+t.test('loadConfig: unreadable file and bad YAML are ConfigErrors', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-config-'));
+  t.throws(() => loadConfig(join(dir, 'missing.yaml')), { code: 'SKEWGATE_ERR_CONFIG', message: /cannot read/ });
+  writeFileSync(join(dir, 'bad.yaml'), 'apiservers: [\n');
+  t.throws(() => loadConfig(join(dir, 'bad.yaml')), { code: 'SKEWGATE_ERR_CONFIG', message: /not valid YAML/ });
+  writeFileSync(join(dir, 'ok.yaml'), 'apiservers:\n  - name: a\n    url: https://127.0.0.1:1\nenvoy:\n  tls: {certFile: c, keyFile: k}\n');
+  t.equal(loadConfig(join(dir, 'ok.yaml')).envoy.tls.keyFile, join(dir, 'k'));
+});

@@ -1,0 +1,122 @@
+import t from 'tap';
+import { decide, type DecideOptions } from '../../src/routing/decide.js';
+import type { Decision } from '../../src/routing/decision.js';
+import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
+import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView, type Snapshot } from '../../src/discovery/types.js';
+
+const NOW = 1_000_000;
+const ALL_VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
+
+interface Res { gvr: string; verbs?: string[]; sub?: Record<string, string[]> }
+
+function view(resources: Res[]): ServerView {
+  const map = new Map<string, ResourceCapability>();
+  const gvs = new Set<string>();
+  for (const r of resources) {
+    const [g = '', v = '', res = ''] = r.gvr.split('/');
+    map.set(gvrKey(g, v, res), {
+      verbs: new Set(r.verbs ?? ALL_VERBS),
+      subresources: new Map(Object.entries(r.sub ?? {}).map(([k, vs]) => [k, new Set(vs)])),
+      namespaced: true,
+    });
+    gvs.add(gvKey(g, v));
+  }
+  return { source: 'aggregated', resources: map, groupVersions: gvs };
+}
+
+function server(name: string, resources: Res[] | null, over: Partial<ServerState> = {}): ServerState {
+  return { name, url: `https://${name}`, view: resources && view(resources), lastSuccessAt: resources ? NOW - 100 : null, consecutiveFailures: 0, lastError: null, ready: true, ...over };
+}
+
+function snapshot(servers: ServerState[]): Snapshot {
+  const resources = new Map<string, Map<string, ResourceCapability>>();
+  const groupVersions = new Map<string, Set<string>>();
+  for (const s of servers) {
+    if (!s.view) continue;
+    for (const [k, cap] of s.view.resources) {
+      if (!resources.has(k)) resources.set(k, new Map());
+      resources.get(k)?.set(s.name, cap);
+    }
+    for (const gv of s.view.groupVersions) {
+      if (!groupVersions.has(gv)) groupVersions.set(gv, new Set());
+      groupVersions.get(gv)?.add(s.name);
+    }
+  }
+  return { generation: 1, servers, resources, groupVersions };
+}
+
+function req(over: Partial<ResourceRequest>): ResourceRequest {
+  return { kind: 'resource', method: 'GET', path: '/x', apiPrefix: 'apis', group: 'apps', version: 'v1', resource: 'deployments', subresource: '', name: '', namespace: 'ns', verb: 'list', ...over };
+}
+
+const OLD: Res[] = [
+  { gvr: '/v1/pods', sub: { status: ['get', 'patch', 'update'], log: ['get'], exec: ['create', 'get'] } },
+  { gvr: 'apps/v1/deployments', sub: { scale: ['get', 'patch', 'update'], status: ['get', 'patch', 'update'] } },
+  { gvr: 'admissionregistration.k8s.io/v1/validatingadmissionpolicies' },
+  { gvr: 'readonly.example/v1/things', verbs: ['get', 'list'] },
+];
+const NEW: Res[] = [
+  ...OLD.map((r) => r.gvr === '/v1/pods' ? { ...r, sub: { ...r.sub, resize: ['get', 'patch', 'update'] } } : r),
+  { gvr: 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies' },
+];
+const opts = (over: Partial<DecideOptions> = {}): DecideOptions => ({ now: NOW, staleAfterMs: 3000, unhealthyAfter: 2, rng: () => 0, ...over });
+const mixed = (): ServerState[] => [server('a', OLD), server('b', OLD), server('c', NEW)];
+
+interface Row {
+  name: string;
+  info: RequestInfo;
+  servers: ServerState[];
+  opts?: Partial<DecideOptions>;
+  want: Partial<Decision> & { outcome: Decision['outcome'] };
+}
+
+const rows: Row[] = [
+  { name: 'invalid path is rejected with its problem', info: { kind: 'invalid', method: 'GET', path: '/%zz', problem: 'bad escape' }, servers: mixed(), want: { outcome: 'rejected', reason: 'malformed_path', problem: 'bad escape' } },
+  { name: 'non-resource passes through', info: { kind: 'non-resource', method: 'GET', path: '/healthz', verb: 'get' }, servers: mixed(), want: { outcome: 'passthrough', reason: 'non_resource' } },
+  { name: 'empty resource segment passes through', info: req({ resource: '' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'empty_path_segment' } },
+  { name: 'empty group under /apis passes through', info: req({ group: '' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'empty_path_segment' } },
+  { name: 'served by all → default', info: req({}), servers: mixed(), want: { outcome: 'default', reason: 'served_by_all', candidates: ['a', 'b', 'c'] } },
+  { name: 'core group served by all → default', info: req({ apiPrefix: 'api', group: '', resource: 'pods' }), servers: mixed(), want: { outcome: 'default', reason: 'served_by_all' } },
+  { name: 'new resource only on c → routed to c', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', verb: 'create' }), servers: mixed(), want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['c'] } },
+  { name: 'new subresource only on c → routed to c', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'resize', verb: 'patch' }), servers: mixed(), want: { outcome: 'routed', upstream: 'c', candidates: ['c'] } },
+  { name: 'existing subresource on all → default', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'log', verb: 'get' }), servers: mixed(), want: { outcome: 'default' } },
+  { name: 'routed picks among healthy candidates with the rng', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW), server('c', NEW)], opts: { rng: () => 0.99 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
+  { name: 'routed skips an unhealthy candidate', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW, { ready: false }), server('c', NEW)], opts: { rng: () => 0 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
+  { name: 'capable server unready → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] } },
+  { name: 'capable server failing discovery → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, ready: false })], want: { outcome: 'unavailable' } },
+  { name: 'capable unhealthy but another healthy server unsynced → passthrough, not 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', null), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'passthrough', reason: 'view_incomplete' } },
+  { name: 'nobody serves it, all fresh → 404 resource', info: req({ resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'resource_not_served', candidates: [] } },
+  { name: 'unknown group/version → 404 group_version', info: req({ group: 'nope.example', resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'group_version_not_served' } },
+  { name: 'unknown subresource everywhere → 404 subresource', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'frobnicate', verb: 'get' }), servers: mixed(), want: { outcome: 'not_found', reason: 'subresource_not_served' } },
+  { name: 'verb no server lists → passthrough (apiserver says 405)', info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'verb_not_listed' } },
+  { name: 'verb only the new server lists → routed', info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }), servers: [server('a', OLD), server('b', [...OLD.filter((r) => r.gvr !== 'readonly.example/v1/things'), { gvr: 'readonly.example/v1/things' }])], want: { outcome: 'routed', upstream: 'b' } },
+  { name: 'a server not yet synced → never 404', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', null), server('c', NEW)], want: { outcome: 'passthrough', reason: 'not_synced' } },
+  { name: 'a stale view → never 404', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', OLD, { lastSuccessAt: NOW - 10_000 }), server('c', NEW)], want: { outcome: 'passthrough', reason: 'view_incomplete' } },
+  { name: 'one failed fetch since success → never 404 (may have been upgraded)', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', OLD, { consecutiveFailures: 1 }), server('c', NEW)], want: { outcome: 'passthrough', reason: 'view_incomplete' } },
+  { name: 'served by all but one unsynced → routed to the known ones', info: req({}), servers: [server('a', OLD), server('b', null), server('c', NEW)], opts: { rng: () => 0.6 }, want: { outcome: 'routed', upstream: 'c', candidates: ['a', 'c'] } },
+  { name: 'verb "" (OPTIONS) matches a listed resource', info: req({ verb: '' }), servers: mixed(), want: { outcome: 'default' } },
+  { name: 'single server serving it → default', info: req({}), servers: [server('a', OLD)], want: { outcome: 'default' } },
+];
+
+for (const row of rows) {
+  t.test(row.name, async (t) => {
+    const d = decide(row.info, snapshot(row.servers), opts(row.opts));
+    t.match(d, row.want);
+    if (row.want.candidates) t.same(d.candidates, row.want.candidates);
+  });
+}
+
+t.test('rng edge 1.0 - ε never indexes past the end', async (t) => {
+  const d = decide(req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), snapshot([server('a', NEW), server('b', NEW), server('c', OLD)]), opts({ rng: () => 0.9999999999 }));
+  t.equal(d.outcome, 'routed');
+  t.equal(d.outcome === 'routed' && d.upstream, 'b');
+});
+
+t.test('decide is pure: same inputs, same answer, snapshot untouched', async (t) => {
+  const snap = snapshot(mixed());
+  const before = JSON.stringify([...snap.resources.keys()]);
+  const a = decide(req({ resource: 'widgets' }), snap, opts());
+  const b = decide(req({ resource: 'widgets' }), snap, opts());
+  t.same(a, b);
+  t.equal(JSON.stringify([...snap.resources.keys()]), before);
+});
