@@ -1,0 +1,43 @@
+// Composition root: config → logger → discovery → router → ext_proc server, with one lifecycle.
+import type { Config } from './config.js';
+import type { Logger } from './log.js';
+import { DiscoveryService } from './discovery/service.js';
+import { createExtProcServer } from './extproc/server.js';
+import { createRouter, type RequestRouter } from './routing/router.js';
+
+export interface Skewgate {
+  readonly discovery: DiscoveryService;
+  readonly router: RequestRouter;
+  /** Starts discovery (first round awaited, failures included) and then the gRPC listener. */
+  start(): Promise<{ port?: number }>;
+  /** Graceful: stop accepting, let open streams finish up to shutdownGrace, stop discovery. Idempotent. */
+  close(): Promise<void>;
+}
+
+export function createSkewgate(config: Config, logger: Logger): Skewgate {
+  const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
+  const router = createRouter(discovery, {
+    staleAfterMs: config.discovery.staleAfter,
+    unhealthyAfter: config.discovery.unhealthyAfter,
+    retryAfterSeconds: config.routing.retryAfterSeconds,
+  });
+  const server = createExtProcServer({ router, logger: logger.child({ component: 'extproc' }) });
+  let closing: Promise<void> | undefined;
+  return {
+    discovery,
+    router,
+    async start() {
+      await discovery.start();
+      const bound = await server.start(config.extproc.listen);
+      logger.info({ listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) }, 'skewgate serving ext_proc');
+      return bound;
+    },
+    close() {
+      closing ??= (async () => {
+        await server.close(config.extproc.shutdownGrace);
+        await discovery.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// The `skewgate` command: parses arguments, turns errors into exit codes, nothing else.
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../config.js';
+import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
+import { runServe } from './serve.js';
+import { runEnvoyConfig } from './envoy-config.js';
+import { runExplain } from './explain.js';
+import { runSkew } from './skew.js';
+import { runValidate } from './validate.js';
+import { runDemo } from './demo.js';
+
+const program = new Command()
+  .name('skewgate')
+  .description('Route Kubernetes API requests to an apiserver that can serve them, during version skew (Envoy ext_proc).')
+  .showHelpAfterError()
+  .exitOverride();
+
+const configOption = ['-c, --config <file>', 'skewgate YAML config file'] as const;
+
+program
+  .command('serve')
+  .description('run the ext_proc service: discovery in the background, a routing decision per request')
+  .requiredOption(...configOption)
+  .action(async (o: { config: string }) => { process.exitCode = await runServe(o.config); });
+
+program
+  .command('envoy-config')
+  .description('print the Envoy bootstrap (YAML) for this config on stdout')
+  .requiredOption(...configOption)
+  .option('--relative-to <dir>', 'write file paths relative to this folder (for a committed bootstrap)')
+  .action(async (o: { config: string; relativeTo?: string }) => { process.exitCode = await runEnvoyConfig(o.config, o.relativeTo); });
+
+program
+  .command('explain')
+  .description('classify METHOD PATH and show candidates, decision and reason from live discovery')
+  .requiredOption(...configOption)
+  .option('--json', 'print JSON')
+  .argument('<method>', 'HTTP method, e.g. GET')
+  .argument('<path>', 'request path with query, e.g. /apis/apps/v1/namespaces/default/deployments')
+  .action(async (method: string, path: string, o: { config: string; json?: boolean }) => { process.exitCode = await runExplain(o.config, method, path, Boolean(o.json)); });
+
+program
+  .command('skew')
+  .description('list every resource that not all apiservers serve: who serves it, who does not')
+  .requiredOption(...configOption)
+  .option('--json', 'print JSON')
+  .action(async (o: { config: string; json?: boolean }) => { process.exitCode = await runSkew(o.config, Boolean(o.json)); });
+
+program
+  .command('validate')
+  .description('check the config, then reachability, TLS and credentials of every apiserver')
+  .requiredOption(...configOption)
+  .action(async (o: { config: string }) => { process.exitCode = await runValidate(o.config); });
+
+program
+  .command('demo')
+  .description('run a self-contained demo: fake skewed apiservers + skewgate + a real Envoy')
+  .option('--dir <dir>', 'working folder for certificates, configs and logs', '.cache/demo')
+  .option('--port <port>', 'gateway port', '8443')
+  .option('--exit-after <seconds>', 'stop by itself after this many seconds (for scripted runs)')
+  .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
+    process.exitCode = await runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`skewgate: invalid config ${err.message}\n`);
+    process.exitCode = EXIT_BAD_CONFIG;
+  } else if (err instanceof CommanderError) {
+    process.exitCode = err.exitCode === 0 ? 0 : EXIT_BAD_CONFIG;
+  } else {
+    process.stderr.write(`skewgate: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = EXIT_PROBLEMS;
+  }
+}

@@ -1,0 +1,30 @@
+// Shared by the inspection commands: one round of discovery, no watch, then close.
+import { loadConfig, type Config } from '../config.js';
+import { createLogger, type Logger } from '../log.js';
+import { DiscoveryService } from '../discovery/service.js';
+import type { Snapshot } from '../discovery/types.js';
+
+export interface OneShot {
+  readonly config: Config;
+  readonly snapshot: Snapshot;
+  readonly now: number;
+}
+
+export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneShot) => T | Promise<T>, logger?: Logger): Promise<T> {
+  const loaded = loadConfig(configFile);
+  const config = { ...loaded, discovery: { ...loaded.discovery, watch: false } } as Config;
+  const discovery = new DiscoveryService(config, { logger: logger ?? createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn') });
+  try {
+    await discovery.start();
+    return await fn({ config: loaded, snapshot: discovery.current(), now: Date.now() });
+  } finally {
+    await discovery.close();
+  }
+}
+
+/** A fixed-width text table; the first row is the header. */
+export function formatTable(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => { widths[i] = Math.max(widths[i] ?? 0, c.length); });
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
+}
