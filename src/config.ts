@@ -99,7 +99,7 @@ const schema = z
       .default({ retryAfterSeconds: 1 }),
     envoy: z
       .object({
-        listen: z.object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(1).max(65535).default(6443) }).strict().default({ address: '0.0.0.0', port: 6443 }),
+        listen: z.object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6443) }).strict().default({ address: '0.0.0.0', port: 6443 }),
         /** The gateway's own serving certificate and key (downstream TLS). */
         tls: z.object({ certFile: path, keyFile: path }).strict(),
         admin: z.object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) }).strict().default({ address: '127.0.0.1', port: 9901 }),

@@ -1,0 +1,134 @@
+// A whole gateway on loopback: fake skewed apiservers (shared "etcd"), skewgate, and a real Envoy
+// rendered from the same config. Used by `skewgate demo`, the end-to-end tests and the benchmarks.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { stringify } from 'yaml';
+import { parseConfig, type Config } from '../config.js';
+import { createLogger, type Logger } from '../log.js';
+import { createSkewgate, type Skewgate } from '../app.js';
+import { renderBootstrap, type JsonObject } from '../envoy/bootstrap.js';
+import { startEnvoy, type EnvoyHandle } from '../envoy/process.js';
+import { FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
+
+export interface StackServer {
+  readonly name: string;
+  readonly builtins: readonly FakeResource[];
+  readonly discovery?: 'aggregated' | 'legacy';
+  readonly gitVersion?: string;
+}
+
+export interface StackOptions {
+  /** Working folder for the PKI, the config file and logs. */
+  readonly dir: string;
+  readonly servers: readonly StackServer[];
+  /** Gateway port; 0 picks a free one. */
+  readonly gatewayPort?: number;
+  readonly failureMode?: 'open' | 'closed';
+  readonly discoveryInterval?: number;
+  readonly logLevel?: string;
+  /** Also start a second Envoy without the ext_proc filter: plain round-robin, the baseline. */
+  readonly baseline?: boolean;
+  readonly logger?: Logger;
+}
+
+export interface Stack {
+  readonly pki: Pki;
+  readonly cluster: FakeCluster;
+  readonly apiservers: readonly FakeApiServer[];
+  readonly config: Config;
+  /** The YAML config written for this stack (usable with `skewgate explain|skew|validate`). */
+  readonly configFile: string;
+  readonly gatewayUrl: string;
+  readonly envoy: EnvoyHandle;
+  readonly baselineUrl?: string;
+  readonly baselineEnvoy?: EnvoyHandle;
+  /** The running skewgate, or null while stopped. */
+  skewgate(): Skewgate | null;
+  stopSkewgate(): Promise<void>;
+  startSkewgate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The same bootstrap with the ext_proc filter taken out: Envoy balancing alone. */
+export function withoutExtProc(bootstrap: JsonObject): JsonObject {
+  const strip = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.filter((f) => !(f && typeof f === 'object' && (f as { name?: unknown }).name === 'envoy.filters.http.ext_proc')).map(strip);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strip(x)]));
+    return v;
+  };
+  return strip(bootstrap) as JsonObject;
+}
+
+function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServer[], extprocPort: number, gatewayPort: number): object {
+  return {
+    apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } })),
+    discovery: { interval: o.discoveryInterval ?? 1000, timeout: 2000 },
+    extproc: { listen: `127.0.0.1:${extprocPort}`, messageTimeout: 1000, failureMode: o.failureMode ?? 'open', shutdownGrace: 2000 },
+    envoy: {
+      listen: { address: '127.0.0.1', port: gatewayPort },
+      admin: { address: '127.0.0.1', port: 0 },
+      tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile },
+      healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
+    },
+    log: { level: o.logLevel ?? 'warn' },
+  };
+}
+
+export async function startStack(o: StackOptions): Promise<Stack> {
+  const dir = resolve(o.dir);
+  await mkdir(dir, { recursive: true });
+  const pki = await createPki(join(dir, 'pki'));
+  const cluster = new FakeCluster();
+  const apiservers = o.servers.map((s) => new FakeApiServer({ name: s.name, cluster, pki, builtins: s.builtins, ...(s.discovery ? { discovery: s.discovery } : {}), ...(s.gitVersion ? { gitVersion: s.gitVersion } : {}) }));
+  const cleanups: (() => Promise<void>)[] = [];
+  const closeAll = async (): Promise<void> => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+  };
+  try {
+    for (const a of apiservers) {
+      await a.start();
+      cleanups.push(() => a.close());
+    }
+    const logger = o.logger ?? createLogger(o.logLevel ?? 'warn');
+    // Bind skewgate first on a free port; the final config then names that port for Envoy.
+    const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0), join(dir, 'skewgate.yaml'), dir);
+    let app: Skewgate | null = createSkewgate(first, logger);
+    const bound = await app.start();
+    cleanups.push(async () => { await app?.close(); });
+    const extprocPort = bound.port ?? 0;
+    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0);
+    const configFile = join(dir, 'skewgate.yaml');
+    await writeFile(configFile, `# written by skewgate's demo stack\n${stringify(doc)}`);
+    const config = parseConfig(doc, configFile, dir);
+
+    const bootstrap = renderBootstrap(config);
+    const envoy = await startEnvoy({ bootstrap, logFile: join(dir, 'envoy.log') });
+    cleanups.push(() => envoy.stop());
+    let baselineEnvoy: EnvoyHandle | undefined;
+    if (o.baseline) {
+      const baselineConfig = parseConfig(configDocument(o, pki, apiservers, extprocPort, 0), configFile, dir);
+      baselineEnvoy = await startEnvoy({ bootstrap: withoutExtProc(renderBootstrap(baselineConfig)), logFile: join(dir, 'envoy-baseline.log') });
+      const b = baselineEnvoy;
+      cleanups.push(() => b.stop());
+    }
+    return {
+      pki, cluster, apiservers, config, configFile, envoy,
+      gatewayUrl: `https://127.0.0.1:${envoy.listenPort ?? config.envoy.listen.port}`,
+      ...(baselineEnvoy ? { baselineEnvoy, baselineUrl: `https://127.0.0.1:${baselineEnvoy.listenPort ?? 0}` } : {}),
+      skewgate: () => app,
+      async stopSkewgate() {
+        await app?.close();
+        app = null;
+      },
+      async startSkewgate() {
+        if (app) return;
+        app = createSkewgate(config, logger);
+        await app.start();
+      },
+      close: closeAll,
+    };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}

@@ -1,0 +1,269 @@
+// The discovery poller: one independent loop per apiserver, a CRD/APIService watch that triggers
+// immediate refreshes, and the swap of immutable snapshots that routing reads.
+import { setMaxListeners } from 'node:events';
+import { pino, type Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { ServerState, ServerView, Snapshot } from './types.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient } from './client.js';
+import { type ServerCredentials, createCredentials } from './credentials.js';
+import { diffViews } from './parse.js';
+import { buildSnapshot, initialSnapshot } from './snapshot.js';
+import { ApiWatcher, type WatchCandidate } from './watch.js';
+
+/** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
+export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'>;
+
+export interface DiscoveryServiceOptions {
+  /** Epoch ms clock for lastSuccessAt. */
+  readonly now?: () => number;
+  readonly logger?: Logger;
+  /** Replaces undici's fetch (tests). */
+  readonly fetchImpl?: FetchLike;
+  /** First retry delay after a failure; doubles per failure, capped at discovery.interval. */
+  readonly minRetryMs?: number;
+}
+
+export type SnapshotListener = (snapshot: Snapshot) => void;
+
+/**
+ * After a watch event, discovery is fetched at once and again after these delays: a real
+ * apiserver publishes a new CRD in discovery shortly after the watch event, not with it.
+ */
+const WATCH_FOLLOW_UPS_MS: readonly number[] = [250, 750];
+
+interface Poller {
+  state: ServerState;
+  readonly client: DiscoveryClient;
+  readonly target: ServerTarget;
+  timer: NodeJS.Timeout | null;
+  running: Promise<void> | null;
+  again: boolean;
+  firstDone: () => void;
+  readonly first: Promise<void>;
+}
+
+export class DiscoveryService {
+  private readonly now: () => number;
+  private readonly log: Logger;
+  private readonly pollers: Poller[];
+  private readonly credentials: ServerCredentials[];
+  private readonly abort = new AbortController();
+  private readonly listeners = new Set<SnapshotListener>();
+  private readonly watcher: ApiWatcher | null;
+  private readonly intervalMs: number;
+  private readonly minRetryMs: number;
+  private snapshot: Snapshot;
+  private starting: Promise<void> | null = null;
+  private closing: Promise<void> | null = null;
+  private refreshQueued = false;
+  private followUps: NodeJS.Timeout[] = [];
+
+  constructor(config: DiscoveryConfig, opts: DiscoveryServiceOptions = {}) {
+    // Every in-flight request listens on it (legacy servers fetch many group/versions at once).
+    setMaxListeners(0, this.abort.signal);
+    this.now = opts.now ?? Date.now;
+    this.log = opts.logger ?? pino({ level: 'silent' });
+    this.intervalMs = config.discovery.interval;
+    this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
+    this.credentials = config.apiservers.map((s) => createCredentials(s));
+    this.pollers = config.apiservers.map((s, i) => {
+      const target: ServerTarget = {
+        name: s.name,
+        url: s.url,
+        credentials: this.credentials[i] as ServerCredentials,
+        timeoutMs: config.discovery.timeout,
+        ...(opts.fetchImpl ? { fetchImpl: opts.fetchImpl } : {}),
+      };
+      let firstDone: () => void = () => undefined;
+      const first = new Promise<void>((resolve) => (firstDone = resolve));
+      return {
+        state: Object.freeze({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null }),
+        client: new DiscoveryClient(target),
+        target,
+        timer: null,
+        running: null,
+        again: false,
+        firstDone,
+        first,
+      };
+    });
+    this.snapshot = initialSnapshot(config.apiservers);
+    this.watcher = config.discovery.watch
+      ? new ApiWatcher({
+          candidates: () => this.watchCandidates(),
+          onChange: (kind, type) => this.onWatchEvent(kind, type),
+          logger: this.log.child({ part: 'watch' }),
+        })
+      : null;
+  }
+
+  /** Starts polling (and the watch). Resolves when every server's first round has ended, well or not. */
+  start(): Promise<void> {
+    if (this.closing) return Promise.reject(new Error('discovery service is closed'));
+    this.starting ??= (async () => {
+      for (const p of this.pollers) this.kick(p);
+      this.watcher?.start();
+      await Promise.all(this.pollers.map((p) => p.first));
+    })();
+    return this.starting;
+  }
+
+  /** Stops everything: in-flight fetches are aborted, timers cleared, agents and watches closed. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.abort.abort();
+      for (const t of this.followUps) clearTimeout(t);
+      this.followUps = [];
+      for (const p of this.pollers) {
+        if (p.timer) clearTimeout(p.timer);
+        p.timer = null;
+        p.firstDone();
+      }
+      await this.watcher?.close();
+      await Promise.all(this.pollers.map((p) => p.running?.catch(() => undefined)));
+      await Promise.all(this.credentials.map((c) => c.close()));
+      this.listeners.clear();
+    })();
+    return this.closing;
+  }
+
+  /** The current snapshot; before the first round, every server with view null. */
+  current(): Snapshot {
+    return this.snapshot;
+  }
+
+  /** Called with every new snapshot; returns the unsubscribe function. */
+  onChange(listener: SnapshotListener): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /** Fetch every server again now (also one in failure backoff). Bursts coalesce into one round per server. */
+  refresh(): void {
+    if (this.closing || !this.starting || this.refreshQueued) return;
+    this.refreshQueued = true;
+    setImmediate(() => {
+      this.refreshQueued = false;
+      for (const p of this.pollers) this.kick(p);
+    });
+  }
+
+  private kick(p: Poller): void {
+    if (this.closing) return;
+    if (p.running) {
+      // Whatever the running round saw may predate the reason for this kick: run once more after it.
+      p.again = true;
+      return;
+    }
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = null;
+    p.running = this.round(p)
+      .catch((err: unknown) => this.log.error({ server: p.state.name, err: String(err) }, 'discovery round crashed'))
+      .finally(() => {
+        p.running = null;
+        p.firstDone();
+        if (this.closing) return;
+        if (p.again) {
+          p.again = false;
+          this.kick(p);
+          return;
+        }
+        const f = p.state.consecutiveFailures;
+        const delay = f === 0 ? this.intervalMs : Math.min(this.intervalMs, this.minRetryMs * 2 ** Math.min(f - 1, 20));
+        p.timer = setTimeout(() => {
+          p.timer = null;
+          this.kick(p);
+        }, delay);
+        p.timer.unref();
+      });
+  }
+
+  private async round(p: Poller): Promise<void> {
+    const signal = this.abort.signal;
+    const [result, ready] = await Promise.all([
+      p.client.fetchView(signal).then(
+        (view) => ({ view, error: null }),
+        (err: unknown) => ({ view: null, error: err instanceof Error ? err.message : String(err) }),
+      ),
+      p.client.probeReady(signal),
+    ]);
+    if (this.closing) return;
+    const prev = p.state;
+    const next: ServerState = Object.freeze(
+      result.view
+        ? { ...prev, view: result.view, lastSuccessAt: this.now(), consecutiveFailures: 0, lastError: null, ready }
+        : { ...prev, consecutiveFailures: prev.consecutiveFailures + 1, lastError: result.error, ready },
+    );
+    p.state = next;
+    this.logTransition(prev, next);
+    this.publish();
+  }
+
+  private publish(): void {
+    const snap = buildSnapshot(
+      this.pollers.map((p) => p.state),
+      this.snapshot.generation + 1,
+      this.snapshot,
+    );
+    this.snapshot = snap;
+    for (const l of this.listeners) {
+      try {
+        l(snap);
+      } catch (err) {
+        this.log.error({ err: String(err) }, 'snapshot listener threw');
+      }
+    }
+    this.watcher?.reconsider();
+  }
+
+  /** One line per change of state, never one per poll. */
+  private logTransition(prev: ServerState, next: ServerState): void {
+    const server = next.name;
+    if (prev.ready !== next.ready) {
+      if (next.ready) this.log.info({ server }, 'apiserver ready');
+      else this.log.warn({ server }, 'apiserver not ready (/readyz)');
+    }
+    if (prev.consecutiveFailures === 0 && next.consecutiveFailures > 0) {
+      this.log.warn({ server, err: next.lastError, keptView: next.view !== null }, 'discovery failing');
+    } else if (next.consecutiveFailures > 0) {
+      this.log.debug({ server, err: next.lastError, failures: next.consecutiveFailures }, 'discovery still failing');
+    } else if (prev.consecutiveFailures > 0) {
+      this.log.info({ server, failures: prev.consecutiveFailures }, 'discovery recovered');
+    }
+    if (next.view && next.view !== prev.view) this.logViewChange(server, prev.view, next.view);
+  }
+
+  private logViewChange(server: string, before: ServerView | null, after: ServerView): void {
+    const d = diffViews(before, after);
+    const fields = {
+      server,
+      source: after.source,
+      resources: after.resources.size,
+      groupVersions: after.groupVersions.size,
+      added: d.added.length,
+      removed: d.removed.length,
+      changed: d.changed.length,
+      // A sample, so an upgrade can be followed in the log without flooding it.
+      ...(before ? { addedSample: d.added.slice(0, 10), removedSample: d.removed.slice(0, 10) } : {}),
+    };
+    this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
+  }
+
+  private watchCandidates(): readonly WatchCandidate[] {
+    return this.pollers.map((p) => ({ target: p.target, healthy: p.state.ready === true && p.state.consecutiveFailures === 0 }));
+  }
+
+  private onWatchEvent(kind: string, type: string): void {
+    if (this.closing) return;
+    this.log.debug({ kind, type }, 'watch event; refreshing discovery');
+    this.refresh();
+    for (const t of this.followUps) clearTimeout(t);
+    this.followUps = WATCH_FOLLOW_UPS_MS.map((ms) => {
+      const t = setTimeout(() => this.refresh(), ms);
+      t.unref();
+      return t;
+    });
+  }
+}

@@ -1,0 +1,54 @@
+// Pure: merges every server's view into the immutable Snapshot that routing reads.
+import type { ResourceCapability, ServerState, Snapshot } from './types.js';
+import { frozenMap, frozenSet } from './freeze.js';
+
+function freezeState(s: ServerState): ServerState {
+  return Object.isFrozen(s) ? s : Object.freeze({ ...s });
+}
+
+/** True when both lists hold the same servers, in the same order, with the very same view objects. */
+function sameViews(a: readonly ServerState[], b: readonly ServerState[]): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((s, i) => s.name === b[i]?.name && s.view === b[i]?.view);
+}
+
+/**
+ * Builds generation `generation` from the servers' states (config order). When no server's
+ * view object changed since `previous` (the usual poll: 304s, only timestamps or readiness
+ * moved), the merged indexes of `previous` are reused as they are.
+ */
+export function buildSnapshot(servers: readonly ServerState[], generation: number, previous?: Snapshot): Snapshot {
+  const states = Object.freeze(servers.map(freezeState));
+  if (previous && sameViews(states, previous.servers)) {
+    return Object.freeze({ generation, servers: states, resources: previous.resources, groupVersions: previous.groupVersions });
+  }
+  const resources = new Map<string, Map<string, ResourceCapability>>();
+  const groupVersions = new Map<string, Set<string>>();
+  for (const s of states) {
+    if (!s.view) continue;
+    for (const [key, cap] of s.view.resources) {
+      let byServer = resources.get(key);
+      if (!byServer) resources.set(key, (byServer = new Map()));
+      byServer.set(s.name, cap);
+    }
+    for (const gv of s.view.groupVersions) {
+      let names = groupVersions.get(gv);
+      if (!names) groupVersions.set(gv, (names = new Set()));
+      names.add(s.name);
+    }
+  }
+  return Object.freeze({
+    generation,
+    servers: states,
+    resources: frozenMap([...resources].map(([k, m]) => [k, frozenMap(m)] as const)),
+    groupVersions: frozenMap([...groupVersions].map(([k, s]) => [k, frozenSet(s)] as const)),
+  });
+}
+
+/** The snapshot before any fetch: every configured server, no view. */
+export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[]): Snapshot {
+  return buildSnapshot(
+    servers.map((s) => ({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null })),
+    0,
+  );
+}

@@ -1,0 +1,161 @@
+// RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
+import { UPSTREAM_HEADER } from '../constants.js';
+import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
+import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
+import type { Decision } from '../routing/decision.js';
+import type { RoutingResult } from '../routing/router.js';
+import type {
+  HeaderValueOptionOut,
+  ImmediateResponseOut,
+  ProcessingResponseOut,
+  RequestPhase,
+} from './messages.js';
+
+// TODO(lead): move these two next to UPSTREAM_HEADER in src/constants.ts (not owned here).
+/** Set on every immediate response so that a client (and the access log) can tell who answered. */
+export const REASON_HEADER = 'x-skewgate-reason';
+export const MEDIA_JSON = 'application/json';
+
+/** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses. */
+export const DETAILS_PREFIX = 'skewgate_';
+
+/** One header to set. raw_value only: Envoy rejects a mutation carrying both value and raw_value. */
+export function setHeader(key: string, value: string): HeaderValueOptionOut {
+  return { header: { key, raw_value: Buffer.from(value, 'utf8') } };
+}
+
+/** CONTINUE with nothing changed: Envoy carries on to the route it already picked. */
+export function continueRequestHeaders(): ProcessingResponseOut {
+  return { request_headers: { response: {} } };
+}
+
+/** Sets the upstream header and asks Envoy to pick the route again (the cache clear needs a mutation). */
+export function routeTo(upstream: string): ProcessingResponseOut {
+  return {
+    request_headers: {
+      response: {
+        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream)] },
+        clear_route_cache: true,
+      },
+    },
+  };
+}
+
+/** An empty reply of the kind Envoy expects for a phase skewgate has nothing to say about. */
+export function emptyResponseFor(phase: RequestPhase): ProcessingResponseOut {
+  switch (phase) {
+    case 'request_headers':
+      return { request_headers: {} };
+    case 'response_headers':
+      return { response_headers: {} };
+    case 'request_body':
+      return { request_body: {} };
+    case 'response_body':
+      return { response_body: {} };
+    case 'request_trailers':
+      return { request_trailers: {} };
+    case 'response_trailers':
+      return { response_trailers: {} };
+    default: {
+      const unreachable: never = phase;
+      throw new Error(`unknown ext_proc phase ${String(unreachable)}`);
+    }
+  }
+}
+
+/** A local reply carrying a Kubernetes Status body, so kubectl and client-go print it properly. */
+export function statusResponse(
+  status: Status,
+  reason: string,
+  extraHeaders: readonly HeaderValueOptionOut[] = [],
+): ProcessingResponseOut {
+  const immediate: ImmediateResponseOut = {
+    status: { code: status.code },
+    headers: {
+      set_headers: [setHeader('content-type', MEDIA_JSON), setHeader(REASON_HEADER, reason), ...extraHeaders],
+    },
+    body: Buffer.from(JSON.stringify(status), 'utf8'),
+    details: `${DETAILS_PREFIX}${reason}`,
+  };
+  return { immediate_response: immediate };
+}
+
+/** The answer when routing itself failed (a bug): 500 with a Status body. */
+export function internalErrorResponse(message = 'skewgate could not route this request because of an internal error'): ProcessingResponseOut {
+  return statusResponse(statusBody('InternalError', message), 'internal_error');
+}
+
+/** "apps/v1", or "v1" for the core group. */
+function groupVersion(r: ResourceRequest): string {
+  return r.group === '' ? r.version : `${r.group}/${r.version}`;
+}
+
+function describe(info: RequestInfo): string {
+  if (info.kind !== 'resource') return `path "${info.path}"`;
+  const what = info.subresource !== ''
+    ? `subresource "${info.subresource}" of resource "${info.resource}"`
+    : `resource "${info.resource}"`;
+  return `${what} in API version "${groupVersion(info)}"`;
+}
+
+/** Status details like kube-apiserver's: group omitted for the core group, kind is the resource. */
+function resourceDetails(info: RequestInfo): StatusDetails {
+  if (info.kind !== 'resource') return {};
+  return {
+    ...(info.group !== '' ? { group: info.group } : {}),
+    kind: info.resource,
+    ...(info.name !== '' ? { name: info.name } : {}),
+  };
+}
+
+function notFoundMessage(info: RequestInfo, reason: Decision['reason']): string {
+  const prefix = 'the server could not find the requested resource';
+  if (info.kind === 'resource' && reason === 'group_version_not_served') {
+    return `${prefix}: no apiserver serves API version "${groupVersion(info)}" (requested resource "${info.resource}")`;
+  }
+  return `${prefix}: no apiserver serves ${describe(info)}`;
+}
+
+/** Whole seconds for Retry-After; a bad setting still yields a usable header. */
+function retryAfter(seconds: number): number {
+  return Number.isFinite(seconds) && seconds >= 0 ? Math.ceil(seconds) : 1;
+}
+
+/** The ProcessingResponse for a routing result on the request_headers phase. */
+export function responseFor(result: RoutingResult, retryAfterSeconds: number): ProcessingResponseOut {
+  const { decision, info } = result;
+  switch (decision.outcome) {
+    case 'routed':
+      return routeTo(decision.upstream);
+    case 'default':
+    case 'passthrough':
+      return continueRequestHeaders();
+    case 'not_found':
+      return statusResponse(
+        statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)),
+        decision.reason,
+      );
+    case 'unavailable': {
+      const seconds = retryAfter(retryAfterSeconds);
+      const servers = decision.candidates.length > 0 ? decision.candidates.join(', ') : 'none listed';
+      const message =
+        `no healthy apiserver can serve ${describe(info)} right now: ` +
+        `the apiservers that serve it (${servers}) are unhealthy; retry after ${seconds}s`;
+      return statusResponse(
+        statusBody('ServiceUnavailable', message, { ...resourceDetails(info), retryAfterSeconds: seconds }),
+        decision.reason,
+        [setHeader('retry-after', String(seconds))],
+      );
+    }
+    case 'rejected':
+      return statusResponse(
+        statusBody('BadRequest', `the request path cannot be parsed: ${decision.problem}`),
+        decision.reason,
+      );
+    default: {
+      const unreachable: never = decision;
+      throw new Error(`unhandled routing outcome ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+

@@ -1,0 +1,146 @@
+// The gRPC server: ext_proc Process plus grpc.health.v1, on TCP or a unix socket, with a
+// graceful, idempotent close.
+import { lstat, unlink } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { RequestRouter } from '../routing/router.js';
+import { createHealthService, type ServingStatus } from './health.js';
+import { createLogObserver, type DecisionObserver } from './observer.js';
+import { loadProtos } from './proto.js';
+import { createProcessHandler } from './stream.js';
+
+export interface ExtProcServerOptions {
+  readonly router: RequestRouter;
+  readonly logger: Logger;
+  /** Defaults to a logger-based observer. */
+  readonly observer?: DecisionObserver;
+  /** Merged over skewgate's grpc-js server options. */
+  readonly grpcOptions?: grpc.ServerOptions;
+}
+
+export interface CloseOptions {
+  /**
+   * Time to keep answering (with health NOT_SERVING) before the listener closes, so that Envoy's
+   * health checker sees the change and stops sending new streams. Default 0.
+   */
+  readonly drainMs?: number;
+}
+
+export interface ExtProcServer {
+  /** `listen` is "host:port" (port 0 picks one) or "unix:/path". Resolves with the TCP port. */
+  start(listen: string): Promise<{ port?: number }>;
+  /**
+   * Health goes NOT_SERVING, then the server stops accepting and lets open streams finish; what
+   * is still open after graceMs is cut. Idempotent: every call returns the same promise.
+   */
+  close(graceMs: number, opts?: CloseOptions): Promise<void>;
+  /** What grpc.health.v1 currently reports. */
+  servingStatus(): ServingStatus;
+}
+
+/**
+ * grpc-js never penalises client pings, so Envoy's HTTP/2 keepalive is accepted as is. The server
+ * pings idle connections itself to notice an Envoy that vanished without closing. No
+ * max_concurrent_streams: Envoy opens one stream per HTTP request, many at once.
+ */
+const DEFAULT_GRPC_OPTIONS: grpc.ServerOptions = {
+  'grpc.keepalive_time_ms': 30_000,
+  'grpc.keepalive_timeout_ms': 10_000,
+};
+
+/** The filesystem path of a "unix:" address, or null for TCP. */
+export function unixSocketPath(listen: string): string | null {
+  if (listen.startsWith('unix://')) return listen.slice('unix://'.length);
+  if (listen.startsWith('unix:')) return listen.slice('unix:'.length);
+  return null;
+}
+
+/**
+ * A socket file left by a crashed run makes bind fail, so it is removed, but only when nothing
+ * answers on it: a live server's socket is never taken over. Any other kind of file is refused.
+ */
+async function clearStaleSocket(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = (await lstat(path)).isSocket();
+  } catch {
+    return; // absent
+  }
+  if (!isSocket) throw new Error(`cannot listen on unix:${path}: it exists and is not a socket`);
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = connect(path);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (live) throw new Error(`cannot listen on unix:${path}: another process is serving on it`);
+  await unlink(path).catch(() => undefined);
+}
+
+export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
+  const { router, logger } = opts;
+  const observer = opts.observer ?? createLogObserver(logger);
+  const protos = loadProtos();
+  const health = createHealthService('SERVING');
+  const server = new grpc.Server({ ...DEFAULT_GRPC_OPTIONS, ...opts.grpcOptions });
+  server.addService(protos.extProc, { Process: createProcessHandler({ router, logger, observer }) });
+  server.addService(protos.health, health.implementation);
+
+  let binding: Promise<unknown> | undefined;
+  let closing: Promise<void> | undefined;
+  async function bind(listen: string): Promise<{ port?: number }> {
+    const socketPath = unixSocketPath(listen);
+    if (socketPath !== null) await clearStaleSocket(socketPath);
+    const port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(new Error(`cannot listen on ${listen}: ${err.message}`, { cause: err })) : resolve(p),
+      );
+    });
+    return socketPath === null ? { port } : {};
+  }
+
+  async function shutdown(graceMs: number, drainMs: number): Promise<void> {
+    health.setStatus('NOT_SERVING');
+    if (binding) await binding.catch(() => undefined);
+    if (drainMs > 0) await delay(drainMs);
+    health.endWatches();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        logger.warn({ graceMs }, 'ext_proc streams still open after the grace period; cutting them');
+        server.forceShutdown();
+        resolve();
+      }, Math.max(0, graceMs));
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    // Node unlinks the socket file itself when the listener closes.
+  }
+
+  return {
+    start(listen) {
+      if (closing) return Promise.reject(new Error('ext_proc server is closed'));
+      if (binding) return Promise.reject(new Error('ext_proc server already started'));
+      const bound = bind(listen);
+      binding = bound;
+      // A failed bind leaves the server unstarted, so start may be tried again.
+      bound.catch(() => {
+        if (binding === bound) binding = undefined;
+      });
+      return bound;
+    },
+    close(graceMs, closeOpts) {
+      closing ??= shutdown(graceMs, closeOpts?.drainMs ?? 0).catch((err: unknown) => {
+        logger.error({ err }, 'ext_proc server shutdown failed');
+        server.forceShutdown();
+      });
+      return closing;
+    },
+    servingStatus: () => health.status(),
+  };
+}

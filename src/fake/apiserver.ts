@@ -1,0 +1,391 @@
+// One fake kube-apiserver over HTTPS: authentication, discovery and a resource API backed by a
+// shared FakeCluster. Its builtins are what this "version" serves; the skew between servers lives there.
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { MEDIA_AGGREGATED_V2 } from '../constants.js';
+import { DEFAULT_VERBS, isObject, metadataOf, type FakeCluster, type FakeResource, type GroupResource, type KObject, type Selection, type WatchEvent } from './cluster.js';
+import { aggregatedList, groupDocs, legacyDoc } from './discovery-docs.js';
+import { FakeApiError, badRequest } from './errors.js';
+import type { Pki } from './pki.js';
+
+export { BUILTINS_NEW, BUILTINS_OLD } from './builtins.js';
+export { FakeCluster, type FakeResource } from './cluster.js';
+
+export interface FakeApiServerOptions {
+  readonly name: string;
+  readonly cluster: FakeCluster;
+  readonly pki: Pki;
+  readonly builtins: readonly FakeResource[];
+  /** legacy = an old server without aggregated discovery. Default aggregated. */
+  readonly discovery?: 'aggregated' | 'legacy';
+  readonly gitVersion?: string;
+  readonly host?: string;
+  readonly port?: number;
+}
+
+export type DiscoveryFault = 'none' | 'malformed' | 'error500' | 'hang';
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+}
+
+const MAX_BODY = 3 * 1024 * 1024;
+const NO_RESOURCE = (): FakeApiError => new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
+const NOT_ALLOWED = (): FakeApiError =>
+  new FakeApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+
+export class FakeApiServer {
+  readonly name: string;
+  private builtins: FakeResource[];
+  private server: Server | null = null;
+  private starting: Promise<void> | null = null;
+  private boundPort: number;
+  private tls: { key: Buffer; cert: Buffer; ca: Buffer } | null = null;
+  private readonly sockets = new Set<Socket>();
+  /** Ends open watches and hanging requests on close(). */
+  private readonly cleanups = new Set<() => void>();
+  private readonly log: RecordedRequest[] = [];
+  private ready = true;
+  private fault: DiscoveryFault = 'none';
+
+  constructor(private readonly opts: FakeApiServerOptions) {
+    this.name = opts.name;
+    this.builtins = [...opts.builtins];
+    this.boundPort = opts.port ?? 0;
+  }
+
+  get port(): number { return this.boundPort; }
+
+  get url(): string {
+    const host = this.opts.host ?? '127.0.0.1';
+    return `https://${host.includes(':') ? `[${host}]` : host}:${this.boundPort}`;
+  }
+
+  get requests(): readonly RecordedRequest[] { return this.log; }
+  clearRequests(): void { this.log.length = 0; }
+  setReady(ready: boolean): void { this.ready = ready; }
+  setDiscoveryFault(fault: DiscoveryFault): void { this.fault = fault; }
+
+  addBuiltin(r: FakeResource): void {
+    this.removeBuiltin(r.group, r.version, r.resource);
+    this.builtins.push(r);
+  }
+
+  removeBuiltin(group: string, version: string, resource: string): void {
+    this.builtins = this.builtins.filter((r) => !(r.group === group && r.version === version && r.resource === resource));
+  }
+
+  /** Listens; after a close() on the same port again, as a restarted apiserver would. */
+  start(): Promise<void> {
+    if (this.server) return Promise.resolve();
+    this.starting ??= this.listen().finally(() => (this.starting = null));
+    return this.starting;
+  }
+
+  private async listen(): Promise<void> {
+    const { pki } = this.opts;
+    this.tls ??= {
+      key: await readFile(pki.serverKeyFile), cert: await readFile(pki.serverCertFile), ca: await readFile(pki.caFile),
+    };
+    // Client certificates are optional: without one, a bearer token must authenticate.
+    const server = createServer({ ...this.tls, requestCert: true, rejectUnauthorized: false }, (req, res) => {
+      void this.handle(req, res);
+    });
+    server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+    server.on('tlsClientError', (_err, s) => s.destroy());
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.boundPort, this.opts.host ?? '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', () => undefined);
+    this.boundPort = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  /** Idempotent. Ends watches, drops every connection, then stops listening. */
+  async close(): Promise<void> {
+    await this.starting?.catch(() => undefined);
+    const server = this.server;
+    if (!server) return;
+    this.server = null;
+    for (const cleanup of [...this.cleanups]) cleanup();
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const s of this.sockets) s.destroy();
+    await closed;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    this.log.push({ method: req.method ?? '', path: url, headers: { ...req.headers } });
+    res.setHeader('x-fake-apiserver', this.name);
+    // A client that vanishes mid-request must not take the process down.
+    req.on('error', () => undefined);
+    res.on('error', () => undefined);
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    try {
+      if (path === '/healthz' || path === '/livez') return text(res, 200, 'ok');
+      if (path === '/readyz') return this.ready ? text(res, 200, 'ok') : text(res, 500, '[-]fake-ready failed: setReady(false)\nreadyz check failed');
+      if (path === '/version') return json(res, 200, versionInfo(this.opts.gitVersion ?? 'v1.35.0'));
+      if (!this.authenticated(req)) throw new FakeApiError(401, 'Unauthorized', 'Unauthorized');
+      const segs = path.split('/').filter((s) => s !== '').map((s) => decodeURIComponent(s));
+      // Empty OpenAPI documents: enough for kubectl's client-side validation to pass everything.
+      if (path === '/openapi/v3') return json(res, 200, { paths: {} });
+      if (path === '/openapi/v2') return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end();
+      const [prefix] = segs;
+      if (prefix !== 'api' && prefix !== 'apis') throw NO_RESOURCE();
+      if (segs.length <= (prefix === 'api' ? 2 : 3)) return this.discovery(req, res, segs);
+      return await this.resource(req, res, segs, query);
+    } catch (err) {
+      const e = err instanceof FakeApiError ? err
+        : err instanceof URIError ? badRequest(`malformed path: ${path}`)
+          : new FakeApiError(500, 'InternalError', `fake apiserver: ${String(err)}`);
+      if (res.headersSent) res.destroy();
+      else json(res, e.code, e.toStatus());
+    }
+  }
+
+  private authenticated(req: IncomingMessage): boolean {
+    const m = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    return m?.[1] === this.opts.pki.token || (req.socket as TLSSocket).authorized === true;
+  }
+
+  /** Built-ins first; CRDs of the shared cluster fill in what the built-ins do not define. */
+  private served(): FakeResource[] {
+    const key = (r: FakeResource): string => `${r.group}/${r.version}/${r.resource}`;
+    const own = new Set(this.builtins.map(key));
+    return [...this.builtins, ...this.opts.cluster.customResources().filter((r) => !own.has(key(r)))];
+  }
+
+  private discovery(req: IncomingMessage, res: ServerResponse, segs: string[]): void {
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw NOT_ALLOWED();
+    if (this.fault === 'hang') {
+      // Never answers: the client's timeout or close() ends it.
+      const end = (): void => void res.destroy();
+      this.cleanups.add(end);
+      res.on('close', () => this.cleanups.delete(end));
+      return;
+    }
+    if (this.fault === 'error500') throw new FakeApiError(500, 'InternalError', 'fake discovery failure (setDiscoveryFault)');
+    const groups = groupDocs(this.served());
+    const aggregated = segs.length === 1 && this.opts.discovery !== 'legacy' && acceptsAggregated(req.headers.accept);
+    const doc = aggregated
+      ? aggregatedList(groups.filter((g) => (g.group === '') === (segs[0] === 'api')))
+      : legacyDoc(segs, groups, `${this.opts.host ?? '127.0.0.1'}:${this.boundPort}`);
+    if (doc === null) throw NO_RESOURCE();
+    let body = JSON.stringify(doc);
+    if (this.fault === 'malformed') body = body.slice(0, Math.floor(body.length / 2));
+    if (!aggregated) return void res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    const etag = `"${createHash('sha512').update(body).digest('hex').toUpperCase()}"`;
+    res.writeHead(req.headers['if-none-match'] === etag ? 304 : 200,
+      { 'content-type': MEDIA_AGGREGATED_V2, etag, vary: 'Accept', 'cache-control': 'public' });
+    res.end(req.headers['if-none-match'] === etag ? undefined : body);
+  }
+
+  private async resource(req: IncomingMessage, res: ServerResponse, segs: string[], query: URLSearchParams): Promise<void> {
+    let rest = segs[0] === 'api' ? segs.slice(2) : segs.slice(3);
+    const [group, version] = segs[0] === 'api' ? ['', segs[1]] : [segs[1], segs[2]];
+    const watchPath = rest[0] === 'watch';
+    if (watchPath) rest = rest.slice(1);
+    let ns = '';
+    // namespaces/<ns>/status and /finalize are subresources of the namespace itself.
+    if (rest[0] === 'namespaces' && rest.length >= 3 && rest[2] !== 'status' && rest[2] !== 'finalize') {
+      ns = rest[1] ?? '';
+      rest = rest.slice(2);
+    }
+    const [resource, name = '', sub = '', ...extra] = rest;
+    const r = this.served().find((x) => x.group === group && x.version === version && x.resource === resource);
+    if (!r || extra.length > 0 || (watchPath && sub) || (ns && !r.namespaced) || (r.namespaced && !ns && name)) throw NO_RESOURCE();
+
+    const watchQuery = !['', 'false', '0'].includes(query.get('watch') ?? '');
+    const verb = ({
+      GET: name ? (watchPath ? 'watch' : 'get') : watchPath || watchQuery ? 'watch' : 'list',
+      HEAD: name ? 'get' : 'list',
+      POST: name && !sub ? '' : 'create',
+      PUT: name ? 'update' : '',
+      PATCH: name ? 'patch' : '',
+      DELETE: name ? 'delete' : 'deletecollection',
+    } as Record<string, string>)[req.method ?? ''] ?? '';
+    const allowed = sub ? r.subresources?.find((s) => s.name === sub)?.verbs : (r.verbs ?? DEFAULT_VERBS);
+    if (!allowed) throw NO_RESOURCE();
+    if (!verb || !allowed.includes(verb)) throw NOT_ALLOWED();
+
+    const { cluster } = this.opts;
+    const gr: GroupResource = { group: r.group, resource: r.resource };
+    const out = (o: KObject): KObject => Object.assign({ apiVersion: gvOf(r), kind: r.kind }, o, { apiVersion: gvOf(r), kind: r.kind });
+    if (sub) return this.subresource(req, res, r, gr, ns, name, sub, verb);
+    switch (verb) {
+      case 'get':
+        return json(res, 200, out(cluster.get(gr, ns, name)));
+      case 'list':
+        return json(res, 200, listOf(r, cluster.list(gr, selection(ns, name, query)).map(out), cluster.resourceVersion));
+      case 'watch':
+        return this.watch(res, gr, selection(ns, name, query), query, out);
+      case 'create':
+        return json(res, 201, out(cluster.create(gr, ns, await readObject(req))));
+      case 'update':
+      case 'patch': {
+        const current = cluster.get(gr, ns, name);
+        const body = await readBody(req);
+        const next = verb === 'patch' ? applyPatch(req.headers['content-type'], current, body) : asObject(body);
+        // With a status subresource, the main resource cannot change status (as in kube-apiserver).
+        if (r.subresources?.some((s) => s.name === 'status')) next['status'] = current['status'];
+        return json(res, 200, out(cluster.update(gr, ns, name, next)));
+      }
+      case 'delete':
+        return json(res, 200, out(cluster.delete(gr, ns, name)));
+      default: { // deletecollection
+        const items = cluster.list(gr, selection(ns, name, query))
+          .map((o) => out(cluster.delete(gr, ns, String(metadataOf(o)['name']))));
+        return json(res, 200, listOf(r, items, cluster.resourceVersion));
+      }
+    }
+  }
+
+  /** status and log are implemented; other subresources answer 400 from the server that serves them. */
+  private async subresource(
+    req: IncomingMessage, res: ServerResponse, r: FakeResource, gr: GroupResource, ns: string, name: string, sub: string, verb: string,
+  ): Promise<void> {
+    const { cluster } = this.opts;
+    const current = Object.assign({ apiVersion: gvOf(r), kind: r.kind }, cluster.get(gr, ns, name));
+    if (sub === 'log') return text(res, 200, `fake log of ${r.resource} ${ns}/${name} from ${this.name}\n`);
+    if (sub !== 'status') throw badRequest(`the fake apiserver does not implement ${r.resource}/${sub}`);
+    if (verb === 'get') return json(res, 200, current);
+    const body = await readBody(req);
+    const next = verb === 'patch' ? applyPatch(req.headers['content-type'], current, body) : asObject(body);
+    // Only status changes here, but a resourceVersion sent along still guards the write.
+    const rv = metadataOf(next)['resourceVersion'];
+    const metadata = { ...metadataOf(current), ...(rv !== undefined ? { resourceVersion: rv } : {}) };
+    return json(res, 200, Object.assign({ apiVersion: gvOf(r), kind: r.kind },
+      cluster.update(gr, ns, name, { ...current, metadata, status: next['status'] })));
+  }
+
+  /** A newline-delimited JSON event stream, held open until the client leaves, a timeout or close(). */
+  private watch(res: ServerResponse, gr: GroupResource, sel: Selection, query: URLSearchParams, present: (o: KObject) => KObject): void {
+    const rv = query.get('resourceVersion') ?? '';
+    const since = rv === '' || rv === '0' ? null : Number(rv);
+    if (since !== null && !Number.isSafeInteger(since)) throw badRequest(`invalid resourceVersion "${rv}"`);
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
+    res.flushHeaders();
+    const write = (ev: WatchEvent | { type: string; object: unknown }): void => {
+      if (res.writableEnded || res.destroyed) return;
+      res.write(`${JSON.stringify({ type: ev.type, object: ev.type === 'ERROR' ? ev.object : present(ev.object as KObject) })}\n`);
+    };
+    let stop = (): void => undefined;
+    try {
+      stop = this.opts.cluster.watch(gr, sel, since, write);
+    } catch (err) {
+      if (!(err instanceof FakeApiError)) throw err;
+      write({ type: 'ERROR', object: err.toStatus() }); // kube-apiserver reports an expired version in-stream
+      return void res.end();
+    }
+    const seconds = Number(query.get('timeoutSeconds') ?? 0);
+    const timer = seconds > 0 && seconds < 2e6 ? setTimeout(() => finish(), seconds * 1000) : undefined;
+    const finish = (): void => {
+      stop();
+      clearTimeout(timer);
+      this.cleanups.delete(finish);
+      if (!res.writableEnded && !res.destroyed) res.end();
+    };
+    this.cleanups.add(finish);
+    res.on('close', finish);
+  }
+}
+
+const gvOf = (r: FakeResource): string => (r.group ? `${r.group}/${r.version}` : r.version);
+
+function json(res: ServerResponse, code: number, body: unknown): void {
+  res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+function text(res: ServerResponse, code: number, body: string): void {
+  res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
+}
+
+const listOf = (r: FakeResource, items: KObject[], resourceVersion: string): KObject =>
+  ({ apiVersion: gvOf(r), kind: `${r.kind}List`, metadata: { resourceVersion }, items });
+
+/** JSON merge patch; a strategic merge patch is treated alike (lists are replaced, not merged). */
+function applyPatch(contentType: string | undefined, target: KObject, patch: unknown): KObject {
+  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (type !== 'application/merge-patch+json' && type !== 'application/strategic-merge-patch+json') {
+    throw new FakeApiError(415, 'UnsupportedMediaType', `the fake apiserver supports merge patches only, not "${type}"`);
+  }
+  const merge = (t: unknown, p: unknown): unknown => {
+    if (!isObject(p)) return p;
+    const o: Record<string, unknown> = isObject(t) ? { ...t } : {};
+    for (const [k, v] of Object.entries(p)) {
+      if (v === null) delete o[k];
+      else o[k] = merge(o[k], v);
+    }
+    return o;
+  };
+  return merge(target, asObject(patch)) as KObject;
+}
+
+function versionInfo(gitVersion: string): unknown {
+  const m = /^v(\d+)\.(\d+)/.exec(gitVersion);
+  return { major: m?.[1] ?? '1', minor: m?.[2] ?? '0', gitVersion, gitCommit: 'fake', gitTreeState: 'clean',
+    buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.26', compiler: 'gc', platform: 'linux/amd64' };
+}
+
+/** True when the first acceptable Accept clause asks for aggregated discovery v2. */
+function acceptsAggregated(accept: string | undefined): boolean {
+  for (const clause of (accept ?? '').split(',')) {
+    const [type = '', ...params] = clause.split(';').map((s) => s.trim());
+    const p = new Map(params.map((kv) => [kv.split('=')[0]?.toLowerCase() ?? '', kv.split('=')[1] ?? '']));
+    if (type === 'application/json' && p.get('g') === 'apidiscovery.k8s.io' && p.get('v') === 'v2'
+      && p.get('as') === 'APIGroupDiscoveryList') return true;
+    if (['application/json', 'application/*', '*/*'].includes(type) && !p.has('as')) return false;
+  }
+  return false;
+}
+
+function selection(namespace: string, name: string, query: URLSearchParams): Selection {
+  const sel: { namespace?: string; name?: string; labelSelector?: string } = {};
+  if (namespace) sel.namespace = namespace;
+  if (name) sel.name = name;
+  const labels = query.get('labelSelector');
+  if (labels) sel.labelSelector = labels;
+  for (const term of (query.get('fieldSelector') ?? '').split(',').filter(Boolean)) {
+    const m = /^metadata\.(name|namespace)==?(.*)$/.exec(term.trim());
+    if (!m) throw badRequest(`field label not supported by the fake apiserver: ${term}`);
+    sel[m[1] as 'name' | 'namespace'] = m[2] ?? '';
+  }
+  return sel;
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY) throw new FakeApiError(413, 'RequestEntityTooLarge', 'the request body is too large');
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch {
+    throw badRequest('the request body is not valid JSON');
+  }
+}
+
+function asObject(v: unknown): KObject {
+  if (!isObject(v)) throw badRequest('the request body must be a JSON object');
+  return v;
+}
+
+const readObject = async (req: IncomingMessage): Promise<KObject> => asObject(await readBody(req));

@@ -1,0 +1,185 @@
+// DiscoveryClient + credentials against fake apiservers over real TLS.
+import t, { type Test } from 'tap';
+import { writeFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { BUILTINS_NEW } from '../../src/fake/index.js';
+import { DISCOVERY_ACCEPT } from '../../src/constants.js';
+import { DiscoveryClient, DiscoveryFetchError } from '../../src/discovery/client.js';
+import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/discovery/credentials.js';
+import { sameView } from '../../src/discovery/parse.js';
+import { FakeCluster, otherPki, startFake, testPki, tokenServer } from './discovery-fixtures.js';
+
+const pki = await testPki();
+const cluster = new FakeCluster();
+const agg = await startFake(t, { name: 'agg', pki, cluster, builtins: BUILTINS_NEW });
+const legacy = await startFake(t, { name: 'legacy', pki, cluster, builtins: BUILTINS_NEW, discovery: 'legacy' });
+const signal = new AbortController().signal;
+
+function client(t: Test, s: ApiServerSettings, timeoutMs = 2000): DiscoveryClient {
+  const credentials = createCredentials(s);
+  t.teardown(() => credentials.close());
+  return new DiscoveryClient({ name: s.name, url: s.url, credentials, timeoutMs });
+}
+
+async function failure(p: Promise<unknown>): Promise<Error> {
+  try {
+    await p;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected a failure');
+}
+
+t.test('aggregated discovery, then conditional GETs keep the very same view', async (t) => {
+  agg.clearRequests();
+  const c = client(t, tokenServer(agg, pki));
+  const v1 = await c.fetchView(signal);
+  t.equal(v1.source, 'aggregated');
+  t.ok(v1.resources.has('/v1/pods'));
+  t.same([...(v1.resources.get('apps/v1/deployments')?.subresources.keys() ?? [])].sort(), ['scale', 'status']);
+  t.ok(v1.resources.has('admissionregistration.k8s.io/v1/mutatingadmissionpolicies'));
+  t.ok(v1.groupVersions.has('resource.k8s.io/v1beta2'));
+  t.ok(v1.apisDocument, 'the /apis document is kept');
+  const first = agg.requests.filter((r) => r.path === '/api' || r.path === '/apis');
+  t.equal(first.length, 2);
+  for (const r of first) {
+    t.equal(r.headers.accept, DISCOVERY_ACCEPT, `${r.path} asks nopeer first`);
+    t.equal(r.headers['if-none-match'], undefined);
+    t.equal(r.headers.authorization, `Bearer ${pki.token}`);
+  }
+
+  agg.clearRequests();
+  const v2 = await c.fetchView(signal);
+  t.equal(v2, v1, 'unchanged server → same object');
+  const second = agg.requests.filter((r) => r.path === '/api' || r.path === '/apis');
+  t.equal(second.length, 2);
+  for (const r of second) t.match(r.headers['if-none-match'], /^"[0-9A-F]{128}"$/, `${r.path} revalidated with its ETag`);
+
+  // A change on the server: 200 with a new ETag, a new view.
+  agg.addBuiltin({ group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true });
+  t.teardown(() => agg.removeBuiltin('example.com', 'v1', 'widgets'));
+  const v3 = await c.fetchView(signal);
+  t.not(v3, v1);
+  t.ok(v3.resources.has('example.com/v1/widgets'));
+});
+
+t.test('legacy-only server: per group/version documents give the same content', async (t) => {
+  legacy.clearRequests();
+  const lv = await client(t, tokenServer(legacy, pki)).fetchView(signal);
+  t.equal(lv.source, 'legacy');
+  t.equal(lv.apisDocument, undefined);
+  const paths = legacy.requests.map((r) => r.path);
+  t.ok(paths.includes('/api/v1'), 'fetched /api/v1');
+  t.ok(paths.includes('/apis/apps/v1'), 'fetched /apis/apps/v1');
+  t.ok(paths.includes('/apis/resource.k8s.io/v1beta2') && paths.includes('/apis/resource.k8s.io/v1'), 'every version of a group');
+  // Same builtins through aggregated discovery: the same routing content.
+  const cluster2 = new FakeCluster();
+  const twin = await startFake(t, { name: 'twin', pki, cluster: cluster2, builtins: BUILTINS_NEW });
+  const av = await client(t, tokenServer(twin, pki)).fetchView(signal);
+  t.ok(sameView({ ...av, source: 'legacy' }, lv), 'legacy and aggregated views agree');
+  t.same([...(lv.resources.get('/v1/pods')?.subresources.keys() ?? [])].sort(), ['eviction', 'exec', 'log', 'status']);
+});
+
+t.test('client certificate auth, and a clear 401 without credentials', async (t) => {
+  const cert = client(t, { name: 'agg', url: agg.url, caFile: pki.caFile, credentials: { clientCertFile: pki.clientCertFile, clientKeyFile: pki.clientKeyFile } });
+  agg.clearRequests();
+  const v = await cert.fetchView(signal);
+  t.ok(v.resources.has('/v1/pods'));
+  t.equal(agg.requests[0]?.headers.authorization, undefined, 'no bearer token sent');
+
+  const none = client(t, { name: 'agg', url: agg.url, caFile: pki.caFile });
+  const err = await failure(none.fetchView(signal));
+  t.type(err, DiscoveryFetchError);
+  t.match(err.message, new RegExp(`GET ${agg.url}/apis?: HTTP 401 Unauthorized: Unauthorized`));
+  t.equal((err as DiscoveryFetchError).status, 401);
+});
+
+t.test('kubeconfig contexts', async (t) => {
+  for (const context of ['token', 'cert']) {
+    const c = client(t, { name: 'agg', url: agg.url, credentials: { kubeconfig: pki.kubeconfigFile, context } });
+    const v = await c.fetchView(signal);
+    t.ok(v.resources.has('/v1/pods'), `context ${context}`);
+  }
+  // Inline data (certificate-authority-data etc.) and the current-context default.
+  const dir = await mkdtemp(join(tmpdir(), 'skewgate-kc-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const { readFile } = await import('node:fs/promises');
+  const b64 = async (f: string): Promise<string> => (await readFile(f)).toString('base64');
+  const inline = join(dir, 'kubeconfig');
+  await writeFile(
+    inline,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(pki.caFile), 'tls-server-name': 'kubernetes' } }],
+      users: [{ name: 'u', user: { 'client-certificate-data': await b64(pki.clientCertFile), 'client-key-data': await b64(pki.clientKeyFile) } }],
+      contexts: [{ name: 'inline', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'inline',
+    }),
+  );
+  const c = client(t, { name: 'agg', url: agg.url, credentials: { kubeconfig: inline } });
+  t.ok((await c.fetchView(signal)).resources.has('/v1/pods'), 'inline data, current-context');
+
+  const bad = client(t, { name: 'agg', url: agg.url, credentials: { kubeconfig: pki.kubeconfigFile, context: 'nope' } });
+  const err = await failure(bad.fetchView(signal));
+  t.type(err, CredentialsError);
+  t.match(err.message, /has no context "nope" \(it has: token, cert\)/);
+});
+
+t.test('TLS: a CA mismatch and a wrong server name give clear errors; serverName works', async (t) => {
+  const other = await otherPki();
+  const wrongCa = client(t, { name: 'agg', url: agg.url, caFile: other.caFile, credentials: { tokenFile: pki.tokenFile } });
+  const err = await failure(wrongCa.fetchView(signal));
+  t.type(err, DiscoveryFetchError);
+  t.ok((err as DiscoveryFetchError).details.tls, 'flagged as TLS');
+  t.match(err.message, new RegExp(`^GET ${agg.url}/apis?: TLS verification failed: .+\\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)\\)$`));
+  t.notMatch(err.message, pki.token, 'no token in the message');
+
+  const sni = client(t, tokenServer(agg, pki, { serverName: 'kubernetes.default.svc' }));
+  t.ok((await sni.fetchView(signal)).resources.has('/v1/pods'), 'serverName in the SANs verifies');
+  const wrongName = client(t, tokenServer(agg, pki, { serverName: 'not-the-apiserver.example' }));
+  const err2 = await failure(wrongName.fetchView(signal));
+  t.match(err2.message, /TLS verification failed: .*not-the-apiserver\.example.*\(ERR_TLS_CERT_ALTNAME_INVALID\)/);
+});
+
+t.test('probeReady follows /readyz', async (t) => {
+  const c = client(t, tokenServer(agg, pki));
+  t.equal(await c.probeReady(signal), true);
+  agg.setReady(false);
+  t.teardown(() => agg.setReady(true));
+  t.equal(await c.probeReady(signal), false);
+});
+
+t.test('timeouts, server errors and a caller abort', async (t) => {
+  const c = client(t, tokenServer(agg, pki), 300);
+  agg.setDiscoveryFault('hang');
+  t.teardown(() => agg.setDiscoveryFault('none'));
+  const started = performance.now();
+  const err = await failure(c.fetchView(signal));
+  t.match(err.message, /timed out after 300ms/);
+  t.ok(performance.now() - started < 2000, 'the timeout is honoured');
+
+  agg.setDiscoveryFault('error500');
+  const err500 = await failure(c.fetchView(signal));
+  t.match(err500.message, /HTTP 500 Internal Server Error: fake discovery failure/);
+
+  agg.setDiscoveryFault('hang');
+  const ctrl = new AbortController();
+  setTimeout(() => ctrl.abort(), 50);
+  const aborted = await failure(client(t, tokenServer(agg, pki), 5000).fetchView(ctrl.signal));
+  t.match(aborted.message, /aborted/);
+  t.ok((aborted as DiscoveryFetchError).details.aborted);
+
+  agg.setDiscoveryFault('malformed');
+  const bad = await failure(client(t, tokenServer(agg, pki)).fetchView(signal));
+  t.match(bad.message, /malformed discovery document \/apis?: not valid JSON/);
+});
+
+t.test('a missing token file is a clear credentials error', async (t) => {
+  const c = client(t, tokenServer(agg, pki, { credentials: { tokenFile: '/nonexistent/skewgate/token' } }));
+  const err = await failure(c.fetchView(signal));
+  t.type(err, CredentialsError);
+  t.match(err.message, /apiserver "agg": cannot read token file \/nonexistent\/skewgate\/token: ENOENT/);
+});

@@ -1,0 +1,196 @@
+// DiscoveryService against fake apiservers: lifecycle, snapshots, 304s, failures, rotation.
+import t, { type Test } from 'tap';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
+import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/service.js';
+import type { ApiServerSettings } from '../../src/discovery/credentials.js';
+import type { Snapshot } from '../../src/discovery/types.js';
+import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from './discovery-fixtures.js';
+
+const pki = await testPki();
+
+function service(t: Test, config: DiscoveryConfig, minRetryMs = 50): DiscoveryService {
+  const s = new DiscoveryService(config, { minRetryMs });
+  t.teardown(() => s.close());
+  return s;
+}
+
+const server = (snap: Snapshot, name: string) => {
+  const s = snap.servers.find((x) => x.name === name);
+  if (!s) throw new Error(`no server ${name}`);
+  return s;
+};
+
+t.test('lifecycle and the merged snapshot of an aggregated and a legacy server', async (t) => {
+  const cluster = new FakeCluster();
+  const oldS = await startFake(t, { name: 'old', pki, cluster, builtins: BUILTINS_OLD, discovery: 'legacy' });
+  const newS = await startFake(t, { name: 'new', pki, cluster, builtins: BUILTINS_NEW });
+  let clock = 1_000_000;
+  const svc = new DiscoveryService(discoveryConfig([tokenServer(oldS, pki), tokenServer(newS, pki)]), { now: () => clock });
+  t.teardown(() => svc.close());
+
+  const initial = svc.current();
+  t.equal(initial.generation, 0);
+  t.same(initial.servers.map((s) => [s.name, s.view, s.ready]), [['old', null, null], ['new', null, null]], 'never null: views null before start');
+
+  const seen: number[] = [];
+  const off = svc.onChange((s) => seen.push(s.generation));
+  await svc.start();
+  t.equal(svc.start(), svc.start(), 'start() is idempotent');
+  const snap = svc.current();
+  t.equal(snap.generation, 2, 'one swap per server round');
+  t.same(seen, [1, 2]);
+  off();
+  t.equal(server(snap, 'old').view?.source, 'legacy');
+  t.equal(server(snap, 'new').view?.source, 'aggregated');
+  for (const s of snap.servers) {
+    t.equal(s.ready, true, `${s.name} ready`);
+    t.equal(s.lastSuccessAt, 1_000_000);
+    t.equal(s.consecutiveFailures, 0);
+    t.equal(s.lastError, null);
+  }
+  t.same([...(snap.resources.get('/v1/pods')?.keys() ?? [])].sort(), ['new', 'old']);
+  t.same([...(snap.resources.get('admissionregistration.k8s.io/v1/mutatingadmissionpolicies')?.keys() ?? [])], ['new'], 'skew: only the new server');
+  t.same([...(snap.groupVersions.get('resource.k8s.io/v1beta2') ?? [])], ['new']);
+
+  // Revalidation: refresh → two 304s on the aggregated server, the same view, the same index.
+  newS.clearRequests();
+  clock = 2_000_000;
+  svc.refresh();
+  svc.refresh(); // bursts coalesce
+  const after = await waitForSnapshot(svc, (s) => server(s, 'new').lastSuccessAt === 2_000_000 && server(s, 'old').lastSuccessAt === 2_000_000, 3000, 'a refresh round');
+  const roots = newS.requests.filter((r) => r.path === '/api' || r.path === '/apis');
+  t.equal(roots.length, 2, 'one round per server for two refresh() calls');
+  for (const r of roots) t.match(r.headers['if-none-match'], /^"[0-9A-F]+"$/, `${r.path}: If-None-Match sent`);
+  t.equal(server(after, 'new').view, server(snap, 'new').view, 'view kept on 304');
+  t.equal(server(after, 'old').view, server(snap, 'old').view, 'unchanged legacy view kept as the same object');
+  t.equal(after.resources, snap.resources, 'merged index reused, not rebuilt');
+
+  await svc.close();
+  await svc.close();
+  t.pass('close() is idempotent');
+  const gen = svc.current().generation;
+  svc.refresh();
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(svc.current().generation, gen, 'nothing runs after close()');
+  await t.rejects(svc.start(), /closed/);
+});
+
+t.test('token file rotation is picked up without a restart', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'rot', pki, cluster, builtins: BUILTINS_OLD });
+  const dir = await mkdtemp(join(tmpdir(), 'skewgate-token-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const tokenFile = join(dir, 'token');
+  await writeFile(tokenFile, 'not-the-right-token\n');
+  const svc = service(t, discoveryConfig([tokenServer(s, pki, { credentials: { tokenFile } })]));
+  await svc.start();
+  let st = server(svc.current(), 'rot');
+  t.equal(st.view, null);
+  t.equal(st.consecutiveFailures, 1);
+  t.match(st.lastError, /HTTP 401/);
+  t.notMatch(st.lastError, /not-the-right-token/, 'the token never appears in errors');
+
+  await writeFile(tokenFile, `${pki.token}\n`);
+  const snap = await waitForSnapshot(svc, (x) => server(x, 'rot').view !== null, 3000, 'the rotated token to work');
+  st = server(snap, 'rot');
+  t.equal(st.consecutiveFailures, 0);
+  t.ok(st.view?.resources.has('/v1/pods'));
+  t.equal(s.requests.at(-1)?.headers.authorization, `Bearer ${pki.token}`);
+});
+
+t.test('client certificate and kubeconfig credentials through the service', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'auth', pki, cluster, builtins: BUILTINS_OLD });
+  const servers: ApiServerSettings[] = [
+    { name: 'cert', url: s.url, caFile: pki.caFile, credentials: { clientCertFile: pki.clientCertFile, clientKeyFile: pki.clientKeyFile } },
+    { name: 'kc', url: s.url, credentials: { kubeconfig: pki.kubeconfigFile, context: 'cert' } },
+  ];
+  const svc = service(t, discoveryConfig(servers));
+  await svc.start();
+  for (const st of svc.current().servers) {
+    t.equal(st.consecutiveFailures, 0, `${st.name}: ${st.lastError}`);
+    t.ok(st.view?.resources.has('apps/v1/deployments'), st.name);
+  }
+});
+
+t.test('a malformed document keeps the last good view and counts a failure', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'mal', pki, cluster, builtins: BUILTINS_NEW });
+  const svc = service(t, discoveryConfig([tokenServer(s, pki)]));
+  await svc.start();
+  const good = server(svc.current(), 'mal').view;
+  t.ok(good);
+  s.setDiscoveryFault('malformed');
+  svc.refresh();
+  const bad = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures >= 1, 3000, 'a failure');
+  t.equal(server(bad, 'mal').view, good, 'last good view kept');
+  t.match(server(bad, 'mal').lastError, /malformed discovery document \/apis?: not valid JSON/);
+  t.equal(bad.resources.get('/v1/pods')?.has('mal'), true, 'routing still sees the server');
+  s.setDiscoveryFault('none');
+  const back = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures === 0, 3000, 'recovery (retry with backoff)');
+  t.equal(server(back, 'mal').view, good, 'recovered to the same content: the same view object');
+  t.equal(server(back, 'mal').lastError, null);
+});
+
+t.test('a dead server: failures grow with backoff, its view is kept, readiness false', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'dead', pki, cluster, builtins: BUILTINS_OLD });
+  const svc = service(t, discoveryConfig([tokenServer(s, pki)], { interval: 1000, timeout: 500 }), 50);
+  await svc.start();
+  const good = server(svc.current(), 'dead').view;
+  t.ok(good);
+  await s.close();
+  svc.refresh();
+  const started = Date.now();
+  const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 5000, 'four failures');
+  const elapsed = Date.now() - started;
+  const st = server(snap, 'dead');
+  t.equal(st.view, good, 'view kept');
+  t.equal(st.ready, false);
+  t.match(st.lastError, /ECONNREFUSED/);
+  // Retries at 50, 100, 200 ms (backoff), not hammering and not waiting a full interval each.
+  t.ok(elapsed >= 300 && elapsed < 3000, `four failures took ${elapsed}ms`);
+
+  await s.start(); // same port
+  const back = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures === 0, 3000, 'recovery');
+  t.equal(server(back, 'dead').ready, true);
+});
+
+t.test('/readyz false → ready false, discovery still fine', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'unready', pki, cluster, builtins: BUILTINS_OLD });
+  s.setReady(false);
+  const svc = service(t, discoveryConfig([tokenServer(s, pki)]));
+  await svc.start();
+  const st = server(svc.current(), 'unready');
+  t.equal(st.ready, false);
+  t.equal(st.consecutiveFailures, 0);
+  t.ok(st.view);
+  s.setReady(true);
+  svc.refresh();
+  await waitForSnapshot(svc, (x) => server(x, 'unready').ready === true, 3000, 'ready again');
+  t.pass('ready again after /readyz recovers');
+});
+
+t.test('start() resolves even when a server hangs (timeout), close() aborts in-flight fetches', async (t) => {
+  const cluster = new FakeCluster();
+  const s = await startFake(t, { name: 'hang', pki, cluster, builtins: BUILTINS_OLD });
+  s.setDiscoveryFault('hang');
+  const svc = service(t, discoveryConfig([tokenServer(s, pki)], { timeout: 300 }));
+  const started = Date.now();
+  await svc.start();
+  t.ok(Date.now() - started < 2000, 'first round ended by the timeout');
+  t.match(server(svc.current(), 'hang').lastError, /timed out after 300ms/);
+
+  // A second service whose first round is still hanging when closed.
+  const svc2 = new DiscoveryService(discoveryConfig([tokenServer(s, pki)], { timeout: 10_000 }));
+  const startP = svc2.start();
+  await new Promise((r) => setTimeout(r, 100));
+  const closeStarted = Date.now();
+  await svc2.close();
+  await startP;
+  t.ok(Date.now() - closeStarted < 1000, 'close() did not wait for the 10 s timeout');
+});

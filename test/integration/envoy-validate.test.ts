@@ -1,0 +1,86 @@
+// Rendered bootstraps pass the REAL Envoy's `--mode validate`; envoy/envoy.yaml is current.
+import t from 'tap';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config.js';
+import { renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { renderBootstrapYaml } from '../../src/envoy/render.js';
+import { findEnvoyBinary, packageRoot, validateBootstrap } from '../../src/envoy/process.js';
+import { makePki, testConfig } from './envoy-fixtures.js';
+
+const pki = makePki();
+t.teardown(() => pki.cleanup());
+const root = packageRoot();
+
+t.test('the Envoy binary is installed', async (t) => {
+  t.doesNotThrow(() => findEnvoyBinary(), 'run `npm run setup` if this fails');
+});
+
+t.test('findEnvoyBinary names the fix when the binary is missing', async (t) => {
+  t.throws(() => findEnvoyBinary(join(pki.dir, 'no-such-envoy')), /npm run setup/);
+});
+
+const variants = [
+  { name: 'tcp processor, fail open', extprocListen: '127.0.0.1:9002', failureMode: 'open', clientCert: false, host: '127.0.0.1' },
+  { name: 'unix processor, fail closed', extprocListen: `unix:${join(pki.dir, 'x.sock')}`, failureMode: 'closed', clientCert: false, host: '127.0.0.1' },
+  { name: 'tcp processor, fail closed, upstream client certificate', extprocListen: '127.0.0.1:9002', failureMode: 'closed', clientCert: true, host: '127.0.0.1' },
+  { name: 'unix processor, fail open, client certificate, DNS apiservers', extprocListen: `unix:${join(pki.dir, 'y.sock')}`, failureMode: 'open', clientCert: true, host: 'localhost' },
+] as const;
+
+for (const v of variants) {
+  t.test(`envoy --mode validate: ${v.name}`, async (t) => {
+    const cfg = testConfig(pki, {
+      apiservers: [
+        { name: 'apiserver-a', url: `https://${v.host}:16441` },
+        { name: 'apiserver-b', url: `https://${v.host}:16442` },
+        { name: 'apiserver-c', url: `https://${v.host}:16443` },
+      ],
+      extprocListen: v.extprocListen,
+      failureMode: v.failureMode,
+      clientCert: v.clientCert,
+    });
+    const res = await validateBootstrap(renderBootstrapYaml(cfg));
+    t.ok(res.ok, `valid:\n${res.output}`);
+  });
+}
+
+t.test('validation really loads the files the bootstrap names', async (t) => {
+  const cfg = testConfig(pki, { apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441' }], extprocListen: '127.0.0.1:9002', failureMode: 'open' });
+  const broken = JSON.parse(JSON.stringify(renderBootstrap(cfg)).replaceAll(pki.caCert, join(pki.dir, 'missing-ca.crt'))) as object;
+  const res = await validateBootstrap(broken);
+  t.notOk(res.ok, 'a missing CA file fails validation');
+  t.match(res.output, /missing-ca\.crt/);
+});
+
+t.test('envoy/envoy.yaml is the current rendering of examples/skewgate.yaml', async (t) => {
+  const expected = renderBootstrapYaml(loadConfig(join(root, 'examples/skewgate.yaml')), { relativeTo: root });
+  const file = join(root, 'envoy/envoy.yaml');
+  if (process.env.SKEWGATE_UPDATE_ENVOY_YAML === '1') writeFileSync(file, expected);
+  let actual = '';
+  try {
+    actual = readFileSync(file, 'utf8');
+  } catch {
+    // compared below
+  }
+  t.equal(
+    actual,
+    expected,
+    'envoy/envoy.yaml is stale: run `node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml > envoy/envoy.yaml` (or SKEWGATE_UPDATE_ENVOY_YAML=1 with this test)',
+  );
+
+  // Envoy resolves its relative paths from the working directory: give it a stand-in repo root.
+  const cwd = mkdtempSync(join(tmpdir(), 'skewgate-example-'));
+  t.teardown(() => rmSync(cwd, { recursive: true, force: true }));
+  mkdirSync(join(cwd, 'examples/pki'), { recursive: true });
+  const stand = {
+    'ca.crt': pki.caCert,
+    'gateway.crt': pki.serverCert,
+    'gateway.key': pki.serverKey,
+    'front-proxy-client.crt': pki.clientCert,
+    'front-proxy-client.key': pki.clientKey,
+  };
+  for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
+  const res = await validateBootstrap(actual, { cwd });
+  t.ok(res.ok, `envoy/envoy.yaml validates from the repository root:\n${res.output}`);
+});

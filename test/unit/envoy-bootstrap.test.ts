@@ -1,0 +1,284 @@
+// Structure of the rendered Envoy bootstrap (the real binary is exercised in test/integration).
+import t from 'tap';
+import { join } from 'node:path';
+import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { EXTPROC_SERVICE_NAME, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER } from '../../src/constants.js';
+import { BootstrapError, duration, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
+import { renderBootstrapYaml } from '../../src/envoy/render.js';
+import { packageRoot } from '../../src/envoy/process.js';
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown, what = 'value'): Obj => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${what} is not an object: ${JSON.stringify(v)}`);
+  return v as Obj;
+};
+const arr = (v: unknown, what = 'value'): unknown[] => {
+  if (!Array.isArray(v)) throw new Error(`${what} is not an array: ${JSON.stringify(v)}`);
+  return v;
+};
+/** Walks a dotted path; numbers index arrays. Keys with dots are read with obj(...)[key]. */
+const at = (root: unknown, path: string): unknown =>
+  path.split('.').reduce<unknown>((v, k) => (Array.isArray(v) ? v[Number(k)] : obj(v, path)[k]), root);
+
+interface Opts {
+  failureMode?: 'open' | 'closed';
+  extproc?: string;
+  clientCert?: boolean;
+  apiservers?: { name: string; url: string; serverName?: string; caFile?: string }[];
+}
+
+function config(o: Opts = {}): Config {
+  return parseConfig(
+    {
+      apiservers: (o.apiservers ?? [
+        { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
+        { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
+        { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
+      ]).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
+      extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
+      envoy: {
+        listen: { address: '127.0.0.1', port: 8443 },
+        tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key' },
+        healthCheck: { interval: '3s', timeout: '1s', unhealthyThreshold: 3, healthyThreshold: 2 },
+        ...(o.clientCert === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
+      },
+    },
+    '/srv/sg/skewgate.yaml',
+    '/srv/sg',
+  );
+}
+
+const hcm = (b: unknown): Obj => obj(at(b, 'static_resources.listeners.0.filter_chains.0.filters.0.typed_config'));
+const filters = (b: unknown): Obj[] => arr(hcm(b).http_filters).map((f) => obj(f));
+const extproc = (b: unknown): Obj => obj(filters(b).find((f) => f.name === 'envoy.filters.http.ext_proc')?.typed_config);
+const routes = (b: unknown): Obj[] => arr(at(hcm(b), 'route_config.virtual_hosts.0.routes')).map((r) => obj(r));
+const clusters = (b: unknown): Obj[] => arr(at(b, 'static_resources.clusters')).map((c) => obj(c));
+const cluster = (b: unknown, name: string): Obj => {
+  const c = clusters(b).find((x) => x.name === name);
+  if (!c) throw new Error(`no cluster ${name}`);
+  return c;
+};
+
+t.test('duration renders Envoy Duration strings', async (t) => {
+  t.equal(duration(500), '0.5s');
+  t.equal(duration(2000), '2s');
+  t.equal(duration(0), '0s');
+  t.equal(duration(1250), '1.25s');
+  t.equal(duration(90_000), '90s');
+});
+
+t.test('HTTP filters: sanitiser, then ext_proc, then router', async (t) => {
+  const b = renderBootstrap(config());
+  t.same(
+    filters(b).map((f) => f.name),
+    ['envoy.filters.http.header_mutation', 'envoy.filters.http.ext_proc', 'envoy.filters.http.router'],
+  );
+});
+
+t.test('sanitising removes every identity and routing header, early and in the chain', async (t) => {
+  const b = renderBootstrap(config());
+  const early = arr(at(hcm(b), 'early_header_mutation_extensions'));
+  t.equal(early.length, 1, 'one early header mutation (runs before route selection)');
+  t.equal(at(early[0], 'name'), 'envoy.http.early_header_mutation.header_mutation');
+  const earlyMutations = arr(at(early[0], 'typed_config.mutations')).map((m) => obj(m));
+  const chainMutations = arr(at(filters(b)[0], 'typed_config.mutations.request_mutations')).map((m) => obj(m));
+  for (const [where, list] of [['early', earlyMutations], ['filter', chainMutations]] as const) {
+    const removed = list.map((m) => m.remove).filter((x) => x !== undefined);
+    const prefixes = list.map((m) => (m.remove_on_match === undefined ? undefined : at(m, 'remove_on_match.key_matcher.prefix'))).filter((x) => x !== undefined);
+    for (const h of SANITIZED_REQUEST_HEADERS) t.ok(removed.includes(h), `${where}: removes ${h}`);
+    for (const p of SANITIZED_REQUEST_HEADER_PREFIXES) t.ok(prefixes.includes(p), `${where}: removes prefix ${p}`);
+    t.ok(prefixes.includes('x-envoy-'), `${where}: removes client x-envoy-* (e.g. x-envoy-retry-on)`);
+    t.ok(removed.includes(UPSTREAM_HEADER), `${where}: removes the routing header`);
+    t.ok(list.every((m) => m.append === undefined), `${where}: only removals`);
+  }
+  t.ok(earlyMutations.some((m) => m.remove === 'x-forwarded-for'), 'client X-Forwarded-For dropped before Envoy appends the peer');
+  t.notOk(chainMutations.some((m) => m.remove === 'x-forwarded-for'), 'the filter keeps the X-Forwarded-For Envoy wrote');
+  t.equal(hcm(b).forward_client_cert_details, 'SANITIZE');
+  t.same(at(hcm(b), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER], 'the routing header is never forwarded upstream');
+});
+
+t.test('ext_proc: headers only, timeouts, route cache, failure mode', async (t) => {
+  const open = extproc(renderBootstrap(config({ failureMode: 'open' })));
+  const closed = extproc(renderBootstrap(config({ failureMode: 'closed' })));
+  t.equal(open.failure_mode_allow, true, 'open: continue without skewgate');
+  t.equal(closed.failure_mode_allow, false, 'closed: error');
+  t.same(open.processing_mode, {
+    request_header_mode: 'SEND',
+    response_header_mode: 'SKIP',
+    request_body_mode: 'NONE',
+    response_body_mode: 'NONE',
+    request_trailer_mode: 'SKIP',
+    response_trailer_mode: 'SKIP',
+  });
+  t.equal(open.message_timeout, '0.5s');
+  t.equal(open.route_cache_action, 'CLEAR');
+  t.notOk('disable_clear_route_cache' in open, 'only one of the two route-cache fields');
+  t.equal(at(open, 'grpc_service.envoy_grpc.cluster_name'), 'skewgate-extproc');
+  t.same(open.status_on_error, { code: 'ServiceUnavailable' });
+  t.equal(at(open, 'mutation_rules.allow_envoy'), false, 'x-envoy-* cannot be set by the processor');
+});
+
+t.test('routes: one pair per apiserver on the exact header value, then the default', async (t) => {
+  const cfg = config();
+  const rs = routes(renderBootstrap(cfg));
+  t.equal(rs.length, cfg.apiservers.length * 2 + 2);
+  for (const s of cfg.apiservers) {
+    const mine = rs.filter((r) => r.route !== undefined && at(r, 'route.cluster') === s.name);
+    t.equal(mine.length, 2, `${s.name}: read and write routes`);
+    for (const r of mine) {
+      const hdr = arr(at(r, 'match.headers')).map((h) => obj(h)).find((h) => h.name === UPSTREAM_HEADER);
+      t.same(hdr?.string_match, { exact: s.name }, `${s.name}: exact match on ${UPSTREAM_HEADER}`);
+    }
+  }
+  const last = rs[rs.length - 1] as Obj;
+  t.same(last.match, { prefix: '/' }, 'catch-all last');
+  t.equal(at(last, 'route.cluster'), 'default');
+  t.notOk(rs.some((r) => at(r, 'route.cluster') === 'skewgate-extproc'), 'no route can reach the processor cluster');
+  t.notOk(JSON.stringify(rs).includes('cluster_header'), 'no cluster_header: a value can never name an arbitrary cluster');
+  for (const r of rs) {
+    t.equal(at(r, 'route.timeout'), '0s', `${String(r.name)}: no route timeout (watches, exec)`);
+    t.equal(at(r, 'route.idle_timeout'), '0s', `${String(r.name)}: no idle timeout`);
+  }
+});
+
+t.test('retries: reads only, connect-level failures only; writes never', async (t) => {
+  const rs = routes(renderBootstrap(config()));
+  const methodRegex = (r: Obj): RegExp | undefined => {
+    const m = (r.match as Obj).headers === undefined ? undefined : arr(at(r, 'match.headers')).map((h) => obj(h)).find((h) => h.name === ':method');
+    return m === undefined ? undefined : new RegExp(String(at(m, 'string_match.safe_regex.regex')));
+  };
+  let reads = 0;
+  for (const r of rs) {
+    const re = methodRegex(r);
+    const retry = at(r, 'route.retry_policy');
+    if (re === undefined) {
+      t.equal(retry, undefined, `${String(r.name)}: a route that admits writes has no retry policy`);
+      continue;
+    }
+    reads++;
+    for (const m of ['GET', 'HEAD']) t.ok(re.test(m), `${String(r.name)} matches ${m}`);
+    for (const m of ['POST', 'PUT', 'PATCH', 'DELETE', 'GETX', 'XGET']) t.notOk(re.test(m), `${String(r.name)} does not match ${m}`);
+    t.equal(at(retry, 'retry_on'), READ_RETRY_ON);
+    t.equal(at(retry, 'num_retries'), READ_NUM_RETRIES);
+  }
+  t.equal(reads, rs.length / 2, 'every read route precedes its write twin');
+  const conditions = READ_RETRY_ON.split(',');
+  t.same(conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request'].includes(c)), [], 'no condition that may fire after bytes were sent');
+  const defaultRead = rs.find((r) => r.name === 'default-read') as Obj;
+  t.equal(at(defaultRead, 'route.retry_policy.retry_host_predicate.0.name'), 'envoy.retry_host_predicates.previous_hosts', 'default: a retry goes to another apiserver');
+});
+
+t.test('listener: TLS with h2 + http/1.1, upgrades, no stream timeouts, trusted addresses', async (t) => {
+  const b = renderBootstrap(config());
+  const l = obj(at(b, 'static_resources.listeners.0'));
+  t.same(at(l, 'address.socket_address'), { address: '127.0.0.1', port_value: 8443 });
+  const tls = obj(at(l, 'filter_chains.0.transport_socket.typed_config'));
+  t.same(at(tls, 'common_tls_context.alpn_protocols'), ['h2', 'http/1.1']);
+  t.same(at(tls, 'common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/gw.crt' }, private_key: { filename: '/srv/sg/pki/gw.key' } });
+  const h = hcm(b);
+  t.equal(h.codec_type, 'AUTO');
+  t.same(arr(h.upgrade_configs).map((u) => at(u, 'upgrade_type')), ['websocket', 'spdy/3.1']);
+  t.equal(h.stream_idle_timeout, '0s');
+  t.equal(h.use_remote_address, true);
+  t.equal(h.xff_num_trusted_hops, 0);
+  t.equal(h.normalize_path, true);
+  t.equal(h.merge_slashes, true);
+  t.same(at(b, 'admin.address.socket_address'), { address: '127.0.0.1', port_value: 9901 });
+});
+
+t.test('clusters: one per apiserver with TLS and /readyz checks, plus default and processor', async (t) => {
+  const cfg = config({ clientCert: true });
+  const b = renderBootstrap(cfg);
+  t.same(clusters(b).map((c) => c.name), ['apiserver-a', 'apiserver-b', 'apiserver-c', 'default', 'skewgate-extproc']);
+  for (const s of cfg.apiservers) {
+    const c = cluster(b, s.name);
+    t.equal(at(c, 'health_checks.0.http_health_check.path'), '/readyz', `${s.name}: /readyz`);
+    t.equal(at(c, 'health_checks.0.interval'), '3s');
+    t.equal(at(c, 'health_checks.0.timeout'), '1s');
+    t.equal(at(c, 'health_checks.0.unhealthy_threshold'), 3);
+    t.equal(at(c, 'health_checks.0.healthy_threshold'), 2);
+    t.equal(at(c, 'connect_timeout'), '2s');
+    const opts = obj(at(c, 'typed_extension_protocol_options'))['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
+    t.same(at(opts, 'explicit_http_config'), { http_protocol_options: {} }, `${s.name}: HTTP/1.1 upstream, so upgrades pass`);
+    t.equal(at(c, 'transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename'), '/srv/sg/pki/ca.crt');
+    t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, 'client certificate');
+    t.ok(Number(at(c, 'circuit_breakers.thresholds.0.max_requests')) >= 100_000, 'long watches do not exhaust the circuit breaker');
+  }
+  const a = cluster(b, 'apiserver-a');
+  t.equal(a.type, 'STATIC', 'IP URL: STATIC');
+  t.notOk('sni' in obj(at(a, 'transport_socket.typed_config')), 'no SNI for an IP');
+  t.same(at(a, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [{ san_type: 'IP_ADDRESS', matcher: { exact: '127.0.0.1' } }]);
+  const c = cluster(b, 'apiserver-c');
+  t.equal(c.type, 'STRICT_DNS', 'host name URL: STRICT_DNS');
+  t.same(at(c, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address'), { address: 'kube-c.example', port_value: 6443 });
+  t.equal(at(c, 'transport_socket.typed_config.sni'), 'kubernetes', 'serverName is the SNI');
+  t.same(at(c, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [{ san_type: 'DNS', matcher: { exact: 'kubernetes' } }]);
+
+  const d = cluster(b, 'default');
+  t.equal(d.type, 'STRICT_DNS', 'default: STRICT_DNS as one apiserver has a host name');
+  const eps = arr(at(d, 'load_assignment.endpoints.0.lb_endpoints'));
+  t.equal(eps.length, 3, 'default balances over every apiserver');
+  t.same(
+    eps.map((e) => obj(at(e, 'metadata.filter_metadata'))['envoy.transport_socket_match']),
+    cfg.apiservers.map((s) => ({ apiserver: s.name })),
+  );
+  const matches = arr(d.transport_socket_matches).map((m) => obj(m));
+  t.same(matches.map((m) => m.match), cfg.apiservers.map((s) => ({ apiserver: s.name })), 'each endpoint keeps its own TLS settings');
+  t.equal(at(matches[2], 'transport_socket.typed_config.sni'), 'kubernetes');
+  t.ok(d.transport_socket !== undefined, 'never plaintext');
+  t.equal(at(d, 'health_checks.0.http_health_check.path'), '/readyz');
+});
+
+t.test('apiserver clusters without a client certificate present none', async (t) => {
+  const b = renderBootstrap(config({ clientCert: false }));
+  t.notOk('tls_certificates' in obj(at(cluster(b, 'apiserver-a'), 'transport_socket.typed_config.common_tls_context')));
+});
+
+t.test('processor cluster: HTTP/2, TCP or unix socket, gRPC health, raised limits', async (t) => {
+  const tcp = cluster(renderBootstrap(config({ extproc: '127.0.0.1:9002' })), 'skewgate-extproc');
+  t.same(at(tcp, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { socket_address: { address: '127.0.0.1', port_value: 9002 } });
+  const unix = cluster(renderBootstrap(config({ extproc: 'unix:/run/skewgate/extproc.sock' })), 'skewgate-extproc');
+  t.same(at(unix, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: '/run/skewgate/extproc.sock' } });
+  const rel = cluster(renderBootstrap(config({ extproc: 'unix:run/x.sock' })), 'skewgate-extproc');
+  t.same(at(rel, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: '/srv/sg/run/x.sock' } }, 'relative socket resolved against the config');
+  const v6 = cluster(renderBootstrap(config({ extproc: '[::1]:9002' })), 'skewgate-extproc');
+  t.same(at(v6, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { socket_address: { address: '::1', port_value: 9002 } });
+  const opts = obj(at(tcp, 'typed_extension_protocol_options'))['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
+  t.ok(at(opts, 'explicit_http_config.http2_protocol_options') !== undefined, 'gRPC needs HTTP/2');
+  t.same(at(tcp, 'health_checks.0.grpc_health_check'), { service_name: EXTPROC_SERVICE_NAME });
+  t.ok(Number(at(tcp, 'circuit_breakers.thresholds.0.max_requests')) >= 100_000, 'one stream per in-flight request');
+  t.ok(Number(at(tcp, 'circuit_breakers.thresholds.0.max_pending_requests')) >= 100_000);
+});
+
+t.test('caFile is required to render', async (t) => {
+  const cfg = parseConfig(
+    { apiservers: [{ name: 'a', url: 'https://127.0.0.1:1' }], envoy: { tls: { certFile: 'c', keyFile: 'k' } } },
+    '/x/s.yaml',
+    '/x',
+  );
+  t.throws(() => renderBootstrap(cfg), BootstrapError);
+});
+
+t.test('renderPath and relative rendering', async (t) => {
+  t.equal(renderPath('/repo/examples/pki/ca.crt', '/repo'), 'examples/pki/ca.crt');
+  t.equal(renderPath('/elsewhere/ca.crt', '/repo'), '/elsewhere/ca.crt', 'outside: unchanged');
+  t.equal(renderPath('/repo2/ca.crt', '/repo'), '/repo2/ca.crt', 'a sibling with a common prefix is outside');
+  t.equal(renderPath('/repo/ca.crt', undefined), '/repo/ca.crt');
+  const yaml = renderBootstrapYaml(config(), { relativeTo: '/srv' });
+  t.match(yaml, /^# generated by skewgate envoy-config from sg\/skewgate\.yaml — do not edit\n/);
+  t.match(yaml, /filename: sg\/pki\/ca\.crt/);
+  t.notMatch(yaml, /\/srv\//, 'no absolute path inside the base folder');
+  const plain = renderBootstrapYaml(config());
+  t.match(plain, /^# generated by skewgate envoy-config from skewgate\.yaml — do not edit\n/);
+  t.equal(renderBootstrapYaml(config()), plain, 'stable output');
+});
+
+t.test('the example config renders machine-independent', async (t) => {
+  const root = packageRoot();
+  const cfg = loadConfig(join(root, 'examples/skewgate.yaml'));
+  const yaml = renderBootstrapYaml(cfg, { relativeTo: root });
+  t.match(yaml, /from examples\/skewgate\.yaml — do not edit/);
+  t.notOk(yaml.includes(root), 'no path of this machine');
+  t.match(yaml, /filename: examples\/pki\/ca\.crt/);
+  t.equal(cfg.apiservers.length, 3);
+});
