@@ -109,6 +109,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 export async function startEnvoy(options: StartEnvoyOptions): Promise<EnvoyHandle> {
   const bin = findEnvoyBinary(options.envoyBin);
+  // Opened synchronously so that a bad log path fails here, not as a stray stream error later.
+  const log: WriteStream | undefined = options.logFile === undefined ? undefined : createWriteStream('', { fd: openSync(resolve(options.logFile), 'a') });
   const dir = await mkdtemp(join(tmpdir(), 'skewgate-envoy-'));
   const configFile = join(dir, 'bootstrap.yaml');
   const adminPathFile = join(dir, 'admin-address');
@@ -122,8 +124,6 @@ export async function startEnvoy(options: StartEnvoyOptions): Promise<EnvoyHandl
     '--base-id-path', join(dir, 'base-id'),
     ...(options.baseId === undefined ? ['--use-dynamic-base-id'] : ['--base-id', String(options.baseId)]),
   ];
-  // Opened synchronously so that a bad log path fails here, not as a stray stream error later.
-  const log: WriteStream | undefined = options.logFile === undefined ? undefined : createWriteStream('', { fd: openSync(resolve(options.logFile), 'a') });
   const child = spawn(bin, args, { cwd: options.cwd ?? process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] });
 
   let tail = '';

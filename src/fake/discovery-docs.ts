@@ -100,7 +100,7 @@ export function legacyDoc(segs: readonly string[], groups: readonly GroupDocs[],
   }
   const group = prefix === 'api' ? '' : (a ?? '');
   const version = prefix === 'api' ? a : b;
-  const g = groups.find((x) => x.group === group && (group !== '' || prefix === 'api'));
+  const g = groups.find((x) => x.group === group);
   if (!g) return null;
   if (version === undefined) return { kind: 'APIGroup', apiVersion: 'v1', ...apiGroup(g) };
   const v = g.versions.find((x) => x.version === version);

@@ -77,8 +77,6 @@ t.test('envoy/envoy.yaml is the current rendering of examples/skewgate.yaml', as
     'ca.crt': pki.caCert,
     'gateway.crt': pki.serverCert,
     'gateway.key': pki.serverKey,
-    'front-proxy-client.crt': pki.clientCert,
-    'front-proxy-client.key': pki.clientKey,
   };
   for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
   const res = await validateBootstrap(actual, { cwd });

@@ -1,0 +1,157 @@
+// End to end through a REAL Envoy: fake skewed apiservers behind Envoy + skewgate.
+// Envoy missing → startStack throws and the test fails (it never skips).
+import t from 'tap';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent, request } from 'undici';
+import { readFileSync } from 'node:fs';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
+import { startStack, type Stack } from '../../src/demo/stack.js';
+import { createClient, eventually, type Client } from '../helpers/http.js';
+
+const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+const COMMON = '/api/v1/namespaces/default/configmaps';
+
+let stack: Stack;
+let client: Client;
+
+t.before(async () => {
+  stack = await startStack({
+    dir: mkdtempSync(join(tmpdir(), 'sg-e2e-')),
+    servers: [
+      // An old server that only speaks legacy discovery, an old one with aggregated discovery, a new one.
+      { name: 'apiserver-a', builtins: BUILTINS_OLD, discovery: 'legacy' },
+      { name: 'apiserver-b', builtins: BUILTINS_OLD },
+      { name: 'apiserver-c', builtins: BUILTINS_NEW },
+    ],
+  });
+  client = createClient(stack.pki.caFile, stack.pki.token);
+});
+t.teardown(async () => {
+  await client?.close();
+  await stack?.close();
+});
+
+const servedBy = async (method: string, path: string, n: number, headers: Record<string, string> = {}, body?: (i: number) => unknown): Promise<Map<string, number>> => {
+  const seen = new Map<string, number>();
+  for (let i = 0; i < n; i++) {
+    const a = await client.send(method, stack.gatewayUrl + path, { headers, ...(body ? { body: body(i) } : {}) });
+    const key = `${a.status} ${a.server ?? 'edge'}`;
+    seen.set(key, (seen.get(key) ?? 0) + 1);
+  }
+  return seen;
+};
+
+t.test('routed: a resource only the new apiserver serves always reaches it, reads and writes', async (t) => {
+  t.same([...(await servedBy('GET', SKEWED, 15))], [['200 apiserver-c', 15]]);
+  const created = await servedBy('POST', SKEWED, 5, {}, (i) => ({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy', metadata: { name: `map-${i}` }, spec: {} }));
+  t.same([...created], [['201 apiserver-c', 5]]);
+  const list = await client.send('GET', stack.gatewayUrl + SKEWED);
+  t.equal((list.json() as { items: unknown[] }).items.length, 5, 'every acknowledged create is readable');
+});
+
+t.test('default: a resource every apiserver serves is balanced over all of them', async (t) => {
+  const seen = await servedBy('GET', COMMON, 18);
+  t.equal([...seen.keys()].filter((k) => k.startsWith('200 ')).length, 3, `spread: ${JSON.stringify([...seen])}`);
+});
+
+t.test('HTTP/2 downstream works too', async (t) => {
+  const h2 = createClient(stack.pki.caFile, stack.pki.token, { h2: true });
+  t.teardown(() => h2.close());
+  const a = await h2.send('GET', stack.gatewayUrl + SKEWED);
+  t.equal(a.status, 200);
+  t.equal(a.server, 'apiserver-c');
+});
+
+t.test('not_found: a resource nobody serves is a 404 Status from the edge, no upstream hop', async (t) => {
+  for (const s of stack.apiservers) s.clearRequests();
+  const a = await client.send('GET', stack.gatewayUrl + '/apis/nothing.example/v1/namespaces/x/widgets');
+  t.equal(a.status, 404);
+  t.equal(a.server, undefined, 'no apiserver answered');
+  t.match(a.json(), { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 });
+  t.match(a.headers['content-type'], /application\/json/);
+  t.equal(stack.apiservers.reduce((n, s) => n + s.requests.filter((r) => r.path.includes('widgets')).length, 0), 0);
+  const sub = await client.send('GET', stack.gatewayUrl + '/api/v1/namespaces/default/pods/p/frobnicate');
+  t.equal(sub.status, 404);
+  t.match(sub.json(), { kind: 'Status', code: 404 });
+});
+
+t.test('passthrough: non-resource paths go to the balanced default', async (t) => {
+  for (const p of ['/version', '/healthz', '/apis/apps/v1', '/api']) {
+    const a = await client.send('GET', stack.gatewayUrl + p);
+    t.equal(a.status, 200, p);
+    t.ok(a.server, `${p} answered by an apiserver`);
+  }
+});
+
+t.test('forged routing and identity headers are stripped before any apiserver sees them', async (t) => {
+  for (const s of stack.apiservers) s.clearRequests();
+  const forged = { 'x-skewgate-upstream': 'apiserver-a', 'x-remote-user': 'system:admin', 'x-remote-group': 'system:masters', 'x-remote-extra-scopes': 'all', 'x-forwarded-client-cert': 'By=spiffe://x;Hash=1;Subject="CN=admin"', 'x-kubernetes-peer-proxied': 'true' };
+  t.same([...(await servedBy('GET', SKEWED, 6, forged))], [['200 apiserver-c', 6]], 'a forged upstream does not pin a skewed request');
+  const common = await servedBy('GET', COMMON, 12, forged);
+  t.ok(common.size > 1, `a forged upstream does not pin a common request either: ${JSON.stringify([...common])}`);
+  const seen = stack.apiservers.flatMap((s) => s.requests.filter((r) => r.path.startsWith(SKEWED) || r.path.startsWith(COMMON)));
+  t.ok(seen.length >= 18);
+  for (const r of seen) {
+    for (const h of Object.keys(forged)) t.notOk(h in r.headers && !(h === 'x-skewgate-upstream' && r.headers[h] === 'apiserver-c'), `${h} did not reach ${r.path}`);
+    t.notOk('x-remote-user' in r.headers || 'x-remote-group' in r.headers || 'x-remote-extra-scopes' in r.headers || 'x-forwarded-client-cert' in r.headers || 'x-kubernetes-peer-proxied' in r.headers);
+    t.equal(r.headers['authorization'], `Bearer ${stack.pki.token}`, 'the bearer token passes through untouched');
+  }
+});
+
+t.test('a watch is held open through Envoy past its default 15 s route timeout and delivers events', async (t) => {
+  const ca = readFileSync(stack.pki.caFile, 'utf8');
+  const dispatcher = new Agent({ connect: { ca }, bodyTimeout: 0, headersTimeout: 0 });
+  t.teardown(() => dispatcher.destroy());
+  const res = await request(`${stack.gatewayUrl}${COMMON}?watch=1&resourceVersion=0`, { dispatcher, headers: { authorization: `Bearer ${stack.pki.token}` } });
+  t.equal(res.statusCode, 200);
+  let buffered = '';
+  const events: { type: string; object: { metadata: { name: string } } }[] = [];
+  res.body.on('data', (c: Buffer) => {
+    buffered += c.toString('utf8');
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (line) events.push(JSON.parse(line) as (typeof events)[number]);
+    }
+  });
+  const create = async (name: string): Promise<void> => {
+    const a = await client.send('POST', stack.gatewayUrl + COMMON, { body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'default' }, data: {} } });
+    t.equal(a.status, 201, `created ${name}`);
+  };
+  await create('early');
+  await eventually('the first watch event', () => events.some((e) => e.object.metadata.name === 'early'));
+  await new Promise((r) => setTimeout(r, 16_000));
+  await create('late');
+  await eventually('a watch event after 16 s', () => events.some((e) => e.object.metadata.name === 'late'), 5000);
+  t.match(events.find((e) => e.object.metadata.name === 'late'), { type: 'ADDED' });
+});
+
+t.test('unavailable: the only capable apiserver unready → 503 Status with Retry-After, at once', async (t) => {
+  const c = stack.apiservers[2];
+  if (!c) throw new Error('no apiserver-c');
+  c.setReady(false);
+  t.teardown(() => c.setReady(true));
+  await eventually('skewgate to see apiserver-c unready', () => stack.skewgate()?.discovery.current().servers[2]?.ready === false);
+  const started = Date.now();
+  const a = await client.send('GET', stack.gatewayUrl + SKEWED);
+  t.equal(a.status, 503);
+  t.ok(Date.now() - started < 1000, 'no timeout');
+  t.equal(a.headers['retry-after'], '1');
+  t.match(a.json(), { kind: 'Status', reason: 'ServiceUnavailable', code: 503 });
+  c.setReady(true);
+  await eventually('apiserver-c ready again', () => stack.skewgate()?.discovery.current().servers[2]?.ready === true);
+  t.equal((await client.send('GET', stack.gatewayUrl + SKEWED)).status, 200);
+});
+
+t.test('skewgate down: Envoy keeps balancing (fail open), and routing resumes when it is back', async (t) => {
+  await stack.stopSkewgate();
+  const common = await servedBy('GET', COMMON, 9);
+  t.same([...common.keys()].every((k) => k.startsWith('200 ')), true, `all 200: ${JSON.stringify([...common])}`);
+  t.ok(common.size >= 2, 'still balanced');
+  await stack.startSkewgate();
+  await eventually('routing back', async () => (await client.send('GET', stack.gatewayUrl + SKEWED)).server === 'apiserver-c');
+  t.same([...(await servedBy('GET', SKEWED, 6))], [['200 apiserver-c', 6]]);
+});
