@@ -3,6 +3,10 @@
 /** The header skewgate sets on a routed request; Envoy's route takes its cluster from it. */
 export const UPSTREAM_HEADER = 'x-skewgate-upstream';
 
+/** Set on every answer skewgate gives itself, so a client (and the access log) can tell who answered. */
+export const REASON_HEADER = 'x-skewgate-reason';
+export const MEDIA_JSON = 'application/json';
+
 /**
  * Headers a client must never be able to set (DESIGN invariant 3). Envoy strips them before
  * the ext_proc filter runs, so the list holds even when skewgate is down. Lower case.

@@ -1,5 +1,5 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
-import { UPSTREAM_HEADER } from '../constants.js';
+import { MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
 import type { Decision } from '../routing/decision.js';
@@ -10,11 +10,6 @@ import type {
   ProcessingResponseOut,
   RequestPhase,
 } from './messages.js';
-
-// TODO(lead): move these two next to UPSTREAM_HEADER in src/constants.ts (not owned here).
-/** Set on every immediate response so that a client (and the access log) can tell who answered. */
-export const REASON_HEADER = 'x-skewgate-reason';
-export const MEDIA_JSON = 'application/json';
 
 /** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses. */
 export const DETAILS_PREFIX = 'skewgate_';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { UPSTREAM_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
-import { makePki, onEphemeralPort, send, startEcho, startStubProcessor, testConfig, unusedPort, upgrade, type EchoServer } from './envoy-fixtures.js';
+import { makePki, onEphemeralPort, send, startEcho, startStubProcessor, testConfig, unusedPort, upgrade, type EchoServer } from '../helpers/envoy-fixtures.js';
 
 const pki = makePki();
 t.teardown(() => pki.cleanup());

@@ -1,12 +1,11 @@
 import t from 'tap';
-import { UPSTREAM_HEADER } from '../../src/constants.js';
+import { REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import {
   continueRequestHeaders,
   emptyResponseFor,
   internalErrorResponse,
-  REASON_HEADER,
   responseFor,
   routeTo,
 } from '../../src/extproc/responses.js';
