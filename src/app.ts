@@ -10,8 +10,17 @@ export interface Skewgate {
   readonly router: RequestRouter;
   /** Starts discovery (first round awaited, failures included) and then the gRPC listener. */
   start(): Promise<{ port?: number }>;
-  /** Graceful: stop accepting, let open streams finish up to shutdownGrace, stop discovery. Idempotent. */
-  close(): Promise<void>;
+  /**
+   * Graceful: report NOT_SERVING for drainMs (Envoy's health check then stops sending streams),
+   * stop accepting, let open streams finish up to shutdownGrace, stop discovery. Idempotent.
+   */
+  close(opts?: { drainMs?: number }): Promise<void>;
+}
+
+/** Long enough for Envoy's health checker to see NOT_SERVING before the listener goes away. */
+export function drainTime(config: Config): number {
+  const hc = config.envoy.healthCheck;
+  return Math.min(config.extproc.shutdownGrace, hc.interval * hc.unhealthyThreshold + hc.timeout);
 }
 
 export function createSkewgate(config: Config, logger: Logger): Skewgate {
@@ -32,9 +41,9 @@ export function createSkewgate(config: Config, logger: Logger): Skewgate {
       logger.info({ listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) }, 'skewgate serving ext_proc');
       return bound;
     },
-    close() {
+    close(opts = {}) {
       closing ??= (async () => {
-        await server.close(config.extproc.shutdownGrace);
+        await server.close(config.extproc.shutdownGrace, opts);
         await discovery.close();
       })();
       return closing;

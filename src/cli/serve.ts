@@ -1,7 +1,7 @@
 // `skewgate serve`: run until SIGTERM/SIGINT, then shut down gracefully and exit 0.
 import { loadConfig } from '../config.js';
 import { createLogger } from '../log.js';
-import { createSkewgate } from '../app.js';
+import { createSkewgate, drainTime } from '../app.js';
 import { EXIT_OK } from '../constants.js';
 
 export async function runServe(configFile: string): Promise<number> {
@@ -11,7 +11,7 @@ export async function runServe(configFile: string): Promise<number> {
   const stopped = new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       logger.info({ signal }, 'shutting down: no new streams, finishing open ones');
-      void app.close().then(resolve);
+      void app.close({ drainMs: drainTime(config) }).then(resolve);
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);

@@ -285,11 +285,6 @@ export class DiscoveryClient {
 
   constructor(private readonly opts: DiscoveryClientOptions) {}
 
-  /** The last view this client built (null before the first success). */
-  get lastView(): ServerView | null {
-    return this.last?.view ?? null;
-  }
-
   /** Fetches and parses discovery. Returns the previous object itself when nothing changed. */
   async fetchView(signal: AbortSignal): Promise<ServerView> {
     const [api, apis] = await Promise.all([this.root('/api', signal), this.root('/apis', signal)]);

@@ -252,7 +252,11 @@ export class DiscoveryService {
   }
 
   private watchCandidates(): readonly WatchCandidate[] {
-    return this.pollers.map((p) => ({ target: p.target, healthy: p.state.ready === true && p.state.consecutiveFailures === 0 }));
+    return this.pollers.map((p) => {
+      const { ready, consecutiveFailures } = p.state;
+      const health = ready === false || consecutiveFailures > 0 ? 'unhealthy' : ready === true ? 'healthy' : 'unknown';
+      return { target: p.target, health };
+    });
   }
 
   private onWatchEvent(kind: string, type: string): void {

@@ -17,9 +17,11 @@ export const WATCHED_KINDS: readonly WatchedKind[] = Object.freeze([
 
 export interface WatchCandidate {
   readonly target: ServerTarget;
-  /** Ready and its last discovery round succeeded. */
-  readonly healthy: boolean;
+  /** healthy: ready and its last discovery round succeeded; unknown: not probed yet. */
+  readonly health: 'healthy' | 'unknown' | 'unhealthy';
 }
+
+const RANK = { healthy: 0, unknown: 1, unhealthy: 2 } as const;
 
 export interface ApiWatcherOptions {
   /** The servers to watch through, in preference order; asked again at every (re)connect. */
@@ -88,7 +90,8 @@ class KindWatch {
     if (!conn) return;
     const cands = this.opts.candidates();
     const mine = cands.find((c) => c.target.name === conn.name);
-    if (mine && !mine.healthy && cands.some((c) => c.healthy)) {
+    // Only a server known to be bad is left; "not probed yet" is no reason to move.
+    if (mine?.health === 'unhealthy' && cands.some((c) => c.health === 'healthy')) {
       this.opts.logger.info({ kind: this.kind.kind, server: conn.name }, 'watch server unhealthy; moving the watch');
       this.attempt = 0;
       conn.ctrl.abort();
@@ -106,7 +109,8 @@ class KindWatch {
   private pick(): WatchCandidate | null {
     const cands = this.opts.candidates();
     if (cands.length === 0) return null;
-    const ordered = [...cands.filter((c) => c.healthy), ...cands.filter((c) => !c.healthy)];
+    // Stable sort: config order within each health class.
+    const ordered = [...cands].sort((x, y) => RANK[x.health] - RANK[y.health]);
     return ordered[this.attempt % ordered.length] ?? null;
   }
 

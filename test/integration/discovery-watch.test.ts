@@ -41,14 +41,13 @@ t.test('a CRD created through one apiserver is in the snapshot within 1 s (watch
   t.teardown(() => svc.close());
   await svc.start();
   // The watch is connected once a list and a watch request have been seen by some server.
-  const watching = (): boolean =>
-    [a, b].some((s) => s.requests.some((r) => r.path.startsWith('/apis/apiextensions.k8s.io/v1/customresourcedefinitions?') && r.path.includes('watch=1')));
-  for (let i = 0; i < 100 && !watching(); i++) await new Promise((r) => setTimeout(r, 20));
-  t.ok(watching(), 'CRD watch established');
-  t.ok(
-    [a, b].some((s) => s.requests.some((r) => r.path.startsWith('/apis/apiregistration.k8s.io/v1/apiservices?') && r.path.includes('watch=1'))),
-    'APIService watch established',
-  );
+  const watching = (collection: string): boolean =>
+    [a, b].some((s) => s.requests.some((r) => r.path.startsWith(`${collection}?`) && r.path.includes('watch=1')));
+  const crds = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
+  const apiservices = '/apis/apiregistration.k8s.io/v1/apiservices';
+  for (let i = 0; i < 100 && !(watching(crds) && watching(apiservices)); i++) await new Promise((r) => setTimeout(r, 20));
+  t.ok(watching(crds), 'CRD watch established');
+  t.ok(watching(apiservices), 'APIService watch established');
   const watchReq = [...a.requests, ...b.requests].find((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1'));
   t.match(watchReq?.path, /allowWatchBookmarks=true/);
   t.match(watchReq?.path, /resourceVersion=\d+/, 'watch starts at the listed resourceVersion');

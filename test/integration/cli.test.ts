@@ -1,0 +1,116 @@
+// The `skewgate` command as an operator runs it: a child process, its stdout and its exit code.
+import t from 'tap';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { packageRoot } from '../../src/envoy/process.js';
+import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../src/fake/index.js';
+import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';
+
+const CLI = join(packageRoot(), 'dist/src/cli/main.js');
+const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const pki = await createPki(join(packageRoot(), '.cache/fake-pki'));
+const cluster = new FakeCluster();
+const servers = [
+  new FakeApiServer({ name: 'old-1', cluster, pki, builtins: BUILTINS_OLD }),
+  new FakeApiServer({ name: 'old-2', cluster, pki, builtins: BUILTINS_OLD, discovery: 'legacy' }),
+  new FakeApiServer({ name: 'new-1', cluster, pki, builtins: BUILTINS_NEW }),
+];
+for (const s of servers) await s.start();
+t.teardown(async () => { for (const s of servers) await s.close(); });
+
+function writeConfig(name: string, doc: object): string {
+  const file = join(dir, name);
+  writeFileSync(file, stringify(doc));
+  return file;
+}
+const base = {
+  apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } })),
+  extproc: { listen: `unix:${join(dir, 'sg.sock')}` },
+  envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile }, healthCheck: { interval: '200ms', timeout: '200ms' } },
+};
+const good = writeConfig('good.yaml', base);
+
+t.test('a bad config lists every problem with its path and exits 2', async (t) => {
+  const bad = writeConfig('bad.yaml', { apiservers: [{ name: 'Bad Name', url: 'http://x' }], discovery: { interval: 'often' }, envoy: {} });
+  for (const cmd of ['serve', 'validate', 'skew', 'envoy-config']) {
+    const r = await run([cmd, '--config', bad]);
+    t.equal(r.code, 2, `${cmd} exits 2`);
+    for (const p of ['apiservers[0].name', 'apiservers[0].url', 'discovery.interval', 'envoy.tls']) t.match(r.stderr, p, `${cmd} names ${p}`);
+  }
+  t.equal((await run(['serve', '--config', join(dir, 'missing.yaml')])).code, 2, 'a missing file is a config problem');
+  t.equal((await run(['serve'])).code, 2, 'a missing --config is a usage problem');
+});
+
+t.test('validate: all reachable → 0; one apiserver down → 1 naming it', async (t) => {
+  const ok = await run(['validate', '--config', good]);
+  t.equal(ok.code, 0, ok.stdout + ok.stderr);
+  t.match(ok.stdout, /old-2 .*legacy/);
+  const down = writeConfig('down.yaml', { ...base, apiservers: [...base.apiservers, { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }] });
+  const r = await run(['validate', '--config', down]);
+  t.equal(r.code, 1);
+  t.match(r.stdout, /gone \(https:\/\/127\.0\.0\.1:1\): .*ECONNREFUSED|gone .*FAILED/);
+  const wrongToken = join(dir, 'wrong.token');
+  writeFileSync(wrongToken, 'not-the-token');
+  const denied = writeConfig('denied.yaml', { ...base, apiservers: [{ ...base.apiservers[0], credentials: { tokenFile: wrongToken } }] });
+  const d = await run(['validate', '--config', denied]);
+  t.equal(d.code, 1);
+  t.match(d.stdout, /401/);
+});
+
+t.test('skew lists what not every apiserver serves', async (t) => {
+  const r = await run(['skew', '--config', good]);
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+new-1\s+old-1,old-2/);
+  t.notMatch(r.stdout, /configmaps/);
+  const j = JSON.parse((await run(['skew', '--config', good, '--json'])).stdout) as { skew: { resource: string; servedBy: string[] }[] };
+  t.ok(j.skew.some((row) => row.resource === 'mutatingadmissionpolicies' && row.servedBy.join() === 'new-1'));
+});
+
+t.test('explain shows classification, candidates, decision and reason', async (t) => {
+  const r = await run(['explain', '--config', good, 'POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies']);
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.stdout, /classification: resource .*resource=mutatingadmissionpolicies .*verb=create/);
+  t.match(r.stdout, /candidates:\s+new-1/);
+  t.match(r.stdout, /decision:\s+routed\s+reason=served_by_subset\s+upstream=new-1/);
+  const nf = JSON.parse((await run(['explain', '--config', good, '--json', 'GET', '/apis/nope.example/v1/things'])).stdout) as { decision: { outcome: string; reason: string } };
+  t.same(nf.decision, { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] });
+});
+
+t.test('envoy-config prints a bootstrap naming every apiserver cluster', async (t) => {
+  const r = await run(['envoy-config', '--config', good]);
+  t.equal(r.code, 0, r.stderr);
+  for (const s of servers) t.match(r.stdout, `name: ${s.name}`);
+  t.match(r.stdout, /envoy\.filters\.http\.ext_proc/);
+});
+
+t.test('serve answers ext_proc, then SIGTERM finishes gracefully with exit 0', async (t) => {
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', good], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const deadline = Date.now() + 15_000;
+  while (!stderr.includes('skewgate serving ext_proc')) {
+    if (Date.now() > deadline) throw new Error(`serve did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const client = createExtProcClient(`unix:${join(dir, 'sg.sock')}`);
+  t.teardown(() => client.close());
+  const { response } = await client.process({ method: 'GET', path: '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies' });
+  t.equal(replyHeader(response, 'x-skewgate-upstream')?.raw, 'new-1', 'routed to the only capable apiserver');
+  child.kill('SIGTERM');
+  t.equal(await exited, 0, 'exit 0 after SIGTERM');
+  t.match(stderr, /shutting down/);
+  t.notMatch(stderr, new RegExp(pki.token), 'the token never reaches a log line');
+});
