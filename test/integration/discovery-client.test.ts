@@ -9,7 +9,7 @@ import { DISCOVERY_ACCEPT } from '../../src/constants.js';
 import { DiscoveryClient, DiscoveryFetchError } from '../../src/discovery/client.js';
 import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/discovery/credentials.js';
 import { sameView } from '../../src/discovery/parse.js';
-import { FakeCluster, otherPki, startFake, testPki, tokenServer } from './discovery-fixtures.js';
+import { FakeCluster, otherPki, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 
 const pki = await testPki();
 const cluster = new FakeCluster();

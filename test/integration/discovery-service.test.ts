@@ -7,7 +7,7 @@ import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
 import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/service.js';
 import type { ApiServerSettings } from '../../src/discovery/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from './discovery-fixtures.js';
+import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 
 const pki = await testPki();
 

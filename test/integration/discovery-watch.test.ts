@@ -5,7 +5,7 @@ import { Agent, request } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { type FakeApiServer, FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from './discovery-fixtures.js';
+import { type FakeApiServer, FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 
 const pki = await testPki();
 const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
