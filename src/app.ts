@@ -27,7 +27,6 @@ export function createSkewgate(config: Config, logger: Logger): Skewgate {
   const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
-    unhealthyAfter: config.discovery.unhealthyAfter,
     retryAfterSeconds: config.routing.retryAfterSeconds,
   });
   const server = createExtProcServer({ router, logger: logger.child({ component: 'extproc' }) });

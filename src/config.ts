@@ -73,11 +73,9 @@ const schema = z
         staleAfter: duration.optional(),
         /** Watch CRDs and APIServices so that new APIs are learnt within a second. */
         watch: z.boolean().default(true),
-        /** Consecutive failed fetches or probes after which a server counts as unhealthy. */
-        unhealthyAfter: z.number().int().positive().default(2),
       })
       .strict()
-      .default({ interval: 1000, timeout: 3000, watch: true, unhealthyAfter: 2 }),
+      .default({ interval: 1000, timeout: 3000, watch: true }),
     extproc: z
       .object({
         listen: listenAddress.default('127.0.0.1:9002'),

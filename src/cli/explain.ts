@@ -8,7 +8,7 @@ import { formatTable, withOneShotDiscovery } from './one-shot.js';
 export async function runExplain(configFile: string, method: string, path: string, json: boolean): Promise<number> {
   return withOneShotDiscovery(configFile, ({ config, snapshot, now }) => {
     const info = classifyRequest(method.toUpperCase(), path);
-    const decision = decide(info, snapshot, { now, staleAfterMs: config.discovery.staleAfter, unhealthyAfter: config.discovery.unhealthyAfter, rng: Math.random });
+    const decision = decide(info, snapshot, { now, staleAfterMs: config.discovery.staleAfter, rng: Math.random });
     const byServer = info.kind === 'resource' ? snapshot.resources.get(gvrKey(info.group, info.version, info.resource)) : undefined;
     const servers = snapshot.servers.map((s) => {
       const cap = byServer?.get(s.name);
@@ -18,7 +18,7 @@ export async function runExplain(configFile: string, method: string, path: strin
         : cap.subresources.has(info.subresource) ? `${info.subresource}: ${[...(cap.subresources.get(info.subresource) ?? [])].join(',')}` : `subresource ${info.subresource} not listed`;
       return {
         name: s.name,
-        healthy: isHealthy(s, config.discovery.unhealthyAfter),
+        healthy: isHealthy(s),
         ready: s.ready,
         fresh: isFresh(s, now, config.discovery.staleAfter),
         viewAgeMs: s.lastSuccessAt === null ? null : now - s.lastSuccessAt,

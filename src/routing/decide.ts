@@ -10,8 +10,6 @@ export interface DecideOptions {
   readonly now: number;
   /** A view whose last successful fetch is older than this is not fresh. */
   readonly staleAfterMs: number;
-  /** Consecutive failed fetches after which a server is unhealthy. */
-  readonly unhealthyAfter: number;
   /** Uniform in [0, 1), injected. */
   readonly rng: () => number;
 }
@@ -26,9 +24,13 @@ export function isFresh(s: ServerState, now: number, staleAfterMs: number): bool
   return s.view !== null && s.consecutiveFailures === 0 && s.lastSuccessAt !== null && now - s.lastSuccessAt <= staleAfterMs;
 }
 
-/** Healthy: /readyz says ready and discovery is not failing repeatedly. */
-export function isHealthy(s: ServerState, unhealthyAfter: number): boolean {
-  return s.ready === true && s.consecutiveFailures < unhealthyAfter;
+/**
+ * Healthy is the apiserver's own word: /readyz answered 200 at the last probe. A failing discovery
+ * fetch alone (a malformed document, say) makes a view untrustworthy for 404s, not the server
+ * unable to serve; an unreachable server fails its /readyz probe as well.
+ */
+export function isHealthy(s: ServerState): boolean {
+  return s.ready === true;
 }
 
 /** Verbs no discovery document lists, or that cannot be judged from it, match any listing. */
@@ -65,7 +67,7 @@ export function decide(info: RequestInfo, snap: Snapshot, opts: DecideOptions): 
     const c = capabilityFor(byServer?.get(s.name), info);
     if (c === 'capable') {
       candidates.push(s.name);
-      if (isHealthy(s, opts.unhealthyAfter)) healthy.push(s.name);
+      if (isHealthy(s)) healthy.push(s.name);
     } else if (c === 'verb_missing') {
       verbMissing = true;
     }
@@ -74,7 +76,7 @@ export function decide(info: RequestInfo, snap: Snapshot, opts: DecideOptions): 
   if (candidates.length > 0) {
     if (healthy.length === 0) {
       // A healthy server whose view we cannot trust might serve it: let it try rather than 503.
-      const unsure = servers.some((s) => !candidates.includes(s.name) && isHealthy(s, opts.unhealthyAfter) && !isFresh(s, opts.now, opts.staleAfterMs));
+      const unsure = servers.some((s) => !candidates.includes(s.name) && isHealthy(s) && !isFresh(s, opts.now, opts.staleAfterMs));
       if (unsure) return { outcome: 'passthrough', reason: 'view_incomplete', candidates };
       return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
     }

@@ -28,7 +28,6 @@ export interface SnapshotSource {
 
 export interface RouterOptions {
   readonly staleAfterMs: number;
-  readonly unhealthyAfter: number;
   readonly retryAfterSeconds: number;
   readonly now?: () => number;
   readonly rng?: () => number;
@@ -55,7 +54,7 @@ export function createRouter(source: SnapshotSource, opts: RouterOptions): Reque
       const snap = source.current();
       const t = now();
       const info = classifyRequest(method, path);
-      const decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, unhealthyAfter: opts.unhealthyAfter, rng });
+      const decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
       return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t) };
     },
   };

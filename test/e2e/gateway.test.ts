@@ -155,3 +155,18 @@ t.test('skewgate down: Envoy keeps balancing (fail open), and routing resumes wh
   await eventually('routing back', async () => (await client.send('GET', stack.gatewayUrl + SKEWED)).server === 'apiserver-c');
   t.same([...(await servedBy('GET', SKEWED, 6))], [['200 apiserver-c', 6]]);
 });
+
+t.test('a malformed discovery document keeps the last good view: routing goes on', async (t) => {
+  const c = stack.apiservers[2];
+  if (!c) throw new Error('no apiserver-c');
+  c.setDiscoveryFault('malformed');
+  t.teardown(() => c.setDiscoveryFault('none'));
+  await eventually('skewgate to count discovery failures', () => (stack.skewgate()?.discovery.current().servers[2]?.consecutiveFailures ?? 0) >= 2);
+  t.match(stack.skewgate()?.discovery.current().servers[2]?.lastError, /./, 'the failure is recorded with a reason');
+  t.same([...(await servedBy('GET', SKEWED, 5))], [['200 apiserver-c', 5]], 'still routed on the last good view');
+  const nf = await client.send('GET', stack.gatewayUrl + '/apis/nothing.example/v1/widgets');
+  t.equal(nf.status, 404);
+  t.ok(nf.server, 'while a view is not fresh skewgate passes through: the 404 is an apiserver\'s own');
+  c.setDiscoveryFault('none');
+  await eventually('discovery recovered', () => stack.skewgate()?.discovery.current().servers[2]?.consecutiveFailures === 0);
+});

@@ -59,7 +59,7 @@ const NEW: Res[] = [
   ...OLD.map((r) => r.gvr === '/v1/pods' ? { ...r, sub: { ...r.sub, resize: ['get', 'patch', 'update'] } } : r),
   { gvr: 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies' },
 ];
-const opts = (over: Partial<DecideOptions> = {}): DecideOptions => ({ now: NOW, staleAfterMs: 3000, unhealthyAfter: 2, rng: () => 0, ...over });
+const opts = (over: Partial<DecideOptions> = {}): DecideOptions => ({ now: NOW, staleAfterMs: 3000, rng: () => 0, ...over });
 const mixed = (): ServerState[] => [server('a', OLD), server('b', OLD), server('c', NEW)];
 
 interface Row {
@@ -83,7 +83,8 @@ const rows: Row[] = [
   { name: 'routed picks among healthy candidates with the rng', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW), server('c', NEW)], opts: { rng: () => 0.99 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
   { name: 'routed skips an unhealthy candidate', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW, { ready: false }), server('c', NEW)], opts: { rng: () => 0 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
   { name: 'capable server unready → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] } },
-  { name: 'capable server failing discovery → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, ready: false })], want: { outcome: 'unavailable' } },
+  { name: 'capable server unreachable (discovery and readyz failing) → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, ready: false })], want: { outcome: 'unavailable' } },
+  { name: 'capable server ready but its discovery failing → still routed on its last good view', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, lastError: 'malformed' })], want: { outcome: 'routed', upstream: 'c' } },
   { name: 'capable unhealthy but another healthy server unsynced → passthrough, not 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', null), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'passthrough', reason: 'view_incomplete' } },
   { name: 'nobody serves it, all fresh → 404 resource', info: req({ resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'resource_not_served', candidates: [] } },
   { name: 'unknown group/version → 404 group_version', info: req({ group: 'nope.example', resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'group_version_not_served' } },

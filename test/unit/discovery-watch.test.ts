@@ -108,7 +108,7 @@ t.test('service: failures back off up to the interval; refresh() goes through at
     throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
   };
   const svc = new DiscoveryService(
-    { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 400, timeout: 200, watch: false, unhealthyAfter: 2, staleAfter: 1200 } },
+    { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200 } },
     { fetchImpl, minRetryMs: 25 },
   );
   t.teardown(() => svc.close());
