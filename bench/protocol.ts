@@ -1,0 +1,35 @@
+// What the benchmark children and the parent say to each other over IPC. Kept apart from the
+// child modules, which start their work when loaded and so must never be imported by the parent.
+
+/** (b) The ext_proc server child is listening. */
+export interface ExtProcChildReady {
+  readonly port: number;
+  readonly logLevel: string;
+}
+
+/** (b) The ext_proc server child's CPU time so far. */
+export interface CpuSample {
+  /** process.cpuUsage() user + system, µs. */
+  readonly cpuUs: number;
+  readonly rssBytes: number;
+}
+
+/** (c) The stack lives here, under the package root; its PKI is reused from run to run. */
+export const STACK_DIR = '.cache/bench-stack';
+
+/** (c) The stack child is up: where to send load, and the Envoy processes to kill if it hangs. */
+export interface StackChildReady {
+  readonly gatewayUrl: string;
+  readonly baselineUrl: string;
+  readonly caFile: string;
+  readonly token: string;
+  readonly envoyPid: number;
+  readonly baselineEnvoyPid: number;
+}
+
+/** (c) CPU time so far, µs: the stack child (fakes + skewgate) and each Envoy (all threads). */
+export interface StackCpuSample {
+  readonly nodeUs: number;
+  readonly envoyUs: number;
+  readonly baselineEnvoyUs: number;
+}

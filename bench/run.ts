@@ -1,0 +1,87 @@
+// `node dist/bench/run.js [a] [b] [c]`: runs the chosen benchmarks (all by default), prints
+// progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed.
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { packageRoot } from '../src/envoy/process.js';
+import { stopAllChildren } from './child-ipc.js';
+import { benchEnvoy } from './envoy-bench.js';
+import { benchExtProc } from './extproc-bench.js';
+import { machineInfo } from './machine.js';
+import { renderResults, type Failure, type Section } from './report.js';
+import { benchRoute } from './route-bench.js';
+
+interface Benchmark {
+  readonly id: string;
+  readonly title: string;
+  readonly run: (progress: (msg: string) => void) => Section | Promise<Section>;
+}
+
+const BENCHMARKS: readonly Benchmark[] = [
+  { id: 'a', title: 'classify + decide per request', run: benchRoute },
+  { id: 'b', title: 'server CPU per ext_proc request (real gRPC)', run: benchExtProc },
+  { id: 'c', title: 'latency added through the real Envoy', run: benchEnvoy },
+];
+
+const started = Date.now();
+function progress(msg: string): void {
+  process.stderr.write(`[bench +${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
+}
+
+// Ctrl-C or a kill: stop the children (and their Envoys) before going.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    progress(`${sig}: stopping child processes`);
+    void stopAllChildren().finally(() => process.exit(130));
+  });
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2).map((a) => a.toLowerCase());
+  const unknown = args.filter((a) => !BENCHMARKS.some((b) => b.id === a));
+  if (unknown.length > 0) {
+    process.stderr.write(`usage: node dist/bench/run.js [${BENCHMARKS.map((b) => b.id).join('] [')}]\nunknown: ${unknown.join(' ')}\n`);
+    return 2;
+  }
+  const chosen = args.length === 0 ? BENCHMARKS : BENCHMARKS.filter((b) => args.includes(b.id));
+  const machine = await machineInfo();
+  progress(`${machine.cpu} × ${machine.cores}, Node ${machine.node}, Envoy ${machine.envoy}`);
+
+  const sections: Section[] = [];
+  const failures: Failure[] = [];
+  for (const b of chosen) {
+    progress(`(${b.id}) ${b.title}`);
+    try {
+      const s = await b.run(progress);
+      sections.push(s);
+      for (const t of s.targets) progress(`(${b.id}) ${t.metric}: ${t.measured}${t.met === null ? '' : t.met ? ' — target met' : ` — target ${t.target} MISSED`}`);
+    } catch (err) {
+      const error = err instanceof Error ? err.stack ?? err.message : String(err);
+      progress(`(${b.id}) FAILED: ${error}`);
+      failures.push({ id: b.id, title: b.title, error });
+      await stopAllChildren();
+    }
+  }
+
+  const file = join(packageRoot(), 'bench', 'RESULTS.md');
+  await writeFile(file, renderResults({
+    machine,
+    command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
+    sections,
+    failures,
+    skipped: BENCHMARKS.filter((b) => !chosen.includes(b)).map((b) => `(${b.id}) ${b.title}`),
+    durationS: (Date.now() - started) / 1000,
+  }));
+  progress(`wrote ${file}`);
+  return failures.length > 0 ? 1 : 0;
+}
+
+main()
+  .then(async (code) => {
+    await stopAllChildren();
+    process.exit(code);
+  })
+  .catch(async (err: unknown) => {
+    progress(`fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    await stopAllChildren();
+    process.exit(1);
+  });
