@@ -283,7 +283,7 @@ function report(arms: Record<ArmName, Arm>, o: EnvoyBenchOptions, envoyStats: Re
       `The generator wakes on timers (≈1 ms granularity) rather than spinning; its lateness (the lag column) is in every latency of both arms alike.`,
       'In the baseline arm the skewed path is balanced over all three apiservers, so the two old ones answer 404 (the problem skewgate solves); in the ext_proc arm every skewed request is routed to apiserver-c.',
       ...(connections > 1
-        ? [`Envoy reset ${resets.toLocaleString('en-US')} of ${streams.toLocaleString('en-US')} ext_proc streams after their reply (its normal close) and needed ${connections} gRPC connections to skewgate: Node's HTTP/2 server (nghttp2 rapid-reset protection: a burst of 1,000, then 33 RST_STREAM/s) sends GOAWAY after about 1,000 reset streams, so at this rate the connection is replaced every few seconds (each time a new TCP + HTTP/2 handshake; ${stat('cluster.skewgate-extproc.upstream_rq_pending_total')} streams waited for a connection). A stream in flight at that moment can fail (as in (b) at concurrency 32); Envoy would then, with failure_mode_allow, continue without skewgate's answer: the counters above say how often that happened in this run.`]
+        ? [`Envoy needed ${connections} gRPC connections to skewgate for ${streams.toLocaleString('en-US')} ext_proc streams (${resets.toLocaleString('en-US')} reset). Health checks use connections of their own; a reset stream counts towards Node's HTTP/2 rapid-reset protection, which closes a connection after about 1,000 of them — the bootstrap turns on Envoy's graceful ext_proc close to avoid exactly that.`]
         : []),
       `Envoy access logs and the stack's files are in ${STACK_DIR}/.`,
     ],

@@ -25,6 +25,9 @@ export const LISTENER_NAME = 'skewgate';
 export const ENVOY_SANITIZED_REQUEST_HEADERS: readonly string[] = Object.freeze(['x-forwarded-for', 'x-real-ip']);
 export const ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freeze(['x-envoy-']);
 
+/** Runtime guard (off by default in Envoy 1.34–1.40) for half-closing, not resetting, ext_proc streams. */
+export const EXTPROC_GRACEFUL_CLOSE = 'envoy.reloadable_features.ext_proc_graceful_grpc_close';
+
 /** Methods that are safe to retry when the connection could not be made (invariant 2). */
 const READ_METHODS_REGEX = '^(GET|HEAD)$';
 /** Only failures where no request byte reached an apiserver. Never "reset" or "5xx". */
@@ -98,6 +101,13 @@ export function renderBootstrap(config: Config, options: RenderOptions = {}): Js
         defaultCluster(config, upstreams, file),
         extprocCluster(config, file),
       ],
+    },
+    // Envoy (>= 1.37) ends each ext_proc stream right after the last reply it needs. By default it
+    // resets the stream (RST_STREAM); Node's HTTP/2 server counts a stream of resets as a
+    // rapid-reset attack and closes the connection about every 1,000 requests, failing the
+    // streams in flight. A graceful half-close ends the stream cleanly instead.
+    layered_runtime: {
+      layers: [{ name: 'skewgate', static_layer: { [EXTPROC_GRACEFUL_CLOSE]: true } }],
     },
     overload_manager: {
       resource_monitors: [

@@ -3,7 +3,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import { EXTPROC_SERVICE_NAME, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER } from '../../src/constants.js';
-import { BootstrapError, duration, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
+import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { packageRoot } from '../../src/envoy/process.js';
 
@@ -281,4 +281,9 @@ t.test('the example config renders machine-independent', async (t) => {
   t.notOk(yaml.includes(root), 'no path of this machine');
   t.match(yaml, /filename: examples\/pki\/ca\.crt/);
   t.equal(cfg.apiservers.length, 3);
+});
+
+t.test('ext_proc streams are half-closed, not reset (Node HTTP/2 rapid-reset protection)', async (t) => {
+  const layer = obj(at(renderBootstrap(config()), 'layered_runtime.layers.0.static_layer'));
+  t.equal(layer[EXTPROC_GRACEFUL_CLOSE], true);
 });
