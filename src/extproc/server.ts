@@ -43,7 +43,8 @@ export interface ExtProcServer {
 /**
  * grpc-js never penalises client pings, so Envoy's HTTP/2 keepalive is accepted as is. The server
  * pings idle connections itself to notice an Envoy that vanished without closing. No
- * max_concurrent_streams: Envoy opens one stream per HTTP request, many at once.
+ * max_concurrent_streams: Envoy opens one stream per HTTP request, many at once. Channelz stays on:
+ * grpc-js 1.14 tracks sessions for forceShutdown() only when it is enabled.
  */
 const DEFAULT_GRPC_OPTIONS: grpc.ServerOptions = {
   'grpc.keepalive_time_ms': 30_000,

@@ -1,9 +1,7 @@
-// Shared by the envoy-* integration tests: throwaway PKI, HTTPS echo upstreams, a minimal
-// ext_proc server, and an HTTPS client. Not a test file itself.
+// Shared by the envoy-* integration tests: the fake PKI, HTTPS echo upstreams, the REAL skewgate
+// ext_proc server behind a stub router, and an HTTPS client. Not a test file itself.
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
@@ -12,40 +10,33 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { parseConfig, type Config } from '../../src/config.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
+import { packageRoot } from '../../src/envoy/process.js';
+import { createExtProcServer } from '../../src/extproc/server.js';
+import { createPki, type Pki } from '../../src/fake/pki.js';
+import type { RequestRouter } from '../../src/routing/router.js';
+import { captureLogs, type LogCapture } from './extproc-client.js';
 
-export interface Pki {
-  readonly dir: string;
-  readonly caCert: string;
-  readonly serverCert: string;
-  readonly serverKey: string;
-  readonly clientCert: string;
-  readonly clientKey: string;
-  cleanup(): void;
+export type { Pki };
+
+/** The PKI shared with the other integration tests (createPki reuses a complete set, locks while generating). */
+export function sharedPki(): Promise<Pki> {
+  return createPki(join(packageRoot(), '.cache/fake-pki'));
 }
 
-function openssl(args: readonly string[], cwd: string): void {
-  execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+/** A scratch folder (unix sockets), removed by the returned cleanup. */
+export function scratchDir(): { readonly dir: string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'skewgate-envoy-test-'));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A CA, a serving certificate for localhost/127.0.0.1 and a client certificate (openssl CLI). */
-export function makePki(): Pki {
-  const dir = mkdtempSync(join(tmpdir(), 'skewgate-pki-'));
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=skewgate-test-ca'], dir);
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  writeFileSync(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
-  for (const [name, subj, ext] of [['server', '/CN=localhost', 'server.ext'], ['client', '/CN=skewgate-envoy', 'client.ext']] as const) {
-    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subj], dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', ext], dir);
+const pemCache = new Map<string, Buffer>();
+function pem(file: string): Buffer {
+  let b = pemCache.get(file);
+  if (b === undefined) {
+    b = readFileSync(file);
+    pemCache.set(file, b);
   }
-  return {
-    dir,
-    caCert: join(dir, 'ca.crt'),
-    serverCert: join(dir, 'server.crt'),
-    serverKey: join(dir, 'server.key'),
-    clientCert: join(dir, 'client.crt'),
-    clientKey: join(dir, 'client.key'),
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
+  return b;
 }
 
 export interface SeenRequest {
@@ -65,7 +56,7 @@ export interface EchoServer {
 /** An HTTPS "apiserver": answers its name, records what arrived, echoes upgraded streams. */
 export async function startEcho(name: string, pki: Pki): Promise<EchoServer> {
   const requests: SeenRequest[] = [];
-  const server: Server = createHttpsServer({ cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey) }, (req, res) => {
+  const server: Server = createHttpsServer({ cert: pem(pki.serverCertFile), key: pem(pki.serverKeyFile) }, (req, res) => {
     if (req.url !== '/readyz') requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
     req.resume();
     req.on('end', () => {
@@ -111,17 +102,17 @@ export interface TestConfigOptions {
   readonly healthCheckIntervalMs?: number;
 }
 
-/** A validated skewgate Config pointing at the throwaway PKI. */
+/** A validated skewgate Config over the fake PKI: apiservers use its server cert, Envoy its gateway cert. */
 export function testConfig(pki: Pki, o: TestConfigOptions): Config {
   return parseConfig(
     {
-      apiservers: o.apiservers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caCert })),
+      apiservers: o.apiservers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile })),
       extproc: { listen: o.extprocListen, failureMode: o.failureMode, messageTimeout: '1s' },
       envoy: {
         listen: { address: '127.0.0.1', port: 6443 },
         admin: { address: '127.0.0.1', port: 0 },
-        tls: { certFile: pki.serverCert, keyFile: pki.serverKey },
-        ...(o.clientCert === true ? { upstreamClientCert: { certFile: pki.clientCert, keyFile: pki.clientKey } } : {}),
+        tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile },
+        ...(o.clientCert === true ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } } : {}),
         ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
       },
     },
@@ -147,7 +138,7 @@ export interface Reply {
 export function send(port: number, pki: Pki, method: string, path: string, headers: Record<string, string> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port, path, method, ca: readFileSync(pki.caCert), servername: 'localhost', headers, agent: false },
+      { host: '127.0.0.1', port, path, method, ca: pem(pki.caFile), servername: 'localhost', headers, agent: false },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -163,7 +154,7 @@ export function send(port: number, pki: Pki, method: string, path: string, heade
 /** Raw HTTP/1.1 Upgrade through Envoy; resolves with the response head and the echoed payload. */
 export function upgrade(port: number, pki: Pki, protocol: string, payload: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const s = tlsConnect({ host: '127.0.0.1', port, ca: readFileSync(pki.caCert), servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () => {
+    const s = tlsConnect({ host: '127.0.0.1', port, ca: pem(pki.caFile), servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () => {
       s.write(`GET /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: ${protocol}\r\n\r\n`);
     });
     let buf = '';
@@ -192,96 +183,37 @@ export function upgrade(port: number, pki: Pki, protocol: string, payload: strin
   });
 }
 
-// A minimal wire-compatible subset of envoy.service.ext_proc.v3 and grpc.health.v1, for a
-// stand-in processor (field numbers: shared/reference/envoy-extproc.md).
-const TEST_PROTO = `
-syntax = "proto3";
-package envoy.service.ext_proc.v3;
-message HeaderValue { string key = 1; string value = 2; bytes raw_value = 3; }
-message HeaderMap { repeated HeaderValue headers = 1; }
-message HttpHeaders { HeaderMap headers = 1; bool end_of_stream = 3; }
-message ProcessingRequest { oneof request { HttpHeaders request_headers = 2; HttpHeaders response_headers = 3; } }
-message HeaderValueOption { HeaderValue header = 1; }
-message HeaderMutation { repeated HeaderValueOption set_headers = 1; repeated string remove_headers = 2; }
-message CommonResponse { int32 status = 1; HeaderMutation header_mutation = 2; bool clear_route_cache = 5; }
-message HeadersResponse { CommonResponse response = 1; }
-message HttpStatus { int32 code = 1; }
-message ImmediateResponse { HttpStatus status = 1; HeaderMutation headers = 2; bytes body = 3; string details = 5; }
-message ProcessingResponse { oneof response { HeadersResponse request_headers = 1; ImmediateResponse immediate_response = 7; } }
-service ExternalProcessor { rpc Process(stream ProcessingRequest) returns (stream ProcessingResponse); }
-`;
-const HEALTH_PROTO = `
-syntax = "proto3";
-package grpc.health.v1;
-message HealthCheckRequest { string service = 1; }
-message HealthCheckResponse { enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; SERVICE_UNKNOWN = 3; } ServingStatus status = 1; }
-service Health { rpc Check(HealthCheckRequest) returns (HealthCheckResponse); }
-`;
+const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
 
-/** What the stand-in processor does with one request's headers. */
-export type StubAnswer =
-  | { readonly kind: 'continue' }
-  | { readonly kind: 'route'; readonly header: string; readonly upstream: string }
-  | { readonly kind: 'immediate'; readonly code: number; readonly headers: Record<string, string>; readonly body: string };
+/** Observes (never changes) the service name of every grpc.health.v1 Check the server receives. */
+function recordHealthChecks(into: string[]): grpc.ServerInterceptor {
+  return (method, call) =>
+    new grpc.ServerInterceptingCall(call, {
+      start(next) {
+        next(
+          new grpc.ServerListenerBuilder()
+            .withOnReceiveMessage((msg: { service?: string }, pass) => {
+              if (method.path === HEALTH_CHECK_PATH) into.push(msg.service ?? '');
+              pass(msg);
+            })
+            .build(),
+        );
+      },
+    });
+}
 
-export interface StubProcessor {
-  /** Header maps received, one per request. */
-  readonly seen: Record<string, string>[];
+export interface LiveProcessor {
+  /** Service names of the health checks received, in order. */
   readonly healthChecks: string[];
+  readonly logs: LogCapture;
   close(): Promise<void>;
 }
 
-interface WireHeaders {
-  headers?: { headers?: { key: string; value?: string; raw_value?: Buffer }[] };
-}
-
-/** A stand-in ext_proc server with grpc.health.v1, listening on `address` (grpc-js form). */
-export async function startStubProcessor(address: string, answer: (headers: Record<string, string>) => StubAnswer): Promise<StubProcessor> {
-  const dir = mkdtempSync(join(tmpdir(), 'skewgate-proto-'));
-  writeFileSync(join(dir, 'extproc.proto'), TEST_PROTO);
-  writeFileSync(join(dir, 'health.proto'), HEALTH_PROTO);
-  const opts = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true } as const;
-  const pkg = grpc.loadPackageDefinition(protoLoader.loadSync([join(dir, 'extproc.proto'), join(dir, 'health.proto')], opts)) as unknown as {
-    envoy: { service: { ext_proc: { v3: { ExternalProcessor: { service: grpc.ServiceDefinition } } } } };
-    grpc: { health: { v1: { Health: { service: grpc.ServiceDefinition } } } };
-  };
-  rmSync(dir, { recursive: true, force: true });
-  const seen: Record<string, string>[] = [];
+/** The real skewgate ext_proc server (real protos, real responses) on `listen`, asking `router`. */
+export async function startProcessor(listen: string, router: RequestRouter): Promise<LiveProcessor> {
   const healthChecks: string[] = [];
-  const server = new grpc.Server();
-  server.addService(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service, {
-    Process: (call: grpc.ServerDuplexStream<{ request?: string; request_headers?: WireHeaders }, unknown>) => {
-      call.on('data', (msg: { request?: string; request_headers?: WireHeaders }) => {
-        if (msg.request !== 'request_headers') return;
-        const headers: Record<string, string> = {};
-        for (const h of msg.request_headers?.headers?.headers ?? []) headers[h.key] = h.raw_value && h.raw_value.length > 0 ? h.raw_value.toString('utf8') : (h.value ?? '');
-        seen.push(headers);
-        const a = answer(headers);
-        const mutation = (set: Record<string, string>): object => ({
-          set_headers: Object.entries(set).map(([key, v]) => ({ header: { key, raw_value: Buffer.from(v) } })),
-        });
-        if (a.kind === 'continue') call.write({ request_headers: { response: {} } });
-        else if (a.kind === 'route') call.write({ request_headers: { response: { header_mutation: mutation({ [a.header]: a.upstream }), clear_route_cache: true } } });
-        else call.write({ immediate_response: { status: { code: a.code }, headers: mutation(a.headers), body: Buffer.from(a.body), details: 'stub_immediate' } });
-      });
-      call.on('end', () => call.end());
-      call.on('error', () => undefined);
-    },
-  });
-  server.addService(pkg.grpc.health.v1.Health.service, {
-    Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-      healthChecks.push(call.request.service);
-      cb(null, { status: 'SERVING' });
-    },
-  });
-  await new Promise<void>((resolve, reject) => server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())));
-  return {
-    seen,
-    healthChecks,
-    close: () =>
-      new Promise<void>((r) => {
-        server.forceShutdown();
-        r();
-      }),
-  };
+  const logs = captureLogs('info');
+  const server = createExtProcServer({ router, logger: logs.logger, grpcOptions: { interceptors: [recordHealthChecks(healthChecks)] } });
+  await server.start(listen);
+  return { healthChecks, logs, close: () => server.close(200) };
 }

@@ -1,13 +1,16 @@
-// The rendered bootstrap in a REAL Envoy, in front of HTTPS echo "apiservers".
+// The rendered bootstrap in a REAL Envoy, in front of HTTPS echo "apiservers", with the REAL
+// skewgate ext_proc server (a stub router picks the decisions) where one is needed.
 import t from 'tap';
 import { join } from 'node:path';
-import { UPSTREAM_HEADER } from '../../src/constants.js';
+import { EXTPROC_SERVICE_NAME, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
-import { makePki, onEphemeralPort, send, startEcho, startStubProcessor, testConfig, unusedPort, upgrade, type EchoServer } from '../helpers/envoy-fixtures.js';
+import { onEphemeralPort, scratchDir, send, sharedPki, startEcho, startProcessor, testConfig, unusedPort, upgrade, type EchoServer } from '../helpers/envoy-fixtures.js';
+import { resourceInfo, resultOf, stubRouter } from '../helpers/extproc-client.js';
 
-const pki = makePki();
-t.teardown(() => pki.cleanup());
+const pki = await sharedPki();
+const scratch = scratchDir();
+t.teardown(() => scratch.cleanup());
 
 const FORGED: Record<string, string> = {
   [UPSTREAM_HEADER]: 'apiserver-b',
@@ -91,17 +94,26 @@ t.test('skewgate down, failureMode closed: requests fail with 5xx and reach no a
   t.equal(a.requests.length + b.requests.length, 0, 'no apiserver was asked');
 });
 
-t.test('ext_proc over a unix socket: the route is re-selected after skewgate sets the header', async (t) => {
+// What the stub router decides, by :path (anything else: passthrough, non_resource).
+const ROUTED = '/apis/example.com/v1/namespaces/default/widgets';
+const SERVED_BY_ALL = '/api/v1/namespaces/default/configmaps';
+const NAMES_NO_APISERVER = '/apis/example.com/v1/gadgets';
+const NOT_FOUND = '/apis/nothing.example/v1/widgets';
+const UNAVAILABLE = '/apis/example.com/v1/namespaces/default/sprockets';
+
+t.test('skewgate over a unix socket: routes, default, 404 and 503 answers through Envoy', async (t) => {
   const [a, b] = await twoApiservers(t);
-  const socket = join(pki.dir, 'extproc.sock');
-  const stub = await startStubProcessor(`unix:${socket}`, (h) => {
-    const path = h[':path'] ?? '';
-    if (path.startsWith('/to-b')) return { kind: 'route', header: UPSTREAM_HEADER, upstream: 'apiserver-b' };
-    if (path.startsWith('/unknown')) return { kind: 'route', header: UPSTREAM_HEADER, upstream: 'skewgate-extproc' };
-    if (path.startsWith('/gone')) return { kind: 'immediate', code: 404, headers: { 'content-type': 'application/json', 'retry-after': '1' }, body: '{"kind":"Status"}' };
-    return { kind: 'continue' };
+  const socket = join(scratch.dir, 'extproc.sock');
+  const router = stubRouter({
+    [ROUTED]: resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-b', candidates: ['apiserver-b'] }, resourceInfo({ path: ROUTED })),
+    [SERVED_BY_ALL]: resultOf({ outcome: 'default', reason: 'served_by_all', candidates: ['apiserver-a', 'apiserver-b'] }, resourceInfo({ path: SERVED_BY_ALL, apiPrefix: 'api', group: '', resource: 'configmaps' })),
+    // The real router never names the processor cluster; Envoy must still never send a request there.
+    [NAMES_NO_APISERVER]: resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'skewgate-extproc', candidates: [] }, resourceInfo({ path: NAMES_NO_APISERVER, resource: 'gadgets', namespace: '' })),
+    [NOT_FOUND]: resultOf({ outcome: 'not_found', reason: 'group_version_not_served', candidates: [] }, resourceInfo({ path: NOT_FOUND, group: 'nothing.example', namespace: '' })),
+    [UNAVAILABLE]: resultOf({ outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-b'] }, resourceInfo({ path: UNAVAILABLE, resource: 'sprockets' })),
   });
-  t.teardown(() => stub.close());
+  const skewgate = await startProcessor(`unix:${socket}`, router);
+  t.teardown(() => skewgate.close());
   const cfg = testConfig(pki, {
     apiservers: [{ name: 'apiserver-a', url: a.url }, { name: 'apiserver-b', url: b.url }],
     extprocListen: `unix:${socket}`,
@@ -109,32 +121,43 @@ t.test('ext_proc over a unix socket: the route is re-selected after skewgate set
   });
   const envoy = await envoyFor(t, cfg);
   const port = envoy.listenPort as number;
-  t.ok(stub.healthChecks.includes('envoy.service.ext_proc.v3.ExternalProcessor'), 'Envoy health-checks the processor by service name');
+  t.ok(skewgate.healthChecks.includes(EXTPROC_SERVICE_NAME), 'Envoy health-checks the processor by service name');
 
   for (const method of ['GET', 'POST', 'GET', 'DELETE']) {
-    const r = await send(port, pki, method, '/to-b/x', { [UPSTREAM_HEADER]: 'apiserver-a' });
+    const r = await send(port, pki, method, ROUTED, { [UPSTREAM_HEADER]: 'apiserver-a' });
     t.equal(r.body, 'apiserver-b', `${method} routed to apiserver-b by skewgate, not by the client's header`);
   }
-  const spread = new Set<string>();
-  for (let i = 0; i < 4; i++) spread.add((await send(port, pki, 'GET', '/plain', { [UPSTREAM_HEADER]: 'apiserver-b' })).body);
-  t.same([...spread].sort(), ['apiserver-a', 'apiserver-b'], 'continue without a header: balanced default');
+  for (const path of [SERVED_BY_ALL, '/version']) {
+    const spread = new Set<string>();
+    for (let i = 0; i < 4; i++) spread.add((await send(port, pki, 'GET', path, { [UPSTREAM_HEADER]: 'apiserver-b' })).body);
+    t.same([...spread].sort(), ['apiserver-a', 'apiserver-b'], `continue without a header (${path}): balanced default`);
+  }
 
-  const unknown = await send(port, pki, 'GET', '/unknown');
+  const unknown = await send(port, pki, 'GET', NAMES_NO_APISERVER);
   t.equal(unknown.status, 200, 'a value naming no apiserver falls back to the default route');
   t.match(unknown.body, /^apiserver-[ab]$/, 'and reaches an apiserver, never the processor cluster');
 
-  const gone = await send(port, pki, 'GET', '/gone');
-  t.equal(gone.status, 404, 'immediate response status');
-  t.equal(gone.headers['content-type'], 'application/json', 'immediate response content-type allowed by mutation rules');
-  t.equal(gone.headers['retry-after'], '1', 'immediate response retry-after allowed by mutation rules');
-  t.equal(gone.body, '{"kind":"Status"}', 'immediate response body');
+  const gone = await send(port, pki, 'GET', NOT_FOUND);
+  t.equal(gone.status, 404, 'not_found: 404 at the edge');
+  t.equal(gone.headers['content-type'], MEDIA_JSON, 'content-type allowed by the mutation rules');
+  t.equal(gone.headers[REASON_HEADER], 'group_version_not_served', `${REASON_HEADER} allowed by the mutation rules`);
+  t.match(JSON.parse(gone.body), { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: /nothing\.example\/v1/ }, 'a Kubernetes Status body');
 
-  for (const r of [...a.requests, ...b.requests]) t.notOk(UPSTREAM_HEADER in r.headers, `routing header not forwarded upstream (${r.url})`);
-  t.ok(stub.seen.length >= 10, 'the processor saw every request');
-  for (const h of stub.seen) {
-    t.notOk(UPSTREAM_HEADER in h, 'the processor never sees a client routing header');
-    t.ok(h[':path'] !== undefined && h[':method'] !== undefined, 'pseudo-headers reach the processor');
+  const busy = await send(port, pki, 'GET', UNAVAILABLE);
+  t.equal(busy.status, 503, 'unavailable: 503 at the edge');
+  t.equal(busy.headers['retry-after'], String(router.retryAfterSeconds), 'Retry-After allowed by the mutation rules');
+  t.equal(busy.headers[REASON_HEADER], 'no_healthy_capable_server', 'the reason names the outcome');
+  t.match(JSON.parse(busy.body), { kind: 'Status', reason: 'ServiceUnavailable', code: 503, details: { retryAfterSeconds: router.retryAfterSeconds } }, 'a Kubernetes Status body');
+
+  const arrived = [...a.requests, ...b.requests];
+  t.notOk(arrived.some((r) => r.url === NOT_FOUND || r.url === UNAVAILABLE), 'skewgate\'s own answers made no upstream hop');
+  for (const r of arrived) t.notOk(UPSTREAM_HEADER in r.headers, `routing header not forwarded upstream (${r.url})`);
+  t.equal(router.calls.length, 15, 'the processor saw every request');
+  for (const c of router.calls) {
+    t.notOk(c.headers.has(UPSTREAM_HEADER), 'the processor never sees a client routing header');
+    t.ok(c.headers.get(':path') === c.path && c.headers.get(':method') === c.method, 'pseudo-headers reach the processor');
   }
+  t.same(skewgate.logs.problems(), [], 'the server logged no warning or error');
 });
 
 t.test('reads retried on another apiserver after a connect failure; writes never retried', async (t) => {

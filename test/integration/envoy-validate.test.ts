@@ -9,11 +9,12 @@ import { loadConfig } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, packageRoot, validateBootstrap } from '../../src/envoy/process.js';
-import { makePki, testConfig } from '../helpers/envoy-fixtures.js';
+import { scratchDir, sharedPki, testConfig } from '../helpers/envoy-fixtures.js';
 
 const execFileP = promisify(execFile);
-const pki = makePki();
-t.teardown(() => pki.cleanup());
+const pki = await sharedPki();
+const scratch = scratchDir();
+t.teardown(() => scratch.cleanup());
 const root = packageRoot();
 
 t.test('the Envoy binary is installed', async (t) => {
@@ -21,14 +22,14 @@ t.test('the Envoy binary is installed', async (t) => {
 });
 
 t.test('findEnvoyBinary names the fix when the binary is missing', async (t) => {
-  t.throws(() => findEnvoyBinary(join(pki.dir, 'no-such-envoy')), /npm run setup/);
+  t.throws(() => findEnvoyBinary(join(scratch.dir, 'no-such-envoy')), /npm run setup/);
 });
 
 const variants = [
   { name: 'tcp processor, fail open', extprocListen: '127.0.0.1:9002', failureMode: 'open', clientCert: false, host: '127.0.0.1' },
-  { name: 'unix processor, fail closed', extprocListen: `unix:${join(pki.dir, 'x.sock')}`, failureMode: 'closed', clientCert: false, host: '127.0.0.1' },
+  { name: 'unix processor, fail closed', extprocListen: `unix:${join(scratch.dir, 'x.sock')}`, failureMode: 'closed', clientCert: false, host: '127.0.0.1' },
   { name: 'tcp processor, fail closed, upstream client certificate', extprocListen: '127.0.0.1:9002', failureMode: 'closed', clientCert: true, host: '127.0.0.1' },
-  { name: 'unix processor, fail open, client certificate, DNS apiservers', extprocListen: `unix:${join(pki.dir, 'y.sock')}`, failureMode: 'open', clientCert: true, host: 'localhost' },
+  { name: 'unix processor, fail open, client certificate, DNS apiservers', extprocListen: `unix:${join(scratch.dir, 'y.sock')}`, failureMode: 'open', clientCert: true, host: 'localhost' },
 ] as const;
 
 for (const v of variants) {
@@ -50,7 +51,7 @@ for (const v of variants) {
 
 t.test('validation really loads the files the bootstrap names', async (t) => {
   const cfg = testConfig(pki, { apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441' }], extprocListen: '127.0.0.1:9002', failureMode: 'open' });
-  const broken = JSON.parse(JSON.stringify(renderBootstrap(cfg)).replaceAll(pki.caCert, join(pki.dir, 'missing-ca.crt'))) as object;
+  const broken = JSON.parse(JSON.stringify(renderBootstrap(cfg)).replaceAll(pki.caFile, join(scratch.dir, 'missing-ca.crt'))) as object;
   const res = await validateBootstrap(broken);
   t.notOk(res.ok, 'a missing CA file fails validation');
   t.match(res.output, /missing-ca\.crt/);
@@ -74,9 +75,9 @@ t.test('envoy/envoy.yaml is the output of `skewgate envoy-config` for examples/s
   t.teardown(() => rmSync(cwd, { recursive: true, force: true }));
   mkdirSync(join(cwd, 'examples/pki'), { recursive: true });
   const stand = {
-    'ca.crt': pki.caCert,
-    'gateway.crt': pki.serverCert,
-    'gateway.key': pki.serverKey,
+    'ca.crt': pki.caFile,
+    'gateway.crt': pki.gatewayCertFile,
+    'gateway.key': pki.gatewayKeyFile,
   };
   for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
   const res = await validateBootstrap(actual, { cwd });
