@@ -1,0 +1,123 @@
+// Certificate issuance with the openssl CLI, shared by the fake PKI (tests, demo) and the lab PKI
+// (real kube-apiservers). Also the directory lock that keeps concurrent processes from
+// interleaving two half-written sets.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export const DEFAULT_DAYS = 365;
+
+export interface KeyPairFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
+export type CertUsage = 'ca' | 'server' | 'client';
+
+export interface IssueOptions {
+  /** Folder the files are written to: `<name>.crt` and `<name>.key`. */
+  readonly dir: string;
+  readonly name: string;
+  /** openssl -subj form, e.g. "/O=system:masters/CN=kubernetes-admin". */
+  readonly subject: string;
+  readonly usage: CertUsage;
+  /** Signing CA; omitted for a self-signed CA. */
+  readonly ca?: KeyPairFiles;
+  /** subjectAltName entries, e.g. ["DNS:localhost", "IP:127.0.0.1"] (server and client usages). */
+  readonly sans?: readonly string[];
+  readonly days?: number;
+}
+
+const KEY_ARGS = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+/** A private config so the host's openssl.cnf defaults cannot add clashing extensions. */
+function opensslConfig(usage: CertUsage, sans: readonly string[] | undefined): string {
+  const ext = usage === 'ca'
+    ? ['basicConstraints = critical,CA:TRUE', 'keyUsage = critical,keyCertSign,cRLSign', 'subjectKeyIdentifier = hash']
+    : [
+        'basicConstraints = critical,CA:FALSE',
+        'keyUsage = critical,digitalSignature',
+        `extendedKeyUsage = ${usage === 'server' ? 'serverAuth' : 'clientAuth'}`,
+        ...(sans !== undefined && sans.length > 0 ? [`subjectAltName = ${sans.join(',')}`] : []),
+      ];
+  return ['[req]', 'distinguished_name = dn', 'prompt = no', '[dn]', '[ext]', ...ext, ''].join('\n');
+}
+
+/** Writes `<dir>/<name>.crt` and `<dir>/<name>.key` (EC P-256); a CA is self-signed unless `ca` is given. */
+export async function issueCert(o: IssueOptions): Promise<KeyPairFiles> {
+  const f = (suffix: string): string => join(o.dir, `${o.name}.${suffix}`);
+  const cnf = f('openssl.cnf');
+  const days = String(o.days ?? DEFAULT_DAYS);
+  await writeFile(cnf, opensslConfig(o.usage, o.sans));
+  try {
+    if (o.ca === undefined) {
+      await run('openssl', ['req', '-x509', '-new', ...KEY_ARGS, '-keyout', f('key'), '-out', f('crt'),
+        '-days', days, '-subj', o.subject, '-config', cnf, '-extensions', 'ext']);
+    } else {
+      await run('openssl', ['req', '-new', ...KEY_ARGS, '-keyout', f('key'), '-out', f('csr'), '-subj', o.subject, '-config', cnf]);
+      await run('openssl', ['x509', '-req', '-in', f('csr'), '-CA', o.ca.certFile, '-CAkey', o.ca.keyFile,
+        '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-days', days, '-out', f('crt'),
+        '-extfile', cnf, '-extensions', 'ext']);
+    }
+  } finally {
+    await rm(cnf, { force: true });
+    await rm(f('csr'), { force: true });
+  }
+  return { certFile: f('crt'), keyFile: f('key') };
+}
+
+/** An RSA key pair (PKCS#8 private key, SubjectPublicKeyInfo public key), e.g. for service-account tokens. */
+export async function generateRsaKeyPair(privateFile: string, publicFile: string, bits = 2048): Promise<void> {
+  await run('openssl', ['genpkey', '-algorithm', 'RSA', '-pkeyopt', `rsa_keygen_bits:${bits}`, '-out', privateFile]);
+  await run('openssl', ['pkey', '-in', privateFile, '-pubout', '-out', publicFile]);
+}
+
+/** True when the certificate is still valid in `seconds` (openssl x509 -checkend). */
+export async function certValidFor(certFile: string, seconds: number): Promise<boolean> {
+  try {
+    await run('openssl', ['x509', '-checkend', String(seconds), '-noout', '-in', certFile]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True when every file exists and is not empty. */
+export async function filesPresent(files: readonly string[]): Promise<boolean> {
+  try {
+    for (const file of files) if ((await stat(file)).size === 0) return false;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs `generate` under a lock directory in `dir` unless `complete()` already holds; waits while
+ * another process holds the lock. A lock older than a minute was left by a killed process.
+ */
+export async function ensureGenerated(dir: string, complete: () => Promise<boolean>, generate: () => Promise<void>, label = 'pki'): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const lock = join(dir, '.lock');
+  for (const started = Date.now(); ;) {
+    if (await complete()) return;
+    try {
+      await mkdir(lock);
+    } catch {
+      const age = await stat(lock).then((s) => Date.now() - s.mtimeMs, () => 0);
+      if (age > 60_000) await rmdir(lock).catch(() => undefined);
+      if (Date.now() - started > 120_000) throw new Error(`${label}: ${lock} stays locked`);
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
+    try {
+      if (!(await complete())) await generate();
+    } finally {
+      await rmdir(lock).catch(() => undefined);
+    }
+  }
+}
