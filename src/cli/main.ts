@@ -9,6 +9,7 @@ import { runExplain } from './explain.js';
 import { runSkew } from './skew.js';
 import { runValidate } from './validate.js';
 import { runDemo } from './demo.js';
+import { registerLabCommand } from './lab.js';
 
 const program = new Command()
   .name('skewgate')
@@ -62,6 +63,8 @@ program
   .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
     process.exitCode = await runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
   });
+
+registerLabCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,137 @@
+// `skewgate lab up|down|status`: a real mixed-version control plane on loopback (etcd, three
+// kube-apiservers, Envoy + skewgate), started detached so that it outlives this command.
+import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { relative } from 'node:path';
+import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { Lab, defaultLabDir } from '../lab/lab.js';
+import type { ApiServerSpec } from '../lab/flags.js';
+import { labBinDir, labVersions } from '../lab/versions.js';
+import { formatTable } from './one-shot.js';
+
+export const LAB_GATEWAY_PORT = 16443;
+const APISERVER_PORT = 6443;
+
+export interface LabUpOptions {
+  readonly dir: string;
+  readonly mixed: boolean;
+  readonly port: number;
+  readonly baselinePort?: number | undefined;
+  /** kas-N listens on this address + N - 1 (default 127.0.0.1). */
+  readonly firstIp?: string;
+  /** etcd's client port; its peer port is this + 10 (default 23790). */
+  readonly etcdPort?: number;
+}
+
+const out = (s: string): void => { process.stdout.write(`${s}\n`); };
+const rel = (p: string): string => {
+  const r = relative(process.cwd(), p);
+  return r === '' || r.startsWith('..') ? p : r;
+};
+
+/** kas-1..3 on 127.0.0.1..3:6443 at KUBE_OLD; with mixed, kas-3 at KUBE_NEW. */
+export function labUpSpecs(mixed: boolean, firstIp = '127.0.0.1'): ApiServerSpec[] {
+  const v = labVersions();
+  const m = /^127\.(\d+)\.(\d+)\.(\d+)$/.exec(firstIp);
+  const last = Number(m?.[3]);
+  if (!m || last < 1 || last > 7) throw new Error(`--first-ip must be 127.x.y.z with z from 1 to 7 (the serving certificate covers 127.0.0.1-9), got ${firstIp}`);
+  return [1, 2, 3].map((i) => ({
+    name: `kas-${i}`,
+    version: mixed && i === 3 ? v.kubeNew : v.kubeOld,
+    ip: `127.${m[1]}.${m[2]}.${last + i - 1}`,
+    port: APISERVER_PORT,
+  }));
+}
+
+export async function runLabUp(o: LabUpOptions): Promise<number> {
+  const started = Date.now();
+  const specs = labUpSpecs(o.mixed, o.firstIp);
+  const lab = await Lab.open({
+    dir: o.dir,
+    log: (l) => out(`  ${l}`),
+    ...(o.etcdPort === undefined ? {} : { etcdClientPort: o.etcdPort, etcdPeerPort: o.etcdPort + 10 }),
+  });
+  try {
+    out(`skewgate lab: run dir ${rel(lab.dir)}`);
+    await lab.startEtcd();
+    // One at a time: in parallel they take about as long on 2 cores, and a failure is clearer.
+    for (const spec of specs) await lab.startApiServer(spec);
+    const gw = await lab.startGateway({ name: 'gateway', withSkewgate: true, port: o.port });
+    const baseline = o.baselinePort === undefined ? undefined : await lab.startGateway({ name: 'baseline', withSkewgate: false, port: o.baselinePort });
+    const v = labVersions();
+    const kubectl = `${labBinDir()}/kubectl-${v.kubeNew}`;
+    const k = existsSync(kubectl) ? rel(kubectl) : 'kubectl';
+    out(`\nup in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    out(formatTable(statusRows(await lab.status())).trimEnd());
+    out(`\ngateway (Envoy + skewgate): ${gw.url}`);
+    if (baseline) out(`baseline (plain Envoy):     ${baseline.url}   (no skewgate: expect false 404s for skewed APIs)`);
+    out(`kubeconfig:                 ${rel(gw.kubeconfigFile)}   (contexts: token [current], cert, kas-1..3 direct)`);
+    out(`skewgate config:            ${rel(gw.configFile)}`);
+    out(`logs:                       ${rel(lab.dir)}/logs/`);
+    out('\ntry:');
+    out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} api-resources`);
+    out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} get mutatingadmissionpolicies`);
+    out(`  node dist/src/cli/main.js skew --config ${rel(gw.configFile)}`);
+    out(`  node dist/src/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}`);
+    return EXIT_OK;
+  } catch (err) {
+    process.stderr.write(`skewgate lab up: ${(err as Error).message}\n`);
+    process.stderr.write(`what started is still running (logs in ${rel(lab.dir)}/logs): \`skewgate lab down\` stops it\n`);
+    return EXIT_PROBLEMS;
+  } finally {
+    await lab.close();
+  }
+}
+
+export async function runLabDown(dir: string): Promise<number> {
+  const lab = await Lab.open({ dir, log: (l) => out(`  ${l}`) });
+  const before = (await lab.status()).filter((r) => r.alive).map((r) => r.name);
+  await lab.down();
+  out(before.length === 0 ? 'skewgate lab: nothing was running' : `skewgate lab: stopped ${before.join(', ')}`);
+  return EXIT_OK;
+}
+
+export async function runLabStatus(dir: string): Promise<number> {
+  const lab = await Lab.open({ dir });
+  try {
+    out(formatTable(statusRows(await lab.status())).trimEnd());
+    return EXIT_OK;
+  } finally {
+    await lab.close();
+  }
+}
+
+function statusRows(rows: Awaited<ReturnType<Lab['status']>>): string[][] {
+  return [['NAME', 'PID', 'ALIVE', 'DETAIL'], ...rows.map((r) => [r.name, r.pid === null ? '-' : String(r.pid), r.alive ? 'yes' : 'no', r.detail])];
+}
+
+/** Adds `lab up|down|status` to the skewgate program. */
+export function registerLabCommand(program: Command): void {
+  const lab = program.command('lab').description('a real mixed-version control plane on loopback: etcd, 3 kube-apiservers, Envoy + skewgate');
+  const dirOption = ['--dir <dir>', 'run dir: PKI, pid files, logs, configs', defaultLabDir()] as const;
+  lab
+    .command('up')
+    .description('start etcd, kube-apiservers kas-1..3 on 127.0.0.1..3:6443 and the gateway; returns when all are ready')
+    .option(...dirOption)
+    .option('--mixed', 'start kas-3 at the new Kubernetes version (lab/versions.env KUBE_NEW)')
+    .option('--port <port>', 'gateway port on 127.0.0.1', String(LAB_GATEWAY_PORT))
+    .option('--baseline-port <port>', 'also start a plain Envoy without skewgate on this port')
+    .option('--first-ip <ip>', 'address of kas-1; kas-2 and kas-3 take the next two', '127.0.0.1')
+    .option('--etcd-port <port>', 'etcd client port (peer port: this + 10)', '23790')
+    .action(async (o: { dir: string; mixed?: boolean; port: string; baselinePort?: string; firstIp: string; etcdPort: string }) => {
+      process.exitCode = await runLabUp({
+        dir: o.dir, mixed: Boolean(o.mixed), port: Number(o.port), firstIp: o.firstIp, etcdPort: Number(o.etcdPort),
+        baselinePort: o.baselinePort === undefined ? undefined : Number(o.baselinePort),
+      });
+    });
+  lab
+    .command('down')
+    .description('stop every process of the lab and verify that none is left')
+    .option(...dirOption)
+    .action(async (o: { dir: string }) => { process.exitCode = await runLabDown(o.dir); });
+  lab
+    .command('status')
+    .description('the lab\'s processes: pid, alive, version, address, readiness')
+    .option(...dirOption)
+    .action(async (o: { dir: string }) => { process.exitCode = await runLabStatus(o.dir); });
+}

@@ -1,0 +1,138 @@
+// The command lines of the lab's etcd and kube-apiservers: the single source of truth for their
+// flags. Pure. Every flag here was checked against `--help` of both pinned kube-apiserver builds.
+import type { LabPki } from './pki.js';
+
+export interface ApiServerSpec {
+  /** "kas-1": also its hostname, in a UTS namespace of its own (a distinct identity lease). */
+  readonly name: string;
+  /** "1.35.4": the binary `kube-apiserver-<version>` built by lab/build.sh. */
+  readonly version: string;
+  /** A loopback address: 127.0.0.1, 127.0.0.2, … (bind and advertise address). */
+  readonly ip: string;
+  readonly port: number;
+  /** --runtime-config, e.g. "admissionregistration.k8s.io/v1beta1=false". */
+  readonly runtimeConfig?: string;
+  /** Kubernetes' built-in Mixed Version Proxy: --peer-ca-file and the peer advertise address. */
+  readonly peerProxy?: boolean;
+  readonly tracingConfigFile?: string;
+  /** Appended last (a later flag wins), for experiments such as --shutdown-delay-duration. */
+  readonly extraArgs?: readonly string[];
+}
+
+export interface ApiServerDirs {
+  /** --cert-dir: kube-apiserver writes nothing there while TLS files are given, but it must be its own. */
+  readonly certDir: string;
+  /** --audit-log-path; needs auditPolicyFile (without a policy nothing is logged). */
+  readonly auditLog?: string;
+  readonly auditPolicyFile?: string;
+}
+
+/** Shared by every apiserver of the lab (one allocator in etcd). */
+export const SERVICE_CLUSTER_IP_RANGE = '10.96.0.0/16';
+export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+export const MVP_FEATURE_GATE = 'UnknownVersionInteroperabilityProxy';
+/** The Mixed Version Proxy's gate is beta and on by default from this minor (alpha, off, before). */
+const MVP_DEFAULT_ON_MINOR = 36;
+
+/** Metadata for every request: who, what, which verb, status, source IPs; no bodies. */
+export const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+`;
+
+export function minorOf(version: string): number {
+  const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version);
+  if (!m) throw new Error(`not a Kubernetes version: "${version}"`);
+  return Number(m[2]);
+}
+
+export function apiServerUrl(spec: Pick<ApiServerSpec, 'ip' | 'port'>): string {
+  return `https://${spec.ip}:${spec.port}`;
+}
+
+export function apiServerArgs(spec: ApiServerSpec, pki: LabPki, etcdUrl: string, dirs: ApiServerDirs): string[] {
+  if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(spec.ip)) throw new Error(`${spec.name}: ${spec.ip} is not a loopback IPv4 address`);
+  if (dirs.auditLog !== undefined && dirs.auditPolicyFile === undefined) throw new Error(`${spec.name}: auditLog needs auditPolicyFile`);
+  const args = [
+    `--etcd-servers=${etcdUrl}`,
+    `--secure-port=${spec.port}`,
+    `--bind-address=${spec.ip}`,
+    // Explicit: the fallback is the default-route interface, which a sandbox may not have.
+    `--advertise-address=${spec.ip}`,
+    `--cert-dir=${dirs.certDir}`,
+    `--tls-cert-file=${pki.serverCertFile}`,
+    `--tls-private-key-file=${pki.serverKeyFile}`,
+    `--client-ca-file=${pki.caFile}`,
+    `--token-auth-file=${pki.tokenAuthFile}`,
+    '--authorization-mode=RBAC',
+    `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
+    `--service-account-signing-key-file=${pki.saKeyFile}`,
+    `--service-account-key-file=${pki.saPubFile}`,
+    `--api-audiences=${SERVICE_ACCOUNT_ISSUER}`,
+    `--service-cluster-ip-range=${SERVICE_CLUSTER_IP_RANGE}`,
+    // Front-proxy identity: what a peer apiserver (Mixed Version Proxy) or, later, the gateway asserts.
+    `--requestheader-client-ca-file=${pki.frontProxyCaFile}`,
+    '--requestheader-allowed-names=front-proxy-client',
+    '--requestheader-username-headers=X-Remote-User',
+    '--requestheader-group-headers=X-Remote-Group',
+    '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+    `--proxy-client-cert-file=${pki.frontProxyClientCertFile}`,
+    `--proxy-client-key-file=${pki.frontProxyClientKeyFile}`,
+    // A loopback advertise address is an invalid Endpoints address (kubernetes#121942), and one
+    // bad entry poisons the shared master-lease list: the lab publishes no `kubernetes` endpoints.
+    '--endpoint-reconciler-type=none',
+    // No kube-controller-manager creates ServiceAccounts, so the admission plugin would reject every Pod.
+    '--disable-admission-plugins=ServiceAccount',
+    '--profiling=false',
+  ];
+  if (dirs.auditLog !== undefined && dirs.auditPolicyFile !== undefined) {
+    args.push(`--audit-policy-file=${dirs.auditPolicyFile}`, `--audit-log-path=${dirs.auditLog}`, '--audit-log-maxbackup=1', '--audit-log-maxsize=100');
+  }
+  if (spec.runtimeConfig !== undefined) args.push(`--runtime-config=${spec.runtimeConfig}`);
+  if (spec.peerProxy) {
+    if (minorOf(spec.version) < MVP_DEFAULT_ON_MINOR) args.push(`--feature-gates=${MVP_FEATURE_GATE}=true`);
+    // The proxy verifies a peer's serving certificate (issued by the cluster CA) at its advertised address.
+    args.push(`--peer-ca-file=${pki.caFile}`, `--peer-advertise-ip=${spec.ip}`, `--peer-advertise-port=${spec.port}`);
+  }
+  if (spec.tracingConfigFile !== undefined) args.push(`--tracing-config-file=${spec.tracingConfigFile}`);
+  args.push(...(spec.extraArgs ?? []));
+  return args;
+}
+
+export interface EtcdSpec {
+  readonly name: string;
+  readonly dataDir: string;
+  readonly ip: string;
+  /** Not the defaults 2379/2380, so that a lab never clashes with another etcd on the machine. */
+  readonly clientPort: number;
+  readonly peerPort: number;
+}
+
+export const ETCD_CLIENT_PORT = 23790;
+export const ETCD_PEER_PORT = 23800;
+
+export function etcdUrl(spec: Pick<EtcdSpec, 'ip' | 'clientPort'>): string {
+  return `http://${spec.ip}:${spec.clientPort}`;
+}
+
+export function etcdArgs(spec: EtcdSpec): string[] {
+  const client = etcdUrl(spec);
+  const peer = `http://${spec.ip}:${spec.peerPort}`;
+  return [
+    `--name=${spec.name}`,
+    `--data-dir=${spec.dataDir}`,
+    `--listen-client-urls=${client}`,
+    `--advertise-client-urls=${client}`,
+    `--listen-peer-urls=${peer}`,
+    `--initial-advertise-peer-urls=${peer}`,
+    `--initial-cluster=${spec.name}=${peer}`,
+    '--initial-cluster-state=new',
+    // A throw-away lab: no fsync makes etcd fast on any disk; a crash may lose its data (wiped on every start anyway).
+    '--unsafe-no-fsync=true',
+    // As kubeadm: progress notifications let the apiservers' watch cache serve consistent reads.
+    '--watch-progress-notify-interval=5s',
+    '--log-level=warn',
+  ];
+}

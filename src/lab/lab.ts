@@ -1,0 +1,607 @@
+// A real control plane on loopback: etcd, kube-apiservers of two versions, and gateways (Envoy,
+// with or without skewgate) in front of them. Every process is started detached (its own process
+// group, stdout/stderr to a log file) with a pid file, so it outlives the `skewgate lab up`
+// process and `skewgate lab down` from another shell can stop it; Lab.open() adopts the ones still
+// running. Tests use the same detached processes (killOnExit guards a crashing test runner).
+import { spawn } from 'node:child_process';
+import { existsSync, openSync, closeSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile, open as openFile } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { Agent, request } from 'undici';
+import { stringify } from 'yaml';
+import { parseConfig } from '../config.js';
+import { renderBootstrap } from '../envoy/bootstrap.js';
+import { findEnvoyBinary, packageRoot } from '../envoy/process.js';
+import { withoutExtProc } from '../demo/stack.js';
+import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
+import { gatewayConfigDocument, gatewayKubeconfig, skewgateRbac, type GatewayApiServer } from './gateway-config.js';
+import { createLabPki, type LabPki } from './pki.js';
+import { isOurs, readStat } from './procfs.js';
+import { labBinary, labVersions } from './versions.js';
+
+export interface LabOptions {
+  /** Run dir (default `<package root>/.cache/lab`): PKI, pid files, logs, configs, etcd data. */
+  readonly dir?: string;
+  /** Progress lines (e.g. "kas-1 ready in 14.2 s"). */
+  readonly log?: (line: string) => void;
+  /** SIGKILL every process this Lab object started when the Node process exits (tests). */
+  readonly killOnExit?: boolean;
+  /** How long startApiServer waits for /readyz (default 90 s). */
+  readonly apiServerReadyTimeoutMs?: number;
+  /** etcd's ports on 127.0.0.1 (default 23790 and 23800): another pair lets two labs run side by side. */
+  readonly etcdClientPort?: number;
+  readonly etcdPeerPort?: number;
+}
+
+export interface GatewayOptions {
+  readonly name: string;
+  readonly withSkewgate: boolean;
+  readonly port: number;
+}
+
+export interface GatewayInfo {
+  readonly url: string;
+  readonly kubeconfigFile: string;
+  /** skewgate's config (usable with `skewgate explain|skew|validate`). */
+  readonly configFile: string;
+  readonly envoyAdminUrl: string;
+}
+
+export interface LabProcessStatus {
+  readonly name: string;
+  readonly pid: number | null;
+  readonly alive: boolean;
+  readonly detail: string;
+}
+
+type ProcKind = 'etcd' | 'kube-apiserver' | 'skewgate' | 'envoy';
+
+/** The pid file's companion: enough to recognise, describe and stop the process from any shell. */
+interface ProcRecord {
+  readonly name: string;
+  readonly kind: ProcKind;
+  readonly pid: number;
+  readonly startTime: string;
+  readonly marker: string;
+  readonly logFile: string;
+  readonly startedAt: string;
+  readonly url?: string;
+  readonly apiserver?: ApiServerSpec;
+  readonly gateway?: GatewayOptions & { readonly extprocListen?: string; readonly adminAddressFile?: string };
+}
+
+export class LabError extends Error {
+  readonly code = 'SKEWGATE_ERR_LAB';
+  constructor(message: string, readonly logTail?: string) {
+    super(logTail === undefined ? message : `${message}\n--- log (tail) ---\n${logTail}`);
+    this.name = 'LabError';
+  }
+}
+
+const ETCD = 'etcd';
+const RUN_HEADER = '====';
+const SKEWGATE_MAIN_RELATIVE = 'dist/src/cli/main.js';
+/** sun_path holds 108 bytes; longer socket paths fall back to a loopback TCP port. */
+const MAX_UNIX_SOCKET_PATH = 100;
+const APISERVER_STOP_GRACE_MS = 30_000;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export function defaultLabDir(): string {
+  return join(packageRoot(), '.cache', 'lab');
+}
+
+/** The last lines of a log file. */
+export async function logTail(file: string, lines = 40): Promise<string> {
+  try {
+    const fh = await openFile(file, 'r');
+    try {
+      const { size } = await fh.stat();
+      const len = Math.min(size, 16_384);
+      const buf = Buffer.alloc(len);
+      await fh.read(buf, 0, len, size - len);
+      let text = buf.toString('utf8');
+      // Logs are appended across runs: show only the latest run (spawnDetached writes the header).
+      const header = text.lastIndexOf(`\n${RUN_HEADER}`);
+      if (header >= 0) text = text.slice(header + 1);
+      return text.split('\n').slice(-lines).join('\n');
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return `(no log at ${file})`;
+  }
+}
+
+export class Lab {
+  readonly dir: string;
+  readonly pki: LabPki;
+  private readonly runDir: string;
+  private readonly logDir: string;
+  private readonly procs = new Map<string, ProcRecord>();
+  /** Every apiserver named so far (stopped ones included): the gateway fronts all of them. */
+  private readonly apiservers = new Map<string, ApiServerSpec>();
+  /** Exit notes of the processes this object spawned (adopted ones are watched through /proc). */
+  private readonly exits = new Map<number, string>();
+  private readonly agent: Agent;
+  private readonly log: (line: string) => void;
+  private readonly readyTimeoutMs: number;
+  private readonly etcdPorts: { readonly client: number; readonly peer: number };
+  /** Pids this object spawned: the only ones killOnExit may kill. */
+  private readonly spawned = new Set<number>();
+  private readonly killOnExitHook: (() => void) | undefined;
+
+  private constructor(dir: string, pki: LabPki, ca: string, opts: LabOptions) {
+    this.dir = dir;
+    this.pki = pki;
+    this.runDir = join(dir, 'run');
+    this.logDir = join(dir, 'logs');
+    this.log = opts.log ?? (() => undefined);
+    this.readyTimeoutMs = opts.apiServerReadyTimeoutMs ?? 90_000;
+    this.etcdPorts = { client: opts.etcdClientPort ?? ETCD_CLIENT_PORT, peer: opts.etcdPeerPort ?? ETCD_PEER_PORT };
+    this.agent = new Agent({ connect: { ca } });
+    if (opts.killOnExit) {
+      this.killOnExitHook = (): void => {
+        for (const pid of this.spawned) if (!this.exits.has(pid)) signal(pid, 'SIGKILL');
+      };
+      process.on('exit', this.killOnExitHook);
+    }
+  }
+
+  /** Creates the run dir and PKI (reused when complete) and adopts processes still running. */
+  static async open(opts: LabOptions = {}): Promise<Lab> {
+    const dir = resolve(opts.dir ?? defaultLabDir());
+    await mkdir(join(dir, 'run'), { recursive: true });
+    await mkdir(join(dir, 'logs'), { recursive: true });
+    const pki = await createLabPki(join(dir, 'pki'));
+    const lab = new Lab(dir, pki, await readFile(pki.caFile, 'utf8'), opts);
+    await lab.init();
+    return lab;
+  }
+
+  private async init(): Promise<void> {
+    await writeFile(join(this.dir, 'audit-policy.yaml'), AUDIT_POLICY);
+    for (const entry of await readdir(this.runDir)) {
+      if (!entry.endsWith('.json')) continue;
+      const file = join(this.runDir, entry);
+      let rec: ProcRecord;
+      try {
+        rec = JSON.parse(await readFile(file, 'utf8')) as ProcRecord;
+      } catch {
+        continue;
+      }
+      if (await isOurs(rec)) this.procs.set(rec.name, rec);
+      else await this.forget(rec.name);
+    }
+    try {
+      const known = JSON.parse(await readFile(this.apiserversFile(), 'utf8')) as ApiServerSpec[];
+      for (const s of known) this.apiservers.set(s.name, s);
+    } catch {
+      // none named yet
+    }
+  }
+
+  // ---- etcd --------------------------------------------------------------------------------
+
+  /** Starts etcd with a fresh data dir (or returns the URL of the one running); waits until healthy. */
+  async startEtcd(): Promise<string> {
+    const running = await this.alive(ETCD);
+    if (running?.url !== undefined) return running.url;
+    const spec = { name: 'lab', dataDir: join(this.dir, 'etcd-data'), ip: '127.0.0.1', clientPort: this.etcdPorts.client, peerPort: this.etcdPorts.peer };
+    // Otherwise the health check could pass against somebody else's etcd while ours fails to bind.
+    await assertPortFree(spec.ip, spec.clientPort, 'etcd client');
+    await assertPortFree(spec.ip, spec.peerPort, 'etcd peer');
+    await rm(spec.dataDir, { recursive: true, force: true });
+    const url = etcdUrl(spec);
+    const started = Date.now();
+    const bin = labBinary('etcd', labVersions().etcd);
+    const rec = await this.spawnDetached({ name: ETCD, kind: 'etcd', cmd: bin, args: etcdArgs(spec), marker: `--data-dir=${spec.dataDir}`, url });
+    await this.waitFor(rec, 30_000, async () => {
+      const res = await this.get(`${url}/health`, undefined, 1000);
+      return res.status === 200 && /"health":\s*"true"/.test(res.body) ? null : `/health: ${res.status} ${res.body.slice(0, 200)}`;
+    });
+    this.log(`etcd ready at ${url} in ${seconds(Date.now() - started)}`);
+    return url;
+  }
+
+  // ---- kube-apiservers ---------------------------------------------------------------------
+
+  apiServerUrl(name: string): string {
+    const spec = this.apiservers.get(name);
+    if (spec === undefined) throw new LabError(`no apiserver named ${name} in this lab`);
+    return apiServerUrl(spec);
+  }
+
+  /** Specs of every apiserver named so far, in start order. */
+  apiServerSpecs(): readonly ApiServerSpec[] {
+    return [...this.apiservers.values()];
+  }
+
+  /**
+   * Starts kube-apiserver `spec.version` in a UTS namespace whose hostname is `spec.name`, and
+   * waits for /readyz 200. A process of that name still running with the same spec is reused.
+   */
+  async startApiServer(spec: ApiServerSpec): Promise<void> {
+    const etcd = await this.alive(ETCD);
+    if (etcd?.url === undefined) throw new LabError('etcd is not running: call startEtcd() first');
+    const running = await this.alive(spec.name);
+    if (running !== undefined) {
+      if (running.apiserver === undefined || !sameSpec(running.apiserver, spec)) {
+        throw new LabError(`${spec.name} is already running with another spec (${running.apiserver?.version ?? '?'} at ${running.url ?? '?'}): stop it first`);
+      }
+    } else {
+      for (const p of this.procs.values()) {
+        if (p.apiserver && p.apiserver.ip === spec.ip && p.apiserver.port === spec.port && p.name !== spec.name) {
+          throw new LabError(`${p.name} already serves ${apiServerUrl(spec)}: stop it before starting ${spec.name} there`);
+        }
+      }
+      const bin = labBinary('kube-apiserver', spec.version);
+      await assertPortFree(spec.ip, spec.port, spec.name);
+      const certDir = join(this.runDir, spec.name, 'certs');
+      await mkdir(certDir, { recursive: true });
+      const args = apiServerArgs(spec, this.pki, etcd.url, {
+        certDir,
+        auditLog: join(this.logDir, `${spec.name}.audit.log`),
+        auditPolicyFile: join(this.dir, 'audit-policy.yaml'),
+      });
+      this.apiservers.set(spec.name, spec);
+      await this.saveApiServers();
+      // unshare execs (no fork) and sh execs: the pid we record is kube-apiserver's own.
+      await this.spawnDetached({
+        name: spec.name, kind: 'kube-apiserver', cmd: 'unshare',
+        args: ['--uts', 'sh', '-c', 'hostname "$1" && shift && exec "$@"', 'sh', spec.name, bin, ...args],
+        marker: `--cert-dir=${certDir}`, url: apiServerUrl(spec), apiserver: spec,
+      });
+    }
+    const rec = this.procs.get(spec.name) as ProcRecord;
+    const started = Date.now();
+    await this.waitFor(rec, this.readyTimeoutMs, async () => {
+      const res = await this.get(`${apiServerUrl(spec)}/readyz`, this.pki.adminToken, 2000);
+      return res.status === 200 ? null : `/readyz ${res.status}: ${res.body.split('\n').filter((l) => l.includes('failed')).join('; ').slice(0, 300)}`;
+    });
+    if (running === undefined) this.log(`${spec.name} (v${spec.version}) ready at ${apiServerUrl(spec)} in ${seconds(Date.now() - started)}`);
+    await this.ensureRbac(apiServerUrl(spec));
+  }
+
+  /** SIGTERM, then SIGKILL after 30 s; resolves once the process is gone. It stays in the gateway's list. */
+  async stopApiServer(name: string): Promise<void> {
+    if (!this.apiservers.has(name)) throw new LabError(`no apiserver named ${name} in this lab`);
+    await this.stopProc(name, APISERVER_STOP_GRACE_MS);
+  }
+
+  // ---- gateways ----------------------------------------------------------------------------
+
+  /**
+   * Envoy in front of every apiserver named so far; with skewgate as its ext_proc service, or
+   * (withSkewgate false) the same bootstrap without the ext_proc filter: plain balancing, the
+   * baseline. A gateway of the same name is replaced. Waits until Envoy sees the apiservers
+   * (and skewgate) healthy.
+   */
+  async startGateway(o: GatewayOptions): Promise<GatewayInfo> {
+    if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(o.name)) throw new LabError(`gateway name "${o.name}" must be a DNS label`);
+    const specs = this.apiServerSpecs();
+    if (specs.length === 0) throw new LabError('start at least one apiserver before a gateway');
+    await this.stopGateway(o.name);
+    await assertPortFree('127.0.0.1', o.port, `gateway ${o.name}`);
+    const upstreams: GatewayApiServer[] = specs.map((s) => ({ name: s.name, url: apiServerUrl(s) }));
+    const alive: string[] = [];
+    for (const s of specs) if (await this.alive(s.name)) alive.push(s.name);
+    const first = alive[0];
+    if (first === undefined) throw new LabError('no apiserver is running');
+    await this.ensureRbac(this.apiServerUrl(first));
+
+    const gwDir = join(this.runDir, `gateway-${o.name}`);
+    await rm(gwDir, { recursive: true, force: true });
+    await mkdir(gwDir, { recursive: true });
+    const socket = join(gwDir, 'extproc.sock');
+    const extprocListen = socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`;
+    const configFile = join(gwDir, 'skewgate.yaml');
+    const doc = gatewayConfigDocument({ pki: this.pki, apiservers: upstreams, extprocListen, port: o.port });
+    await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
+    const config = parseConfig(doc, configFile, gwDir);
+    const bootstrap = o.withSkewgate ? renderBootstrap(config) : withoutExtProc(renderBootstrap(config));
+    const bootstrapFile = join(gwDir, 'envoy.yaml');
+    await writeFile(bootstrapFile, stringify(bootstrap, { lineWidth: 0 }));
+    const url = `https://127.0.0.1:${o.port}`;
+
+    if (o.withSkewgate) {
+      const main = join(packageRoot(), SKEWGATE_MAIN_RELATIVE);
+      if (!existsSync(main)) throw new LabError(`${main} is missing: run \`npm run build\` first`);
+      const rec = await this.spawnDetached({
+        name: `skewgate-${o.name}`, kind: 'skewgate', cmd: process.execPath, args: [main, 'serve', '--config', configFile],
+        marker: configFile, gateway: { ...o, extprocListen },
+      });
+      // skewgate listens only after its first discovery round: connectable means it has views.
+      await this.waitFor(rec, 30_000, async () => ((await canConnect(extprocListen)) ? null : `${extprocListen} not accepting yet`));
+    }
+
+    const adminAddressFile = join(gwDir, 'envoy-admin-address');
+    const envoy = await this.spawnDetached({
+      name: `envoy-${o.name}`, kind: 'envoy', cmd: findEnvoyBinary(),
+      args: ['-c', bootstrapFile, '--log-level', 'warn', '--disable-hot-restart', '--admin-address-path', adminAddressFile,
+        '--use-dynamic-base-id', '--base-id-path', join(gwDir, 'envoy-base-id')],
+      marker: bootstrapFile, url, gateway: { ...o, adminAddressFile },
+    });
+    let adminUrl = '';
+    const mustBeHealthy = [...alive, ...(o.withSkewgate ? ['skewgate-extproc'] : [])];
+    await this.waitFor(envoy, 30_000, async () => {
+      if (adminUrl === '') {
+        const addr = (await readFile(adminAddressFile, 'utf8').catch(() => '')).trim();
+        if (addr === '') return 'admin address not written yet';
+        adminUrl = `http://${addr}`;
+      }
+      const ready = await this.get(`${adminUrl}/ready`, undefined, 1000);
+      if (ready.status !== 200) return `/ready: ${ready.status} ${ready.body.trim()}`;
+      const clusters = await this.get(`${adminUrl}/clusters`, undefined, 1000);
+      const unhealthy = mustBeHealthy.filter((c) => !new RegExp(`^${c}::[^\\n]*::health_flags::healthy$`, 'm').test(clusters.body));
+      return unhealthy.length === 0 ? null : `not yet healthy in Envoy: ${unhealthy.join(', ')}`;
+    });
+
+    const kubeconfigFile = join(gwDir, 'kubeconfig');
+    await writeFile(kubeconfigFile, stringify(gatewayKubeconfig({ pki: this.pki, gatewayUrl: url, apiservers: upstreams })), { mode: 0o600 });
+    this.log(`gateway ${o.name} (${o.withSkewgate ? 'Envoy + skewgate' : 'plain Envoy, no ext_proc'}) at ${url}`);
+    return { url, kubeconfigFile, configFile, envoyAdminUrl: adminUrl };
+  }
+
+  /** Stops a gateway's Envoy and skewgate (no-op when not running). */
+  async stopGateway(name: string): Promise<void> {
+    await this.stopProc(`envoy-${name}`, 5000);
+    await this.stopProc(`skewgate-${name}`, 10_000);
+  }
+
+  // ---- status and teardown -----------------------------------------------------------------
+
+  async status(): Promise<LabProcessStatus[]> {
+    const rows: LabProcessStatus[] = [];
+    const etcd = await this.alive(ETCD);
+    if (etcd) rows.push({ name: ETCD, pid: etcd.pid, alive: true, detail: `v${labVersionsSafe()?.etcd ?? '?'} ${etcd.url ?? ''} ${await this.probe(`${etcd.url ?? ''}/health`, undefined)}` });
+    else rows.push({ name: ETCD, pid: null, alive: false, detail: 'not running' });
+    for (const spec of this.apiservers.values()) {
+      const rec = await this.alive(spec.name);
+      const url = apiServerUrl(spec);
+      rows.push(rec
+        ? { name: spec.name, pid: rec.pid, alive: true, detail: `v${rec.apiserver?.version ?? spec.version} ${url} /readyz ${await this.probe(`${url}/readyz`, this.pki.adminToken)}` }
+        : { name: spec.name, pid: null, alive: false, detail: `stopped (last: v${spec.version} ${url})` });
+    }
+    const gatewayProcs = [...this.procs.values()].filter((p) => p.kind === 'skewgate' || p.kind === 'envoy');
+    gatewayProcs.sort((a, b) => (a.gateway?.name ?? '').localeCompare(b.gateway?.name ?? '') || a.kind.localeCompare(b.kind));
+    for (const rec of gatewayProcs) {
+      const ok = await this.alive(rec.name);
+      const detail = rec.kind === 'envoy'
+        ? `${rec.gateway?.withSkewgate ? 'with skewgate' : 'baseline, no ext_proc'} ${rec.url ?? ''} kubeconfig ${join(this.runDir, `gateway-${rec.gateway?.name ?? ''}`, 'kubeconfig')}`
+        : `ext_proc ${rec.gateway?.extprocListen ?? ''}`;
+      rows.push({ name: rec.name, pid: ok ? rec.pid : null, alive: ok !== undefined, detail });
+    }
+    return rows;
+  }
+
+  /** Stops everything (gateways, apiservers, etcd) and verifies that nothing is left running. */
+  async down(): Promise<void> {
+    const byKind = (k: ProcKind): ProcRecord[] => [...this.procs.values()].filter((p) => p.kind === k);
+    await Promise.all(byKind('envoy').map((p) => this.stopProc(p.name, 5000)));
+    await Promise.all(byKind('skewgate').map((p) => this.stopProc(p.name, 10_000)));
+    await Promise.all(byKind('kube-apiserver').map((p) => this.stopProc(p.name, APISERVER_STOP_GRACE_MS)));
+    await this.stopProc(ETCD, 10_000);
+    const left = [];
+    for (const p of this.procs.values()) if (await isOurs(p)) left.push(`${p.name} (pid ${p.pid})`);
+    if (left.length > 0) throw new LabError(`still running after down: ${left.join(', ')}`);
+    this.apiservers.clear();
+    await rm(this.apiserversFile(), { force: true });
+    await this.close();
+  }
+
+  /** Closes this object's HTTP connections; the processes keep running (see down()). */
+  async close(): Promise<void> {
+    if (this.killOnExitHook) process.removeListener('exit', this.killOnExitHook);
+    if (!this.agent.closed) await this.agent.close();
+  }
+
+  /** The log file of a process of this lab (whether or not it runs). */
+  logFile(name: string): string {
+    return join(this.logDir, `${name}.log`);
+  }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  private apiserversFile(): string {
+    return join(this.dir, 'apiservers.json');
+  }
+
+  private async saveApiServers(): Promise<void> {
+    await writeFile(this.apiserversFile(), `${JSON.stringify([...this.apiservers.values()], null, 2)}\n`);
+  }
+
+  private async alive(name: string): Promise<ProcRecord | undefined> {
+    const rec = this.procs.get(name);
+    if (rec === undefined) return undefined;
+    if (this.exits.has(rec.pid) || !(await isOurs(rec))) return undefined;
+    return rec;
+  }
+
+  private async spawnDetached(o: {
+    name: string; kind: ProcKind; cmd: string; args: readonly string[]; marker: string;
+    url?: string; apiserver?: ApiServerSpec; gateway?: ProcRecord['gateway'];
+  }): Promise<ProcRecord> {
+    if (await this.alive(o.name)) throw new LabError(`${o.name} is already running`);
+    const logFile = this.logFile(o.name);
+    const fd = openSync(logFile, 'a');
+    let child;
+    try {
+      await writeFile(logFile, `\n${RUN_HEADER} ${new Date().toISOString()} ${o.cmd} ${o.args.join(' ')}\n`, { flag: 'a' });
+      // detached: its own process group, so a Ctrl-C of `lab up` does not reach it.
+      child = spawn(o.cmd, o.args, { detached: true, stdio: ['ignore', fd, fd], cwd: this.dir });
+    } finally {
+      closeSync(fd);
+    }
+    const pid = await new Promise<number>((res, rej) => {
+      child.once('spawn', () => {
+        this.exits.delete(child.pid as number); // a reused pid of an earlier child
+        res(child.pid as number);
+      });
+      child.once('error', (err) => rej(new LabError(`cannot start ${o.name} (${o.cmd}): ${err.message}`)));
+      child.once('exit', (code, sig) => {
+        if (child.pid !== undefined) this.exits.set(child.pid, sig === null ? `exit code ${String(code)}` : `signal ${sig}`);
+      });
+    });
+    child.unref();
+    this.spawned.add(pid);
+    const stat = await readStat(pid);
+    const rec: ProcRecord = {
+      name: o.name, kind: o.kind, pid, startTime: stat?.startTime ?? '', marker: o.marker, logFile, startedAt: new Date().toISOString(),
+      ...(o.url === undefined ? {} : { url: o.url }),
+      ...(o.apiserver === undefined ? {} : { apiserver: o.apiserver }),
+      ...(o.gateway === undefined ? {} : { gateway: o.gateway }),
+    };
+    this.procs.set(o.name, rec);
+    await writeFile(join(this.runDir, `${o.name}.pid`), `${pid}\n`);
+    await writeFile(join(this.runDir, `${o.name}.json`), `${JSON.stringify(rec, null, 2)}\n`);
+    return rec;
+  }
+
+  /** Polls `check` (null = ready) until it passes; fails early, with the log tail, if the process dies. */
+  private async waitFor(rec: ProcRecord, timeoutMs: number, check: () => Promise<string | null>): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = 'not checked yet';
+    for (;;) {
+      const exit = this.exits.get(rec.pid);
+      if (exit !== undefined || !(await isOurs(rec))) {
+        await this.forget(rec.name);
+        throw new LabError(`${rec.name} exited before it was ready (${exit ?? 'gone'}); log: ${rec.logFile}`, await logTail(rec.logFile));
+      }
+      try {
+        const problem = await check();
+        if (problem === null) return;
+        last = problem;
+      } catch (err) {
+        last = errorText(err);
+      }
+      if (Date.now() > deadline) {
+        throw new LabError(`${rec.name} not ready within ${seconds(timeoutMs)} (${last}); log: ${rec.logFile}`, await logTail(rec.logFile));
+      }
+      await sleep(250);
+    }
+  }
+
+  private async stopProc(name: string, graceMs: number): Promise<void> {
+    const rec = this.procs.get(name);
+    if (rec === undefined) return;
+    if (await isOurs(rec)) {
+      signal(rec.pid, 'SIGTERM');
+      const deadline = Date.now() + graceMs;
+      while ((await isOurs(rec)) && Date.now() < deadline) await sleep(100);
+      if (await isOurs(rec)) {
+        this.log(`${name} did not stop within ${seconds(graceMs)}: SIGKILL`);
+        signal(rec.pid, 'SIGKILL');
+        const killDeadline = Date.now() + 5000;
+        while ((await isOurs(rec)) && Date.now() < killDeadline) await sleep(100);
+        if (await isOurs(rec)) throw new LabError(`${name} (pid ${rec.pid}) survived SIGKILL`);
+      }
+    }
+    await this.forget(name);
+  }
+
+  private async forget(name: string): Promise<void> {
+    this.procs.delete(name);
+    await rm(join(this.runDir, `${name}.pid`), { force: true });
+    await rm(join(this.runDir, `${name}.json`), { force: true });
+  }
+
+  /** skewgate's token may list and watch CRDs and APIServices (stored in etcd: once per lab is enough). */
+  private async ensureRbac(baseUrl: string): Promise<void> {
+    const { clusterRole, clusterRoleBinding } = skewgateRbac();
+    for (const [path, body] of [
+      ['/apis/rbac.authorization.k8s.io/v1/clusterroles', clusterRole],
+      ['/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', clusterRoleBinding],
+    ] as const) {
+      const res = await this.send('POST', `${baseUrl}${path}`, this.pki.adminToken, JSON.stringify(body));
+      if (res.status !== 201 && res.status !== 409) throw new LabError(`creating ${path} on ${baseUrl}: ${res.status} ${res.body.slice(0, 300)}`);
+    }
+  }
+
+  private async probe(url: string, token: string | undefined): Promise<string> {
+    try {
+      const res = await this.get(url, token, 1000);
+      return res.status === 200 ? 'ok' : `${res.status}`;
+    } catch (err) {
+      return errorText(err);
+    }
+  }
+
+  private get(url: string, token: string | undefined, timeoutMs: number): Promise<{ status: number; body: string }> {
+    return this.send('GET', url, token, undefined, timeoutMs);
+  }
+
+  private async send(method: string, url: string, token: string | undefined, body: string | undefined, timeoutMs = 5000): Promise<{ status: number; body: string }> {
+    const res = await request(url, {
+      method: method as 'GET',
+      dispatcher: this.agent,
+      headers: {
+        ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    return { status: res.statusCode, body: await res.body.text() };
+  }
+}
+
+function sameSpec(a: ApiServerSpec, b: ApiServerSpec): boolean {
+  const key = (s: ApiServerSpec): string => JSON.stringify([s.name, s.version, s.ip, s.port, s.runtimeConfig ?? null, Boolean(s.peerProxy), s.tracingConfigFile ?? null, s.extraArgs ?? []]);
+  return key(a) === key(b);
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function errorText(err: unknown): string {
+  const e = err as { message?: string; cause?: { code?: string; message?: string } };
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+}
+
+function labVersionsSafe(): ReturnType<typeof labVersions> | undefined {
+  try {
+    return labVersions();
+  } catch {
+    return undefined;
+  }
+}
+
+function canConnect(listen: string): Promise<boolean> {
+  return new Promise((res) => {
+    const m = /^(.*):(\d+)$/.exec(listen);
+    const sock = listen.startsWith('unix:') ? connect(listen.slice(5)) : connect(Number(m?.[2]), m?.[1] ?? '127.0.0.1');
+    sock.once('connect', () => { sock.destroy(); res(true); });
+    sock.once('error', () => res(false));
+  });
+}
+
+/** A clear error now rather than a process that dies on bind while a stranger answers our checks. */
+async function assertPortFree(host: string, port: number, what: string): Promise<void> {
+  const free = await new Promise<boolean>((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen({ host, port, exclusive: true }, () => srv.close(() => res(true)));
+  });
+  if (!free) throw new LabError(`${what}: ${host}:${port} is already in use (another lab? \`skewgate lab status\`, or \`ss -ltnp\`)`);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
+    });
+  });
+}

@@ -1,0 +1,192 @@
+// The lab with real parts: etcd, kube-apiserver KUBE_OLD and KUBE_NEW (built by `npm run
+// lab:build`), Envoy with and without skewgate, and the built kubectl. Fails, never skips, when a
+// part is missing. Uses 127.0.0.4/.5 and etcd ports 23794/23804 so that it can run while a
+// `skewgate lab up` (127.0.0.1-3, 23790) is up.
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Agent, request } from 'undici';
+import { Lab } from '../../src/lab/lab.js';
+import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { readStat } from '../../src/lab/procfs.js';
+import { apiServerArgs, etcdArgs } from '../../src/lab/flags.js';
+import { MEDIA_AGGREGATED_V2_NOPEER } from '../../src/constants.js';
+
+const run = promisify(execFile);
+const MAP = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+
+const versions = labVersions();
+// Missing parts fail here, with the command that provides them.
+const kubectl = labBinary('kubectl', versions.kubeNew);
+labBinary('kube-apiserver', versions.kubeOld);
+labBinary('kube-apiserver', versions.kubeNew);
+labBinary('etcd', versions.etcd);
+findEnvoyBinary();
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
+    });
+  });
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-smoke-'));
+const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23794, etcdPeerPort: 23804, log: (l) => t.comment(l) });
+const ca = await readFile(lab.pki.caFile, 'utf8');
+const agent = new Agent({ connect: { ca } });
+t.teardown(async () => {
+  await agent.close();
+  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function get(url: string, accept = 'application/json'): Promise<{ status: number; body: string }> {
+  const res = await request(url, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept }, signal: AbortSignal.timeout(10_000) });
+  return { status: res.statusCode, body: await res.body.text() };
+}
+
+interface DiscoveryList {
+  items: { metadata: { name?: string }; versions: { version: string; resources: { resource: string }[] }[] }[];
+}
+
+/** Every group/version/resource a server's own aggregated discovery lists (core group as ""). */
+async function resources(base: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const path of ['/api', '/apis']) {
+    const res = await get(`${base}${path}`, MEDIA_AGGREGATED_V2_NOPEER);
+    const doc = JSON.parse(res.body) as DiscoveryList;
+    for (const g of doc.items) for (const v of g.versions) for (const r of v.resources) out.add(`${g.metadata.name ?? ''}/${v.version}/${r.resource}`);
+  }
+  return out;
+}
+
+const OLD = { name: 'kas-old', version: versions.kubeOld, ip: '127.0.0.4', port: 6443 };
+const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.5', port: 6443 };
+
+await t.test('every flag the lab passes exists in both kube-apiserver builds and in etcd', async (t) => {
+  const flagsOf = async (bin: string): Promise<Set<string>> => new Set((await run(bin, ['--help'], { maxBuffer: 8 << 20 })).stdout.match(/--[a-z0-9-]+/g) ?? []);
+  const names = (args: readonly string[]): string[] => [...new Set(args.map((a) => a.split('=')[0] as string))];
+  // Every optional flag switched on, so that all of them are checked.
+  const all = apiServerArgs({ name: 'x', version: versions.kubeOld, ip: '127.0.0.1', port: 6443, runtimeConfig: 'batch/v1=false', peerProxy: true, tracingConfigFile: 't.yaml' },
+    lab.pki, 'http://127.0.0.1:1', { certDir: 'c', auditLog: 'a.log', auditPolicyFile: 'p.yaml' });
+  for (const version of [versions.kubeOld, versions.kubeNew]) {
+    const known = await flagsOf(labBinary('kube-apiserver', version));
+    t.same(names(all).filter((f) => !known.has(f)), [], `kube-apiserver v${version} knows all ${names(all).length} flags`);
+  }
+  const etcdKnown = await flagsOf(labBinary('etcd', versions.etcd));
+  const etcd = etcdArgs({ name: 'x', dataDir: 'd', ip: '127.0.0.1', clientPort: 1, peerPort: 2 });
+  t.same(names(etcd).filter((f) => !etcdKnown.has(f)), [], `etcd ${versions.etcd} knows all ${names(etcd).length} flags`);
+});
+
+await t.test('etcd and two kube-apiservers of different versions', async (t) => {
+  const etcdUrl = await lab.startEtcd();
+  t.match(etcdUrl, /^http:\/\/127\.0\.0\.1:23794$/);
+  const started = Date.now();
+  await Promise.all([lab.startApiServer(OLD), lab.startApiServer(NEW)]);
+  t.comment(`both apiservers ready ${((Date.now() - started) / 1000).toFixed(1)} s after start (in parallel)`);
+  for (const s of [OLD, NEW]) {
+    const res = await get(`${lab.apiServerUrl(s.name)}/version`);
+    t.equal(res.status, 200);
+    t.equal((JSON.parse(res.body) as { gitVersion: string }).gitVersion, `v${s.version}`, `${s.name} reports its real gitVersion`);
+  }
+  const status = await lab.status();
+  t.same(status.filter((r) => r.alive).map((r) => r.name).sort(), ['etcd', 'kas-new', 'kas-old']);
+});
+
+await t.test('their APIs differ as the versions do', async (t) => {
+  const [oldSet, newSet] = await Promise.all([resources(lab.apiServerUrl(OLD.name)), resources(lab.apiServerUrl(NEW.name))]);
+  const onlyNew = [...newSet].filter((r) => !oldSet.has(r)).sort();
+  const onlyOld = [...oldSet].filter((r) => !newSet.has(r)).sort();
+  t.comment(`only on v${NEW.version}: ${onlyNew.join(', ') || '-'}; only on v${OLD.version}: ${onlyOld.join(', ') || '-'}`);
+  t.ok(onlyNew.includes('admissionregistration.k8s.io/v1/mutatingadmissionpolicies'), 'mutatingadmissionpolicies only on the new one');
+  t.ok(onlyNew.includes('admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings'));
+  t.same(onlyOld, [], 'the new version serves everything the old one does');
+  t.equal((await get(`${lab.apiServerUrl(OLD.name)}${MAP}`)).status, 404, 'the old one answers 404 itself');
+  t.equal((await get(`${lab.apiServerUrl(NEW.name)}${MAP}`)).status, 200);
+});
+
+await t.test('each apiserver has its own identity lease (own hostname)', async (t) => {
+  const selector = encodeURIComponent('apiserver.kubernetes.io/identity=kube-apiserver');
+  let hostnames: string[] = [];
+  let names: string[] = [];
+  // The identity controller writes its lease shortly after /readyz turns 200.
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
+    const res = await get(`${lab.apiServerUrl(OLD.name)}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`);
+    const items = (JSON.parse(res.body) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] }).items;
+    names = items.map((i) => i.metadata.name);
+    hostnames = items.map((i) => i.metadata.labels?.['kubernetes.io/hostname'] ?? '').sort();
+    if (items.length >= 2) break;
+  }
+  t.equal(new Set(names).size, 2, `two distinct leases: ${names.join(', ')}`);
+  t.same(hostnames, ['kas-new', 'kas-old'], 'hostnames from the UTS namespaces');
+});
+
+await t.test('skewgate routes the skewed resource; plain Envoy gives false 404s', async (t) => {
+  const [gwPort, basePort] = [await freePort(), await freePort()];
+  const gw = await lab.startGateway({ name: 'gateway', withSkewgate: true, port: gwPort });
+  const base = await lab.startGateway({ name: 'baseline', withSkewgate: false, port: basePort });
+  const tally = async (url: string): Promise<Record<number, number>> => {
+    const counts: Record<number, number> = {};
+    for (let i = 0; i < 20; i++) {
+      const { status } = await get(`${url}${MAP}`);
+      counts[status] = (counts[status] ?? 0) + 1;
+    }
+    return counts;
+  };
+  const through = await tally(gw.url);
+  t.same(through, { 200: 20 }, 'through skewgate: 200 every time');
+  const plain = await tally(base.url);
+  t.comment(`plain Envoy: ${JSON.stringify(plain)}`);
+  t.ok((plain[404] ?? 0) > 0, 'plain round-robin Envoy gives some false 404s');
+  t.ok((plain[200] ?? 0) > 0, 'and some 200s');
+
+  const k = (...args: string[]) => run(kubectl, ['--kubeconfig', gw.kubeconfigFile, '--cache-dir', join(dir, 'kubectl-cache'), ...args]);
+  const apiResources = await k('api-resources');
+  t.match(apiResources.stdout, /^namespaces\s+ns\s+v1\s+false\s+Namespace$/m, 'kubectl api-resources through the gateway');
+  for (let i = 0; i < 5; i++) {
+    const raw = await k('get', '--raw', MAP);
+    t.equal((JSON.parse(raw.stdout) as { kind: string }).kind, 'MutatingAdmissionPolicyList', `kubectl get --raw ${MAP} (${i + 1})`);
+  }
+  // kubectl resolves the resource name through /apis, which the gateway passes to whichever
+  // apiserver Envoy picks (a peer-aggregated /apis at the edge is issue 6): when the old one
+  // answers, kubectl says the resource type does not exist. Envoy's round robin over two hosts
+  // alternates, and kubectl makes much the same requests every time, so a failed try could
+  // repeat forever: one or two (at random) extra balanced requests shift the rotation. Each try
+  // uses a fresh discovery cache.
+  const failures: string[] = [];
+  let ok: { stdout: string; stderr: string } | undefined;
+  for (let i = 0; i < 20 && ok === undefined; i++) {
+    try {
+      ok = await k('--cache-dir', join(dir, `kubectl-cache-${i}`), 'get', 'mutatingadmissionpolicies');
+    } catch (err) {
+      failures.push((err as { stderr?: string }).stderr?.trim() ?? String(err));
+      for (let n = Math.random() < 0.5 ? 1 : 2; n > 0; n--) await get(`${gw.url}/version`);
+    }
+  }
+  t.ok(ok, 'kubectl get mutatingadmissionpolicies through the gateway');
+  t.match(ok?.stderr ?? '', /No resources found/);
+  t.comment(`kubectl get needed ${failures.length + 1} tries (discovery from the old apiserver before that)`);
+  for (const f of failures) t.match(f, /the server doesn't have a resource type "mutatingadmissionpolicies"/, 'a failure is only the discovery race');
+});
+
+await t.test('down leaves no process running', async (t) => {
+  const before = (await lab.status()).filter((r) => r.alive && r.pid !== null);
+  t.equal(before.length, 6, `etcd, 2 apiservers, skewgate + Envoy, baseline Envoy: ${before.map((r) => r.name).join(', ')}`);
+  const started = Date.now();
+  await lab.down();
+  t.comment(`down in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  for (const r of before) {
+    const stat = await readStat(r.pid as number);
+    t.ok(stat === null || stat.state === 'Z', `${r.name} (pid ${r.pid}) is gone`);
+  }
+  t.same((await lab.status()).filter((r) => r.alive), [], 'status: nothing alive');
+});
