@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source lab/versions.env
 JOBS=$(nproc)
 [ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
-ROOT=$PWD/.tools/lab
+ROOT=${SKEWGATE_LAB_ROOT:-$PWD/.tools/lab}
 BIN=$ROOT/bin
 mkdir -p "$BIN" "$ROOT/src"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
@@ -53,16 +53,24 @@ kube_module() {
   printf '%s' "$dir"
 }
 
+# kube-apiserver answers --version, kubectl `version --client`; both print "… v1.X.Y".
+binary_version() {
+  case "$(basename "$1")" in
+    kubectl-*) "$1" version --client 2>/dev/null | head -1 ;;
+    *) "$1" --version 2>/dev/null ;;
+  esac
+}
+
 build_kube() {
   local v=$1 cmd=$2 out=$3
-  if [ -x "$out" ] && "$out" --version 2>/dev/null | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
+  if [ -x "$out" ] && binary_version "$out" | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
   local dir start
   dir=$(kube_module "$v")
   log "building $cmd v$v (this is the slow part on a cold machine)"
   start=$(date +%s)
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $(version_ldflags "$v")" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
   mv "$out.tmp" "$out"
-  log "  built $(basename "$out") in $(( $(date +%s) - start )) s: $("$out" --version)"
+  log "  built $(basename "$out") in $(( $(date +%s) - start )) s: $(binary_version "$out")"
 }
 
 build_etcd() {
