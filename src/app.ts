@@ -1,18 +1,33 @@
-// Composition root: config → logger → discovery → router → ext_proc server, with one lifecycle.
+// Composition root: config → logger → telemetry → discovery → router → ext_proc server, with one
+// lifecycle.
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
+import { combineObservers, createLogObserver } from './extproc/observer.js';
 import { createExtProcServer } from './extproc/server.js';
 import { createRouter, type RequestRouter } from './routing/router.js';
+import type { SdkOptions } from './telemetry/sdk.js';
+import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
+import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
+
+export interface SkewgateOptions {
+  /** OTEL_* variables are read from here; default process.env. */
+  readonly env?: Env;
+  /** Tests: in-memory span exporter and metric readers. */
+  readonly telemetry?: SdkOptions;
+}
 
 export interface Skewgate {
   readonly discovery: DiscoveryService;
   readonly router: RequestRouter;
-  /** Starts discovery (first round awaited, failures included) and then the gRPC listener. */
+  /** null when telemetry is off: no OpenTelemetry SDK is loaded then. */
+  readonly telemetry: Telemetry | null;
+  /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
   start(): Promise<{ port?: number }>;
   /**
    * Graceful: report NOT_SERVING for drainMs (Envoy's health check then stops sending streams),
-   * stop accepting, let open streams finish up to shutdownGrace, stop discovery. Idempotent.
+   * stop accepting, let open streams finish up to shutdownGrace, stop discovery, flush telemetry.
+   * Idempotent.
    */
   close(opts?: { drainMs?: number }): Promise<void>;
 }
@@ -23,18 +38,33 @@ export function drainTime(config: Config): number {
   return Math.min(config.extproc.shutdownGrace, hc.interval * hc.unhealthyThreshold + hc.timeout);
 }
 
-export function createSkewgate(config: Config, logger: Logger): Skewgate {
+export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOptions = {}): Skewgate {
+  const telemetry = createTelemetry({
+    settings: resolveTelemetrySettings(config.telemetry, opts.env ?? process.env),
+    apiservers: config.apiservers,
+    logger: logger.child({ component: 'telemetry' }),
+    ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
+  });
   const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
     retryAfterSeconds: config.routing.retryAfterSeconds,
   });
-  const server = createExtProcServer({ router, logger: logger.child({ component: 'extproc' }) });
+  const extprocLogger = logger.child({ component: 'extproc' });
+  const logObserver = createLogObserver(extprocLogger);
+  const server = createExtProcServer({
+    router,
+    logger: extprocLogger,
+    observer: telemetry ? combineObservers(telemetry.observer, logObserver) : logObserver,
+  });
   let closing: Promise<void> | undefined;
   return {
     discovery,
     router,
+    telemetry,
     async start() {
+      // Before discovery, so that its first rounds are traced and counted.
+      await telemetry?.start(discovery);
       await discovery.start();
       const bound = await server.start(config.extproc.listen);
       logger.info({ listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) }, 'skewgate serving ext_proc');
@@ -44,6 +74,7 @@ export function createSkewgate(config: Config, logger: Logger): Skewgate {
       closing ??= (async () => {
         await server.close(config.extproc.shutdownGrace, opts);
         await discovery.close();
+        await telemetry?.shutdown();
       })();
       return closing;
     },

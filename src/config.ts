@@ -60,6 +60,60 @@ const listenAddress = z
     message: 'must be host:port or unix:/path',
   });
 
+/** An OTLP collector (Jaeger, the OpenTelemetry Collector, ...). */
+const otlpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
+/** Exporter headers (e.g. a collector's API key): sent, never logged. */
+const otlpHeaders = z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name'), z.string());
+const otlpProtocol = z.enum(['grpc', 'http']);
+
+/**
+ * OpenTelemetry. Every field is optional: an unset field falls back to the standard OTEL_*
+ * environment variable, then to the default (src/telemetry/settings.ts, docs/tracing.md).
+ * Everything is off unless turned on here or by the environment.
+ */
+const telemetry = z
+  .object({
+    /** service.name of skewgate's spans and metrics (OTEL_SERVICE_NAME; default "skewgate"). */
+    serviceName: z.string().min(1).optional(),
+    tracing: z
+      .object({
+        enabled: z.boolean().optional(),
+        /** grpc: http(s)://host:4317; http: the base URL, /v1/traces is appended (http(s)://host:4318). */
+        endpoint: otlpUrl.optional(),
+        protocol: otlpProtocol.optional(),
+        /** CA bundle for an https endpoint (skewgate and Envoy). */
+        caFile: path.optional(),
+        headers: otlpHeaders.optional(),
+        /** Root spans kept (parent-based: a sampled parent is always followed). Default 1. */
+        samplerRatio: z.number().min(0).max(1).optional(),
+        /** Render Envoy's own OpenTelemetry tracer into the bootstrap (default: when enabled is true). */
+        envoy: z.boolean().optional(),
+      })
+      .strict()
+      .default({}),
+    metrics: z
+      .object({
+        /** Serve /metrics in the Prometheus text format on host:port (port 0 picks one). */
+        prometheus: z.object({ listen: z.string().regex(/^[^:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'must be host:port') }).strict().optional(),
+        /** Push metrics over OTLP; endpoint, protocol, headers and caFile default to tracing's. */
+        otlp: z
+          .object({
+            enabled: z.boolean().optional(),
+            endpoint: otlpUrl.optional(),
+            protocol: otlpProtocol.optional(),
+            caFile: path.optional(),
+            headers: otlpHeaders.optional(),
+            interval: duration.optional(),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict()
+  .default({ tracing: {}, metrics: {} });
+
 const schema = z
   .object({
     apiservers: z.array(apiserver).min(1, 'name at least one apiserver'),
@@ -110,6 +164,7 @@ const schema = z
       })
       .strict(),
     log: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
+    telemetry,
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -118,7 +173,7 @@ const schema = z
       const first = seen.get(s.name);
       if (first !== undefined) ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `duplicate name "${s.name}" (also apiservers[${first}])` });
       else seen.set(s.name, i);
-      if (s.name === 'default' || s.name === 'skewgate-extproc') {
+      if (s.name === 'default' || s.name === 'skewgate-extproc' || s.name === 'skewgate-otel') {
         ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `"${s.name}" is reserved for a cluster skewgate renders itself` });
       }
     });
@@ -180,6 +235,11 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
       ...c.envoy,
       tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile) },
       upstreamClientCert: c.envoy.upstreamClientCert && { certFile: abs(c.envoy.upstreamClientCert.certFile), keyFile: abs(c.envoy.upstreamClientCert.keyFile) },
+    },
+    telemetry: {
+      ...c.telemetry,
+      tracing: { ...c.telemetry.tracing, caFile: absOpt(c.telemetry.tracing.caFile) },
+      metrics: { ...c.telemetry.metrics, otlp: c.telemetry.metrics.otlp && { ...c.telemetry.metrics.otlp, caFile: absOpt(c.telemetry.metrics.otlp.caFile) } },
     },
   };
   return deepFreeze(resolved) as Config;

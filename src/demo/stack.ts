@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../config.js';
 import { createLogger, type Logger } from '../log.js';
-import { createSkewgate, type Skewgate } from '../app.js';
+import { createSkewgate, type Skewgate, type SkewgateOptions } from '../app.js';
 import { renderBootstrap, type JsonObject } from '../envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../envoy/process.js';
 import { FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
@@ -29,6 +29,10 @@ export interface StackOptions {
   /** Also start a second Envoy without the ext_proc filter: plain round-robin, the baseline. */
   readonly baseline?: boolean;
   readonly logger?: Logger;
+  /** The config file's telemetry section, as written in YAML (Envoy's tracer follows it). */
+  readonly telemetry?: Readonly<Record<string, unknown>>;
+  /** Passed to createSkewgate: the OTEL_* environment, in-memory telemetry for tests. */
+  readonly skewgateOptions?: SkewgateOptions;
 }
 
 export interface Stack {
@@ -71,6 +75,7 @@ function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServ
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
     },
     log: { level: o.logLevel ?? 'warn' },
+    ...(o.telemetry ? { telemetry: o.telemetry } : {}),
   };
 }
 
@@ -92,7 +97,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     const logger = o.logger ?? createLogger(o.logLevel ?? 'warn');
     // Bind skewgate first on a free port; the final config then names that port for Envoy.
     const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0), join(dir, 'skewgate.yaml'), dir);
-    let app: Skewgate | null = createSkewgate(first, logger);
+    let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
     const bound = await app.start();
     cleanups.push(async () => { await app?.close(); });
     const extprocPort = bound.port ?? 0;
@@ -122,7 +127,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       },
       async startSkewgate() {
         if (app) return;
-        app = createSkewgate(config, logger);
+        app = createSkewgate(config, logger, o.skewgateOptions);
         await app.start();
       },
       close: closeAll,

@@ -1,10 +1,11 @@
 // The discovery poller: one independent loop per apiserver, a CRD/APIService watch that triggers
 // immediate refreshes, and the swap of immutable snapshots that routing reads.
 import { setMaxListeners } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient } from './client.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
 import { buildSnapshot, initialSnapshot } from './snapshot.js';
@@ -25,6 +26,36 @@ export interface DiscoveryServiceOptions {
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
 
+/** One HTTP request of a discovery round (/api, /apis, legacy group/versions, /readyz). */
+export interface DiscoveryRequestRecord {
+  /** URL path without query, e.g. "/apis" or "/apis/apps/v1". */
+  readonly path: string;
+  /** null when no response came (connect, TLS, timeout). */
+  readonly status: number | null;
+  /** Body bytes read (0 for a 304). */
+  readonly bytes: number;
+  readonly durationMs: number;
+}
+
+/**
+ * What one discovery round of one apiserver did, for tracing and metrics (src/telemetry/): the
+ * service itself knows nothing of OpenTelemetry.
+ */
+export interface DiscoveryRoundEvent {
+  readonly server: string;
+  /** Epoch ms when the round started. */
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly requests: readonly DiscoveryRequestRecord[];
+  /** The server's state before and after the round; the same view object means no change. */
+  readonly before: ServerState;
+  readonly after: ServerState;
+  /** The snapshot published after the round. */
+  readonly snapshot: Snapshot;
+}
+
+export type RoundListener = (event: DiscoveryRoundEvent) => void;
+
 /**
  * After a watch event, discovery is fetched at once and again after these delays: a real
  * apiserver publishes a new CRD in discovery shortly after the watch event, not with it.
@@ -40,6 +71,8 @@ interface Poller {
   again: boolean;
   firstDone: () => void;
   readonly first: Promise<void>;
+  /** Requests of the round in progress, recorded by the client's fetch. */
+  requests: DiscoveryRequestRecord[];
 }
 
 export class DiscoveryService {
@@ -49,6 +82,7 @@ export class DiscoveryService {
   private readonly credentials: ServerCredentials[];
   private readonly abort = new AbortController();
   private readonly listeners = new Set<SnapshotListener>();
+  private readonly roundListeners = new Set<RoundListener>();
   private readonly watcher: ApiWatcher | null;
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
@@ -67,6 +101,7 @@ export class DiscoveryService {
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
     this.credentials = config.apiservers.map((s) => createCredentials(s));
     this.pollers = config.apiservers.map((s, i) => {
+      // The watch uses this target; the poller's client a recording copy of it.
       const target: ServerTarget = {
         name: s.name,
         url: s.url,
@@ -76,16 +111,18 @@ export class DiscoveryService {
       };
       let firstDone: () => void = () => undefined;
       const first = new Promise<void>((resolve) => (firstDone = resolve));
-      return {
+      const poller: Poller = {
         state: Object.freeze({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null }),
-        client: new DiscoveryClient(target),
+        client: new DiscoveryClient({ ...target, fetchImpl: recordingFetch(opts.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)) }),
         target,
         timer: null,
         running: null,
         again: false,
         firstDone,
         first,
+        requests: [],
       };
+      return poller;
     });
     this.snapshot = initialSnapshot(config.apiservers);
     this.watcher = config.discovery.watch
@@ -123,6 +160,7 @@ export class DiscoveryService {
       await Promise.all(this.pollers.map((p) => p.running?.catch(() => undefined)));
       await Promise.all(this.credentials.map((c) => c.close()));
       this.listeners.clear();
+      this.roundListeners.clear();
     })();
     return this.closing;
   }
@@ -137,6 +175,14 @@ export class DiscoveryService {
     this.listeners.add(listener);
     return () => {
       this.listeners.delete(listener);
+    };
+  }
+
+  /** Called after every round of every server, well or not; returns the unsubscribe function. */
+  onRound(listener: RoundListener): () => void {
+    this.roundListeners.add(listener);
+    return () => {
+      this.roundListeners.delete(listener);
     };
   }
 
@@ -182,6 +228,9 @@ export class DiscoveryService {
 
   private async round(p: Poller): Promise<void> {
     const signal = this.abort.signal;
+    const startedAt = this.now();
+    const t0 = performance.now();
+    p.requests = [];
     const [result, ready] = await Promise.all([
       p.client.fetchView(signal).then(
         (view) => ({ view, error: null }),
@@ -199,6 +248,15 @@ export class DiscoveryService {
     p.state = next;
     this.logTransition(prev, next);
     this.publish();
+    if (this.roundListeners.size === 0) return;
+    const event: DiscoveryRoundEvent = { server: next.name, startedAt, durationMs: performance.now() - t0, requests: p.requests, before: prev, after: next, snapshot: this.snapshot };
+    for (const l of this.roundListeners) {
+      try {
+        l(event);
+      } catch (err) {
+        this.log.error({ err: String(err) }, 'round listener threw');
+      }
+    }
   }
 
   private publish(): void {
@@ -270,4 +328,36 @@ export class DiscoveryService {
       return t;
     });
   }
+}
+
+/** Wraps a fetch so that each request's path, status, body size and duration are recorded. */
+function recordingFetch(inner: FetchLike, record: (r: DiscoveryRequestRecord) => void): FetchLike {
+  return async (url, init) => {
+    const t0 = performance.now();
+    const path = new URL(url).pathname;
+    let res;
+    try {
+      res = await inner(url, init);
+    } catch (err) {
+      record({ path, status: null, bytes: 0, durationMs: performance.now() - t0 });
+      throw err;
+    }
+    const { status } = res;
+    return {
+      status,
+      statusText: res.statusText,
+      headers: res.headers,
+      body: res.body,
+      async text() {
+        let bytes = 0;
+        try {
+          const text = await res.text();
+          bytes = Buffer.byteLength(text);
+          return text;
+        } finally {
+          record({ path, status, bytes, durationMs: performance.now() - t0 });
+        }
+      },
+    };
+  };
 }

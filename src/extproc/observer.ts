@@ -1,19 +1,43 @@
-// The hook through which every decision leaves the stream: logging now, spans and metrics later.
+// The hook through which every decision leaves the stream: a log line, and (src/telemetry/) a span
+// and metrics.
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RoutingResult } from '../routing/router.js';
+import { parseTraceparent } from '../telemetry/traceparent.js';
 import { redactHeaders } from './headers.js';
 
-export interface DecisionContext {
-  /** Time from the request_headers message to the reply being handed to gRPC. */
-  readonly durationNs: bigint;
-  /** The Process call metadata; carries Envoy's traceparent. */
+/** What is known when the request headers arrive, before routing. */
+export interface RequestContext {
+  /** The Process call metadata; carries Envoy's traceparent when Envoy traces. */
   readonly metadata: grpc.Metadata;
   /** The request headers (lower-case keys). Contains credentials: redact before logging. */
   readonly headers: ReadonlyMap<string, string>;
 }
 
+/** The span a tracing observer opened for one decision. */
+export interface DecisionTrace {
+  readonly traceId: string;
+  readonly spanId: string;
+  /**
+   * W3C trace-context headers naming the decision span (traceparent, and tracestate when there
+   * is one), set on the request that goes upstream so that the apiserver continues the trace.
+   */
+  readonly upstreamHeaders: readonly (readonly [name: string, value: string])[];
+}
+
+export interface DecisionContext extends RequestContext {
+  /** Time from the request_headers message to the reply being handed to gRPC. */
+  readonly durationNs: bigint;
+  /** The span onRequest opened, if any. */
+  readonly trace?: DecisionTrace | undefined;
+}
+
 export interface DecisionObserver {
+  /**
+   * The request headers arrived; called before routing, so a span starts here and its context can
+   * travel upstream. At most one observer in a combination should return a trace.
+   */
+  onRequest?(ctx: RequestContext): DecisionTrace | undefined;
   onDecision(result: RoutingResult, ctx: DecisionContext): void;
   /** Routing threw (the stream logs it and ends with gRPC INTERNAL); for counting. */
   onRouteError?(error: unknown, ctx: DecisionContext): void;
@@ -22,6 +46,17 @@ export interface DecisionObserver {
 /** Calls every observer; one failing observer does not stop the others. */
 export function combineObservers(...observers: readonly DecisionObserver[]): DecisionObserver {
   return {
+    onRequest(ctx) {
+      let trace: DecisionTrace | undefined;
+      for (const o of observers) {
+        try {
+          trace ??= o.onRequest?.(ctx);
+        } catch {
+          // An observer must never break request handling.
+        }
+      }
+      return trace;
+    },
     onDecision(result, ctx) {
       for (const o of observers) {
         try {
@@ -48,6 +83,16 @@ function firstValue(metadata: grpc.Metadata, key: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
+/**
+ * trace_id and span_id of the decision span; without one (tracing off), the caller's trace id
+ * and its span as parent_span_id: Envoy's from the call metadata first, else the client's header.
+ */
+export function traceFields(ctx: DecisionContext): Record<string, string> {
+  if (ctx.trace) return { trace_id: ctx.trace.traceId, span_id: ctx.trace.spanId };
+  const incoming = parseTraceparent(firstValue(ctx.metadata, 'traceparent')) ?? parseTraceparent(ctx.headers.get('traceparent'));
+  return incoming ? { trace_id: incoming.traceId, parent_span_id: incoming.spanId } : {};
+}
+
 /** Routine decisions: every apiserver can answer, or the request is not about a resource. */
 function isRoutine(result: RoutingResult): boolean {
   const d = result.decision;
@@ -56,7 +101,8 @@ function isRoutine(result: RoutingResult): boolean {
 
 /**
  * One log line per decision: info for the ones an operator follows during an upgrade, debug for
- * routine traffic. Headers appear only at debug, and redacted.
+ * routine traffic, each with its trace and span ids. Headers appear only at debug, and redacted;
+ * the path is logged without its query (a query value may carry anything).
  */
 export function createLogObserver(logger: Logger): DecisionObserver {
   return {
@@ -84,6 +130,8 @@ export function createLogObserver(logger: Logger): DecisionObserver {
         if (info.subresource !== '') fields['subresource'] = info.subresource;
         fields['verb'] = info.verb;
       }
+      Object.assign(fields, traceFields(ctx));
+      // Envoy's context as it arrived (the parent of the decision span when tracing is on).
       const traceparent = firstValue(ctx.metadata, 'traceparent');
       if (traceparent) fields['traceparent'] = traceparent;
       if (debug) fields['requestHeaders'] = redactHeaders(ctx.headers);

@@ -1,8 +1,8 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
-import { MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import { MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
-import type { Decision } from '../routing/decision.js';
+import type { Decision, DiscoveryDecision } from '../routing/decision.js';
 import type { RoutingResult } from '../routing/router.js';
 import type {
   HeaderValueOptionOut,
@@ -19,17 +19,25 @@ export function setHeader(key: string, value: string): HeaderValueOptionOut {
   return { header: { key, raw_value: Buffer.from(value, 'utf8') } };
 }
 
-/** CONTINUE with nothing changed: Envoy carries on to the route it already picked. */
-export function continueRequestHeaders(): ProcessingResponseOut {
-  return { request_headers: { response: {} } };
+/** Headers for the request that goes upstream (the decision span's traceparent). */
+export type UpstreamHeaders = readonly (readonly [name: string, value: string])[];
+
+/**
+ * CONTINUE: Envoy carries on to the route it already picked; with upstream headers (the trace
+ * context of the decision), those are set on the request. Envoy's own tracer, when on, replaces
+ * traceparent with its upstream span's, which descends from the same trace.
+ */
+export function continueRequestHeaders(upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
+  if (upstreamHeaders.length === 0) return { request_headers: { response: {} } };
+  return { request_headers: { response: { header_mutation: { set_headers: upstreamHeaders.map(([k, v]) => setHeader(k, v)) } } } };
 }
 
 /** Sets the upstream header and asks Envoy to pick the route again (the cache clear needs a mutation). */
-export function routeTo(upstream: string): ProcessingResponseOut {
+export function routeTo(upstream: string, upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
   return {
     request_headers: {
       response: {
-        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream)] },
+        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream), ...upstreamHeaders.map(([k, v]) => setHeader(k, v))] },
         clear_route_cache: true,
       },
     },
@@ -75,6 +83,31 @@ export function statusResponse(
   return { immediate_response: immediate };
 }
 
+/**
+ * The peer-aggregated /apis as kube-apiserver answers it: ETag (quoted), Vary: Accept,
+ * Cache-Control: public; 304 without body or Content-Type when If-None-Match named the ETag,
+ * else 200 with the JSON under the v2 type (no profile, as kube-apiserver writes it).
+ */
+export function peerDiscoveryResponse(decision: DiscoveryDecision): ProcessingResponseOut {
+  const doc = decision.document;
+  const notModified = decision.reason === 'merged_apis_not_modified';
+  const immediate: ImmediateResponseOut = {
+    status: { code: notModified ? 304 : 200 },
+    headers: {
+      set_headers: [
+        ...(notModified ? [] : [setHeader('content-type', MEDIA_AGGREGATED_V2)]),
+        setHeader('etag', doc.quotedEtag),
+        setHeader('vary', 'Accept'),
+        setHeader('cache-control', 'public'),
+        setHeader(REASON_HEADER, decision.reason),
+      ],
+    },
+    ...(notModified ? {} : { body: doc.body }),
+    details: `${DETAILS_PREFIX}${decision.reason}`,
+  };
+  return { immediate_response: immediate };
+}
+
 /** The answer when routing itself failed (a bug): 500 with a Status body. */
 export function internalErrorResponse(message = 'skewgate could not route this request because of an internal error'): ProcessingResponseOut {
   return statusResponse(statusBody('InternalError', message), 'internal_error');
@@ -116,15 +149,18 @@ function retryAfter(seconds: number): number {
   return Number.isFinite(seconds) && seconds >= 0 ? Math.ceil(seconds) : 1;
 }
 
-/** The ProcessingResponse for a routing result on the request_headers phase. */
-export function responseFor(result: RoutingResult, retryAfterSeconds: number): ProcessingResponseOut {
+/**
+ * The ProcessingResponse for a routing result on the request_headers phase. upstreamHeaders go
+ * only on requests that continue upstream; skewgate's own answers need none.
+ */
+export function responseFor(result: RoutingResult, retryAfterSeconds: number, upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
   const { decision, info } = result;
   switch (decision.outcome) {
     case 'routed':
-      return routeTo(decision.upstream);
+      return routeTo(decision.upstream, upstreamHeaders);
     case 'default':
     case 'passthrough':
-      return continueRequestHeaders();
+      return continueRequestHeaders(upstreamHeaders);
     case 'not_found':
       return statusResponse(
         statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)),
@@ -142,6 +178,8 @@ export function responseFor(result: RoutingResult, retryAfterSeconds: number): P
         [setHeader('retry-after', String(seconds))],
       );
     }
+    case 'discovery':
+      return peerDiscoveryResponse(decision);
     case 'rejected':
       return statusResponse(
         statusBody('BadRequest', `the request path cannot be parsed: ${decision.problem}`),

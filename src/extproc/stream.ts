@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { RequestRouter, RoutingResult } from '../routing/router.js';
 import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
-import type { DecisionObserver } from './observer.js';
+import type { DecisionObserver, DecisionTrace } from './observer.js';
 import { emptyResponseFor, responseFor } from './responses.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
@@ -51,17 +51,24 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       const headers = headerMapToMap(msg.request_headers?.headers);
       const method = headers.get(':method') ?? '';
       const path = headers.get(':path') ?? '';
+      // The decision span starts now, before routing, so that its context can go upstream.
+      let trace: DecisionTrace | undefined;
+      try {
+        trace = observer.onRequest?.({ metadata: call.metadata, headers });
+      } catch (err) {
+        logger.warn({ err }, 'decision observer failed');
+      }
       let result: RoutingResult;
       let reply: ProcessingResponseOut;
       try {
         result = router.route(method, path, headers);
-        reply = responseFor(result, router.retryAfterSeconds);
+        reply = responseFor(result, router.retryAfterSeconds, trace?.upstreamHeaders);
       } catch (err) {
         failed = true;
-        logger.error({ err, method, path }, 'routing failed; ending the ext_proc stream with INTERNAL');
+        logger.error({ err, method, path: path.split('?', 1)[0] }, 'routing failed; ending the ext_proc stream with INTERNAL');
         fail(call, grpc.status.INTERNAL, 'skewgate: internal error while routing the request');
         try {
-          observer.onRouteError?.(err, { durationNs: now() - started, metadata: call.metadata, headers });
+          observer.onRouteError?.(err, { durationNs: now() - started, metadata: call.metadata, headers, trace });
         } catch {
           // Observers must not break the stream.
         }
@@ -72,7 +79,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
         call.write(reply);
         replies++;
       }
-      const ctx = { durationNs: now() - started, metadata: call.metadata, headers };
+      const ctx = { durationNs: now() - started, metadata: call.metadata, headers, trace };
       try {
         observer.onDecision(result, ctx);
       } catch (err) {

@@ -1,5 +1,6 @@
 // The routing decision: a discriminated union whose `reason` is the same literal in the span,
 // the metric label and the log line.
+import type { PeerDiscoveryDocument } from '../discovery/peer-discovery.js';
 
 /** Outcomes are part of skewgate's external contract (span attribute skewgate.outcome). */
 export type Outcome = Decision['outcome'];
@@ -47,7 +48,9 @@ export interface PassthroughDecision extends Base {
     | 'not_synced'
     | 'view_incomplete'
     | 'verb_not_listed'
-    | 'empty_path_segment';
+    | 'empty_path_segment'
+    /** GET /apis for the merged document without credentials: the apiserver authenticates it. */
+    | 'no_credentials';
 }
 
 /** The path cannot be decoded: 400 at once, a Status body saying why. */
@@ -57,15 +60,27 @@ export interface RejectedDecision extends Base {
   readonly problem: string;
 }
 
+/**
+ * GET /apis asking for aggregated discovery v2 (JSON, no profile=nopeer): skewgate answers with
+ * the peer-aggregated document of the healthy apiservers (candidates: the merged servers).
+ */
+export interface DiscoveryDecision extends Base {
+  readonly outcome: 'discovery';
+  /** merged_apis_not_modified: If-None-Match named the current ETag, 304 without a body. */
+  readonly reason: 'merged_apis' | 'merged_apis_not_modified';
+  readonly document: PeerDiscoveryDocument;
+}
+
 export type Decision =
   | DefaultDecision
   | RoutedDecision
   | NotFoundDecision
   | UnavailableDecision
   | PassthroughDecision
-  | RejectedDecision;
+  | RejectedDecision
+  | DiscoveryDecision;
 
 /** All outcomes, for metrics pre-registration and docs. */
 export const OUTCOMES: readonly Outcome[] = Object.freeze([
-  'default', 'routed', 'not_found', 'unavailable', 'passthrough', 'rejected',
+  'default', 'routed', 'not_found', 'unavailable', 'passthrough', 'rejected', 'discovery',
 ]);

@@ -4,6 +4,8 @@ import type { RequestInfo } from '../k8s/request-info.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { Decision } from './decision.js';
 import { decide } from './decide.js';
+import { PeerDiscoveryCache } from '../discovery/peer-discovery.js';
+import { decidePeerDiscovery, wantsPeerAggregatedApis } from './discovery-route.js';
 
 export interface RoutingResult {
   readonly info: RequestInfo;
@@ -24,6 +26,8 @@ export interface RequestRouter {
 /** Where the router reads the current snapshot from; the discovery service implements it. */
 export interface SnapshotSource {
   current(): Snapshot;
+  /** When offered, the peer-aggregated /apis is merged as each snapshot is published, not on a request. */
+  onChange?(listener: (snapshot: Snapshot) => void): () => void;
 }
 
 export interface RouterOptions {
@@ -31,6 +35,8 @@ export interface RouterOptions {
   readonly retryAfterSeconds: number;
   readonly now?: () => number;
   readonly rng?: () => number;
+  /** Identity-lease name of an apiserver (orders the /apis merge); default: derived from the name as a hostname. */
+  readonly identityOf?: (name: string) => string;
 }
 
 /** Age of the oldest view in the snapshot, or null if some server has none yet. */
@@ -47,14 +53,18 @@ export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
 export function createRouter(source: SnapshotSource, opts: RouterOptions): RequestRouter {
   const now = opts.now ?? Date.now;
   const rng = opts.rng ?? Math.random;
+  const peerDiscovery = new PeerDiscoveryCache(opts.identityOf ? { identityOf: opts.identityOf } : {});
+  source.onChange?.((snap) => void peerDiscovery.forSnapshot(snap));
   return {
     retryAfterSeconds: opts.retryAfterSeconds,
-    route(method, path) {
+    route(method, path, headers) {
       // One snapshot per decision, read once: a swap mid-decision cannot mix two views.
       const snap = source.current();
       const t = now();
       const info = classifyRequest(method, path);
-      const decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
+      const decision = wantsPeerAggregatedApis(info, headers)
+        ? decidePeerDiscovery(snap, peerDiscovery.forSnapshot(snap), headers, { now: t, staleAfterMs: opts.staleAfterMs })
+        : decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
       return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t) };
     },
   };

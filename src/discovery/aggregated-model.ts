@@ -1,0 +1,260 @@
+// The apidiscovery.k8s.io/v2 types as Go holds them after decoding, and Go's json.Marshal of them.
+// The peer-aggregated merge compares and hashes these structs, not the JSON text, so the model
+// keeps what Go keeps: a nil slice (absent or null in the JSON) is `null` and differs from an
+// empty one, unknown fields are dropped, and the struct field order decides the output order.
+// Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
+// meta/v1 at v0.36. Pure.
+
+export interface GroupVersionKind {
+  readonly group: string;
+  readonly version: string;
+  readonly kind: string;
+}
+
+export interface SubresourceDiscovery {
+  readonly subresource: string;
+  readonly responseKind: GroupVersionKind | null;
+  readonly acceptedTypes: readonly GroupVersionKind[] | null;
+  readonly verbs: readonly string[] | null;
+}
+
+export interface ResourceDiscovery {
+  readonly resource: string;
+  readonly responseKind: GroupVersionKind | null;
+  readonly scope: string;
+  readonly singularResource: string;
+  readonly verbs: readonly string[] | null;
+  readonly shortNames: readonly string[] | null;
+  readonly categories: readonly string[] | null;
+  readonly subresources: readonly SubresourceDiscovery[] | null;
+}
+
+export interface VersionDiscovery {
+  readonly version: string;
+  readonly resources: readonly ResourceDiscovery[] | null;
+  readonly freshness: string;
+}
+
+/**
+ * APIGroupDiscovery. Of ObjectMeta only `name` is kept: kube-apiserver never sets another field
+ * on a discovery group, and the merge reads only the name.
+ */
+export interface GroupDiscovery {
+  readonly kind: string;
+  readonly apiVersion: string;
+  readonly name: string;
+  readonly versions: readonly VersionDiscovery[] | null;
+}
+
+/** A document that Go's decoder would reject (a field of the wrong JSON type). */
+export class AggregatedDecodeError extends Error {
+  readonly code = 'SKEWGATE_ERR_AGGREGATED_DECODE';
+  constructor(readonly field: string, problem: string) {
+    super(`cannot decode aggregated discovery at ${field || 'the top level'}: ${problem}`);
+    this.name = 'AggregatedDecodeError';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding with Go's rules: null leaves a Go value at its zero value, null or absence gives a nil
+// slice or pointer, and a JSON type that does not fit the Go type is an error.
+
+type Obj = Readonly<Record<string, unknown>>;
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** Go's decoder turns an unpaired surrogate escape into U+FFFD. */
+function goString(s: string): string {
+  return s.replace(LONE_SURROGATE, '\ufffd');
+}
+
+function obj(v: unknown, at: string): Obj | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) throw new AggregatedDecodeError(at, 'expected an object');
+  return v as Obj;
+}
+
+function str(o: Obj, key: string, at: string): string {
+  const v = o[key];
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw new AggregatedDecodeError(`${at}.${key}`, 'expected a string');
+  return goString(v);
+}
+
+function slice<T>(v: unknown, at: string, item: (x: unknown, at: string) => T): T[] | null {
+  if (v === undefined || v === null) return null;
+  if (!Array.isArray(v)) throw new AggregatedDecodeError(at, 'expected an array');
+  return v.map((x, i) => item(x, `${at}[${i}]`));
+}
+
+function stringItem(v: unknown, at: string): string {
+  if (v === null) return '';
+  if (typeof v !== 'string') throw new AggregatedDecodeError(at, 'expected a string');
+  return goString(v);
+}
+
+function gvk(v: unknown, at: string): GroupVersionKind | null {
+  const o = obj(v, at);
+  if (o === null) return null;
+  return { group: str(o, 'group', at), version: str(o, 'version', at), kind: str(o, 'kind', at) };
+}
+
+const ZERO: Obj = Object.freeze({});
+
+function gvkItem(v: unknown, at: string): GroupVersionKind {
+  return gvk(v, at) ?? { group: '', version: '', kind: '' };
+}
+
+function subresource(v: unknown, at: string): SubresourceDiscovery {
+  const o = obj(v, at) ?? ZERO;
+  return {
+    subresource: str(o, 'subresource', at),
+    responseKind: gvk(o['responseKind'], `${at}.responseKind`),
+    acceptedTypes: slice(o['acceptedTypes'], `${at}.acceptedTypes`, gvkItem),
+    verbs: slice(o['verbs'], `${at}.verbs`, stringItem),
+  };
+}
+
+function resource(v: unknown, at: string): ResourceDiscovery {
+  const o = obj(v, at) ?? ZERO;
+  return {
+    resource: str(o, 'resource', at),
+    responseKind: gvk(o['responseKind'], `${at}.responseKind`),
+    scope: str(o, 'scope', at),
+    singularResource: str(o, 'singularResource', at),
+    verbs: slice(o['verbs'], `${at}.verbs`, stringItem),
+    shortNames: slice(o['shortNames'], `${at}.shortNames`, stringItem),
+    categories: slice(o['categories'], `${at}.categories`, stringItem),
+    subresources: slice(o['subresources'], `${at}.subresources`, subresource),
+  };
+}
+
+function version(v: unknown, at: string): VersionDiscovery {
+  const o = obj(v, at) ?? ZERO;
+  return {
+    version: str(o, 'version', at),
+    resources: slice(o['resources'], `${at}.resources`, resource),
+    freshness: str(o, 'freshness', at),
+  };
+}
+
+function group(v: unknown, at: string): GroupDiscovery {
+  const o = obj(v, at) ?? ZERO;
+  const meta = obj(o['metadata'], `${at}.metadata`) ?? ZERO;
+  return {
+    kind: str(o, 'kind', at),
+    apiVersion: str(o, 'apiVersion', at),
+    name: str(meta, 'name', `${at}.metadata`),
+    versions: slice(o['versions'], `${at}.versions`, version),
+  };
+}
+
+/**
+ * A server's aggregated /apis document (APIGroupDiscoveryList JSON) → its groups as kube-apiserver
+ * keeps a peer's: decoded, the core group ("") left out, a repeated group name kept once (first).
+ */
+export function decodeGroupList(doc: unknown): GroupDiscovery[] {
+  const list = obj(doc, '');
+  if (list === null) throw new AggregatedDecodeError('', 'expected an APIGroupDiscoveryList object');
+  const items = slice(list['items'], 'items', group) ?? [];
+  const seen = new Set<string>();
+  const out: GroupDiscovery[] = [];
+  for (const g of items) {
+    if (g.name === '' || seen.has(g.name)) continue;
+    seen.add(g.name);
+    out.push(g);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go's reflect.DeepEqual on these structs: nil and empty slices differ, pointers compare by value.
+
+function sameStrings(a: readonly string[] | null, b: readonly string[] | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function sameGvk(a: GroupVersionKind | null, b: GroupVersionKind | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.group === b.group && a.version === b.version && a.kind === b.kind;
+}
+
+function sameList<T>(a: readonly T[] | null, b: readonly T[] | null, same: (x: T, y: T) => boolean): boolean {
+  if (a === null || b === null) return a === b;
+  return a.length === b.length && a.every((v, i) => same(v, b[i] as T));
+}
+
+function sameSubresource(a: SubresourceDiscovery, b: SubresourceDiscovery): boolean {
+  return a.subresource === b.subresource && sameGvk(a.responseKind, b.responseKind)
+    && sameList(a.acceptedTypes, b.acceptedTypes, (x, y) => sameGvk(x, y)) && sameStrings(a.verbs, b.verbs);
+}
+
+export function sameResource(a: ResourceDiscovery, b: ResourceDiscovery): boolean {
+  return a === b || (a.resource === b.resource && sameGvk(a.responseKind, b.responseKind) && a.scope === b.scope
+    && a.singularResource === b.singularResource && sameStrings(a.verbs, b.verbs) && sameStrings(a.shortNames, b.shortNames)
+    && sameStrings(a.categories, b.categories) && sameList(a.subresources, b.subresources, sameSubresource));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go's json.Marshal: fields in struct order, `omitempty` drops "" and nil or empty slices (never
+// a struct), a nil slice without omitempty is null; strings escape <, >, &, U+2028 and U+2029.
+
+type Wire = Record<string, unknown>;
+
+const nonEmpty = <T>(v: readonly T[] | null): v is readonly T[] => v !== null && v.length > 0;
+
+function wireGvk(k: GroupVersionKind): Wire {
+  return { group: k.group, version: k.version, kind: k.kind };
+}
+
+function wireSubresource(s: SubresourceDiscovery): Wire {
+  const w: Wire = { subresource: s.subresource };
+  if (s.responseKind !== null) w['responseKind'] = wireGvk(s.responseKind);
+  if (nonEmpty(s.acceptedTypes)) w['acceptedTypes'] = s.acceptedTypes.map(wireGvk);
+  w['verbs'] = s.verbs;
+  return w;
+}
+
+function wireResource(r: ResourceDiscovery): Wire {
+  const w: Wire = { resource: r.resource };
+  if (r.responseKind !== null) w['responseKind'] = wireGvk(r.responseKind);
+  w['scope'] = r.scope;
+  w['singularResource'] = r.singularResource;
+  w['verbs'] = r.verbs;
+  if (nonEmpty(r.shortNames)) w['shortNames'] = r.shortNames;
+  if (nonEmpty(r.categories)) w['categories'] = r.categories;
+  if (nonEmpty(r.subresources)) w['subresources'] = r.subresources.map(wireSubresource);
+  return w;
+}
+
+function wireVersion(v: VersionDiscovery): Wire {
+  const w: Wire = { version: v.version };
+  if (nonEmpty(v.resources)) w['resources'] = v.resources.map(wireResource);
+  if (v.freshness !== '') w['freshness'] = v.freshness;
+  return w;
+}
+
+function wireGroup(g: GroupDiscovery): Wire {
+  const w: Wire = {};
+  if (g.kind !== '') w['kind'] = g.kind;
+  if (g.apiVersion !== '') w['apiVersion'] = g.apiVersion;
+  w['metadata'] = g.name !== '' ? { name: g.name } : {};
+  if (nonEmpty(g.versions)) w['versions'] = g.versions.map(wireVersion);
+  return w;
+}
+
+const GO_ESCAPES: Readonly<Record<string, string>> = { '<': '\\u003c', '>': '\\u003e', '&': '\\u0026', '\u2028': '\\u2028', '\u2029': '\\u2029' };
+
+/**
+ * JSON.stringify already escapes as Go does (", \, \b \f \n \r \t, other controls as \u00xx);
+ * Go also escapes these five, which can only occur inside strings of the output.
+ */
+function goEscape(json: string): string {
+  return json.replace(/[<>&\u2028\u2029]/g, (c) => GO_ESCAPES[c] as string);
+}
+
+/** Go's json.Marshal of a []APIGroupDiscovery (null for a nil slice). */
+export function marshalGroups(groups: readonly GroupDiscovery[] | null): string {
+  return goEscape(JSON.stringify(groups === null ? null : groups.map(wireGroup)));
+}

@@ -1,0 +1,83 @@
+// The load's HTTPS client: trusts the lab CA, sends the admin bearer token, bounds every request
+// and never retries (a lost answer is recorded as such, not hidden).
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'undici';
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly text: string;
+}
+
+export interface LoadHttpOptions {
+  readonly caFile: string;
+  readonly token: string;
+  /** Per-request bound for ordinary requests (watches have none). */
+  readonly timeoutMs?: number;
+  readonly connections?: number;
+}
+
+export class LoadHttp {
+  readonly agent: Agent;
+  private readonly token: string;
+  private readonly timeoutMs: number;
+
+  constructor(o: LoadHttpOptions) {
+    this.token = o.token;
+    this.timeoutMs = o.timeoutMs ?? 10_000;
+    this.agent = new Agent({
+      connect: { ca: readFileSync(o.caFile, 'utf8') },
+      connections: o.connections ?? 16,
+      // Watches stream for minutes; ordinary requests get an AbortSignal instead.
+      bodyTimeout: 0,
+      headersTimeout: 0,
+    });
+  }
+
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { authorization: `Bearer ${this.token}`, accept: 'application/json', 'user-agent': 'skewgate-lab-load/1', ...extra };
+  }
+
+  async send(method: string, url: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<Answer> {
+    const res = await request(url, {
+      method: method as 'GET',
+      dispatcher: this.agent,
+      headers: this.headers({ ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...extraHeaders }),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+/** A short code for a failed request: the cause's code (ECONNRESET, UND_ERR_SOCKET …) or the error name. */
+export function errorCode(err: unknown): string {
+  const e = err as { name?: string; code?: string; cause?: { code?: string; name?: string } };
+  return e.cause?.code ?? e.code ?? e.cause?.name ?? e.name ?? 'Error';
+}
+
+export function headerValue(h: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * Who gave an error answer and why, in a few words: skewgate's reason header, else the
+ * Kubernetes Status reason, else the start of the body (Envoy's own texts, e.g. "upstream connect
+ * error or disconnect/reset before headers").
+ */
+export function answerDetail(body: string, skewgateReason: string | undefined): string {
+  if (skewgateReason !== undefined) return `skewgate: ${skewgateReason}`;
+  try {
+    const s = JSON.parse(body) as { kind?: string; reason?: string; message?: string };
+    if (s.kind === 'Status') return `apiserver: ${s.reason ?? ''} ${(s.message ?? '').slice(0, 60)}`.trim();
+  } catch {
+    // not JSON
+  }
+  const text = body.replace(/\s+/g, ' ').trim();
+  return text === '' ? '(empty body)' : `envoy: ${text.replace(/\. reset reason:.*$/, '').slice(0, 60)}`;
+}

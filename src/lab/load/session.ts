@@ -1,0 +1,82 @@
+// The lab as the cluster tests drive it: every stop, start and ready of an apiserver goes into the
+// run's timeline (the ground truth the accounting judges 404s against).
+import { dirname, join } from 'node:path';
+import { Lab } from '../lab.js';
+import type { ApiServerSpec } from '../flags.js';
+import type { Clock } from './clock.js';
+import { LoadHttp } from './http.js';
+import { readAuditIds } from './audit.js';
+import { probeReady } from './ready-probe.js';
+import { stopByArgument } from './stragglers.js';
+import { TimelineRecorder } from './timeline.js';
+
+export class LabSession {
+  readonly timeline: TimelineRecorder;
+  /** Straight to the apiservers (admin token), never through a gateway. */
+  readonly direct: LoadHttp;
+  private readonly versions = new Map<string, string>();
+
+  private constructor(readonly lab: Lab, readonly clock: Clock, private readonly progress: (line: string) => void) {
+    this.timeline = new TimelineRecorder(clock);
+    this.direct = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 5000, connections: 8 });
+  }
+
+  /** A lab in `dir` with nothing left running from an earlier (crashed) run. */
+  static async open(dir: string, clock: Clock, progress: (line: string) => void): Promise<LabSession> {
+    const leftover = await Lab.open({ dir });
+    await leftover.down();
+    await stopByArgument(`${dir}/`);
+    const lab = await Lab.open({ dir, log: progress, killOnExit: true });
+    return new LabSession(lab, clock, progress);
+  }
+
+  /** Starts an apiserver; "ready" is the first /readyz 200 of a 100 ms probe (or the lab's own wait, if earlier). */
+  async start(spec: ApiServerSpec): Promise<number> {
+    const url = `https://${spec.ip}:${spec.port}`;
+    const startAt = this.timeline.server(spec.name, spec.version, 'start');
+    const probe = probeReady(this.direct, url, this.clock);
+    try {
+      await this.lab.startApiServer(spec);
+    } catch (err) {
+      // Lab.waitFor can mistake a process in the middle of an exec (empty /proc/<pid>/cmdline) for
+      // a dead one and forget it while it runs on: stop that one by its cert dir, start once more.
+      if (!(err instanceof Error) || !err.message.includes('exited before it was ready (gone)')) throw err;
+      const pids = await stopByArgument(`--cert-dir=${join(this.lab.dir, 'run', spec.name, 'certs')}`);
+      this.progress(`${spec.name}: the lab lost track of it while starting (pids ${pids.join(', ') || 'none'} stopped); starting again`);
+      await this.lab.startApiServer(spec);
+    } finally {
+      probe.stop();
+    }
+    const labReady = this.clock();
+    const probed = await probe.readyAt;
+    const readyAt = Math.min(probed ?? labReady, labReady);
+    this.timeline.server(spec.name, spec.version, 'ready', readyAt);
+    this.versions.set(spec.name, spec.version);
+    this.progress(`${spec.name} v${spec.version} ready ${((readyAt - startAt) / 1000).toFixed(1)} s after start`);
+    return readyAt;
+  }
+
+  async stop(name: string): Promise<void> {
+    const version = this.versions.get(name) ?? '?';
+    const at = this.timeline.server(name, version, 'stop');
+    await this.lab.stopApiServer(name);
+    this.timeline.server(name, version, 'stopped');
+    this.progress(`${name} v${version} stopped in ${((this.clock() - at) / 1000).toFixed(1)} s`);
+  }
+
+  /** Audit-ID → the apiservers that logged it, from every apiserver's audit log (Lab writes <logs>/<name>.audit.log). */
+  auditIds(): Promise<Map<string, Set<string>>> {
+    return readAuditIds(this.lab.apiServerSpecs().map((s) => ({ server: s.name, file: join(dirname(this.lab.logFile(s.name)), `${s.name}.audit.log`) })));
+  }
+
+  /** Lab.down(), then anything of this run dir still running (the lab may have lost track of it). */
+  async down(): Promise<void> {
+    await this.direct.close().catch(() => undefined);
+    try {
+      await this.lab.down();
+    } finally {
+      const left = await stopByArgument(`${this.lab.dir}/`);
+      if (left.length > 0) this.progress(`stopped ${left.length} process(es) of ${this.lab.dir} the lab had lost track of: pids ${left.join(', ')}`);
+    }
+  }
+}

@@ -1,0 +1,51 @@
+// GET /apis for the peer-aggregated document: answered at the edge from the cached merge, or
+// passed to the balanced pool when skewgate cannot vouch for a complete union. Pure.
+import type { RequestInfo } from '../k8s/request-info.js';
+import type { PeerDiscoveryResult } from '../discovery/peer-discovery.js';
+import type { Snapshot } from '../discovery/types.js';
+import { isFresh } from './decide.js';
+import type { DiscoveryDecision, PassthroughDecision } from './decision.js';
+import { negotiateApis } from './discovery-accept.js';
+
+const NONE: readonly string[] = Object.freeze([]);
+
+/**
+ * True for exactly the requests kube-apiserver answers with its peer-aggregated document: GET of
+ * the path /apis (not /apis/) whose Accept negotiates to aggregated discovery v2 without
+ * profile=nopeer. Of those, skewgate builds only JSON; YAML and protobuf go upstream.
+ */
+export function wantsPeerAggregatedApis(info: RequestInfo, headers: ReadonlyMap<string, string>): boolean {
+  if (info.kind !== 'non-resource' || info.method !== 'GET' || info.path !== '/apis') return false;
+  const n = negotiateApis(headers.get('accept'));
+  return n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer';
+}
+
+export interface PeerDiscoveryRouteOptions {
+  readonly now: number;
+  readonly staleAfterMs: number;
+}
+
+/**
+ * The answer to a request for which wantsPeerAggregatedApis() holds, given the cache's result for
+ * this snapshot. Served only when every ready apiserver's view is fresh (checked here because it
+ * moves with the clock), and only to a request that carries credentials: kube-apiserver answers
+ * /apis to authenticated users only, and skewgate cannot check a credential, so a request with
+ * none goes to an apiserver, which answers 401 or 403 (or serves it, if it allows anonymous).
+ */
+export function decidePeerDiscovery(
+  snap: Snapshot,
+  result: PeerDiscoveryResult,
+  headers: ReadonlyMap<string, string>,
+  opts: PeerDiscoveryRouteOptions,
+): DiscoveryDecision | PassthroughDecision {
+  if ((headers.get('authorization') ?? '') === '') return { outcome: 'passthrough', reason: 'no_credentials', candidates: NONE };
+  if (!result.ok) return { outcome: 'passthrough', reason: result.reason, candidates: NONE };
+  const doc = result.document;
+  // The cache keyed the document on readiness: the ready servers here are the merged ones.
+  for (const s of snap.servers) {
+    if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs)) return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
+  }
+  // kube-apiserver compares the first If-None-Match value, verbatim, with the quoted hash.
+  const notModified = headers.get('if-none-match') === doc.quotedEtag;
+  return { outcome: 'discovery', reason: notModified ? 'merged_apis_not_modified' : 'merged_apis', candidates: doc.servers, document: doc };
+}

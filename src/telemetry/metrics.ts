@@ -1,0 +1,83 @@
+// skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
+// are names from the config; no per-resource or per-path label.
+import type { Counter, Histogram, Meter } from '@opentelemetry/api';
+import type { DiscoveryRoundEvent } from '../discovery/service.js';
+import type { Snapshot } from '../discovery/types.js';
+import type { RoutingResult } from '../routing/router.js';
+import { METRIC } from './names.js';
+import type { SkewTracker } from './skew-diff.js';
+
+/** classify + decide takes microseconds; the ext_proc round trip adds the gRPC write. */
+const DECISION_BUCKETS_S = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05];
+const FETCH_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export type FetchResult = 'ok' | 'not_modified' | 'error';
+
+export interface MetricsSource {
+  current(): Snapshot;
+}
+
+/** ok, not_modified (every discovery document answered 304) or error. */
+export function fetchResult(e: DiscoveryRoundEvent): FetchResult {
+  if (e.after.consecutiveFailures > 0) return 'error';
+  const docs = e.requests.filter((r) => r.path !== '/readyz');
+  return docs.length > 0 && docs.every((r) => r.status === 304) ? 'not_modified' : 'ok';
+}
+
+export class SkewgateMetrics {
+  private readonly decisions: Counter;
+  private readonly decisionDuration: Histogram;
+  private readonly routeErrors: Counter;
+  private readonly fetchDuration: Histogram;
+  private readonly fetchErrors: Counter;
+
+  constructor(meter: Meter, source: MetricsSource, skew: SkewTracker, now: () => number = Date.now) {
+    this.decisions = meter.createCounter(METRIC.decisions, { description: 'Routing decisions by outcome, reason and upstream (routed only)' });
+    this.decisionDuration = meter.createHistogram(METRIC.decisionDuration, {
+      description: 'Seconds from the request headers arriving to the reply handed to gRPC',
+      unit: 's',
+      advice: { explicitBucketBoundaries: DECISION_BUCKETS_S },
+    });
+    this.routeErrors = meter.createCounter(METRIC.routeErrors, { description: 'Requests whose routing failed with an internal error' });
+    this.fetchDuration = meter.createHistogram(METRIC.fetchDuration, {
+      description: 'Seconds per discovery round of an apiserver (/api, /apis or the legacy documents, and /readyz), by result',
+      unit: 's',
+      advice: { explicitBucketBoundaries: FETCH_BUCKETS_S },
+    });
+    this.fetchErrors = meter.createCounter(METRIC.fetchErrors, { description: 'Failed discovery rounds per apiserver' });
+
+    const viewAge = meter.createObservableGauge(METRIC.viewAge, { description: 'Seconds since the last good discovery view of each apiserver', unit: 's' });
+    const ready = meter.createObservableGauge(METRIC.ready, { description: '1 when the apiserver answered /readyz with 200 at the last probe, else 0' });
+    const skewed = meter.createObservableGauge(METRIC.skewedResources, { description: 'Resources (and subresources) not served by every apiserver' });
+    const missing = meter.createObservableGauge(METRIC.missingResources, { description: 'Skewed resources an apiserver does not serve' });
+    meter.addBatchObservableCallback(
+      (r) => {
+        const snap = source.current();
+        const t = now();
+        for (const s of snap.servers) {
+          if (s.lastSuccessAt !== null) r.observe(viewAge, Math.max(0, t - s.lastSuccessAt) / 1000, { apiserver: s.name });
+          if (s.ready !== null) r.observe(ready, s.ready ? 1 : 0, { apiserver: s.name });
+        }
+        r.observe(skewed, skew.size);
+        for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
+      },
+      [viewAge, ready, skewed, missing],
+    );
+  }
+
+  recordDecision(result: RoutingResult, durationNs: bigint): void {
+    const d = result.decision;
+    this.decisions.add(1, d.outcome === 'routed' ? { outcome: d.outcome, reason: d.reason, upstream: d.upstream } : { outcome: d.outcome, reason: d.reason });
+    this.decisionDuration.record(Number(durationNs) / 1e9, { outcome: d.outcome });
+  }
+
+  recordRouteError(): void {
+    this.routeErrors.add(1);
+  }
+
+  recordRound(e: DiscoveryRoundEvent): void {
+    const result = fetchResult(e);
+    this.fetchDuration.record(e.durationMs / 1000, { apiserver: e.server, result });
+    if (result === 'error') this.fetchErrors.add(1, { apiserver: e.server });
+  }
+}

@@ -1,0 +1,78 @@
+// Every span name, attribute key and metric name skewgate emits, defined once. Standard
+// semantic-convention keys where one exists (http.*, url.*, server.*, rpc.*); skewgate.* and
+// k8s.api.* otherwise. Docs: docs/tracing.md.
+
+/** Instrumentation scope of skewgate's tracer and meter. */
+export const SCOPE = 'skewgate';
+
+export const SPAN_DECISION = 'skewgate.decision';
+export const SPAN_DISCOVERY = 'skewgate.discovery';
+
+export const EVENT_VIEW_CHANGED = 'skewgate.discovery.view_changed';
+export const EVENT_SKEW_CHANGED = 'skewgate.skew.changed';
+
+export const ATTR = {
+  // Decision spans.
+  httpMethod: 'http.request.method',
+  urlPath: 'url.path',
+  rpcSystem: 'rpc.system',
+  rpcService: 'rpc.service',
+  rpcMethod: 'rpc.method',
+  group: 'k8s.api.group',
+  version: 'k8s.api.version',
+  resource: 'k8s.api.resource',
+  subresource: 'k8s.api.subresource',
+  namespace: 'k8s.api.namespace',
+  verb: 'k8s.api.verb',
+  requestKind: 'k8s.api.request_kind',
+  outcome: 'skewgate.outcome',
+  reason: 'skewgate.reason',
+  upstream: 'skewgate.upstream',
+  candidates: 'skewgate.candidates',
+  discoveryAgeMs: 'skewgate.discovery.age_ms',
+  generation: 'skewgate.snapshot.generation',
+  problem: 'skewgate.problem',
+  /** Where the parent context came from: envoy (gRPC metadata), client (HTTP header) or none. */
+  parentSource: 'skewgate.trace.parent',
+  serverAddress: 'server.address',
+  serverPort: 'server.port',
+  // Discovery spans.
+  apiserver: 'skewgate.apiserver',
+  discoverySource: 'skewgate.discovery.source',
+  discoveryRequests: 'skewgate.discovery.requests',
+  discoveryNotModified: 'skewgate.discovery.not_modified',
+  discoveryBytes: 'skewgate.discovery.bytes',
+  discoveryResources: 'skewgate.discovery.resources',
+  discoveryGroupVersions: 'skewgate.discovery.group_versions',
+  /** Set at span start when the round changed the view: such spans are always sampled. */
+  discoveryViewChanged: 'skewgate.discovery.view_changed',
+  discoveryFailures: 'skewgate.discovery.consecutive_failures',
+  httpStatus: 'http.response.status_code',
+  ready: 'skewgate.apiserver.ready',
+  // Events.
+  gained: 'skewgate.resources.gained',
+  lost: 'skewgate.resources.lost',
+  changed: 'skewgate.resources.changed',
+  gainedSample: 'skewgate.resources.gained_sample',
+  lostSample: 'skewgate.resources.lost_sample',
+  skewedBefore: 'skewgate.skew.before',
+  skewedAfter: 'skewgate.skew.after',
+  newlySkewed: 'skewgate.skew.newly_skewed',
+  noLongerSkewed: 'skewgate.skew.no_longer_skewed',
+} as const;
+
+/** Metric names (OTel dots; the Prometheus endpoint shows them with underscores and units). */
+export const METRIC = {
+  decisions: 'skewgate.decisions',
+  decisionDuration: 'skewgate.decision.duration',
+  routeErrors: 'skewgate.decision.errors',
+  fetchDuration: 'skewgate.discovery.fetch.duration',
+  fetchErrors: 'skewgate.discovery.fetch.errors',
+  viewAge: 'skewgate.discovery.view.age',
+  skewedResources: 'skewgate.skew.resources',
+  missingResources: 'skewgate.skew.missing',
+  ready: 'skewgate.apiserver.ready',
+} as const;
+
+/** Samples listed in span events are capped: an upgrade may add hundreds of resources at once. */
+export const SAMPLE_LIMIT = 25;

@@ -1,0 +1,64 @@
+// How the skew between apiservers changed from one snapshot to the next: which resources became
+// served by only some apiservers, and which stopped being so. No I/O.
+import type { ServerView, Snapshot } from '../discovery/types.js';
+import { computeSkew, type SkewRow } from '../routing/skew.js';
+
+export interface SkewChange {
+  readonly before: number;
+  readonly after: number;
+  /** "group/version/resource missing from a,b", sorted. */
+  readonly newlySkewed: readonly string[];
+  readonly noLongerSkewed: readonly string[];
+}
+
+/** "apps/v1/deployments", "v1/pods/resize" for the core group. */
+export function resourceLabel(row: Pick<SkewRow, 'group' | 'version' | 'resource'>): string {
+  return row.group === '' ? `${row.version}/${row.resource}` : `${row.group}/${row.version}/${row.resource}`;
+}
+
+function rowMap(rows: readonly SkewRow[]): Map<string, string> {
+  return new Map(rows.map((r) => [resourceLabel(r), r.missingFrom.join(',')]));
+}
+
+/**
+ * Remembers the last skew; recomputes it only when some apiserver's view object changed (the
+ * discovery client keeps the same object while nothing changes, so most rounds cost nothing).
+ */
+export class SkewTracker {
+  private views: readonly (ServerView | null)[] = [];
+  private rows = new Map<string, string>();
+  private counts = new Map<string, number>();
+  private initialised = false;
+
+  /** The current skew: every resource not served by all apiservers, and what each one lacks. */
+  get size(): number {
+    return this.rows.size;
+  }
+
+  /** Per apiserver: how many skewed resources it does not serve. */
+  missingCounts(): ReadonlyMap<string, number> {
+    return this.counts;
+  }
+
+  /** The change since the previous call, or null when there is none (or on the first call). */
+  update(snap: Snapshot): SkewChange | null {
+    const views = snap.servers.map((s) => s.view);
+    if (this.initialised && views.length === this.views.length && views.every((v, i) => v === this.views[i])) return null;
+    this.views = views;
+    const rows = computeSkew(snap);
+    const next = rowMap(rows);
+    const counts = new Map<string, number>(snap.servers.map((s) => [s.name, 0]));
+    for (const r of rows) for (const n of r.missingFrom) counts.set(n, (counts.get(n) ?? 0) + 1);
+    this.counts = counts;
+    const prev = this.rows;
+    this.rows = next;
+    const first = !this.initialised;
+    this.initialised = true;
+    const newlySkewed: string[] = [];
+    const noLongerSkewed: string[] = [];
+    for (const [k, missing] of next) if (prev.get(k) !== missing) newlySkewed.push(`${k} missing from ${missing}`);
+    for (const [k, missing] of prev) if (!next.has(k)) noLongerSkewed.push(`${k} (was missing from ${missing})`);
+    if (first || (newlySkewed.length === 0 && noLongerSkewed.length === 0)) return null;
+    return { before: prev.size, after: next.size, newlySkewed: newlySkewed.sort(), noLongerSkewed: noLongerSkewed.sort() };
+  }
+}

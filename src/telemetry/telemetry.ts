@@ -1,0 +1,100 @@
+// skewgate's telemetry as the app sees it: a decision observer, a discovery listener, start and
+// shutdown. The SDK (./sdk.js) is imported only on start, and only when something is enabled.
+import type { Logger } from 'pino';
+import type { DiscoveryRoundEvent, RoundListener } from '../discovery/service.js';
+import type { Snapshot } from '../discovery/types.js';
+import type { DecisionObserver } from '../extproc/observer.js';
+import { createDecisionSpans, serverAddresses } from './decision-spans.js';
+import { recordRoundSpan } from './discovery-spans.js';
+import { SkewgateMetrics } from './metrics.js';
+import type { SdkOptions, TelemetrySdk } from './sdk.js';
+import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
+import { SkewTracker } from './skew-diff.js';
+
+/** What telemetry reads from discovery; DiscoveryService implements it. */
+export interface DiscoverySource {
+  current(): Snapshot;
+  onRound(listener: RoundListener): () => void;
+}
+
+export interface TelemetryDeps {
+  readonly settings: TelemetrySettings;
+  readonly apiservers: readonly { readonly name: string; readonly url: string }[];
+  readonly logger: Logger;
+  /** Tests: in-memory span exporter and metric readers (these turn the SDK on by themselves). */
+  readonly sdk?: SdkOptions;
+}
+
+export interface Telemetry {
+  /** A no-op until start() has resolved. */
+  readonly observer: DecisionObserver;
+  /** Loads the SDK, binds /metrics, subscribes to discovery rounds. Throws TelemetryStartError. */
+  start(discovery: DiscoverySource): Promise<void>;
+  /** Bound port of the Prometheus endpoint, once started. */
+  prometheusPort(): number | null;
+  forceFlush(): Promise<void>;
+  /** Flushes and stops; idempotent. */
+  shutdown(): Promise<void>;
+}
+
+/** null when telemetry is off and no test hook asks for it: then nothing is loaded or created. */
+export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
+  const hooks = deps.sdk;
+  if (telemetryDisabled(deps.settings) && !hooks?.spanExporter && !hooks?.metricReaders?.length) return null;
+  const log = deps.logger;
+  const servers = serverAddresses(deps.apiservers);
+  const skew = new SkewTracker();
+  let sdk: TelemetrySdk | null = null;
+  let unsubscribe: (() => void) | null = null;
+  let active: DecisionObserver | null = null;
+  let stopping: Promise<void> | null = null;
+
+  const observer: DecisionObserver = {
+    onRequest: (ctx) => active?.onRequest?.(ctx),
+    onDecision: (result, ctx) => active?.onDecision(result, ctx),
+    onRouteError: (err, ctx) => active?.onRouteError?.(err, ctx),
+  };
+
+  return {
+    observer,
+    async start(discovery) {
+      if (sdk || stopping) return;
+      for (const w of deps.settings.warnings) log.warn(w);
+      const { startSdk } = await import('./sdk.js');
+      sdk = await startSdk(deps.settings, hooks);
+      const { tracer, meter } = sdk;
+      const spans = tracer ? createDecisionSpans(tracer, servers) : null;
+      const metrics = meter ? new SkewgateMetrics(meter, discovery, skew) : null;
+      active = {
+        ...(spans ? { onRequest: spans.onRequest } : {}),
+        onDecision(result, ctx) {
+          spans?.onDecision(result, ctx);
+          metrics?.recordDecision(result, ctx.durationNs);
+        },
+        onRouteError(err, ctx) {
+          spans?.onRouteError(err, ctx);
+          metrics?.recordRouteError();
+        },
+      };
+      unsubscribe = discovery.onRound((e: DiscoveryRoundEvent) => {
+        const change = skew.update(e.snapshot);
+        if (change) log.info({ apiserver: e.server, skewedBefore: change.before, skewedAfter: change.after, newlySkewed: change.newlySkewed.slice(0, 10), noLongerSkewed: change.noLongerSkewed.slice(0, 10) }, 'skew changed');
+        metrics?.recordRound(e);
+        if (tracer) recordRoundSpan(tracer, e, servers.get(e.server), change);
+      });
+      log.info({ telemetry: describeTelemetry(deps.settings), prometheusPort: sdk.prometheusPort }, 'telemetry started');
+    },
+    prometheusPort: () => sdk?.prometheusPort ?? null,
+    async forceFlush() {
+      await sdk?.forceFlush();
+    },
+    shutdown() {
+      stopping ??= (async () => {
+        unsubscribe?.();
+        active = null;
+        await sdk?.shutdown();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,196 @@
+// skewgate next to Kubernetes' built-in Mixed Version Proxy (MVP, KEP-4020), in a mixed phase:
+// two KUBE_OLD apiservers (MVP gate switched on: alpha there) and one KUBE_NEW, all with
+// --peer-ca-file, behind (a) plain round-robin Envoy — the MVP forwards what an old server does
+// not serve, a second hop — and (b) Envoy + skewgate, which sends it to the new server at once.
+// Same client, same run, requests interleaved. Then the new server restarts under load: who
+// answers 404 or 503 while it is away and right after it is back.
+import t from 'tap';
+import { join } from 'node:path';
+import { packageRoot } from '../../src/envoy/process.js';
+import type { ApiServerSpec } from '../../src/lab/flags.js';
+import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { account, total } from '../../src/lab/load/accounting.js';
+import { wallClockMs } from '../../src/lab/load/clock.js';
+import { LoadHttp } from '../../src/lab/load/http.js';
+import { interleavedRun, type TimedRequest } from '../../src/lab/load/interleaved.js';
+import { summariseLatency } from '../../src/lab/load/latency.js';
+import { sumCounter } from '../../src/lab/load/metrics.js';
+import { LoadRun, freeLoopbackPort, seededRng } from '../../src/lab/load/run.js';
+import { LabSession } from '../../src/lab/load/session.js';
+import { ensureNamespace, listFinal } from '../../src/lab/load/verify.js';
+import { collectionPath, configMaps, labNamespace, mutatingAdmissionPolicies, objectPath, type Workload } from '../../src/lab/load/workload.js';
+import { false404Table, latencyRow, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
+
+const ROUNDS = 500;
+const RATE_PER_ARM = 10;
+const ARMS = ['mvp', 'skewgate'] as const;
+const PROBE = 'lat-probe';
+const REROUTED = 'apiserver_rerouted_request_total';
+const PEER_ERRORS = 'apiserver_peer_proxy_errors_total';
+
+const t0 = Date.now();
+const progress = (line: string): void => {
+  process.stderr.write(`[mvp-compare +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
+};
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+t.setTimeout(8 * 60_000);
+
+t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
+  const v = labVersions();
+  labBinary('kube-apiserver', v.kubeOld);
+  labBinary('kube-apiserver', v.kubeNew);
+  labBinary('etcd', v.etcd);
+
+  const dir = join(packageRoot(), '.cache', 'lab-mvp-compare');
+  const clock = wallClockMs;
+  const session = await LabSession.open(dir, clock, progress);
+  const { lab, timeline } = session;
+  const http = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 10_000, connections: 16 });
+  let run: LoadRun | undefined;
+  try {
+    await lab.startEtcd();
+    const origin = clock();
+    const grace = '--shutdown-watch-termination-grace-period=5s';
+    const specs: ApiServerSpec[] = [
+      { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true, extraArgs: [grace] },
+      { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true, extraArgs: [grace] },
+      { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true, extraArgs: [grace] },
+    ];
+    await Promise.all(specs.map((s) => session.start(s)));
+    const url = (name: string): string => lab.apiServerUrl(name);
+    const workload: Workload = { skewed: mutatingAdmissionPolicies, common: configMaps, namespace: labNamespace };
+    for (const arm of ARMS) {
+      await ensureNamespace(session.direct, url('kas-1'), labNamespace(arm));
+      const cm = await session.direct.send('POST', `${url('kas-1')}${collectionPath(configMaps, labNamespace(arm))}`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: PROBE } });
+      t.equal(cm.status, 201, `configmap ${PROBE} in ${labNamespace(arm)}`);
+    }
+    const map = await session.direct.send('POST', `${url('kas-3')}${collectionPath(mutatingAdmissionPolicies, '')}`, { ...mutatingAdmissionPolicies.body(), metadata: { name: PROBE } });
+    t.equal(map.status, 201, `${PROBE} created on kas-3 (v${v.kubeNew})`);
+
+    // The MVP must really proxy: an old server answers for the new resource once its peer discovery has synced.
+    const skewedGet = objectPath(mutatingAdmissionPolicies, '', PROBE);
+    const kas3Ready = timeline.snapshot().servers.find((e) => e.server === 'kas-3' && e.what === 'ready')?.atMs ?? clock();
+    const proxyingAfter: Record<string, number> = {};
+    for (const old of ['kas-1', 'kas-2']) {
+      const deadline = clock() + 60_000;
+      for (;;) {
+        const res = await session.direct.send('GET', `${url(old)}${skewedGet}`).catch(() => null);
+        if (res?.status === 200) break;
+        if (clock() > deadline) throw new Error(`${old} (v${v.kubeOld}, MVP on) never proxied ${skewedGet} to kas-3: last ${res?.status ?? 'no answer'} ${res?.text.slice(0, 200) ?? ''}`);
+        await sleep(100);
+      }
+      proxyingAfter[old] = clock() - kas3Ready;
+    }
+    progress(`MVP proxies on both v${v.kubeOld} servers (${Object.entries(proxyingAfter).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')} after kas-3 was ready)`);
+
+    const gateways = {
+      mvp: await lab.startGateway({ name: 'plain', withSkewgate: false, port: await freeLoopbackPort() }),
+      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+    };
+    const arms = ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url }));
+
+    const metrics = async (): Promise<Record<string, { rerouted: number; errors: number }>> => {
+      const out: Record<string, { rerouted: number; errors: number }> = {};
+      for (const s of specs) {
+        const text = (await session.direct.send('GET', `${url(s.name)}/metrics`)).text;
+        out[s.name] = { rerouted: sumCounter(text, REROUTED), errors: sumCounter(text, PEER_ERRORS) };
+      }
+      return out;
+    };
+
+    // ---- (1) latency, interleaved, one request at a time ----
+    await interleavedRun({ arms, http, workload, rounds: 10, clock, rng: seededRng(1), existing: { skewed: PROBE, common: PROBE } }); // warm-up
+    const before = await metrics();
+    progress(`latency run: ${ROUNDS} rounds × 4 requests × ${ARMS.length} arms, interleaved`);
+    const timed = await interleavedRun({ arms, http, workload, rounds: ROUNDS, clock, rng: seededRng(2), existing: { skewed: PROBE, common: PROBE } });
+    const after = await metrics();
+    await sleep(1000);
+    const hopsOf = await session.auditIds();
+    const hops = (r: TimedRequest): number => (r.auditId === undefined ? 0 : hopsOf.get(r.auditId)?.size ?? 0);
+
+    const ok = (r: TimedRequest): boolean => r.status !== null && r.status >= 200 && r.status < 300;
+    const rows: string[][] = [];
+    const stats: Record<string, { n: number; ok: number; proxied: number; unknown: number }> = {};
+    const groups: { label: string; arm: string; pick: (r: TimedRequest) => boolean }[] = [];
+    for (const arm of ARMS) {
+      groups.push({ label: 'skewed: all', arm, pick: (r) => r.kind === 'skewed' });
+      for (const op of ['get', 'list', 'create'] as const) groups.push({ label: `skewed: ${op}`, arm, pick: (r) => r.kind === 'skewed' && r.op === op });
+      if (arm === 'mvp') {
+        groups.push({ label: 'skewed: 1 hop (landed on the new server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 1 });
+        groups.push({ label: 'skewed: 2 hops (proxied by an old server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 2 });
+      }
+      groups.push({ label: 'common (configmaps get), reference', arm, pick: (r) => r.kind === 'common' });
+    }
+    for (const g of groups) {
+      const rs = timed.filter((r) => r.arm === g.arm && g.pick(r));
+      const s = { n: rs.length, ok: rs.filter(ok).length, proxied: rs.filter((r) => hops(r) === 2).length, unknown: rs.filter((r) => hops(r) === 0).length };
+      stats[`${g.arm}/${g.label}`] = s;
+      rows.push(latencyRow(`${g.arm === 'mvp' ? 'plain Envoy + MVP' : 'Envoy + skewgate'} — ${g.label}`, summariseLatency(rs.filter(ok).map((r) => r.endMs - r.startMs)), [
+        `${s.n - s.ok}`, s.n === 0 ? '—' : `${s.proxied} (${((100 * s.proxied) / s.n).toFixed(1)} %)`, `${s.unknown}`,
+      ]));
+    }
+    const delta = Object.fromEntries(specs.map((s) => [s.name, { rerouted: (after[s.name]?.rerouted ?? 0) - (before[s.name]?.rerouted ?? 0), errors: (after[s.name]?.errors ?? 0) - (before[s.name]?.errors ?? 0) }]));
+    const mvpSkewed = stats['mvp/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
+    const sgSkewed = stats['skewgate/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
+    progress(`latency run done: MVP arm ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests proxied; skewgate arm ${sgSkewed.proxied}/${sgSkewed.n}`);
+
+    // ---- (2) the new server restarts under load ----
+    run = new LoadRun({ arms, http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(5), watch: ['skewed'] });
+    timeline.phase('steady');
+    run.start();
+    await sleep(8000);
+    timeline.phase('kas-3 restart');
+    progress(`restart of kas-3 (v${v.kubeNew}) under load, ${RATE_PER_ARM} req/s per arm`);
+    await session.stop('kas-3');
+    const back = await session.start(specs[2] as ApiServerSpec);
+    await sleep(Math.max(0, back + 15_000 - clock()));
+    await run.stop();
+    const final = await listFinal(session.direct, url('kas-3'), workload, ARMS);
+    const a = account({
+      timeline: timeline.snapshot(), requests: run.log.requests, watch: run.log.watch, final,
+      rules: { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 },
+    });
+
+    const md = [
+      `### skewgate vs the built-in Mixed Version Proxy (test/cluster/mvp-compare.test.ts)`,
+      '',
+      `**Method.** A mixed phase: kas-1 and kas-2 run v${v.kubeOld} with the Mixed Version Proxy switched on (\`--feature-gates=UnknownVersionInteroperabilityProxy=true\`, alpha in 1.35), kas-3 runs v${v.kubeNew} (gate beta, on); all three with \`--peer-ca-file\` (the cluster CA), \`--peer-advertise-ip/port\` and the front-proxy client certificate, so an old server forwards a request for a resource only a peer serves. Checked first: a GET of \`${skewedGet}\` straight to each old server answers 200 once its peer discovery has synced (${Object.entries(proxyingAfter).map(([k, ms]) => `${k} after ${(ms / 1000).toFixed(1)} s`).join(', ')}, counted from kas-3's readiness). Two gateways in front of the same servers: (a) plain round-robin Envoy (no ext_proc) — the MVP does the work; (b) Envoy + skewgate. One client (undici, keep-alive, HTTPS, bearer token), one request at a time, ${ROUNDS} rounds of get/list/create of the skewed \`mutatingadmissionpolicies\` plus a configmap get as a reference, each request sent through both gateways in a random order (interleaved). Hops per request from the audit logs: the MVP copies the Audit-ID to the peer, so an ID logged by two servers was proxied. Latency from the client, successful answers only.`,
+      '',
+      render({ headers: ['arm — requests', 'n (2xx)', 'p50', 'p90', 'p99', 'max', 'errors', 'proxied (2 hops)', 'hops unknown'], rows }),
+      '',
+      `\`${REROUTED}\` during the run (MVP's own count of proxied requests): ${specs.map((s) => `${s.name} +${delta[s.name]?.rerouted ?? 0}`).join(', ')}; \`${PEER_ERRORS}\`: ${specs.map((s) => `${s.name} +${delta[s.name]?.errors ?? 0}`).join(', ')}. Requests sent through the MVP arm for the skewed resource: ${mvpSkewed.n}, proxied according to the audit logs: ${mvpSkewed.proxied}.`,
+      '',
+      `**kas-3 (the only v${v.kubeNew} server) restarts under load** (${RATE_PER_ARM} req/s per arm, open loop, a watch of the skewed resource per arm): while it is away nobody serves \`mutatingadmissionpolicies\`; a 404 is false from 1 s after it is ready again.`,
+      '',
+      render(phaseTable(a)),
+      '',
+      render(problemsTable(a)),
+      '',
+      render(false404Table(a, origin, 10, await session.auditIds())),
+      '',
+      'Timeline (t from etcd ready):',
+      '',
+      render(timelineTable(timeline.snapshot(), origin)),
+      '',
+      `Run time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
+    ].join('\n');
+    await writeClusterPart('mvp-compare', md);
+    t.comment(md);
+
+    t.ok(mvpSkewed.proxied > 0, `the MVP really proxied: ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests took 2 hops`);
+    t.ok((delta['kas-1']?.rerouted ?? 0) + (delta['kas-2']?.rerouted ?? 0) >= mvpSkewed.proxied, `${REROUTED} on the old servers grew at least as much`);
+    t.ok(mvpSkewed.ok >= 0.99 * mvpSkewed.n, `MVP arm: ${mvpSkewed.ok}/${mvpSkewed.n} skewed requests 2xx`);
+    t.equal(sgSkewed.ok, sgSkewed.n, `skewgate arm: every skewed request 2xx (${sgSkewed.ok}/${sgSkewed.n})`);
+    t.equal(sgSkewed.proxied, 0, 'skewgate arm: no request took a second hop');
+    t.equal(sgSkewed.unknown, 0, 'skewgate arm: every answer found in an audit log');
+    t.equal(total(a, 'false404s', 'skewgate'), 0, 'restart: no false 404 through skewgate');
+    t.equal(total(a, 'lostWrites'), 0, 'restart: no lost write in either arm');
+    t.equal(total(a, 'duplicatedWrites'), 0, 'restart: no duplicated write in either arm');
+  } finally {
+    if (run) await run.stop().catch(() => undefined);
+    await http.close().catch(() => undefined);
+    await session.down();
+    progress('done');
+  }
+});

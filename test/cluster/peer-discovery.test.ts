@@ -1,0 +1,215 @@
+// Parity with kube-apiserver's own peer-aggregated discovery, in the lab: real kube-apiservers with
+// the built-in Mixed Version Proxy (--peer-ca-file), no two serving the same APIs, behind Envoy +
+// skewgate. skewgate's GET /apis must equal kube-apiserver's peer-aggregated /apis for the same
+// servers, byte for byte and ETag for ETag, in every phase of an upgrade; kubectl must work through
+// the gateway every time and revalidate its discovery cache by ETag. Fails, never skips, when a
+// part is missing. Uses 127.0.0.6-8 and etcd ports 23796/23806 (other labs: 127.0.0.1-5, 23790/23794).
+import t, { type Test } from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Agent, request } from 'undici';
+import { Lab, type GatewayInfo } from '../../src/lab/lab.js';
+import type { ApiServerSpec } from '../../src/lab/flags.js';
+import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
+import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discovery/merge.js';
+import { negotiateApis } from '../../src/routing/discovery-accept.js';
+
+const run = promisify(execFile);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const PB = 'application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
+
+t.setTimeout(8 * 60_000);
+
+const versions = labVersions();
+const kubectl = labBinary('kubectl', versions.kubeNew);
+labBinary('kube-apiserver', versions.kubeOld);
+labBinary('kube-apiserver', versions.kubeNew);
+labBinary('etcd', versions.etcd);
+findEnvoyBinary();
+
+// No server serves everything: the merge has real work to do at every level.
+const KAS6: ApiServerSpec = { name: 'kas-6', version: versions.kubeNew, ip: '127.0.0.6', port: 6443, peerProxy: true, runtimeConfig: 'autoscaling/v2=false' };
+const KAS7: ApiServerSpec = { name: 'kas-7', version: versions.kubeNew, ip: '127.0.0.7', port: 6443, peerProxy: true, runtimeConfig: 'batch/v1=false' };
+const KAS8_OLD: ApiServerSpec = { name: 'kas-8', version: versions.kubeOld, ip: '127.0.0.8', port: 6443, peerProxy: true };
+const KAS8_NEW: ApiServerSpec = { ...KAS8_OLD, version: versions.kubeNew };
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
+    });
+  });
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'skewgate-peer-discovery-'));
+const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23796, etcdPeerPort: 23806, log: (l) => t.comment(l) });
+const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
+t.teardown(async () => {
+  await agent.close();
+  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await rm(dir, { recursive: true, force: true });
+});
+
+interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
+async function get(url: string, headers: Record<string, string> = {}): Promise<Reply> {
+  const res = await request(url, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, ...headers }, signal: AbortSignal.timeout(10_000) });
+  return { status: res.statusCode, headers: res.headers, body: await res.body.text() };
+}
+const etagOf = (r: Reply): string | undefined => r.headers['etag'] as string | undefined;
+
+/** kube-apiserver's peer-aggregated /apis, once every running server gives the same one (its peer caches have converged). */
+async function converged(servers: readonly ApiServerSpec[], what: string): Promise<Reply> {
+  let last = '';
+  for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+    const replies = await Promise.all(servers.map((s) => get(`${lab.apiServerUrl(s.name)}/apis`, { accept: MEDIA_AGGREGATED_V2 })));
+    // Until a server has its peers' documents it answers with its own, which differs from the others'.
+    const tags = new Set(replies.map(etagOf));
+    last = `${tags.size} distinct ETags`;
+    if (tags.size === 1 && replies.every((r) => r.status === 200)) {
+      // The same set again a moment later: not a transient state of a peer cache.
+      await sleep(2000);
+      const again = await get(`${lab.apiServerUrl(servers[0]?.name as string)}/apis`, { accept: MEDIA_AGGREGATED_V2 });
+      if (etagOf(again) === etagOf(replies[0] as Reply)) return replies[0] as Reply;
+    }
+  }
+  throw new Error(`kube-apiservers did not agree on a peer-aggregated /apis (${what}): ${last}`);
+}
+
+/** Polls the gateway until its /apis carries `etag` (skewgate follows readiness and views within ~1-2 s). */
+async function gatewayApis(gw: GatewayInfo, etag: string | undefined): Promise<Reply> {
+  let last: Reply | undefined;
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(250)) {
+    last = await get(`${gw.url}/apis`, { accept: MEDIA_AGGREGATED_V2 });
+    if (etagOf(last) === etag) return last;
+  }
+  return last as Reply;
+}
+
+function kubectlIn(gw: GatewayInfo, cacheDir: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(kubectl, ['--kubeconfig', gw.kubeconfigFile, '--cache-dir', cacheDir, ...args], { timeout: 60_000 });
+}
+
+/** Decision lines of the gateway's skewgate with this reason, from its JSON log. */
+async function decisions(gw: string, reason: string): Promise<number> {
+  const text = await readFile(lab.logFile(`skewgate-${gw}`), 'utf8').catch(() => '');
+  return text.split('\n').filter((l) => l.includes('"msg":"decision"') && l.includes(`"reason":"${reason}"`)).length;
+}
+
+async function parity(t: Test, gw: GatewayInfo, servers: readonly ApiServerSpec[], phase: string): Promise<void> {
+  const kube = await converged(servers, phase);
+  const edge = await gatewayApis(gw, etagOf(kube));
+  t.equal(edge.status, 200, `${phase}: 200 through the gateway`);
+  t.equal(edge.headers[REASON_HEADER], 'merged_apis', `${phase}: answered by skewgate`);
+  t.equal(etagOf(edge), etagOf(kube), `${phase}: the same ETag as kube-apiserver's peer-aggregated /apis`);
+  t.equal(edge.body, kube.body, `${phase}: the same body, byte for byte (groups, versions, resources, verbs, order)`);
+  t.equal(edge.headers['content-type'], kube.headers['content-type'], `${phase}: Content-Type`);
+  t.equal(edge.headers['vary'], kube.headers['vary'], `${phase}: Vary`);
+  t.equal(edge.headers['cache-control'], kube.headers['cache-control'], `${phase}: Cache-Control`);
+  // Each side accepts the other's ETag.
+  t.equal((await get(`${gw.url}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(kube) as string })).status, 304, `${phase}: skewgate: 304 for kube-apiserver's ETag`);
+  const first = servers[0] as ApiServerSpec;
+  t.equal((await get(`${lab.apiServerUrl(first.name)}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(edge) as string })).status, 304, `${phase}: kube-apiserver: 304 for skewgate's ETag`);
+  // And the pure merge over the servers' own documents (what skewgate's discovery fetched) agrees.
+  const own = await Promise.all(servers.map(async (s) => ({ serverId: apiserverIdentity(s.name), document: JSON.parse((await get(`${lab.apiServerUrl(s.name)}/apis`, { accept: MEDIA_AGGREGATED_V2_NOPEER })).body) as unknown })));
+  const items = mergePeerDiscovery(own);
+  t.equal(discoveryBody(items), kube.body, `${phase}: mergePeerDiscovery of the nopeer documents`);
+  t.equal(`"${computeEtag(items)}"`, etagOf(kube), `${phase}: computeEtag`);
+  t.comment(`${phase}: ${(JSON.parse(kube.body) as { items: unknown[] }).items.length} groups, ETag ${String(etagOf(kube)).slice(0, 17)}…"`);
+}
+
+/** kubectl through the gateway, each time with a fresh discovery cache: must work every time. */
+async function kubectlWorks(t: Test, gw: GatewayInfo, phase: string, expectAutoscalingV2: boolean): Promise<void> {
+  for (let i = 0; i < 6; i++) {
+    const cache = join(dir, `kubectl-${phase.replace(/\W+/g, '-')}-${i}`);
+    const res = await kubectlIn(gw, cache, 'api-resources');
+    t.match(res.stdout, /^mutatingadmissionpolicies\s+admissionregistration\.k8s\.io\/v1\s+false\s+MutatingAdmissionPolicy$/m, `${phase} #${i + 1}: api-resources lists the v1.36-only resource`);
+    t.match(res.stdout, /^cronjobs\s+cj\s+batch\/v1\s+true\s+CronJob$/m, `${phase} #${i + 1}: and batch (not served by kas-7)`);
+    if (expectAutoscalingV2) t.match(res.stdout, /^horizontalpodautoscalers\s+hpa\s+autoscaling\/v2\s+true/m, `${phase} #${i + 1}: and autoscaling/v2 (not served by kas-6)`);
+    const get1 = await kubectlIn(gw, `${cache}-get`, 'get', 'mutatingadmissionpolicies');
+    t.match(get1.stderr, /No resources found/, `${phase} #${i + 1}: kubectl get mutatingadmissionpolicies`);
+    const get2 = await kubectlIn(gw, `${cache}-get`, 'get', 'cronjobs', '-A');
+    t.match(get2.stderr, /No resources found/, `${phase} #${i + 1}: kubectl get cronjobs`);
+  }
+}
+
+let gw: GatewayInfo;
+
+await t.test('three kube-apiservers with the built-in proxy, no two alike; their identities', async (t) => {
+  await lab.startEtcd();
+  // One at a time: the lab's apiserver list file is rewritten on each start.
+  for (const s of [KAS6, KAS7, KAS8_OLD]) await lab.startApiServer(s);
+  const selector = encodeURIComponent('apiserver.kubernetes.io/identity=kube-apiserver');
+  let leases: { name: string; hostname: string }[] = [];
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline && leases.length < 3; await sleep(250)) {
+    const res = await get(`${lab.apiServerUrl('kas-6')}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`);
+    leases = (JSON.parse(res.body) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] }).items
+      .map((i) => ({ name: i.metadata.name, hostname: i.metadata.labels?.['kubernetes.io/hostname'] ?? '' }));
+  }
+  t.equal(leases.length, 3, 'three identity leases');
+  for (const l of leases) t.equal(l.name, apiserverIdentity(l.hostname), `${l.hostname}: lease ${l.name} is apiserverIdentity(hostname)`);
+  gw = await lab.startGateway({ name: 'pd', withSkewgate: true, port: await freePort() });
+});
+
+await t.test('phase 1, v1.35 + two v1.36: skewgate\'s /apis equals kube-apiserver\'s peer-aggregated /apis', async (t) => {
+  await parity(t, gw, [KAS6, KAS7, KAS8_OLD], 'v1.35+v1.36');
+});
+
+await t.test('Accept negotiation: skewgate answers exactly when kube-apiserver would answer peer-aggregated JSON', async (t) => {
+  const kube = await get(`${lab.apiServerUrl('kas-6')}/apis`, { accept: MEDIA_AGGREGATED_V2 });
+  const accepts = [
+    MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, `${MEDIA_AGGREGATED_V2},application/json`, 'application/json', '*/*', PB,
+    `application/json,${MEDIA_AGGREGATED_V2}`, `${PB};q=0.5,${MEDIA_AGGREGATED_V2}`, `${MEDIA_AGGREGATED_V2};profile=other`,
+    'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList', `${MEDIA_AGGREGATED_V2};stream=foo`,
+    '*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList', 'application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
+    `${MEDIA_AGGREGATED_V2_NOPEER};q=0.5,${MEDIA_AGGREGATED_V2}`,
+  ];
+  for (const accept of accepts) {
+    const direct = await get(`${lab.apiServerUrl('kas-6')}/apis`, { accept });
+    const edge = await get(`${gw.url}/apis`, { accept });
+    const kubeMerged = direct.status === 200 && etagOf(direct) === etagOf(kube) && /^application\/json;/.test(String(direct.headers['content-type']));
+    const n = negotiateApis(accept);
+    t.equal(n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer', kubeMerged, `${accept}: negotiateApis agrees with kube-apiserver`);
+    t.equal(edge.headers[REASON_HEADER] === 'merged_apis', kubeMerged, `${accept}: skewgate answers only that case`);
+    t.equal(edge.status, direct.status, `${accept}: same status`);
+    t.equal(edge.headers['content-type'], direct.headers['content-type'], `${accept}: same Content-Type`);
+  }
+});
+
+await t.test('kubectl through the gateway: api-resources and get of skewed resources, every time', async (t) => {
+  await kubectlWorks(t, gw, 'v1.35+v1.36', true);
+});
+
+await t.test("client-go's discovery cache revalidates by ETag: a second kubectl run gets 304", async (t) => {
+  const cache = join(dir, 'kubectl-revalidate');
+  const before = await decisions('pd', 'merged_apis_not_modified');
+  await kubectlIn(gw, cache, 'api-resources');
+  const afterFirst = await decisions('pd', 'merged_apis_not_modified');
+  t.equal(afterFirst, before, 'first run (empty cache): no If-None-Match');
+  const second = await kubectlIn(gw, cache, 'api-resources', '-v=6');
+  t.match(second.stdout, /mutatingadmissionpolicies/, 'the second run lists the union (from its revalidated cache)');
+  const afterSecond = await decisions('pd', 'merged_apis_not_modified');
+  t.ok(afterSecond > afterFirst, `second run: If-None-Match answered 304 by skewgate (${afterSecond - afterFirst} in its log)`);
+  t.comment(second.stderr.split('\n').filter((l) => /\/apis\b/.test(l) && / GET /.test(l)).slice(0, 3).join('\n'));
+});
+
+await t.test('phase 2, the v1.35 apiserver stopped for its upgrade', async (t) => {
+  await lab.stopApiServer('kas-8');
+  await parity(t, gw, [KAS6, KAS7], 'kas-8 down');
+  await kubectlWorks(t, gw, 'kas-8 down', true);
+});
+
+await t.test('phase 3, all on v1.36', async (t) => {
+  await lab.startApiServer(KAS8_NEW);
+  await parity(t, gw, [KAS6, KAS7, KAS8_NEW], 'all v1.36');
+  await kubectlWorks(t, gw, 'all v1.36', true);
+});

@@ -1,0 +1,114 @@
+// Metrics read back through an in-memory reader: decisions by outcome/reason/upstream, latency,
+// discovery rounds, view age, readiness, skew; labels stay bounded.
+import t from 'tap';
+import { DataPointType, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics';
+import type { DiscoveryRoundEvent } from '../../src/discovery/service.js';
+import { buildSnapshot } from '../../src/discovery/snapshot.js';
+import type { ResourceCapability, ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
+import { SkewgateMetrics, fetchResult } from '../../src/telemetry/metrics.js';
+import { startSdk, type TelemetrySdk } from '../../src/telemetry/sdk.js';
+import { resolveTelemetrySettings } from '../../src/telemetry/settings.js';
+import { SkewTracker } from '../../src/telemetry/skew-diff.js';
+import { resourceInfo, resultOf } from '../helpers/extproc-client.js';
+
+/** Collected on demand; what a test needs instead of a periodic exporter. */
+class TestReader extends MetricReader {
+  protected override async onForceFlush(): Promise<void> {}
+  protected override async onShutdown(): Promise<void> {}
+  async metrics(): Promise<MetricData[]> {
+    const { resourceMetrics } = await this.collect();
+    return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics);
+  }
+}
+
+const cap: ResourceCapability = { verbs: new Set(['get']), subresources: new Map(), namespaced: true };
+const view = (keys: string[]): ServerView => ({ source: 'aggregated', resources: new Map(keys.map((k) => [k, cap])), groupVersions: new Set() });
+const NOW = 1_700_000_010_000;
+const states: ServerState[] = [
+  { name: 'apiserver-a', url: 'https://a:6443', view: view(['/v1/pods']), lastSuccessAt: NOW - 1500, consecutiveFailures: 0, lastError: null, ready: true },
+  { name: 'apiserver-c', url: 'https://c:6443', view: view(['/v1/pods', 'x.io/v1/widgets']), lastSuccessAt: NOW - 250, consecutiveFailures: 0, lastError: null, ready: false },
+  { name: 'apiserver-d', url: 'https://d:6443', view: null, lastSuccessAt: null, consecutiveFailures: 3, lastError: 'boom', ready: null },
+];
+let snap: Snapshot = buildSnapshot(states, 1);
+
+const reader = new TestReader();
+let sdk: TelemetrySdk;
+let metrics: SkewgateMetrics;
+const skew = new SkewTracker();
+t.before(async () => {
+  sdk = await startSdk(resolveTelemetrySettings({ tracing: {}, metrics: {} }, {}), { metricReaders: [reader] });
+  if (!sdk.meter) throw new Error('no meter');
+  skew.update(snap);
+  metrics = new SkewgateMetrics(sdk.meter, { current: () => snap }, skew, () => NOW);
+});
+t.teardown(() => sdk.shutdown());
+
+const find = (ms: MetricData[], name: string): MetricData | undefined => ms.find((m) => m.descriptor.name === name);
+const points = (m: MetricData | undefined): DataPoint<unknown>[] => (m?.dataPoints ?? []) as DataPoint<unknown>[];
+
+t.test('decisions: counted by outcome, reason and (routed only) upstream; latency histogram by outcome', async (t) => {
+  metrics.recordDecision(resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }), 40_000n);
+  metrics.recordDecision(resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }, resourceInfo({ path: '/apis/example.com/v1/namespaces/other/widgets', namespace: 'other' })), 60_000n);
+  metrics.recordDecision(resultOf({ outcome: 'not_found', reason: 'resource_not_served', candidates: [] }), 30_000n);
+  metrics.recordRouteError();
+  const ms = await reader.metrics();
+  const decisions = points(find(ms, 'skewgate.decisions'));
+  t.same(
+    decisions.map((p) => [p.attributes, p.value]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    [
+      [{ outcome: 'not_found', reason: 'resource_not_served' }, 1],
+      [{ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c' }, 2],
+    ],
+    'two paths, one series: no per-path or per-namespace label',
+  );
+  const latency = find(ms, 'skewgate.decision.duration');
+  t.equal(latency?.descriptor.unit, 's');
+  t.equal(latency?.dataPointType, DataPointType.HISTOGRAM);
+  const routed = points(latency).find((p) => p.attributes['outcome'] === 'routed') as DataPoint<Histogram> | undefined;
+  t.equal(routed?.value.count, 2);
+  t.ok(Math.abs((routed?.value.sum ?? 0) - 0.0001) < 1e-9, 'seconds');
+  t.ok((routed?.value.buckets.boundaries.length ?? 0) > 5 && routed?.value.buckets.boundaries[0] === 0.00001, 'microsecond buckets');
+  t.equal(points(find(ms, 'skewgate.decision.errors'))[0]?.value, 1);
+});
+
+t.test('discovery rounds: duration by apiserver and result, errors counted', async (t) => {
+  const round = (server: string, requests: DiscoveryRoundEvent['requests'], failures = 0): DiscoveryRoundEvent => {
+    const s = states.find((x) => x.name === server) as ServerState;
+    return { server, startedAt: NOW, durationMs: 20, requests, before: s, after: { ...s, consecutiveFailures: failures }, snapshot: snap };
+  };
+  const notModified = round('apiserver-a', [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 304, bytes: 0, durationMs: 1 }, { path: '/readyz', status: 200, bytes: 2, durationMs: 1 }]);
+  const ok = round('apiserver-a', [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 200, bytes: 900, durationMs: 1 }]);
+  const failed = round('apiserver-d', [{ path: '/apis', status: null, bytes: 0, durationMs: 1 }], 4);
+  t.equal(fetchResult(notModified), 'not_modified');
+  t.equal(fetchResult(ok), 'ok');
+  t.equal(fetchResult(failed), 'error');
+  for (const e of [notModified, ok, failed]) metrics.recordRound(e);
+  const ms = await reader.metrics();
+  const fetches = points(find(ms, 'skewgate.discovery.fetch.duration')) as DataPoint<Histogram>[];
+  t.same(fetches.map((p) => [p.attributes, p.value.count]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))), [
+    [{ apiserver: 'apiserver-a', result: 'not_modified' }, 1],
+    [{ apiserver: 'apiserver-a', result: 'ok' }, 1],
+    [{ apiserver: 'apiserver-d', result: 'error' }, 1],
+  ]);
+  t.same(points(find(ms, 'skewgate.discovery.fetch.errors')).map((p) => [p.attributes, p.value]), [[{ apiserver: 'apiserver-d' }, 1]]);
+});
+
+t.test('gauges: view age, readiness, skewed resources and what each apiserver lacks', async (t) => {
+  const ms = await reader.metrics();
+  t.same(points(find(ms, 'skewgate.discovery.view.age')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1.5], ['apiserver-c', 0.25]], 'no series for a server never synced');
+  t.same(points(find(ms, 'skewgate.apiserver.ready')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1], ['apiserver-c', 0]]);
+  t.same(points(find(ms, 'skewgate.skew.resources')).map((p) => p.value), [1]);
+  t.same(points(find(ms, 'skewgate.skew.missing')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1], ['apiserver-c', 0], ['apiserver-d', 0]]);
+
+  // apiserver-a learns the resource: the gauges follow the next snapshot.
+  snap = buildSnapshot([{ ...states[0], view: view(['/v1/pods', 'x.io/v1/widgets']) } as ServerState, states[1] as ServerState, states[2] as ServerState], 2);
+  skew.update(snap);
+  const after = await reader.metrics();
+  t.same(points(find(after, 'skewgate.skew.resources')).map((p) => p.value), [0]);
+});
+
+t.test('every label is bounded: only outcome, reason, upstream, apiserver, result', async (t) => {
+  const ms = await reader.metrics();
+  const keys = new Set(ms.flatMap((m) => points(m).flatMap((p) => Object.keys(p.attributes))));
+  t.same([...keys].sort(), ['apiserver', 'outcome', 'reason', 'result', 'upstream']);
+});
