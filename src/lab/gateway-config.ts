@@ -15,6 +15,8 @@ export interface GatewayConfigInput {
   readonly extprocListen: string;
   readonly port: number;
   readonly logLevel?: string;
+  /** The config's `telemetry` section as written in YAML (Envoy's tracer follows it); none: off. */
+  readonly telemetry?: Readonly<Record<string, unknown>>;
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -37,6 +39,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
     },
     log: { level: o.logLevel ?? 'info' },
+    ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
   };
 }
 

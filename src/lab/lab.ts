@@ -38,6 +38,8 @@ export interface GatewayOptions {
   readonly name: string;
   readonly withSkewgate: boolean;
   readonly port: number;
+  /** skewgate's `telemetry` config section (tracing, metrics), e.g. to export to a lab Jaeger. */
+  readonly telemetry?: Readonly<Record<string, unknown>>;
 }
 
 export interface GatewayInfo {
@@ -296,7 +298,7 @@ export class Lab {
     const socket = join(gwDir, 'extproc.sock');
     const extprocListen = socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`;
     const configFile = join(gwDir, 'skewgate.yaml');
-    const doc = gatewayConfigDocument({ pki: this.pki, apiservers: upstreams, extprocListen, port: o.port });
+    const doc = gatewayConfigDocument({ pki: this.pki, apiservers: upstreams, extprocListen, port: o.port, ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }) });
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, gwDir);
     const bootstrap = o.withSkewgate ? renderBootstrap(config) : withoutExtProc(renderBootstrap(config));
