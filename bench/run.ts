@@ -1,9 +1,11 @@
 // `node dist/bench/run.js [a] [b] [c]`: runs the chosen benchmarks (all by default), prints
 // progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed.
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { packageRoot } from '../src/envoy/process.js';
 import { stopAllChildren } from './child-ipc.js';
+import { extractClusterSection } from './cluster-results.js';
+import { benchDiscovery } from './discovery-bench.js';
 import { benchEnvoy } from './envoy-bench.js';
 import { benchExtProc } from './extproc-bench.js';
 import { machineInfo } from './machine.js';
@@ -20,6 +22,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { id: 'a', title: 'classify + decide per request', run: benchRoute },
   { id: 'b', title: 'server CPU per ext_proc request (real gRPC)', run: benchExtProc },
   { id: 'c', title: 'latency added through the real Envoy', run: benchEnvoy },
+  { id: 'd', title: 'peer-aggregated /apis: merge and per-request cost', run: benchDiscovery },
 ];
 
 const started = Date.now();
@@ -63,6 +66,8 @@ async function main(): Promise<number> {
   }
 
   const file = join(packageRoot(), 'bench', 'RESULTS.md');
+  // The real-cluster results (npm run test:cluster) live in the same file; keep them.
+  const cluster = extractClusterSection(await readFile(file, 'utf8').catch(() => ''));
   await writeFile(file, renderResults({
     machine,
     command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
@@ -70,7 +75,7 @@ async function main(): Promise<number> {
     failures,
     skipped: BENCHMARKS.filter((b) => !chosen.includes(b)).map((b) => `(${b.id}) ${b.title}`),
     durationS: (Date.now() - started) / 1000,
-  }));
+  }) + (cluster === null ? '' : `\n${cluster}\n`));
   progress(`wrote ${file}`);
   return failures.length > 0 ? 1 : 0;
 }

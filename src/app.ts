@@ -5,6 +5,7 @@ import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';
 import { createExtProcServer } from './extproc/server.js';
+import { apiserverIdentity } from './discovery/apiserver-identity.js';
 import { createRouter, type RequestRouter } from './routing/router.js';
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
@@ -46,9 +47,11 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
   });
   const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
+  const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
     retryAfterSeconds: config.routing.retryAfterSeconds,
+    identityOf: (name) => apiserverIdentity(hostnames.get(name) ?? name),
   });
   const extprocLogger = logger.child({ component: 'extproc' });
   const logObserver = createLogObserver(extprocLogger);

@@ -50,6 +50,11 @@ const apiserver = z
     caFile: path.optional(),
     /** Name to verify the serving certificate against (and send as SNI) when the URL holds an IP. */
     serverName: z.string().min(1).optional(),
+    /**
+     * The apiserver's hostname, from which kube-apiserver derives its identity lease name; the
+     * merged /apis orders servers by it exactly as kube-apiserver does. Default: `name`.
+     */
+    hostname: z.string().min(1).optional(),
     credentials: credentials.optional(),
   })
   .strict();

@@ -93,10 +93,13 @@ export function traceFields(ctx: DecisionContext): Record<string, string> {
   return incoming ? { trace_id: incoming.traceId, parent_span_id: incoming.spanId } : {};
 }
 
-/** Routine decisions: every apiserver can answer, or the request is not about a resource. */
+/**
+ * Routine decisions: every apiserver can answer, the request is not about a resource, or it is
+ * the merged /apis that every kubectl invocation asks for.
+ */
 function isRoutine(result: RoutingResult): boolean {
   const d = result.decision;
-  return d.outcome === 'default' || (d.outcome === 'passthrough' && d.reason === 'non_resource');
+  return d.outcome === 'default' || d.outcome === 'discovery' || (d.outcome === 'passthrough' && d.reason === 'non_resource');
 }
 
 /**

@@ -58,44 +58,58 @@ export function decide(info: RequestInfo, snap: Snapshot, opts: DecideOptions): 
     return { outcome: 'passthrough', reason: 'empty_path_segment', candidates: NO_CANDIDATES };
   }
 
+  // Sort the apiservers by what their views can prove. Only a current view proves anything: a
+  // server whose view could not be refreshed may have been restarted as another version, and
+  // one that is back but not yet ready may already serve requests (kube-apiserver does).
   const servers = snap.servers;
   const byServer = snap.resources.get(gvrKey(info.group, info.version, info.resource));
-  const candidates: string[] = [];
-  const healthy: string[] = [];
+  const known: string[] = []; // current view: serves this request
+  const knownReady: string[] = [];
+  const unverified: string[] = []; // view missing or not current
+  const unverifiedReady: string[] = [];
+  let knownNot = 0; // current view: does not serve it
   let verbMissing = false;
   for (const s of servers) {
+    const ready = isHealthy(s);
+    if (!isFresh(s, opts.now, opts.staleAfterMs)) {
+      unverified.push(s.name);
+      if (ready) unverifiedReady.push(s.name);
+      continue;
+    }
     const c = capabilityFor(byServer?.get(s.name), info);
     if (c === 'capable') {
-      candidates.push(s.name);
-      if (isHealthy(s)) healthy.push(s.name);
-    } else if (c === 'verb_missing') {
-      verbMissing = true;
+      known.push(s.name);
+      if (ready) knownReady.push(s.name);
+    } else {
+      knownNot++;
+      if (c === 'verb_missing') verbMissing = true;
     }
   }
+  const pick = (names: readonly string[]): string => names[Math.min(names.length - 1, Math.floor(opts.rng() * names.length))] as string;
 
-  if (candidates.length > 0) {
-    if (healthy.length === 0) {
-      // A healthy server whose view we cannot trust might serve it: let it try rather than 503.
-      const unsure = servers.some((s) => !candidates.includes(s.name) && isHealthy(s) && !isFresh(s, opts.now, opts.staleAfterMs));
-      if (unsure) return { outcome: 'passthrough', reason: 'view_incomplete', candidates };
-      return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
+  if (knownReady.length > 0) {
+    // Balancing over every apiserver is only right when every one of them is proven able.
+    if (knownReady.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates: known };
+    return { outcome: 'routed', reason: 'served_by_subset', upstream: pick(knownReady), candidates: known };
+  }
+  if (unverified.length === 0) {
+    // Every view is current and no ready apiserver serves it.
+    if (known.length > 0) return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: known };
+    if (verbMissing) return { outcome: 'passthrough', reason: 'verb_not_listed', candidates: NO_CANDIDATES };
+    if (!snap.groupVersions.has(gvKey(info.group, info.version))) {
+      return { outcome: 'not_found', reason: 'group_version_not_served', candidates: NO_CANDIDATES };
     }
-    if (candidates.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates };
-    const upstream = healthy[Math.min(healthy.length - 1, Math.floor(opts.rng() * healthy.length))] as string;
-    return { outcome: 'routed', reason: 'served_by_subset', upstream, candidates };
+    if (info.subresource !== '' && byServer !== undefined && byServer.size > 0) {
+      return { outcome: 'not_found', reason: 'subresource_not_served', candidates: NO_CANDIDATES };
+    }
+    return { outcome: 'not_found', reason: 'resource_not_served', candidates: NO_CANDIDATES };
   }
-
-  // Nobody can serve it. Say so only from views that are all present, complete and current.
-  if (servers.some((s) => s.view === null)) return { outcome: 'passthrough', reason: 'not_synced', candidates };
-  if (!servers.every((s) => isFresh(s, opts.now, opts.staleAfterMs))) {
-    return { outcome: 'passthrough', reason: 'view_incomplete', candidates };
+  if (knownNot === 0 && known.length === 0) {
+    // Nothing is proven either way (skewgate starting, or every view out of date): balance.
+    return { outcome: 'passthrough', reason: servers.some((s) => s.view === null) ? 'not_synced' : 'view_incomplete', candidates: NO_CANDIDATES };
   }
-  if (verbMissing) return { outcome: 'passthrough', reason: 'verb_not_listed', candidates };
-  if (!snap.groupVersions.has(gvKey(info.group, info.version))) {
-    return { outcome: 'not_found', reason: 'group_version_not_served', candidates };
-  }
-  if (info.subresource !== '' && byServer !== undefined && byServer.size > 0) {
-    return { outcome: 'not_found', reason: 'subresource_not_served', candidates };
-  }
-  return { outcome: 'not_found', reason: 'resource_not_served', candidates };
+  // Some apiservers are known NOT to serve it: never balance onto them (their 404 would be false).
+  const candidates = [...known, ...unverified];
+  if (unverifiedReady.length > 0) return { outcome: 'routed', reason: 'unverified_candidate', upstream: pick(unverifiedReady), candidates };
+  return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
 }

@@ -17,10 +17,15 @@ export interface DefaultDecision extends Base {
   readonly reason: 'served_by_all';
 }
 
-/** Send to one named apiserver; only some can serve the request. */
+/**
+ * Send to one named apiserver. served_by_subset: a current view says it serves the request and
+ * not every apiserver is known to. unverified_candidate: no current view says so, and the views
+ * that are current say their servers do not; the chosen server's view could not be refreshed
+ * (it may just have come back as another version), so it is the only one that might.
+ */
 export interface RoutedDecision extends Base {
   readonly outcome: 'routed';
-  readonly reason: 'served_by_subset';
+  readonly reason: 'served_by_subset' | 'unverified_candidate';
   readonly upstream: string;
 }
 
@@ -30,7 +35,10 @@ export interface NotFoundDecision extends Base {
   readonly reason: 'group_version_not_served' | 'resource_not_served' | 'subresource_not_served';
 }
 
-/** Some apiservers can serve it but none of them is healthy: 503 at once. */
+/**
+ * The apiservers that can (or, with a view that is not current, might) serve it are not ready,
+ * and the others are known not to: 503 at once, with Retry-After.
+ */
 export interface UnavailableDecision extends Base {
   readonly outcome: 'unavailable';
   readonly reason: 'no_healthy_capable_server';

@@ -45,6 +45,9 @@ function parseQ(s: string): number {
   return 0;
 }
 
+/** Go's sort.Sort uses insertion sort up to this many elements. */
+const GO_INSERTION_SORT_MAX = 12;
+
 /** goautoneg's ordering: higher q first, then concrete types before wildcards (not a strict order). */
 function before(a: AcceptClause, b: AcceptClause): boolean {
   if (a.q > b.q) return true;
@@ -55,7 +58,7 @@ function before(a: AcceptClause, b: AcceptClause): boolean {
 
 /**
  * The clauses of an Accept header in the order kube-apiserver tries them. Malformed clauses are
- * dropped, a parameter without a value is ignored, and the sort is Go's for short lists (an
+ * dropped, a parameter without a value is ignored, and the sort is Go's for up to 12 clauses (an
  * insertion sort, so equal clauses keep the client's order).
  */
 export function parseAccept(header: string): AcceptClause[] {
@@ -92,6 +95,10 @@ export function parseAccept(header: string): AcceptClause[] {
       else params.set(token, trim(value));
     }
     clauses.push({ type, subType, q, params });
+  }
+  if (clauses.length > GO_INSERTION_SORT_MAX) {
+    // Go switches to pdqsort here (not stable); a stable O(n log n) sort keeps a hostile header cheap.
+    return clauses.sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   }
   for (let i = 1; i < clauses.length; i++) {
     for (let j = i; j > 0 && before(clauses[j] as AcceptClause, clauses[j - 1] as AcceptClause); j--) {

@@ -16,8 +16,24 @@ const NONE: readonly string[] = Object.freeze([]);
  */
 export function wantsPeerAggregatedApis(info: RequestInfo, headers: ReadonlyMap<string, string>): boolean {
   if (info.kind !== 'non-resource' || info.method !== 'GET' || info.path !== '/apis') return false;
-  const n = negotiateApis(headers.get('accept'));
-  return n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer';
+  return acceptsPeerAggregatedJson(headers.get('accept') ?? '');
+}
+
+/** Clients send the same few Accept headers over and over: negotiate each once (a small, bounded memo). */
+const negotiated = new Map<string, boolean>();
+const NEGOTIATED_MAX = 256;
+const NEGOTIATED_MAX_LENGTH = 512;
+
+function acceptsPeerAggregatedJson(accept: string): boolean {
+  const known = negotiated.get(accept);
+  if (known !== undefined) return known;
+  const n = negotiateApis(accept);
+  const yes = n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer';
+  if (accept.length <= NEGOTIATED_MAX_LENGTH) {
+    if (negotiated.size >= NEGOTIATED_MAX) negotiated.clear();
+    negotiated.set(accept, yes);
+  }
+  return yes;
 }
 
 export interface PeerDiscoveryRouteOptions {

@@ -76,7 +76,9 @@ t.test('If-None-Match with the ETag: 304 without a body, from the edge', async (
   t.equal(again.text, '');
   t.equal(again.headers['etag'], etag);
   t.equal(again.headers[REASON_HEADER], 'merged_apis_not_modified');
-  t.equal(stack.apiservers.reduce((n, s) => n + s.requests.filter((r) => r.path.startsWith('/apis')).length, 0), 0, 'no apiserver was asked');
+  // skewgate's own discovery polls (user-agent skewgate-discovery) go on meanwhile; the client's do not reach an apiserver.
+  const asked = stack.apiservers.flatMap((s) => s.requests).filter((r) => r.path.startsWith('/apis') && r.headers['user-agent'] !== 'skewgate-discovery');
+  t.equal(asked.length, 0, 'no apiserver was asked');
   const other = await apis({ accept: MEDIA_AGGREGATED_V2, 'if-none-match': '"0"' });
   t.equal(other.status, 200, 'another tag: the document');
 });
