@@ -21,6 +21,22 @@ export interface ServerDocument {
   readonly document: unknown;
 }
 
+/**
+ * A frozen document (as a ServerView holds it) is decoded once: when one apiserver's view changes,
+ * the others' documents are not decoded again. The merge never changes what it is given.
+ */
+const decodedDocuments = new WeakMap<object, readonly GroupDiscovery[]>();
+
+function decoded(document: unknown): readonly GroupDiscovery[] {
+  if (document === null || typeof document !== 'object' || !Object.isFrozen(document)) return decodeGroupList(document);
+  let groups = decodedDocuments.get(document);
+  if (groups === undefined) {
+    groups = Object.freeze(decodeGroupList(document));
+    decodedDocuments.set(document, groups);
+  }
+  return groups;
+}
+
 const sameNames = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /** Verbs unioned and sorted; subresources unioned by name (a later copy wins) and sorted; the rest from `a`. */
@@ -108,22 +124,22 @@ function mergeGroupVersions(a: GroupDiscovery, b: GroupDiscovery): [GroupDiscove
  * in Go order of serverId (a repeated id: the later document wins). Throws AggregatedDecodeError
  * when a document does not decode as Go would.
  */
-export function mergePeerDiscovery(docs: readonly ServerDocument[]): GroupDiscovery[] {
-  const byServer = new Map<string, GroupDiscovery[]>();
-  for (const d of docs) byServer.set(d.serverId, decodeGroupList(d.document));
+export function mergePeerDiscovery(docs: readonly ServerDocument[]): readonly GroupDiscovery[] {
+  const byServer = new Map<string, readonly GroupDiscovery[]>();
+  for (const d of docs) byServer.set(d.serverId, decoded(d.document));
   const ids = [...byServer.keys()].sort(compareGoStrings);
   const first = byServer.get(ids[0] ?? '');
   if (first === undefined) return [];
   if (ids.length === 1) return first;
 
   const merged = new Map<string, GroupDiscovery>();
-  const groupNames: string[][] = [];
+  const groupNames: (readonly string[])[] = [];
   let changed = false;
   let allSameNames = true;
   const firstNames = first.map((g) => g.name);
   for (const id of ids) {
     const names: string[] = [];
-    for (const g of byServer.get(id) as GroupDiscovery[]) {
+    for (const g of byServer.get(id) as readonly GroupDiscovery[]) {
       const existing = merged.get(g.name);
       if (existing === undefined) {
         merged.set(g.name, g);

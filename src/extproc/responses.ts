@@ -91,6 +91,10 @@ export function statusResponse(
 export function peerDiscoveryResponse(decision: DiscoveryDecision): ProcessingResponseOut {
   const doc = decision.document;
   const notModified = decision.reason === 'merged_apis_not_modified';
+  // Built once per document and kind of answer, then handed out as is (nothing mutates replies).
+  const cached = peerDiscoveryReplies.get(doc);
+  const hit = notModified ? cached?.notModified : cached?.ok;
+  if (hit) return hit;
   const immediate: ImmediateResponseOut = {
     status: { code: notModified ? 304 : 200 },
     headers: {
@@ -105,8 +109,12 @@ export function peerDiscoveryResponse(decision: DiscoveryDecision): ProcessingRe
     ...(notModified ? {} : { body: doc.body }),
     details: `${DETAILS_PREFIX}${decision.reason}`,
   };
-  return { immediate_response: immediate };
+  const reply: ProcessingResponseOut = { immediate_response: immediate };
+  peerDiscoveryReplies.set(doc, { ...cached, ...(notModified ? { notModified: reply } : { ok: reply }) });
+  return reply;
 }
+
+const peerDiscoveryReplies = new WeakMap<DiscoveryDecision['document'], { readonly ok?: ProcessingResponseOut; readonly notModified?: ProcessingResponseOut }>();
 
 /** The answer when routing itself failed (a bug): 500 with a Status body. */
 export function internalErrorResponse(message = 'skewgate could not route this request because of an internal error'): ProcessingResponseOut {

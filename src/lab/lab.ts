@@ -5,7 +5,7 @@
 // running. Tests use the same detached processes (killOnExit guards a crashing test runner).
 import { spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, writeFile, open as openFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile, open as openFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Agent, request } from 'undici';
@@ -17,7 +17,7 @@ import { withoutExtProc } from '../demo/stack.js';
 import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
 import { gatewayConfigDocument, gatewayKubeconfig, skewgateRbac, type GatewayApiServer } from './gateway-config.js';
 import { createLabPki, type LabPki } from './pki.js';
-import { isOurs, readStat } from './procfs.js';
+import { findProcesses, ownership, readBootId, readStat, type ProcIdentity } from './procfs.js';
 import { labBinary, labVersions } from './versions.js';
 
 export interface LabOptions {
@@ -65,6 +65,7 @@ interface ProcRecord {
   readonly kind: ProcKind;
   readonly pid: number;
   readonly startTime: string;
+  readonly bootId?: string;
   readonly marker: string;
   readonly logFile: string;
   readonly startedAt: string;
@@ -129,9 +130,15 @@ export class Lab {
   private readonly log: (line: string) => void;
   private readonly readyTimeoutMs: number;
   private readonly etcdPorts: { readonly client: number; readonly peer: number };
-  /** Pids this object spawned: the only ones killOnExit may kill. */
-  private readonly spawned = new Set<number>();
+  /**
+   * Every process this object spawned, by pid, until it is known to be gone: down() stops these
+   * even if a record was dropped, and killOnExit may kill only these.
+   */
+  private readonly started = new Map<number, ProcRecord>();
   private readonly killOnExitHook: (() => void) | undefined;
+  /** Run-dir record writes, one at a time (parallel starts must not interleave them). */
+  private writes: Promise<unknown> = Promise.resolve();
+  private tmpSeq = 0;
 
   private constructor(dir: string, pki: LabPki, ca: string, opts: LabOptions) {
     this.dir = dir;
@@ -144,7 +151,7 @@ export class Lab {
     this.agent = new Agent({ connect: { ca } });
     if (opts.killOnExit) {
       this.killOnExitHook = (): void => {
-        for (const pid of this.spawned) if (!this.exits.has(pid)) signal(pid, 'SIGKILL');
+        for (const pid of this.started.keys()) if (!this.exits.has(pid)) signal(pid, 'SIGKILL');
       };
       process.on('exit', this.killOnExitHook);
     }
@@ -163,18 +170,7 @@ export class Lab {
 
   private async init(): Promise<void> {
     await writeFile(join(this.dir, 'audit-policy.yaml'), AUDIT_POLICY);
-    for (const entry of await readdir(this.runDir)) {
-      if (!entry.endsWith('.json')) continue;
-      const file = join(this.runDir, entry);
-      let rec: ProcRecord;
-      try {
-        rec = JSON.parse(await readFile(file, 'utf8')) as ProcRecord;
-      } catch {
-        continue;
-      }
-      if (await isOurs(rec)) this.procs.set(rec.name, rec);
-      else await this.forget(rec.name);
-    }
+    await this.adoptRecords();
     try {
       const known = JSON.parse(await readFile(this.apiserversFile(), 'utf8')) as ApiServerSpec[];
       for (const s of known) this.apiservers.set(s.name, s);
@@ -243,12 +239,13 @@ export class Lab {
       await mkdir(certDir, { recursive: true });
       const args = apiServerArgs(spec, this.pki, etcd.url, {
         certDir,
-        auditLog: join(this.logDir, `${spec.name}.audit.log`),
+        auditLog: this.auditLogFile(spec.name),
         auditPolicyFile: join(this.dir, 'audit-policy.yaml'),
       });
       this.apiservers.set(spec.name, spec);
       await this.saveApiServers();
-      // unshare execs (no fork) and sh execs: the pid we record is kube-apiserver's own.
+      // unshare execs (no fork) and sh execs: the pid we record is kube-apiserver's own. Every
+      // link of that chain carries the marker (and procfs.ts copes with the empty cmdline mid-exec).
       await this.spawnDetached({
         name: spec.name, kind: 'kube-apiserver', cmd: 'unshare',
         args: ['--uts', 'sh', '-c', 'hostname "$1" && shift && exec "$@"', 'sh', spec.name, bin, ...args],
@@ -377,18 +374,35 @@ export class Lab {
     return rows;
   }
 
-  /** Stops everything (gateways, apiservers, etcd) and verifies that nothing is left running. */
+  /**
+   * Stops everything (gateways, apiservers, etcd): what this object tracks, records other Lab
+   * objects wrote since, what this object spawned (even if dropped), then any process still
+   * carrying one of this run dir's markers; verifies that nothing is left running.
+   */
   async down(): Promise<void> {
-    const byKind = (k: ProcKind): ProcRecord[] => [...this.procs.values()].filter((p) => p.kind === k);
-    await Promise.all(byKind('envoy').map((p) => this.stopProc(p.name, 5000)));
-    await Promise.all(byKind('skewgate').map((p) => this.stopProc(p.name, 10_000)));
-    await Promise.all(byKind('kube-apiserver').map((p) => this.stopProc(p.name, APISERVER_STOP_GRACE_MS)));
-    await this.stopProc(ETCD, 10_000);
-    const left = [];
-    for (const p of this.procs.values()) if (await isOurs(p)) left.push(`${p.name} (pid ${p.pid})`);
+    await this.adoptRecords();
+    const all = new Map<string, ProcRecord>();
+    for (const p of [...this.procs.values(), ...this.started.values()]) all.set(`${p.pid}/${p.startTime}`, p);
+    const byKind = (k: ProcKind): ProcRecord[] => [...all.values()].filter((p) => p.kind === k);
+    const stop = (p: ProcRecord, graceMs: number): Promise<void> => this.stopRecord(p, graceMs);
+    await Promise.all(byKind('envoy').map((p) => stop(p, 5000)));
+    await Promise.all(byKind('skewgate').map((p) => stop(p, 10_000)));
+    await Promise.all(byKind('kube-apiserver').map((p) => stop(p, APISERVER_STOP_GRACE_MS)));
+    await Promise.all(byKind('etcd').map((p) => stop(p, 10_000)));
+    const strays = await findProcesses((argv) => this.carriesMarker(argv));
+    if (strays.length > 0) {
+      this.log(`stopping ${strays.length} process(es) of ${this.dir} without a record: ${strays.map((p) => `pid ${p.pid} ${p.cmdline[0] ?? ''}`).join(', ')}`);
+      const bootId = await readBootId();
+      await Promise.all(strays.map((p) => this.terminate(`pid ${p.pid}`, {
+        pid: p.pid, startTime: p.startTime, marker: p.cmdline.find((a) => this.carriesMarker([a])) ?? '', ...(bootId === null ? {} : { bootId }),
+      }, APISERVER_STOP_GRACE_MS)));
+    }
+    const left: string[] = [];
+    for (const p of all.values()) if ((await ownership(p)).verdict === 'ours') left.push(`${p.name} (pid ${p.pid})`);
+    for (const p of await findProcesses((argv) => this.carriesMarker(argv))) left.push(`pid ${p.pid} (${p.cmdline.join(' ').slice(0, 120)})`);
     if (left.length > 0) throw new LabError(`still running after down: ${left.join(', ')}`);
     this.apiservers.clear();
-    await rm(this.apiserversFile(), { force: true });
+    await this.serialized(() => rm(this.apiserversFile(), { force: true }));
     await this.close();
   }
 
@@ -403,20 +417,70 @@ export class Lab {
     return join(this.logDir, `${name}.log`);
   }
 
+  /** An apiserver's audit log (metadata of every request; whether or not it runs). */
+  auditLogFile(name: string): string {
+    return join(this.logDir, `${name}.audit.log`);
+  }
+
   // ---- internals ---------------------------------------------------------------------------
 
   private apiserversFile(): string {
     return join(this.dir, 'apiservers.json');
   }
 
-  private async saveApiServers(): Promise<void> {
-    await writeFile(this.apiserversFile(), `${JSON.stringify([...this.apiservers.values()], null, 2)}\n`);
+  /** The list as it is when the write's turn comes, so the last write carries every start. */
+  private saveApiServers(): Promise<void> {
+    return this.serialized(() => this.writeAtomic(this.apiserversFile(), `${JSON.stringify([...this.apiservers.values()], null, 2)}\n`));
+  }
+
+  /** Runs record writes one after another, in call order (a failed one does not block the next). */
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.writes.then(fn, fn);
+    this.writes = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Readers (another Lab, another shell) see the old file or the new one, never half of one. */
+  private async writeAtomic(file: string, text: string): Promise<void> {
+    const tmp = `${file}.${process.pid}.${++this.tmpSeq}.tmp`;
+    try {
+      await writeFile(tmp, text);
+      await rename(tmp, file);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+  }
+
+  /** Takes over the records in the run dir whose process still runs; drops the others. */
+  private async adoptRecords(): Promise<void> {
+    for (const entry of await readdir(this.runDir)) {
+      if (!entry.endsWith('.json')) continue;
+      let rec: ProcRecord;
+      try {
+        rec = JSON.parse(await readFile(join(this.runDir, entry), 'utf8')) as ProcRecord;
+      } catch {
+        continue;
+      }
+      // A name this object tracks already: its own record wins (down() finds the other one by its marker).
+      if (this.procs.has(rec.name)) continue;
+      if ((await ownership(rec)).verdict === 'ours') this.procs.set(rec.name, rec);
+      else await this.removeRecordFiles(rec.name);
+    }
+  }
+
+  /** An argument only this run dir's etcd, apiservers (and their exec chain), Envoys and skewgates carry. */
+  private carriesMarker(argv: readonly string[]): boolean {
+    const gateways = `${this.runDir}/gateway-`;
+    return argv.some((a) => a.startsWith(`--cert-dir=${this.runDir}/`)
+      || a === `--data-dir=${join(this.dir, 'etcd-data')}`
+      || (a.startsWith(gateways) && (a.endsWith('/envoy.yaml') || a.endsWith('/skewgate.yaml'))));
   }
 
   private async alive(name: string): Promise<ProcRecord | undefined> {
     const rec = this.procs.get(name);
     if (rec === undefined) return undefined;
-    if (this.exits.has(rec.pid) || !(await isOurs(rec))) return undefined;
+    if ((this.started.has(rec.pid) && this.exits.has(rec.pid)) || (await ownership(rec)).verdict !== 'ours') return undefined;
     return rec;
   }
 
@@ -446,17 +510,23 @@ export class Lab {
       });
     });
     child.unref();
-    this.spawned.add(pid);
-    const stat = await readStat(pid);
+    // Tracked before any await: whatever happens next, down() and killOnExit know this pid.
+    const provisional: ProcRecord = { name: o.name, kind: o.kind, pid, startTime: '', marker: o.marker, logFile, startedAt: new Date().toISOString() };
+    this.started.set(pid, provisional);
+    const [stat, bootId] = await Promise.all([readStat(pid), readBootId()]);
     const rec: ProcRecord = {
-      name: o.name, kind: o.kind, pid, startTime: stat?.startTime ?? '', marker: o.marker, logFile, startedAt: new Date().toISOString(),
+      ...provisional, startTime: stat?.startTime ?? '',
+      ...(bootId === null ? {} : { bootId }),
       ...(o.url === undefined ? {} : { url: o.url }),
       ...(o.apiserver === undefined ? {} : { apiserver: o.apiserver }),
       ...(o.gateway === undefined ? {} : { gateway: o.gateway }),
     };
+    this.started.set(pid, rec);
     this.procs.set(o.name, rec);
-    await writeFile(join(this.runDir, `${o.name}.pid`), `${pid}\n`);
-    await writeFile(join(this.runDir, `${o.name}.json`), `${JSON.stringify(rec, null, 2)}\n`);
+    await this.serialized(async () => {
+      await this.writeAtomic(join(this.runDir, `${o.name}.pid`), `${pid}\n`);
+      await this.writeAtomic(join(this.runDir, `${o.name}.json`), `${JSON.stringify(rec, null, 2)}\n`);
+    });
     return rec;
   }
 
@@ -465,10 +535,15 @@ export class Lab {
     const deadline = Date.now() + timeoutMs;
     let last = 'not checked yet';
     for (;;) {
-      const exit = this.exits.get(rec.pid);
-      if (exit !== undefined || !(await isOurs(rec))) {
-        await this.forget(rec.name);
-        throw new LabError(`${rec.name} exited before it was ready (${exit ?? 'gone'}); log: ${rec.logFile}`, await logTail(rec.logFile));
+      // Liveness by pid + start time (procfs.ts): a process in the middle of an exec is still ours.
+      let gone = this.started.has(rec.pid) ? this.exits.get(rec.pid) : undefined;
+      if (gone === undefined) {
+        const o = await ownership(rec);
+        if (o.verdict !== 'ours') gone = o.detail;
+      }
+      if (gone !== undefined) {
+        await this.forget(rec);
+        throw new LabError(`${rec.name} exited before it was ready (${gone}); log: ${rec.logFile}`, await logTail(rec.logFile));
       }
       try {
         const problem = await check();
@@ -486,26 +561,47 @@ export class Lab {
 
   private async stopProc(name: string, graceMs: number): Promise<void> {
     const rec = this.procs.get(name);
-    if (rec === undefined) return;
-    if (await isOurs(rec)) {
-      signal(rec.pid, 'SIGTERM');
-      const deadline = Date.now() + graceMs;
-      while ((await isOurs(rec)) && Date.now() < deadline) await sleep(100);
-      if (await isOurs(rec)) {
-        this.log(`${name} did not stop within ${seconds(graceMs)}: SIGKILL`);
-        signal(rec.pid, 'SIGKILL');
-        const killDeadline = Date.now() + 5000;
-        while ((await isOurs(rec)) && Date.now() < killDeadline) await sleep(100);
-        if (await isOurs(rec)) throw new LabError(`${name} (pid ${rec.pid}) survived SIGKILL`);
-      }
-    }
-    await this.forget(name);
+    if (rec !== undefined) await this.stopRecord(rec, graceMs);
   }
 
-  private async forget(name: string): Promise<void> {
-    this.procs.delete(name);
-    await rm(join(this.runDir, `${name}.pid`), { force: true });
-    await rm(join(this.runDir, `${name}.json`), { force: true });
+  private async stopRecord(rec: ProcRecord, graceMs: number): Promise<void> {
+    await this.terminate(rec.name, rec, graceMs);
+    await this.forget(rec);
+  }
+
+  /** SIGTERM, SIGKILL after graceMs; resolves once the process is gone (no-op if it is). */
+  private async terminate(label: string, id: ProcIdentity, graceMs: number): Promise<void> {
+    const ours = async (): Promise<boolean> => (await ownership(id)).verdict === 'ours';
+    if (!(await ours())) return;
+    signal(id.pid, 'SIGTERM');
+    const deadline = Date.now() + graceMs;
+    while ((await ours()) && Date.now() < deadline) await sleep(100);
+    if (!(await ours())) return;
+    this.log(`${label} did not stop within ${seconds(graceMs)}: SIGKILL`);
+    signal(id.pid, 'SIGKILL');
+    const killDeadline = Date.now() + 5000;
+    while ((await ours()) && Date.now() < killDeadline) await sleep(100);
+    if (await ours()) throw new LabError(`${label} (pid ${id.pid}) survived SIGKILL`);
+  }
+
+  /** Drops the record of a process that is gone; one still running stays tracked, whatever the caller thought. */
+  private async forget(rec: ProcRecord): Promise<void> {
+    if ((await ownership(rec)).verdict === 'ours') {
+      this.log(`${rec.name} (pid ${rec.pid}) still runs: it stays in the lab's records`);
+      return;
+    }
+    if (this.started.get(rec.pid)?.startTime === rec.startTime) this.started.delete(rec.pid);
+    const current = this.procs.get(rec.name);
+    if (current !== undefined && current.pid !== rec.pid) return; // replaced meanwhile: keep the newer record
+    this.procs.delete(rec.name);
+    await this.removeRecordFiles(rec.name);
+  }
+
+  private removeRecordFiles(name: string): Promise<void> {
+    return this.serialized(async () => {
+      await rm(join(this.runDir, `${name}.pid`), { force: true });
+      await rm(join(this.runDir, `${name}.json`), { force: true });
+    });
   }
 
   /** skewgate's token may list and watch CRDs and APIServices (stored in etcd: once per lab is enough). */

@@ -13,7 +13,7 @@ import { Agent, request } from 'undici';
 import { Lab } from '../../src/lab/lab.js';
 import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
-import { readStat } from '../../src/lab/procfs.js';
+import { judge, readStat, sample, type ProcIdentity } from '../../src/lab/procfs.js';
 import { apiServerArgs, etcdArgs } from '../../src/lab/flags.js';
 import { MEDIA_AGGREGATED_V2_NOPEER } from '../../src/constants.js';
 
@@ -69,6 +69,7 @@ async function resources(base: string): Promise<Set<string>> {
   return out;
 }
 
+let gatewayUrl = '';
 const OLD = { name: 'kas-old', version: versions.kubeOld, ip: '127.0.0.4', port: 6443 };
 const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.5', port: 6443 };
 
@@ -87,12 +88,70 @@ await t.test('every flag the lab passes exists in both kube-apiserver builds and
   t.same(names(etcd).filter((f) => !etcdKnown.has(f)), [], `etcd ${versions.etcd} knows all ${names(etcd).length} flags`);
 });
 
+await t.test('ownership by pid + start time + boot: an exec (empty command line) is not an exit', async (t) => {
+  const id: ProcIdentity = { pid: 42, startTime: '1000', bootId: 'b1', marker: '--cert-dir=/lab/run/kas-1/certs' };
+  const alive = { state: 'S', startTime: '1000' };
+  const chain = ['unshare', '--uts', 'sh', '-c', 'x', 'sh', 'kas-1', '/bin/kube-apiserver', id.marker];
+  t.equal(judge(id, { stat: alive, cmdline: chain, bootId: 'b1' }).verdict, 'ours', 'unshare');
+  t.equal(judge(id, { stat: alive, cmdline: chain.slice(2), bootId: 'b1' }).verdict, 'ours', 'sh');
+  t.equal(judge(id, { stat: alive, cmdline: [], bootId: 'b1' }).verdict, 'ours', 'mid-exec: empty command line');
+  t.equal(judge(id, { stat: alive, cmdline: null, bootId: 'b1' }).verdict, 'ours', 'mid-exec: unreadable command line');
+  t.equal(judge(id, { stat: alive, cmdline: chain.slice(7), bootId: 'b1' }).verdict, 'ours', 'kube-apiserver');
+  t.equal(judge(id, { stat: { state: 'Z', startTime: '1000' }, cmdline: [], bootId: 'b1' }).verdict, 'gone', 'zombie');
+  t.equal(judge(id, { stat: null, cmdline: null, bootId: 'b1' }).verdict, 'gone', 'no such pid');
+  t.equal(judge(id, { stat: { state: 'S', startTime: '2000' }, cmdline: chain, bootId: 'b1' }).verdict, 'gone', 'pid reused');
+  t.equal(judge(id, { stat: alive, cmdline: chain, bootId: 'b2' }).verdict, 'gone', 'another boot');
+  const legacy: ProcIdentity = { pid: 42, startTime: '1000', marker: id.marker };
+  t.equal(judge(legacy, { stat: alive, cmdline: [], bootId: 'b1' }).verdict, 'unsure', 'no boot id: an empty command line is looked at again');
+  t.equal(judge(legacy, { stat: alive, cmdline: ['/bin/other'], bootId: 'b1' }).verdict, 'gone', 'no boot id: a foreign command line');
+});
+
+/**
+ * Samples the run dir's records of `names` as fast as it can while they start: a process alive
+ * with its recorded start time must never be judged gone (the exec chain included).
+ */
+function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples: number; empty: number; programs: Set<string>; misjudged: string[] }> } {
+  let stopped = false;
+  const result = { samples: 0, empty: 0, programs: new Set<string>(), misjudged: [] as string[] };
+  const done = (async () => {
+    const firstSeen = new Map<string, number>();
+    while (!stopped) {
+      for (const name of names) {
+        const text = await readFile(join(dir, 'run', `${name}.json`), 'utf8').catch(() => '');
+        if (text === '') continue;
+        const rec = JSON.parse(text) as ProcIdentity;
+        const seen = firstSeen.get(name) ?? Date.now();
+        firstSeen.set(name, seen);
+        if (Date.now() - seen > 4000) continue; // the execs are over by then
+        const s = await sample(rec.pid);
+        result.samples++;
+        if (s.cmdline !== null && s.cmdline.length === 0) result.empty++;
+        if (s.cmdline?.[0] !== undefined) result.programs.add(s.cmdline[0].replace(/^.*\//, ''));
+        const live = s.stat !== null && s.stat.state !== 'Z' && s.stat.startTime === rec.startTime;
+        const v = judge(rec, s);
+        if (live && v.verdict !== 'ours') result.misjudged.push(`${name}: ${v.verdict} (${v.detail}) argv ${JSON.stringify(s.cmdline?.slice(0, 2))}`);
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+  })();
+  return { stop: async () => { stopped = true; await done; return result; } };
+}
+
 await t.test('etcd and two kube-apiservers of different versions', async (t) => {
   const etcdUrl = await lab.startEtcd();
   t.match(etcdUrl, /^http:\/\/127\.0\.0\.1:23794$/);
   const started = Date.now();
-  await Promise.all([lab.startApiServer(OLD), lab.startApiServer(NEW)]);
+  const watcher = watchStarts([OLD.name, NEW.name]);
+  try {
+    await Promise.all([lab.startApiServer(OLD), lab.startApiServer(NEW)]);
+  } finally {
+    const w = await watcher.stop();
+    t.comment(`exec chain while starting: ${w.samples} samples, ${w.empty} with an empty command line, programs seen ${[...w.programs].join(", ")}`);
+    t.same(w.misjudged, [], 'a live apiserver is never judged gone while it starts (exec chain included)');
+  }
   t.comment(`both apiservers ready ${((Date.now() - started) / 1000).toFixed(1)} s after start (in parallel)`);
+  const recorded = JSON.parse(await readFile(join(dir, 'apiservers.json'), 'utf8')) as { name: string }[];
+  t.same(recorded.map((s) => s.name).sort(), ['kas-new', 'kas-old'], 'apiservers.json holds both parallel starts');
   for (const s of [OLD, NEW]) {
     const res = await get(`${lab.apiServerUrl(s.name)}/version`);
     t.equal(res.status, 200);
@@ -112,6 +171,16 @@ await t.test('their APIs differ as the versions do', async (t) => {
   t.same(onlyOld, [], 'the new version serves everything the old one does');
   t.equal((await get(`${lab.apiServerUrl(OLD.name)}${MAP}`)).status, 404, 'the old one answers 404 itself');
   t.equal((await get(`${lab.apiServerUrl(NEW.name)}${MAP}`)).status, 200);
+  const res = await request(`${lab.apiServerUrl(OLD.name)}/version`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}` } });
+  await res.body.text();
+  const auditId = res.headers['audit-id'];
+  t.type(auditId, 'string', 'the apiserver answers with an Audit-Id');
+  let audit = '';
+  // The audit log is buffered: the entry appears shortly after the answer.
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline && !audit.includes(String(auditId)); await new Promise((r) => setTimeout(r, 200))) {
+    audit = await readFile(lab.auditLogFile(OLD.name), 'utf8').catch(() => '');
+  }
+  t.ok(audit.includes(`"auditID":"${String(auditId)}"`), `${OLD.name}'s audit log (lab.auditLogFile) has the request`);
 });
 
 await t.test('each apiserver has its own identity lease (own hostname)', async (t) => {
@@ -133,6 +202,7 @@ await t.test('each apiserver has its own identity lease (own hostname)', async (
 await t.test('skewgate routes the skewed resource; plain Envoy gives false 404s', async (t) => {
   const [gwPort, basePort] = [await freePort(), await freePort()];
   const gw = await lab.startGateway({ name: 'gateway', withSkewgate: true, port: gwPort });
+  gatewayUrl = gw.url;
   const base = await lab.startGateway({ name: 'baseline', withSkewgate: false, port: basePort });
   const tally = async (url: string): Promise<Record<number, number>> => {
     const counts: Record<number, number> = {};
@@ -178,15 +248,45 @@ await t.test('skewgate routes the skewed resource; plain Envoy gives false 404s'
   for (const f of failures) t.match(f, /the server doesn't have a resource type "mutatingadmissionpolicies"/, 'a failure is only the discovery race');
 });
 
-await t.test('down leaves no process running', async (t) => {
-  const before = (await lab.status()).filter((r) => r.alive && r.pid !== null);
-  t.equal(before.length, 6, `etcd, 2 apiservers, skewgate + Envoy, baseline Envoy: ${before.map((r) => r.name).join(', ')}`);
+await t.test('an apiserver with open watches stops within seconds', async (t) => {
+  t.ok(gatewayUrl, 'the gateway is up');
+  const watchPath = '/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=600';
+  const abort = new AbortController();
+  // Direct, and through the gateway (Envoy keeps its upstream connections open: the case that took 60 s).
+  for (const base of [lab.apiServerUrl(NEW.name), gatewayUrl, gatewayUrl, gatewayUrl]) {
+    const res = await request(`${base}${watchPath}`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}` }, signal: abort.signal });
+    t.equal(res.statusCode, 200, `watch open via ${base}`);
+    res.body.text().catch(() => undefined); // runs until the server ends it or the abort below
+  }
+  await new Promise((r) => setTimeout(r, 500));
   const started = Date.now();
-  await lab.down();
+  try {
+    await lab.stopApiServer(NEW.name);
+  } finally {
+    abort.abort();
+  }
+  const took = Date.now() - started;
+  t.comment(`${NEW.name} stopped in ${(took / 1000).toFixed(1)} s with watches open`);
+  t.ok(took < 20_000, `stopped within 20 s (--shutdown-watch-termination-grace-period; took ${(took / 1000).toFixed(1)} s)`);
+  t.notOk((await lab.status()).find((r) => r.name === NEW.name)?.alive, `${NEW.name} is stopped`);
+});
+
+await t.test('down leaves no process running, even one without a record', async (t) => {
+  const before = (await lab.status()).filter((r) => r.alive && r.pid !== null);
+  t.equal(before.length, 5, `etcd, 1 apiserver, skewgate + Envoy, baseline Envoy: ${before.map((r) => r.name).join(', ')}`);
+  // A lab that lost track of a process: the baseline Envoy's record is gone.
+  await rm(join(dir, 'run', 'envoy-baseline.json'));
+  await rm(join(dir, 'run', 'envoy-baseline.pid'));
+  const other = await Lab.open({ dir, log: (l) => t.comment(`(second Lab) ${l}`) });
+  t.notOk((await other.status()).some((r) => r.name === 'envoy-baseline'), 'the second Lab has no record of envoy-baseline');
+  const started = Date.now();
+  await other.down();
   t.comment(`down in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   for (const r of before) {
     const stat = await readStat(r.pid as number);
     t.ok(stat === null || stat.state === 'Z', `${r.name} (pid ${r.pid}) is gone`);
   }
   t.same((await lab.status()).filter((r) => r.alive), [], 'status: nothing alive');
+  await lab.down();
+  t.pass('down of the first Lab finds nothing left');
 });

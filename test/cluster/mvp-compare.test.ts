@@ -33,6 +33,7 @@ const progress = (line: string): void => {
   process.stderr.write(`[mvp-compare +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const ms = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? 'n/a' : `${v.toFixed(2)} ms`);
 
 t.setTimeout(8 * 60_000);
 
@@ -51,11 +52,10 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
   try {
     await lab.startEtcd();
     const origin = clock();
-    const grace = '--shutdown-watch-termination-grace-period=5s';
     const specs: ApiServerSpec[] = [
-      { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true, extraArgs: [grace] },
-      { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true, extraArgs: [grace] },
-      { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true, extraArgs: [grace] },
+      { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true },
+      { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true },
+      { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true },
     ];
     await Promise.all(specs.map((s) => session.start(s)));
     const url = (name: string): string => lab.apiServerUrl(name);
@@ -112,6 +112,8 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     const ok = (r: TimedRequest): boolean => r.status !== null && r.status >= 200 && r.status < 300;
     const rows: string[][] = [];
     const stats: Record<string, { n: number; ok: number; proxied: number; unknown: number }> = {};
+    const p50: Record<string, number> = {};
+    const p99: Record<string, number> = {};
     const groups: { label: string; arm: string; pick: (r: TimedRequest) => boolean }[] = [];
     for (const arm of ARMS) {
       groups.push({ label: 'skewed: all', arm, pick: (r) => r.kind === 'skewed' });
@@ -126,7 +128,10 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
       const rs = timed.filter((r) => r.arm === g.arm && g.pick(r));
       const s = { n: rs.length, ok: rs.filter(ok).length, proxied: rs.filter((r) => hops(r) === 2).length, unknown: rs.filter((r) => hops(r) === 0).length };
       stats[`${g.arm}/${g.label}`] = s;
-      rows.push(latencyRow(`${g.arm === 'mvp' ? 'plain Envoy + MVP' : 'Envoy + skewgate'} — ${g.label}`, summariseLatency(rs.filter(ok).map((r) => r.endMs - r.startMs)), [
+      const lat = summariseLatency(rs.filter(ok).map((r) => r.endMs - r.startMs));
+      p50[`${g.arm}/${g.label}`] = lat.p50;
+      p99[`${g.arm}/${g.label}`] = lat.p99;
+      rows.push(latencyRow(`${g.arm === 'mvp' ? 'plain Envoy + MVP' : 'Envoy + skewgate'} — ${g.label}`, lat, [
         `${s.n - s.ok}`, s.n === 0 ? '—' : `${s.proxied} (${((100 * s.proxied) / s.n).toFixed(1)} %)`, `${s.unknown}`,
       ]));
     }
@@ -158,6 +163,8 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
       `**Method.** A mixed phase: kas-1 and kas-2 run v${v.kubeOld} with the Mixed Version Proxy switched on (\`--feature-gates=UnknownVersionInteroperabilityProxy=true\`, alpha in 1.35), kas-3 runs v${v.kubeNew} (gate beta, on); all three with \`--peer-ca-file\` (the cluster CA), \`--peer-advertise-ip/port\` and the front-proxy client certificate, so an old server forwards a request for a resource only a peer serves. Checked first: a GET of \`${skewedGet}\` straight to each old server answers 200 once its peer discovery has synced (${Object.entries(proxyingAfter).map(([k, ms]) => `${k} after ${(ms / 1000).toFixed(1)} s`).join(', ')}, counted from kas-3's readiness). Two gateways in front of the same servers: (a) plain round-robin Envoy (no ext_proc) — the MVP does the work; (b) Envoy + skewgate. One client (undici, keep-alive, HTTPS, bearer token), one request at a time, ${ROUNDS} rounds of get/list/create of the skewed \`mutatingadmissionpolicies\` plus a configmap get as a reference, each request sent through both gateways in a random order (interleaved). Hops per request from the audit logs: the MVP copies the Audit-ID to the peer, so an ID logged by two servers was proxied. Latency from the client, successful answers only.`,
       '',
       render({ headers: ['arm — requests', 'n (2xx)', 'p50', 'p90', 'p99', 'max', 'errors', 'proxied (2 hops)', 'hops unknown'], rows }),
+      '',
+      `In short (this run): skewed requests p50/p99 ${ms(p50['mvp/skewed: all'])}/${ms(p99['mvp/skewed: all'])} through plain Envoy + MVP against ${ms(p50['skewgate/skewed: all'])}/${ms(p99['skewgate/skewed: all'])} through Envoy + skewgate. The MVP's second hop costs ${ms((p50['mvp/skewed: 2 hops (proxied by an old server)'] ?? NaN) - (p50['mvp/skewed: 1 hop (landed on the new server)'] ?? NaN))} at p50 on the ${((100 * mvpSkewed.proxied) / Math.max(1, mvpSkewed.n)).toFixed(0)} % of skewed requests that land on an old server; skewgate's ext_proc round trip costs ${ms((p50['skewgate/common (configmaps get), reference'] ?? NaN) - (p50['mvp/common (configmaps get), reference'] ?? NaN))} at p50 on every request (the configmap reference rows). Two cores run everything here (three apiservers, etcd, two Envoys, skewgate, the client), so differences of a millisecond are within the noise between runs.`,
       '',
       `\`${REROUTED}\` during the run (MVP's own count of proxied requests): ${specs.map((s) => `${s.name} +${delta[s.name]?.rerouted ?? 0}`).join(', ')}; \`${PEER_ERRORS}\`: ${specs.map((s) => `${s.name} +${delta[s.name]?.errors ?? 0}`).join(', ')}. Requests sent through the MVP arm for the skewed resource: ${mvpSkewed.n}, proxied according to the audit logs: ${mvpSkewed.proxied}.`,
       '',

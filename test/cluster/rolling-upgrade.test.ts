@@ -26,7 +26,6 @@ const DWELL_MS = 30_000;
 const DISCOVERY_TRIES = 6;
 const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
 const ARMS = ['skewgate', 'baseline'] as const;
-const SHUTDOWN_WATCH_GRACE = '--shutdown-watch-termination-grace-period=5s';
 
 const t0 = Date.now();
 const progress = (line: string): void => {
@@ -51,9 +50,8 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
   const http = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 10_000, connections: 24 });
   let run: LoadRun | undefined;
   try {
-    // As a production apiserver should run: on SIGTERM, end watches at once (clients reconnect
-    // elsewhere) instead of holding the process for the 60 s HTTP shutdown timeout.
-    const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443, extraArgs: [SHUTDOWN_WATCH_GRACE] });
+    // The lab's flags end open watches 5 s into a stop (--shutdown-watch-termination-grace-period).
+    const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
     await lab.startEtcd();
     const origin = clock();
     await Promise.all(SERVERS.map((s) => session.start(spec(s, v.kubeOld))));
@@ -111,6 +109,7 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
       rules: { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 },
     });
 
+    const mergedEverywhere = checks.filter((c) => c.arm === 'skewgate' && c.phase !== 'P0 via skewgate').every((c) => c.listed === DISCOVERY_TRIES);
     const md = [
       `### Rolling upgrade v${v.kubeOld} → v${v.kubeNew} (test/cluster/rolling-upgrade.test.ts)`,
       '',
@@ -132,7 +131,7 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
       '',
       render(clientChecksTable(checks)),
       '',
-      `Aggregated discovery through each gateway (GET /apis as kubectl asks, ${DISCOVERY_TRIES} times per phase): answers listing \`${workload.skewed.resource}\` — ${checks.map((c) => `${c.phase} ${c.listed}/${DISCOVERY_TRIES}`).join(', ')}. kubectl maps a kind or resource name through discovery, so in a mixed phase its commands for the skewed resource work only when the answering apiserver lists it: skewgate routes the request itself correctly (client-node's direct paths always work), but it does not yet answer GET /apis with the merged document (DESIGN's \`discovery\` outcome, issue 6); until it does, those kubectl checks are TODO, not failures, in this test.`,
+      `Aggregated discovery through each gateway (GET /apis as kubectl asks, ${DISCOVERY_TRIES} times per phase): answers listing \`${workload.skewed.resource}\` — ${checks.map((c) => `${c.phase} ${c.listed}/${DISCOVERY_TRIES}`).join(', ')}. kubectl maps a kind or resource name through discovery, so in a mixed phase its commands for the skewed resource work only if the discovery answer lists it: ${mergedEverywhere ? 'through skewgate it always did (the merged, peer-aggregated document), through plain round robin only when a new apiserver happened to answer.' : 'skewgate did not always answer with the merged document, so those kubectl checks are reported as TODO (not failures) for the phases where it did not; client-node\'s direct paths do not need discovery.'}`,
       '',
       `Run time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
     ].join('\n');

@@ -7,6 +7,7 @@ import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type Serve
 import { AggregatedDecodeError, decodeGroupList, marshalGroups } from '../../src/discovery/aggregated-model.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/relative-order.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { deepFreezeJson } from '../../src/discovery/freeze.js';
 
 const FIXTURES = new URL('../../../test/fixtures/peer-discovery/', import.meta.url);
 type Cases = Record<string, { servers: { id: string; document: unknown }[] }>;
@@ -27,6 +28,10 @@ t.test('equal to kube-apiserver v1.36.3 on every oracle case: body and ETag byte
     t.ok(asFirst, `${name}: oracle result with the first server as local`);
     t.equal(discoveryBody(items), asFirst?.body, `${name}: body`);
     t.equal(computeEtag(items), asFirst?.etag, `${name}: ETag`);
+    // Frozen documents (as ServerViews hold them) take the no-copy paths and are decoded once.
+    const frozen = docs(name).map((d) => ({ serverId: d.serverId, document: deepFreezeJson(structuredClone(d.document)) }));
+    t.equal(discoveryBody(mergePeerDiscovery(frozen)), asFirst?.body, `${name}: body from frozen documents`);
+    t.equal(computeEtag(mergePeerDiscovery(frozen)), asFirst?.etag, `${name}: ETag from frozen documents, decoded once`);
     // Whichever server kube-apiserver answers from, it agrees, except where the docs say not.
     const distinct = new Set(results.map((r) => r.etag));
     if (name === 'freshness differs, content equal') t.equal(distinct.size, 2, `${name}: kube-apiserver's answer depends on the answering server`);

@@ -59,6 +59,11 @@ t.test('Accept negotiation as kube-apiserver does it (checked against a real v1.
   t.equal((negotiateApis(`${MEDIA_AGGREGATED_V2};pretty=1`) as { pretty: boolean }).pretty, true);
   t.same(parseAccept('*/*;q=1, application/json;q=0.5').map((c) => c.type), ['application', '*'], "goautoneg puts a concrete type before */* whatever the q");
   t.same(parseAccept('a/b;q=0.5;x=1;y;z=1=2').map((c) => [c.q, [...c.params]]), [[0.5, [['x', '1']]]], 'q read, malformed parameters dropped');
+  const hostile = `${Array.from({ length: 20_000 }, (_, i) => `text/x${i};q=0.${i % 9}`).join(',')},${MEDIA_AGGREGATED_V2};q=0.95`;
+  const started = process.hrtime.bigint();
+  t.equal(negotiateApis(hostile).kind, 'aggregated', 'a 20,000-clause Accept still finds the clause');
+  t.ok(Number(process.hrtime.bigint() - started) / 1e6 < 1000, 'and in O(n log n) time, not quadratic');
+  t.same(parseAccept('a/a;q=0.1,b/b;q=0.2,c/c;q=0.3,d/d;q=0.4,e/e;q=0.5,f/f;q=0.6,g/g;q=0.7,h/h;q=0.8,i/i;q=0.9,j/j,k/k;q=0,l/l;q=0.05,m/m;q=0.15').map((c) => c.type).join(''), 'jihgfedcbmalk', 'more than 12 clauses: by q');
   t.same(parseAccept('a, /b, a/b/c, */*').map((c) => `${c.type}/${c.subType}`), ['/b', '*/*'], 'a range without a slash or with two is dropped; an empty type is kept (and matches nothing)');
 });
 

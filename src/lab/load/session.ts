@@ -1,13 +1,11 @@
 // The lab as the cluster tests drive it: every stop, start and ready of an apiserver goes into the
 // run's timeline (the ground truth the accounting judges 404s against).
-import { dirname, join } from 'node:path';
 import { Lab } from '../lab.js';
 import type { ApiServerSpec } from '../flags.js';
 import type { Clock } from './clock.js';
 import { LoadHttp } from './http.js';
 import { readAuditIds } from './audit.js';
 import { probeReady } from './ready-probe.js';
-import { stopByArgument } from './stragglers.js';
 import { TimelineRecorder } from './timeline.js';
 
 export class LabSession {
@@ -21,11 +19,10 @@ export class LabSession {
     this.direct = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 5000, connections: 8 });
   }
 
-  /** A lab in `dir` with nothing left running from an earlier (crashed) run. */
+  /** A lab in `dir` with nothing left running from an earlier (crashed) run (Lab.down() stops even unrecorded ones). */
   static async open(dir: string, clock: Clock, progress: (line: string) => void): Promise<LabSession> {
     const leftover = await Lab.open({ dir });
     await leftover.down();
-    await stopByArgument(`${dir}/`);
     const lab = await Lab.open({ dir, log: progress, killOnExit: true });
     return new LabSession(lab, clock, progress);
   }
@@ -36,13 +33,6 @@ export class LabSession {
     const startAt = this.timeline.server(spec.name, spec.version, 'start');
     const probe = probeReady(this.direct, url, this.clock);
     try {
-      await this.lab.startApiServer(spec);
-    } catch (err) {
-      // Lab.waitFor can mistake a process in the middle of an exec (empty /proc/<pid>/cmdline) for
-      // a dead one and forget it while it runs on: stop that one by its cert dir, start once more.
-      if (!(err instanceof Error) || !err.message.includes('exited before it was ready (gone)')) throw err;
-      const pids = await stopByArgument(`--cert-dir=${join(this.lab.dir, 'run', spec.name, 'certs')}`);
-      this.progress(`${spec.name}: the lab lost track of it while starting (pids ${pids.join(', ') || 'none'} stopped); starting again`);
       await this.lab.startApiServer(spec);
     } finally {
       probe.stop();
@@ -64,19 +54,14 @@ export class LabSession {
     this.progress(`${name} v${version} stopped in ${((this.clock() - at) / 1000).toFixed(1)} s`);
   }
 
-  /** Audit-ID → the apiservers that logged it, from every apiserver's audit log (Lab writes <logs>/<name>.audit.log). */
+  /** Audit-ID → the apiservers that logged it, from every apiserver's audit log. */
   auditIds(): Promise<Map<string, Set<string>>> {
-    return readAuditIds(this.lab.apiServerSpecs().map((s) => ({ server: s.name, file: join(dirname(this.lab.logFile(s.name)), `${s.name}.audit.log`) })));
+    return readAuditIds(this.lab.apiServerSpecs().map((s) => ({ server: s.name, file: this.lab.auditLogFile(s.name) })));
   }
 
-  /** Lab.down(), then anything of this run dir still running (the lab may have lost track of it). */
+  /** Lab.down(): stops everything of this run dir, including processes it has no record of. */
   async down(): Promise<void> {
     await this.direct.close().catch(() => undefined);
-    try {
-      await this.lab.down();
-    } finally {
-      const left = await stopByArgument(`${this.lab.dir}/`);
-      if (left.length > 0) this.progress(`stopped ${left.length} process(es) of ${this.lab.dir} the lab had lost track of: pids ${left.join(', ')}`);
-    }
+    await this.lab.down();
   }
 }

@@ -75,14 +75,16 @@ export class WatchLoop {
       if (!this.stopped) log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: null, error: errorCode(err) });
       return;
     }
+    const auditId = headerValue(res.headers, 'audit-id');
+    const audit = auditId !== undefined ? { auditId } : {};
     if (res.statusCode !== 200) {
       const text = await res.body.text().catch(() => '');
       const reason = headerValue(res.headers, REASON_HEADER);
       const detail = res.statusCode !== 404 ? answerDetail(text, reason) : undefined;
-      log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode, ...(reason !== undefined ? { reason } : {}), ...(detail !== undefined ? { detail } : {}) });
+      log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode, ...audit, ...(reason !== undefined ? { reason } : {}), ...(detail !== undefined ? { detail } : {}) });
       return;
     }
-    log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode });
+    log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode, ...audit });
     let buf = '';
     try {
       for await (const chunk of res.body) {
