@@ -1,12 +1,9 @@
 // Percentiles and number formatting shared by the benchmarks. Pure.
 
-/** Nearest-rank percentile of an ascending array; NaN when empty. */
-export function percentile(sorted: ArrayLike<number>, p: number): number {
-  const n = sorted.length;
-  if (n === 0) return Number.NaN;
-  const rank = Math.ceil((p / 100) * n);
-  return sorted[Math.min(n - 1, Math.max(0, rank - 1))] as number;
-}
+import { percentileOf } from '../src/lab/load/latency.js';
+
+/** Nearest-rank percentile of an ascending array; NaN when empty (one definition, shared with the cluster tests). */
+export const percentile = percentileOf;
 
 export interface Summary {
   readonly count: number;

@@ -693,7 +693,8 @@ async function assertPortFree(host: string, port: number, what: string): Promise
   if (!free) throw new LabError(`${what}: ${host}:${port} is already in use (another lab? \`skewgate lab status\`, or \`ss -ltnp\`)`);
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export async function freePort(): Promise<number> {
   return new Promise((res, rej) => {
     const srv = createServer();
     srv.once('error', rej);

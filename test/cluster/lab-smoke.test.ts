@@ -5,12 +5,11 @@
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
-import { Lab } from '../../src/lab/lab.js';
+import { Lab, freePort } from '../../src/lab/lab.js';
 import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { judge, readStat, sample, type ProcIdentity } from '../../src/lab/procfs.js';
@@ -28,16 +27,6 @@ labBinary('kube-apiserver', versions.kubeNew);
 labBinary('etcd', versions.etcd);
 findEnvoyBinary();
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
-    });
-  });
-}
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-smoke-'));
 const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23794, etcdPeerPort: 23804, log: (l) => t.comment(l) });

@@ -7,12 +7,11 @@
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
-import { Lab, type GatewayInfo } from '../../src/lab/lab.js';
+import { Lab, type GatewayInfo, freePort } from '../../src/lab/lab.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
 import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
@@ -62,16 +61,6 @@ spec:
       schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
 `;
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
-    });
-  });
-}
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-peer-discovery-'));
 const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23796, etcdPeerPort: 23806, log: (l) => t.comment(l) });

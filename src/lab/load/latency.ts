@@ -9,7 +9,7 @@ export interface LatencySummary {
 }
 
 /** Nearest-rank percentile of an ascending array; NaN when empty. */
-export function percentileOf(sorted: readonly number[], p: number): number {
+export function percentileOf(sorted: ArrayLike<number>, p: number): number {
   const n = sorted.length;
   if (n === 0) return Number.NaN;
   const rank = Math.ceil((p / 100) * n);
