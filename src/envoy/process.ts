@@ -120,6 +120,8 @@ export async function startEnvoy(options: StartEnvoyOptions): Promise<EnvoyHandl
     '-c', configFile,
     '--log-level', options.logLevel ?? 'warn',
     '--disable-hot-restart',
+    // Access log lines reach the log within 0.2 s instead of Envoy's default 10 s.
+    '--file-flush-interval-msec', '200',
     '--admin-address-path', adminPathFile,
     '--base-id-path', join(dir, 'base-id'),
     ...(options.baseId === undefined ? ['--use-dynamic-base-id'] : ['--base-id', String(options.baseId)]),

@@ -317,7 +317,8 @@ export class Lab {
     const adminAddressFile = join(gwDir, 'envoy-admin-address');
     const envoy = await this.spawnDetached({
       name: `envoy-${o.name}`, kind: 'envoy', cmd: findEnvoyBinary(),
-      args: ['-c', bootstrapFile, '--log-level', 'warn', '--disable-hot-restart', '--admin-address-path', adminAddressFile,
+      // Access log lines reach the log file within 0.2 s instead of Envoy's default 10 s.
+      args: ['-c', bootstrapFile, '--log-level', 'warn', '--disable-hot-restart', '--file-flush-interval-msec', '200', '--admin-address-path', adminAddressFile,
         '--use-dynamic-base-id', '--base-id-path', join(gwDir, 'envoy-base-id')],
       marker: bootstrapFile, url, gateway: { ...o, adminAddressFile },
     });

@@ -111,9 +111,14 @@ function kubectlIn(gw: GatewayInfo, cacheDir: string, ...args: string[]): Promis
 }
 
 /** Decision lines of the gateway's skewgate with this reason, from its JSON log. */
+/**
+ * Answers skewgate gave with this reason, counted in Envoy's access log (its response-code
+ * details are `skewgate_<reason>`); skewgate itself logs discovery answers at debug only.
+ */
 async function decisions(gw: string, reason: string): Promise<number> {
-  const text = await readFile(lab.logFile(`skewgate-${gw}`), 'utf8').catch(() => '');
-  return text.split('\n').filter((l) => l.includes('"msg":"decision"') && l.includes(`"reason":"${reason}"`)).length;
+  await new Promise((r) => setTimeout(r, 400)); // Envoy flushes its access log every 0.2 s (lab flag)
+  const text = await readFile(lab.logFile(`envoy-${gw}`), 'utf8').catch(() => '');
+  return text.split('\n').filter((l) => l.includes(`"details":"skewgate_${reason}"`)).length;
 }
 
 async function parity(t: Test, gw: GatewayInfo, servers: readonly ApiServerSpec[], phase: string): Promise<void> {
