@@ -2,6 +2,7 @@
 // (k8s.io/apiserver pkg/endpoints/request/requestinfo.go), from the method and the :path only.
 // Pure and allocation-light: it runs on every request Envoy hands to skewgate.
 
+import { compareGoStrings } from './go-strings.js';
 import type {
   InvalidRequest,
   NonResourceRequest,
@@ -461,7 +462,7 @@ function fieldSelectorName(selector: string): string | undefined | null {
     if (parsed === null) return null;
     // the apiserver sorts terms and takes the first matching equality term
     if (parsed.equality && parsed.field === 'metadata.name' &&
-        (bestTerm === undefined || compareUtf8(term, bestTerm) < 0)) {
+        (bestTerm === undefined || compareGoStrings(term, bestTerm) < 0)) {
       bestTerm = term;
       bestValue = parsed.value;
     }
@@ -509,20 +510,6 @@ function unescapeFieldValue(s: string): string | null {
   return escaped ? null : out;
 }
 
-/** Go string order (UTF-8 bytes, i.e. code points) rather than UTF-16 code units. */
-function compareUtf8(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.charCodeAt(i);
-    const y = b.charCodeAt(i);
-    if (x === y) continue;
-    const xs = x >= 0xd800 && x <= 0xdfff;
-    const ys = y >= 0xd800 && y <= 0xdfff;
-    if (xs !== ys) return xs ? 1 : -1;
-    return x - y;
-  }
-  return a.length - b.length;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Label selectors (k8s.io/apimachinery pkg/labels Parse): only validity matters here, because an
