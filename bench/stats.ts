@@ -1,31 +1,18 @@
 // Percentiles and number formatting shared by the benchmarks. Pure.
 
-import { percentileOf } from '../src/lab/load/latency.js';
+import { percentileOf, summariseLatency, type LatencySummary } from '../src/lab/load/latency.js';
 
 /** Nearest-rank percentile of an ascending array; NaN when empty (one definition, shared with the cluster tests). */
 export const percentile = percentileOf;
 
-export interface Summary {
-  readonly count: number;
-  readonly p50: number;
-  readonly p90: number;
-  readonly p99: number;
-  readonly max: number;
+export interface Summary extends LatencySummary {
   readonly mean: number;
 }
 
 export function summarise(values: readonly number[] | Float64Array): Summary {
-  const sorted = Float64Array.from(values).sort();
   let sum = 0;
-  for (const v of sorted) sum += v;
-  return {
-    count: sorted.length,
-    p50: percentile(sorted, 50),
-    p90: percentile(sorted, 90),
-    p99: percentile(sorted, 99),
-    max: sorted.length > 0 ? (sorted[sorted.length - 1] as number) : Number.NaN,
-    mean: sorted.length > 0 ? sum / sorted.length : Number.NaN,
-  };
+  for (const v of values) sum += v;
+  return { ...summariseLatency(values), mean: values.length > 0 ? sum / values.length : Number.NaN };
 }
 
 /** A number with a sensible count of significant digits for a table. */

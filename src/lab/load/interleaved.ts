@@ -4,19 +4,11 @@
 import type { Clock } from './clock.js';
 import { errorCode, headerValue, type LoadHttp } from './http.js';
 import type { ArmTarget } from './run.js';
-import type { Op, ResourceKind } from './types.js';
+import type { Op, RequestRecord, ResourceKind } from './types.js';
 import { armSelector, collectionPath, objectManifest, objectPath, type Workload } from './workload.js';
 
-export interface TimedRequest {
-  readonly arm: string;
-  readonly kind: ResourceKind;
-  readonly op: Op;
-  readonly startMs: number;
-  readonly endMs: number;
-  readonly status: number | null;
-  readonly error?: string;
-  readonly auditId?: string;
-}
+/** One timed request of the interleaved run: the load generator's record, minus the write bookkeeping. */
+export type TimedRequest = Pick<RequestRecord, 'arm' | 'kind' | 'op' | 'startMs' | 'endMs' | 'status' | 'error' | 'auditId'>;
 
 const ROUND: readonly { readonly kind: ResourceKind; readonly op: Op }[] = [
   { kind: 'skewed', op: 'get' },

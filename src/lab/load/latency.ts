@@ -16,8 +16,8 @@ export function percentileOf(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.min(n - 1, Math.max(0, rank - 1))] as number;
 }
 
-export function summariseLatency(values: readonly number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
+export function summariseLatency(values: ArrayLike<number>): LatencySummary {
+  const sorted = Float64Array.from(values).sort();
   return {
     count: sorted.length,
     p50: percentileOf(sorted, 50),
