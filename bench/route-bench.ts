@@ -15,7 +15,7 @@ const TARGET_NS = 2000;
 /** Results are folded into this so the JIT cannot drop the work being timed. */
 export let sink = 0;
 
-interface BatchTiming {
+export interface BatchTiming {
   /** Nanoseconds per operation, one entry per batch, ascending. */
   readonly perOpNs: Float64Array;
   readonly ops: number;
@@ -25,7 +25,7 @@ interface BatchTiming {
  * Runs `batch` (which performs `size` operations) for a warm-up, then repeatedly until
  * `maxBatches` or `budgetMs`, timing each batch as a whole with the monotonic clock.
  */
-function timeBatches(batch: () => number, size: number, o: { warmup: number; maxBatches: number; minBatches: number; budgetMs: number }): BatchTiming {
+export function timeBatches(batch: () => number, size: number, o: { warmup: number; maxBatches: number; minBatches: number; budgetMs: number }): BatchTiming {
   for (let i = 0; i < o.warmup; i++) sink ^= batch();
   const times: number[] = [];
   const deadline = nowNs() + o.budgetMs * 1e6;

@@ -8,6 +8,7 @@ import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';
 import { benchEnvoy } from './envoy-bench.js';
 import { benchExtProc } from './extproc-bench.js';
+import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
 import { renderResults, type Failure, type Section } from './report.js';
 import { benchRoute } from './route-bench.js';
@@ -23,6 +24,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { id: 'b', title: 'server CPU per ext_proc request (real gRPC)', run: benchExtProc },
   { id: 'c', title: 'latency added through the real Envoy', run: benchEnvoy },
   { id: 'd', title: 'peer-aggregated /apis: merge and per-request cost', run: benchDiscovery },
+  { id: 'e', title: 'client-certificate identity per request', run: benchIdentity },
 ];
 
 const started = Date.now();

@@ -6,6 +6,8 @@ import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';
 import { createExtProcServer } from './extproc/server.js';
 import { apiserverIdentity } from './discovery/apiserver-identity.js';
+import { ClientCaBundle } from './identity/client-ca.js';
+import { stateClientIdentity } from './identity/client-identity.js';
 import { createRouter, type RequestRouter } from './routing/router.js';
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
@@ -48,10 +50,13 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   });
   const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
   const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
+  const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
     retryAfterSeconds: config.routing.retryAfterSeconds,
     identityOf: (name) => apiserverIdentity(hostnames.get(name) ?? name),
+    // The bundle's current verifier: a rotated CA takes effect on the next request.
+    clientIdentity: (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now),
   });
   const extprocLogger = logger.child({ component: 'extproc' });
   const logObserver = createLogObserver(extprocLogger);
@@ -68,6 +73,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     async start() {
       // Before discovery, so that its first rounds are traced and counted.
       await telemetry?.start(discovery);
+      await clientCa.start();
       await discovery.start();
       const bound = await server.start(config.extproc.listen);
       logger.info({ listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) }, 'skewgate serving ext_proc');
@@ -77,6 +83,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       closing ??= (async () => {
         await server.close(config.extproc.shutdownGrace, opts);
         await discovery.close();
+        clientCa.close();
         await telemetry?.shutdown();
       })();
       return closing;

@@ -157,17 +157,45 @@ const schema = z
     envoy: z
       .object({
         listen: z.object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6443) }).strict().default({ address: '0.0.0.0', port: 6443 }),
-        /** The gateway's own serving certificate and key (downstream TLS). */
-        tls: z.object({ certFile: path, keyFile: path }).strict(),
+        tls: z
+          .object({
+            /** The gateway's own serving certificate and key (downstream TLS). */
+            certFile: path,
+            keyFile: path,
+            /**
+             * The CA bundle that signs client certificates: the cluster's --client-ca-file. When set,
+             * Envoy asks for a client certificate (optional: tokens keep working), verifies it
+             * against this bundle, and skewgate re-states it to the apiservers as front-proxy identity
+             * (X-Remote-User, X-Remote-Group), presented with upstreamClientCert.
+             */
+            clientCaFile: path.optional(),
+          })
+          .strict(),
         admin: z.object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) }).strict().default({ address: '127.0.0.1', port: 9901 }),
         /** Connect timeout to an apiserver. */
         connectTimeout: duration.default(2000),
         /** Active /readyz health checks on every apiserver cluster. */
         healthCheck: z.object({ interval: duration.default(2000), timeout: duration.default(1000), unhealthyThreshold: z.number().int().positive().default(2), healthyThreshold: z.number().int().positive().default(1) }).strict().default({ interval: 2000, timeout: 1000, unhealthyThreshold: 2, healthyThreshold: 1 }),
-        /** Client certificate Envoy presents to the apiservers' /readyz checks and requests (optional). */
+        /**
+         * The front-proxy client certificate Envoy presents on every upstream connection (requests
+         * and /readyz checks): issued by the apiservers' --requestheader-client-ca-file CA, its CN in
+         * their --requestheader-allowed-names. Required with tls.clientCaFile: the apiservers accept
+         * X-Remote-* identity only from it. Must not be issued by a CA in tls.clientCaFile
+         * (src/envoy/tls-check.ts).
+         */
         upstreamClientCert: z.object({ certFile: path, keyFile: path }).strict().optional(),
       })
-      .strict(),
+      .strict()
+      .refine((e) => e.tls.clientCaFile === undefined || e.upstreamClientCert !== undefined, {
+        path: ['upstreamClientCert'],
+        message: 'required with tls.clientCaFile: client certificates are re-stated as front-proxy identity, which the apiservers accept only from this front-proxy client certificate (issued by their --requestheader-client-ca-file CA)',
+        // Also when a sibling field is wrong, so that this problem is listed with the others.
+        when: (p) => {
+          const v = p.value as { tls?: unknown } | null;
+          return typeof v === 'object' && v !== null && typeof v.tls === 'object' && v.tls !== null
+            && !p.issues.some((i) => i.path?.[0] === 'tls' || i.path?.[0] === 'upstreamClientCert');
+        },
+      }),
     log: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
     telemetry,
   })
@@ -238,7 +266,7 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
     extproc: { ...c.extproc, listen: c.extproc.listen.startsWith('unix:') && !c.extproc.listen.startsWith('unix:/') ? `unix:${abs(c.extproc.listen.slice(5))}` : c.extproc.listen },
     envoy: {
       ...c.envoy,
-      tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile) },
+      tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile), clientCaFile: absOpt(c.envoy.tls.clientCaFile) },
       upstreamClientCert: c.envoy.upstreamClientCert && { certFile: abs(c.envoy.upstreamClientCert.certFile), keyFile: abs(c.envoy.upstreamClientCert.keyFile) },
     },
     telemetry: {

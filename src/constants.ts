@@ -8,22 +8,38 @@ export const REASON_HEADER = 'x-skewgate-reason';
 export const MEDIA_JSON = 'application/json';
 
 /**
+ * Front-proxy identity (kube-apiserver --requestheader-*-headers, the names kubeadm sets): only
+ * skewgate states them, from a client certificate it has verified; a client's copies are stripped.
+ */
+export const REMOTE_USER_HEADER = 'x-remote-user';
+export const REMOTE_UID_HEADER = 'x-remote-uid';
+export const REMOTE_GROUP_HEADER = 'x-remote-group';
+export const REMOTE_EXTRA_HEADER_PREFIX = 'x-remote-extra-';
+/** Set by Envoy alone (SANITIZE_SET) from the verified client certificate; read by skewgate, never sent upstream. */
+export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
+/** kube-apiserver's Mixed Version Proxy hop marker: a client could use it to pin a request to one server. */
+export const PEER_PROXIED_HEADER = 'x-kubernetes-peer-proxied';
+
+/**
  * Headers a client must never be able to set (DESIGN invariant 3). Envoy strips them before
  * the ext_proc filter runs, so the list holds even when skewgate is down. Lower case.
  */
 export const SANITIZED_REQUEST_HEADERS: readonly string[] = Object.freeze([
   UPSTREAM_HEADER,
-  'x-remote-user',
-  'x-remote-uid',
-  'x-remote-group',
-  'x-kubernetes-peer-proxied',
-  'x-forwarded-client-cert',
+  REMOTE_USER_HEADER,
+  REMOTE_UID_HEADER,
+  REMOTE_GROUP_HEADER,
+  PEER_PROXIED_HEADER,
+  CLIENT_CERT_HEADER,
 ]);
 /** Header prefixes stripped likewise (X-Remote-Extra-*, any other x-skewgate-*). */
 export const SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freeze([
-  'x-remote-extra-',
+  REMOTE_EXTRA_HEADER_PREFIX,
   'x-skewgate-',
 ]);
+
+/** The reason (x-skewgate-reason, span, metric) when a client certificate's identity cannot be stated. */
+export const IDENTITY_UNSTATED_REASON = 'client_identity_unstated';
 
 /** Aggregated discovery v2 media type, parameters in the order client-go sends them. */
 export const MEDIA_AGGREGATED_V2 = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';

@@ -1,9 +1,14 @@
-// `skewgate validate`: config (exit 2), then files, reachability, TLS and credentials per apiserver (exit 1).
+// `skewgate validate`: config and the front-proxy certificate (exit 2), then files, reachability,
+// TLS and credentials per apiserver (exit 1).
 import { accessSync, constants as fsc } from 'node:fs';
+import { loadConfig } from '../config.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { assertFrontProxyTls } from '../envoy/tls-check.js';
 import { formatTable, withOneShotDiscovery } from './one-shot.js';
 
 export async function runValidate(configFile: string): Promise<number> {
+  // Before any discovery: an unsafe front-proxy certificate is a config problem, whatever the apiservers say.
+  await assertFrontProxyTls(loadConfig(configFile));
   return withOneShotDiscovery(configFile, ({ config, snapshot }) => {
     const problems: string[] = [];
     const readable = (what: string, file: string | undefined): void => {
@@ -12,6 +17,7 @@ export async function runValidate(configFile: string): Promise<number> {
     };
     readable('envoy.tls.certFile', config.envoy.tls.certFile);
     readable('envoy.tls.keyFile', config.envoy.tls.keyFile);
+    readable('envoy.tls.clientCaFile', config.envoy.tls.clientCaFile);
     readable('envoy.upstreamClientCert.certFile', config.envoy.upstreamClientCert?.certFile);
     readable('envoy.upstreamClientCert.keyFile', config.envoy.upstreamClientCert?.keyFile);
     const rows = snapshot.servers.map((s) => {

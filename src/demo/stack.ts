@@ -24,6 +24,12 @@ export interface StackOptions {
   /** Gateway port; 0 picks a free one. */
   readonly gatewayPort?: number;
   readonly failureMode?: 'open' | 'closed';
+  /**
+   * Client certificates (default true): Envoy verifies them against the fake cluster CA and
+   * skewgate re-states them as front-proxy identity, Envoy presenting the fake front-proxy client
+   * certificate. false: tokens only, no certificate asked for.
+   */
+  readonly clientCertificates?: boolean;
   readonly discoveryInterval?: number;
   readonly logLevel?: string;
   /** Also start a second Envoy without the ext_proc filter: plain round-robin, the baseline. */
@@ -64,6 +70,7 @@ export function withoutExtProc(bootstrap: JsonObject): JsonObject {
 }
 
 function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServer[], extprocPort: number, gatewayPort: number): object {
+  const certificates = o.clientCertificates ?? true;
   return {
     apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } })),
     discovery: { interval: o.discoveryInterval ?? 1000, timeout: 2000 },
@@ -71,8 +78,9 @@ function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServ
     envoy: {
       listen: { address: '127.0.0.1', port: gatewayPort },
       admin: { address: '127.0.0.1', port: 0 },
-      tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile },
+      tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, ...(certificates ? { clientCaFile: pki.caFile } : {}) },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
+      ...(certificates ? { upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile } } : {}),
     },
     log: { level: o.logLevel ?? 'warn' },
     ...(o.telemetry ? { telemetry: o.telemetry } : {}),

@@ -166,7 +166,7 @@ function sameTls(a: Material, b: Material): boolean {
 }
 
 /** A file's identity for change detection: a rename-into-place (kubelet's ..data swap) changes ino. */
-async function stamp(file: string): Promise<string> {
+export async function fileStamp(file: string): Promise<string> {
   try {
     const st = await stat(file);
     return `${st.mtimeMs}:${st.size}:${st.ino}`;
@@ -205,12 +205,12 @@ class FileBackedCredentials implements ServerCredentials {
   }
 
   private async refresh(): Promise<RequestCredentials> {
-    const stamps = this.material ? await Promise.all(this.material.files.map(stamp)) : [];
+    const stamps = this.material ? await Promise.all(this.material.files.map(fileStamp)) : [];
     if (!this.material || stamps.some((s, i) => s !== this.stamps[i])) {
       const c = this.settings.credentials;
       const next = c?.kubeconfig ? await loadFromKubeconfig(this.settings, c.kubeconfig, c.context) : await loadFromSettings(this.settings);
       // Stamps are taken after reading: a write racing the read is seen as a change next time.
-      this.stamps = await Promise.all(next.files.map(stamp));
+      this.stamps = await Promise.all(next.files.map(fileStamp));
       if (this.closed) throw new CredentialsError(this.settings.name, 'credentials are closed');
       if (!this.agent || !this.material || !sameTls(this.material, next)) {
         const old = this.agent;

@@ -2,7 +2,11 @@
 import { isIP } from 'node:net';
 import { isAbsolute, relative, sep } from 'node:path';
 import type { Config } from '../config.js';
-import { EXTPROC_SERVICE_NAME, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER } from '../constants.js';
+import {
+  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER,
+  SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER,
+} from '../constants.js';
+import { statusBody } from '../k8s/status.js';
 
 type ApiServerConfig = Config['apiservers'][number];
 
@@ -15,6 +19,8 @@ export const EXTPROC_CLUSTER = 'skewgate-extproc';
 /** The OTLP collector Envoy's own tracer exports to (rendered only when tracing is configured). */
 export const OTEL_CLUSTER = 'skewgate-otel';
 export const LISTENER_NAME = 'skewgate';
+/** The first route when client certificates are verified: a certificate whose identity nobody stated. */
+export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
 
 /**
  * Request headers stripped besides the shared identity list. x-envoy-* would let a client steer
@@ -136,12 +142,22 @@ export function renderPath(p: string, base: string | undefined): string {
 
 type PathFn = (p: string) => string;
 
+/** True when Envoy verifies client certificates and skewgate re-states them as front-proxy identity. */
+function statesIdentity(config: Config): boolean {
+  return config.envoy.tls.clientCaFile !== undefined;
+}
+
 /**
  * The removals, once for the early mutation and once for the filter. The filter runs after Envoy
- * appended the true peer to X-Forwarded-For, so only the early pass may remove that header.
+ * appended the true peer to X-Forwarded-For and, with client certificates, set its own
+ * x-forwarded-client-cert (SANITIZE_SET), so only the early pass may remove those two: a client's
+ * copies are gone before Envoy writes its own.
  */
-function removals(early: boolean): JsonObject[] {
-  const names = [...SANITIZED_REQUEST_HEADERS, ...ENVOY_SANITIZED_REQUEST_HEADERS.filter((h) => early || h !== 'x-forwarded-for')];
+function removals(early: boolean, envoyXfcc: boolean): JsonObject[] {
+  const names = [
+    ...SANITIZED_REQUEST_HEADERS.filter((h) => early || !envoyXfcc || h !== CLIENT_CERT_HEADER),
+    ...ENVOY_SANITIZED_REQUEST_HEADERS.filter((h) => early || h !== 'x-forwarded-for'),
+  ];
   const prefixes = [...SANITIZED_REQUEST_HEADER_PREFIXES, ...ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES];
   return [
     ...names.map((h) => ({ remove: h })),
@@ -150,6 +166,7 @@ function removals(early: boolean): JsonObject[] {
 }
 
 function listener(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
+  const clientCa = config.envoy.tls.clientCaFile;
   return {
     name: LISTENER_NAME,
     address: { socket_address: { address: config.envoy.listen.address, port_value: config.envoy.listen.port } },
@@ -165,7 +182,12 @@ function listener(config: Config, upstreams: readonly Upstream[], file: PathFn):
               tls_certificates: [
                 { certificate_chain: { filename: file(config.envoy.tls.certFile) }, private_key: { filename: file(config.envoy.tls.keyFile) } },
               ],
+              // Asked for, verified against the cluster's client CA; a certificate that does not
+              // verify fails the handshake, so no request ever carries an unverified one.
+              ...(clientCa === undefined ? {} : { validation_context: { trusted_ca: { filename: file(clientCa) } } }),
             },
+            // Optional: bearer tokens (no certificate) must keep working.
+            ...(clientCa === undefined ? {} : { require_client_certificate: false }),
           },
         },
         filters: [httpConnectionManager(config, upstreams)],
@@ -185,7 +207,12 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
       use_remote_address: true,
       xff_num_trusted_hops: 0,
       skip_xff_append: false,
-      forward_client_cert_details: 'SANITIZE',
+      // Without client certificates nobody may send x-forwarded-client-cert on. With them, Envoy
+      // alone writes it (after the early mutation dropped a client's copy), for skewgate to
+      // re-verify the certificate and state its identity; the routes remove it before any apiserver.
+      ...(statesIdentity(config)
+        ? { forward_client_cert_details: 'SANITIZE_SET', set_current_client_cert_details: { cert: true, chain: true } }
+        : { forward_client_cert_details: 'SANITIZE' }),
       // Same path for skewgate's classification, Envoy's routing and the apiserver (Go decodes %2F).
       normalize_path: true,
       merge_slashes: true,
@@ -211,7 +238,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
           name: 'envoy.http.early_header_mutation.header_mutation',
           typed_config: {
             '@type': 'type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation',
-            mutations: removals(true),
+            mutations: removals(true, statesIdentity(config)),
           },
         },
       ],
@@ -237,8 +264,8 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
           },
         },
       ],
-      route_config: routeConfig(upstreams),
-      http_filters: [sanitiserFilter(), extprocFilter(config), routerFilter()],
+      route_config: routeConfig(upstreams, statesIdentity(config)),
+      http_filters: [sanitiserFilter(statesIdentity(config)), extprocFilter(config), routerFilter()],
       ...(envoyTracing(config) ? { tracing: tracingConfig(config) } : {}),
     },
   };
@@ -246,14 +273,15 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
 
 /**
  * Defence in depth: the same removals as the early mutation, first in the filter chain, so the
- * chain itself states that ext_proc never sees a client's identity or routing headers.
+ * chain itself states that ext_proc never sees a client's identity or routing headers (Envoy's
+ * own X-Forwarded-For and x-forwarded-client-cert excepted, see removals).
  */
-function sanitiserFilter(): JsonObject {
+function sanitiserFilter(envoyXfcc: boolean): JsonObject {
   return {
     name: 'envoy.filters.http.header_mutation',
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation',
-      mutations: { request_mutations: removals(false) },
+      mutations: { request_mutations: removals(false, envoyXfcc) },
     },
   };
 }
@@ -303,8 +331,8 @@ function routerFilter(): JsonObject {
  * any cluster, skewgate-extproc included), and each route carries its own retry policy. A
  * value matching no apiserver falls through to the balanced default, as when skewgate is down.
  */
-function routeConfig(upstreams: readonly Upstream[]): JsonObject {
-  const routes: JsonObject[] = [];
+function routeConfig(upstreams: readonly Upstream[], identity: boolean): JsonObject {
+  const routes: JsonObject[] = identity ? [identityBackstop()] : [];
   for (const u of upstreams) {
     const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
     routes.push(route(`${u.name}-read`, [header, readMethod()], u.name, readRetry(false)));
@@ -314,9 +342,35 @@ function routeConfig(upstreams: readonly Upstream[]): JsonObject {
   routes.push(route('default-write', [], DEFAULT_CLUSTER, undefined));
   return {
     name: 'skewgate',
-    // Set by skewgate for Envoy alone: removed once the route is chosen, never sent upstream.
-    request_headers_to_remove: [UPSTREAM_HEADER],
+    // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
+    // when skewgate is down and did not remove x-forwarded-client-cert itself.
+    request_headers_to_remove: [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
     virtual_hosts: [{ name: 'kube-apiserver', domains: ['*'], routes }],
+  };
+}
+
+/**
+ * A request over a connection with a (verified) client certificate must reach an apiserver with
+ * that certificate's identity stated, or not at all: skewgate states X-Remote-User (and clears the
+ * route cache) once it has re-verified the certificate. Without it — skewgate down, timed out or
+ * failing open — this route answers 401 itself, so the request fails authentication instead of
+ * arriving without the client's identity (anonymous, or as a token it sent along). A client's own
+ * X-Remote-User never gets this far (early mutation).
+ */
+function identityBackstop(): JsonObject {
+  const body = statusBody('Unauthorized', 'Unauthorized: the client certificate could not be stated as front-proxy identity (skewgate unavailable)');
+  return {
+    name: IDENTITY_BACKSTOP_ROUTE,
+    match: {
+      prefix: '/',
+      tls_context: { presented: true },
+      headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
+    },
+    direct_response: { status: body.code, body: { inline_string: JSON.stringify(body) } },
+    response_headers_to_add: [
+      { header: { key: 'content-type', value: MEDIA_JSON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+      { header: { key: REASON_HEADER, value: IDENTITY_UNSTATED_REASON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    ],
   };
 }
 

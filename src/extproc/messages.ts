@@ -15,6 +15,8 @@ export interface HeaderMapMsg {
 /** What skewgate writes: raw_value only, never value (Envoy rejects both) and no append flags. */
 export interface HeaderValueOptionOut {
   readonly header: { readonly key: string; readonly raw_value: Uint8Array };
+  /** google.protobuf.BoolValue; ext_proc reads only this flag: unset or false replaces, true adds a line. */
+  readonly append?: { readonly value: boolean };
 }
 
 export interface HeaderMutationOut {

@@ -126,6 +126,9 @@ export function createLogObserver(logger: Logger): DecisionObserver {
       };
       if (decision.outcome === 'routed') fields['upstream'] = decision.upstream;
       if (decision.outcome === 'rejected') fields['problem'] = decision.problem;
+      if (result.identity.kind !== 'none') fields['clientIdentity'] = result.identity.kind;
+      // The apiserver's audit log records this as the user's credential-id; the name stays out of our logs.
+      if (result.identity.kind === 'stated') fields['clientCertSha256'] = result.identity.identity.fingerprint;
       if (info.kind === 'resource') {
         fields['group'] = info.group;
         fields['version'] = info.version;

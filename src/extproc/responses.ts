@@ -2,7 +2,9 @@
 import { MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
-import type { Decision, DiscoveryDecision } from '../routing/decision.js';
+import type { ClientIdentity, IdentityResult } from '../identity/client-identity.js';
+import { FRONT_PROXY_REMOVED_HEADERS, frontProxyHeaders } from '../identity/front-proxy-headers.js';
+import type { Decision, DiscoveryDecision, RejectedDecision } from '../routing/decision.js';
 import type { RoutingResult } from '../routing/router.js';
 import type {
   HeaderValueOptionOut,
@@ -22,22 +24,58 @@ export function setHeader(key: string, value: string): HeaderValueOptionOut {
 /** Headers for the request that goes upstream (the decision span's traceparent). */
 export type UpstreamHeaders = readonly (readonly [name: string, value: string])[];
 
+const NO_IDENTITY: IdentityResult = { kind: 'none' };
+
 /**
- * CONTINUE: Envoy carries on to the route it already picked; with upstream headers (the trace
- * context of the decision), those are set on the request. Envoy's own tracer, when on, replaces
- * traceparent with its upstream span's, which descends from the same trace.
+ * Built once per identity: the verifier hands out the same identity object for a certificate on
+ * every request, and the encoded header list is what costs (bench (e)). Replies are never mutated.
  */
-export function continueRequestHeaders(upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
-  if (upstreamHeaders.length === 0) return { request_headers: { response: {} } };
-  return { request_headers: { response: { header_mutation: { set_headers: upstreamHeaders.map(([k, v]) => setHeader(k, v)) } } } };
+const identityHeaders = new WeakMap<ClientIdentity, readonly HeaderValueOptionOut[]>();
+
+function frontProxyMutation(identity: ClientIdentity): readonly HeaderValueOptionOut[] {
+  let set = identityHeaders.get(identity);
+  if (set === undefined) {
+    set = frontProxyHeaders(identity).map((h) => (h.append ? { ...setHeader(h.name, h.value), append: { value: true } } : setHeader(h.name, h.value)));
+    identityHeaders.set(identity, set);
+  }
+  return set;
 }
 
-/** Sets the upstream header and asks Envoy to pick the route again (the cache clear needs a mutation). */
-export function routeTo(upstream: string, upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
+/** The trace headers plus, for a verified client certificate, its front-proxy identity (XFCC removed). */
+function upstreamMutation(upstreamHeaders: UpstreamHeaders, identity: IdentityResult): { set: HeaderValueOptionOut[]; remove: readonly string[] } {
+  const set = upstreamHeaders.map(([k, v]) => setHeader(k, v));
+  if (identity.kind !== 'stated') return { set, remove: [] };
+  set.push(...frontProxyMutation(identity.identity));
+  return { set, remove: FRONT_PROXY_REMOVED_HEADERS };
+}
+
+/**
+ * CONTINUE: Envoy carries on to the route it already picked; with upstream headers (the trace
+ * context of the decision) and a client certificate's identity, those are set on the request.
+ * Envoy's own tracer, when on, replaces traceparent with its upstream span's, which descends from
+ * the same trace. The route is picked again when the identity is stated (Envoy's backstop route
+ * answers a certificate-authenticated request without X-Remote-User with 401).
+ */
+export function continueRequestHeaders(upstreamHeaders: UpstreamHeaders = [], identity: IdentityResult = NO_IDENTITY): ProcessingResponseOut {
+  const { set, remove } = upstreamMutation(upstreamHeaders, identity);
+  if (set.length === 0) return { request_headers: { response: {} } };
   return {
     request_headers: {
       response: {
-        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream), ...upstreamHeaders.map(([k, v]) => setHeader(k, v))] },
+        header_mutation: { set_headers: set, ...(remove.length > 0 ? { remove_headers: remove } : {}) },
+        ...(identity.kind === 'stated' ? { clear_route_cache: true } : {}),
+      },
+    },
+  };
+}
+
+/** Sets the upstream header and asks Envoy to pick the route again (the cache clear needs a mutation). */
+export function routeTo(upstream: string, upstreamHeaders: UpstreamHeaders = [], identity: IdentityResult = NO_IDENTITY): ProcessingResponseOut {
+  const { set, remove } = upstreamMutation(upstreamHeaders, identity);
+  return {
+    request_headers: {
+      response: {
+        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream), ...set], ...(remove.length > 0 ? { remove_headers: remove } : {}) },
         clear_route_cache: true,
       },
     },
@@ -152,6 +190,22 @@ function notFoundMessage(info: RequestInfo, reason: Decision['reason']): string 
   return `${prefix}: no apiserver serves ${describe(info)}`;
 }
 
+function rejectedResponse(decision: RejectedDecision): ProcessingResponseOut {
+  switch (decision.reason) {
+    case 'malformed_path':
+      return statusResponse(statusBody('BadRequest', `the request path cannot be parsed: ${decision.problem}`), decision.reason);
+    case 'client_identity_unstated':
+      return statusResponse(
+        statusBody('Unauthorized', `Unauthorized: the gateway cannot state the identity of this client certificate to the apiserver: ${decision.problem}`),
+        decision.reason,
+      );
+    default: {
+      const unreachable: never = decision.reason;
+      throw new Error(`unhandled rejection ${String(unreachable)}`);
+    }
+  }
+}
+
 /** Whole seconds for Retry-After; a bad setting still yields a usable header. */
 function retryAfter(seconds: number): number {
   return Number.isFinite(seconds) && seconds >= 0 ? Math.ceil(seconds) : 1;
@@ -162,13 +216,13 @@ function retryAfter(seconds: number): number {
  * only on requests that continue upstream; skewgate's own answers need none.
  */
 export function responseFor(result: RoutingResult, retryAfterSeconds: number, upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
-  const { decision, info } = result;
+  const { decision, info, identity } = result;
   switch (decision.outcome) {
     case 'routed':
-      return routeTo(decision.upstream, upstreamHeaders);
+      return routeTo(decision.upstream, upstreamHeaders, identity);
     case 'default':
     case 'passthrough':
-      return continueRequestHeaders(upstreamHeaders);
+      return continueRequestHeaders(upstreamHeaders, identity);
     case 'not_found':
       return statusResponse(
         statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)),
@@ -189,10 +243,7 @@ export function responseFor(result: RoutingResult, retryAfterSeconds: number, up
     case 'discovery':
       return peerDiscoveryResponse(decision);
     case 'rejected':
-      return statusResponse(
-        statusBody('BadRequest', `the request path cannot be parsed: ${decision.problem}`),
-        decision.reason,
-      );
+      return rejectedResponse(decision);
     default: {
       const unreachable: never = decision;
       throw new Error(`unhandled routing outcome ${JSON.stringify(unreachable)}`);

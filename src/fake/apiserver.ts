@@ -1,6 +1,6 @@
 // One fake kube-apiserver over HTTPS: authentication, discovery and a resource API backed by a
 // shared FakeCluster. Its builtins are what this "version" serves; the skew between servers lives there.
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
@@ -33,7 +33,23 @@ export interface RecordedRequest {
   readonly method: string;
   readonly path: string;
   readonly headers: Record<string, string | string[] | undefined>;
+  /** Every header line as it arrived, in order, names as sent: repeated headers stay separate lines. */
+  readonly rawHeaders: readonly (readonly [string, string])[];
+  /** CN of the TLS peer certificate of the connection (verified or not), null without one. */
+  readonly peerCn: string | null;
+  /** Who the fake authenticated the request as (null: nobody), the way kube-apiserver would. */
+  readonly user: FakeUser | null;
 }
+
+export interface FakeUser {
+  readonly name: string;
+  readonly groups: readonly string[];
+  /** How: a front-proxy certificate with X-Remote-* headers, a client certificate or the bearer token. */
+  readonly via: 'front-proxy' | 'client-cert' | 'token';
+}
+
+/** kube-apiserver --requestheader-allowed-names of the fake, and its requestheader header names. */
+export const FRONT_PROXY_ALLOWED_NAMES: readonly string[] = Object.freeze(['front-proxy-client']);
 
 const MAX_BODY = 3 * 1024 * 1024;
 const NO_RESOURCE = (): FakeApiError => new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
@@ -46,7 +62,8 @@ export class FakeApiServer {
   private server: Server | null = null;
   private starting: Promise<void> | null = null;
   private boundPort: number;
-  private tls: { key: Buffer; cert: Buffer; ca: Buffer } | null = null;
+  private tls: { key: Buffer; cert: Buffer; ca: Buffer[] } | null = null;
+  private frontProxyCa: X509Certificate | null = null;
   private readonly sockets = new Set<Socket>();
   /** Ends open watches and hanging requests on close(). */
   private readonly cleanups = new Set<() => void>();
@@ -90,10 +107,13 @@ export class FakeApiServer {
 
   private async listen(): Promise<void> {
     const { pki } = this.opts;
+    const frontProxyCa = await readFile(pki.frontProxyCaFile);
     this.tls ??= {
-      key: await readFile(pki.serverKeyFile), cert: await readFile(pki.serverCertFile), ca: await readFile(pki.caFile),
+      key: await readFile(pki.serverKeyFile), cert: await readFile(pki.serverCertFile), ca: [await readFile(pki.caFile), frontProxyCa],
     };
-    // Client certificates are optional: without one, a bearer token must authenticate.
+    this.frontProxyCa ??= new X509Certificate(frontProxyCa);
+    // Client certificates are optional: without one, a bearer token must authenticate. Both the
+    // client CA (--client-ca-file) and the front-proxy CA (--requestheader-client-ca-file) are trusted.
     const server = createServer({ ...this.tls, requestCert: true, rejectUnauthorized: false }, (req, res) => {
       void this.handle(req, res);
     });
@@ -128,7 +148,11 @@ export class FakeApiServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
-    this.log.push({ method: req.method ?? '', path: url, headers: { ...req.headers } });
+    const peer = peerCertificate(req);
+    const user = this.authenticate(req, peer);
+    const rawHeaders: [string, string][] = [];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) rawHeaders.push([req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string]);
+    this.log.push({ method: req.method ?? '', path: url, headers: { ...req.headers }, rawHeaders, peerCn: peer?.cn ?? null, user });
     res.setHeader('x-fake-apiserver', this.name);
     // A client that vanishes mid-request must not take the process down.
     req.on('error', () => undefined);
@@ -140,7 +164,7 @@ export class FakeApiServer {
       if (path === '/healthz' || path === '/livez') return text(res, 200, 'ok');
       if (path === '/readyz') return this.ready ? text(res, 200, 'ok') : text(res, 500, '[-]fake-ready failed: setReady(false)\nreadyz check failed');
       if (path === '/version') return json(res, 200, versionInfo(this.opts.gitVersion ?? 'v1.35.0'));
-      if (!this.authenticated(req)) throw new FakeApiError(401, 'Unauthorized', 'Unauthorized');
+      if (user === null) throw new FakeApiError(401, 'Unauthorized', 'Unauthorized');
       const segs = path.split('/').filter((s) => s !== '').map((s) => decodeURIComponent(s));
       // Empty OpenAPI documents: enough for kubectl's client-side validation to pass everything.
       if (path === '/openapi/v3') return json(res, 200, { paths: {} });
@@ -158,9 +182,22 @@ export class FakeApiServer {
     }
   }
 
-  private authenticated(req: IncomingMessage): boolean {
+  /**
+   * kube-apiserver's order: the requestheader authenticator (a verified front-proxy certificate
+   * with an allowed CN, and X-Remote-User), then the client certificate, then the bearer token.
+   * A front-proxy certificate without X-Remote-User falls through, as there.
+   */
+  private authenticate(req: IncomingMessage, peer: PeerCert | null): FakeUser | null {
+    if (peer?.verified === true && this.frontProxyCa !== null && issuedBy(peer.cert, this.frontProxyCa)) {
+      const user = req.headersDistinct['x-remote-user']?.[0];
+      if (FRONT_PROXY_ALLOWED_NAMES.includes(peer.cn ?? '') && user !== undefined && user !== '') {
+        return { name: user, groups: req.headersDistinct['x-remote-group'] ?? [], via: 'front-proxy' };
+      }
+    } else if (peer?.verified === true) {
+      return { name: peer.cn ?? '', groups: peer.organizations, via: 'client-cert' };
+    }
     const m = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    return m?.[1] === this.opts.pki.token || (req.socket as TLSSocket).authorized === true;
+    return m?.[1] === this.opts.pki.token ? { name: 'fake-token-user', groups: ['system:masters'], via: 'token' } : null;
   }
 
   /** Built-ins first; CRDs of the shared cluster fill in what the built-ins do not define. */
@@ -303,6 +340,32 @@ export class FakeApiServer {
     this.cleanups.add(finish);
     res.on('close', finish);
   }
+}
+
+interface PeerCert {
+  readonly cert: X509Certificate;
+  readonly cn: string | null;
+  readonly organizations: readonly string[];
+  /** Chains to a CA the server trusts. */
+  readonly verified: boolean;
+}
+
+function peerCertificate(req: IncomingMessage): PeerCert | null {
+  const socket = req.socket as TLSSocket;
+  const raw = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate().raw : undefined;
+  if (raw === undefined || raw.length === 0) return null;
+  const cert = new X509Certificate(raw);
+  return { cert, cn: rdnValues(cert.subject, 'CN')[0] ?? null, organizations: rdnValues(cert.subject, 'O'), verified: socket.authorized };
+}
+
+/** Values of one attribute in node's subject text: one "KEY=value" per line, RFC 4514 escapes. */
+function rdnValues(subject: string, key: string): string[] {
+  return subject.split('\n').filter((l) => l.startsWith(`${key}=`))
+    .map((l) => l.slice(key.length + 1).replace(/\\([0-9A-Fa-f]{2}|.)/g, (_, c: string) => (c.length === 2 ? String.fromCharCode(parseInt(c, 16)) : c)));
+}
+
+function issuedBy(cert: X509Certificate, ca: X509Certificate): boolean {
+  return cert.checkIssued(ca) && cert.verify(ca.publicKey);
 }
 
 const gvOf = (r: FakeResource): string => (r.group ? `${r.group}/${r.version}` : r.version);

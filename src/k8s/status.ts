@@ -1,7 +1,7 @@
 // Kubernetes Status bodies (meta/v1 Status) so that kubectl and client-go print skewgate's own
 // answers the way they print an apiserver's.
 
-export type StatusReason = 'NotFound' | 'ServiceUnavailable' | 'BadRequest' | 'InternalError';
+export type StatusReason = 'NotFound' | 'ServiceUnavailable' | 'BadRequest' | 'Unauthorized' | 'InternalError';
 
 export interface StatusDetails {
   readonly group?: string;
@@ -26,6 +26,7 @@ export const STATUS_CODE: Readonly<Record<StatusReason, number>> = Object.freeze
   NotFound: 404,
   ServiceUnavailable: 503,
   BadRequest: 400,
+  Unauthorized: 401,
   InternalError: 500,
 });
 

@@ -61,10 +61,14 @@ export interface PassthroughDecision extends Base {
     | 'no_credentials';
 }
 
-/** The path cannot be decoded: 400 at once, a Status body saying why. */
+/**
+ * Answered at once with a Status body saying why. malformed_path: the path cannot be decoded
+ * (400). client_identity_unstated: the client presented a certificate whose identity skewgate
+ * cannot state faithfully to an apiserver (401): it must never pass as someone else.
+ */
 export interface RejectedDecision extends Base {
   readonly outcome: 'rejected';
-  readonly reason: 'malformed_path';
+  readonly reason: 'malformed_path' | 'client_identity_unstated';
   readonly problem: string;
 }
 

@@ -39,22 +39,25 @@ function acceptsPeerAggregatedJson(accept: string): boolean {
 export interface PeerDiscoveryRouteOptions {
   readonly now: number;
   readonly staleAfterMs: number;
+  /** The request's If-None-Match header. */
+  readonly ifNoneMatch?: string | undefined;
 }
 
 /**
  * The answer to a request for which wantsPeerAggregatedApis() holds, given the cache's result for
  * this snapshot. Served only when every ready apiserver's view is fresh (checked here because it
- * moves with the clock), and only to a request that carries credentials: kube-apiserver answers
- * /apis to authenticated users only, and skewgate cannot check a credential, so a request with
- * none goes to an apiserver, which answers 401 or 403 (or serves it, if it allows anonymous).
+ * moves with the clock), and only to a request that carries credentials (a bearer token or a
+ * client certificate skewgate has verified): kube-apiserver answers /apis to authenticated users
+ * only, and skewgate cannot check a token, so a request with none goes to an apiserver, which
+ * answers 401 or 403 (or serves it, if it allows anonymous).
  */
 export function decidePeerDiscovery(
   snap: Snapshot,
   result: PeerDiscoveryResult,
-  headers: ReadonlyMap<string, string>,
+  hasCredentials: boolean,
   opts: PeerDiscoveryRouteOptions,
 ): DiscoveryDecision | PassthroughDecision {
-  if ((headers.get('authorization') ?? '') === '') return { outcome: 'passthrough', reason: 'no_credentials', candidates: NONE };
+  if (!hasCredentials) return { outcome: 'passthrough', reason: 'no_credentials', candidates: NONE };
   if (!result.ok) return { outcome: 'passthrough', reason: result.reason, candidates: NONE };
   const doc = result.document;
   // The cache keyed the document on readiness: the ready servers here are the merged ones.
@@ -62,6 +65,6 @@ export function decidePeerDiscovery(
     if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs)) return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
   }
   // kube-apiserver compares the first If-None-Match value, verbatim, with the quoted hash.
-  const notModified = headers.get('if-none-match') === doc.quotedEtag;
+  const notModified = opts.ifNoneMatch === doc.quotedEtag;
   return { outcome: 'discovery', reason: notModified ? 'merged_apis_not_modified' : 'merged_apis', candidates: doc.servers, document: doc };
 }

@@ -1,4 +1,6 @@
 // The seam between the gRPC stream and the routing core: headers in, an explained decision out.
+import { CLIENT_CERT_HEADER } from '../constants.js';
+import type { IdentityResult } from '../identity/client-identity.js';
 import { classifyRequest } from '../k8s/classify.js';
 import type { RequestInfo } from '../k8s/request-info.js';
 import type { Snapshot } from '../discovery/types.js';
@@ -14,6 +16,8 @@ export interface RoutingResult {
   readonly generation: number;
   /** Age in ms of the oldest view that took part in the decision; null when a view is missing. */
   readonly viewAgeMs: number | null;
+  /** The client certificate's identity, stated to the apiserver on every request that goes upstream. */
+  readonly identity: IdentityResult;
 }
 
 /** What the ext_proc stream needs from routing: one synchronous, I/O-free call per request. */
@@ -37,7 +41,17 @@ export interface RouterOptions {
   readonly rng?: () => number;
   /** Identity-lease name of an apiserver (orders the /apis merge); default: derived from the name as a hostname. */
   readonly identityOf?: (name: string) => string;
+  /**
+   * The identity behind Envoy's x-forwarded-client-cert at a time (ms); the current CA bundle's
+   * verifier (it changes when the bundle is rotated). Without it, a certificate is never stated.
+   */
+  readonly clientIdentity?: (xfcc: string | undefined, now: number) => IdentityResult;
 }
+
+const NO_CLIENT_CA = (xfcc: string | undefined): IdentityResult =>
+  xfcc === undefined || xfcc === ''
+    ? { kind: 'none' }
+    : { kind: 'unstated', problem: 'skewgate has no client CA (envoy.tls.clientCaFile) to verify the client certificate against' };
 
 /** Age of the oldest view in the snapshot, or null if some server has none yet. */
 export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
@@ -53,6 +67,7 @@ export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
 export function createRouter(source: SnapshotSource, opts: RouterOptions): RequestRouter {
   const now = opts.now ?? Date.now;
   const rng = opts.rng ?? Math.random;
+  const clientIdentity = opts.clientIdentity ?? NO_CLIENT_CA;
   const peerDiscovery = new PeerDiscoveryCache(opts.identityOf ? { identityOf: opts.identityOf } : {});
   source.onChange?.((snap) => void peerDiscovery.forSnapshot(snap));
   return {
@@ -62,10 +77,18 @@ export function createRouter(source: SnapshotSource, opts: RouterOptions): Reque
       const snap = source.current();
       const t = now();
       const info = classifyRequest(method, path);
-      const decision = wantsPeerAggregatedApis(info, headers)
-        ? decidePeerDiscovery(snap, peerDiscovery.forSnapshot(snap), headers, { now: t, staleAfterMs: opts.staleAfterMs })
-        : decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
-      return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t) };
+      const identity = clientIdentity(headers.get(CLIENT_CERT_HEADER), t);
+      let decision: Decision;
+      if (identity.kind === 'unstated') {
+        // Never on to an apiserver without the identity: it would be anonymous, or worse.
+        decision = { outcome: 'rejected', reason: 'client_identity_unstated', problem: identity.problem, candidates: [] };
+      } else if (wantsPeerAggregatedApis(info, headers)) {
+        const credentials = identity.kind === 'stated' || (headers.get('authorization') ?? '') !== '';
+        decision = decidePeerDiscovery(snap, peerDiscovery.forSnapshot(snap), credentials, { now: t, staleAfterMs: opts.staleAfterMs, ifNoneMatch: headers.get('if-none-match') });
+      } else {
+        decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
+      }
+      return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t), identity };
     },
   };
 }

@@ -89,6 +89,8 @@ export function decisionAttributes(result: RoutingResult, servers: ReadonlyMap<s
     }
   }
   if (decision.outcome === 'rejected') a[ATTR.problem] = decision.problem;
+  a[ATTR.clientIdentity] = result.identity.kind;
+  if (result.identity.kind === 'stated') a[ATTR.clientCertSha256] = result.identity.identity.fingerprint;
   return a;
 }
 

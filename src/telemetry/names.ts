@@ -32,6 +32,10 @@ export const ATTR = {
   discoveryAgeMs: 'skewgate.discovery.age_ms',
   generation: 'skewgate.snapshot.generation',
   problem: 'skewgate.problem',
+  /** none, stated or unstated: what became of the client certificate (no user names in traces). */
+  clientIdentity: 'skewgate.client_identity',
+  /** SHA-256 of a stated client certificate: the credential-id the apiserver's audit log records. */
+  clientCertSha256: 'skewgate.client_cert.sha256',
   /** Where the parent context came from: envoy (gRPC metadata), client (HTTP header) or none. */
   parentSource: 'skewgate.trace.parent',
   serverAddress: 'server.address',

@@ -99,6 +99,11 @@ export interface TestConfigOptions {
   readonly extprocListen: string;
   readonly failureMode: 'open' | 'closed';
   readonly clientCert?: boolean;
+  /**
+   * Client certificates verified against the fake CA (envoy.tls.clientCaFile) and re-stated with the
+   * fake front-proxy client certificate (which then replaces clientCert's admin certificate).
+   */
+  readonly clientCa?: boolean;
   readonly healthCheckIntervalMs?: number;
 }
 
@@ -111,8 +116,10 @@ export function testConfig(pki: Pki, o: TestConfigOptions): Config {
       envoy: {
         listen: { address: '127.0.0.1', port: 6443 },
         admin: { address: '127.0.0.1', port: 0 },
-        tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile },
-        ...(o.clientCert === true ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } } : {}),
+        tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, ...(o.clientCa === true ? { clientCaFile: pki.caFile } : {}) },
+        ...(o.clientCa === true
+          ? { upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile } }
+          : o.clientCert === true ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } } : {}),
         ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
       },
     },
@@ -134,11 +141,16 @@ export interface Reply {
   readonly body: string;
 }
 
-/** One HTTPS/1.1 request through Envoy, trusting the test CA. */
-export function send(port: number, pki: Pki, method: string, path: string, headers: Record<string, string> = {}): Promise<Reply> {
+/** One HTTPS/1.1 request through Envoy, trusting the test CA; with `cert`, presenting that client certificate. */
+export function send(
+  port: number, pki: Pki, method: string, path: string, headers: Record<string, string | string[]> = {}, cert?: { readonly certFile: string; readonly keyFile: string },
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port, path, method, ca: pem(pki.caFile), servername: 'localhost', headers, agent: false },
+      {
+        host: '127.0.0.1', port, path, method, ca: pem(pki.caFile), servername: 'localhost', headers, agent: false,
+        ...(cert === undefined ? {} : { cert: pem(cert.certFile), key: pem(cert.keyFile) }),
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');

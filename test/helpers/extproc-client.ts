@@ -4,6 +4,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
+import type { IdentityResult } from '../../src/identity/client-identity.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestRouter, RoutingResult } from '../../src/routing/router.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
@@ -207,8 +208,8 @@ export function resourceInfo(over: Partial<Omit<ResourceRequest, 'kind'>> = {}):
   };
 }
 
-export function resultOf(decision: Decision, info: RequestInfo = resourceInfo()): RoutingResult {
-  return { info, decision, generation: 7, viewAgeMs: 120 };
+export function resultOf(decision: Decision, info: RequestInfo = resourceInfo(), identity: IdentityResult = { kind: 'none' }): RoutingResult {
+  return { info, decision, generation: 7, viewAgeMs: 120, identity };
 }
 
 export interface StubRouter extends RequestRouter {

@@ -30,6 +30,7 @@ const variants = [
   { name: 'unix processor, fail closed', extprocListen: `unix:${join(scratch.dir, 'x.sock')}`, failureMode: 'closed', clientCert: false, host: '127.0.0.1' },
   { name: 'tcp processor, fail closed, upstream client certificate', extprocListen: '127.0.0.1:9002', failureMode: 'closed', clientCert: true, host: '127.0.0.1' },
   { name: 'unix processor, fail open, client certificate, DNS apiservers', extprocListen: `unix:${join(scratch.dir, 'y.sock')}`, failureMode: 'open', clientCert: true, host: 'localhost' },
+  { name: 'client certificates verified and re-stated (XFCC, backstop route, front-proxy certificate)', extprocListen: '127.0.0.1:9002', failureMode: 'open', clientCert: false, clientCa: true, host: '127.0.0.1' },
 ] as const;
 
 for (const v of variants) {
@@ -43,6 +44,7 @@ for (const v of variants) {
       extprocListen: v.extprocListen,
       failureMode: v.failureMode,
       clientCert: v.clientCert,
+      clientCa: 'clientCa' in v && v.clientCa,
     });
     const res = await validateBootstrap(renderBootstrapYaml(cfg));
     t.ok(res.ok, `valid:\n${res.output}`);
@@ -78,6 +80,8 @@ t.test('envoy/envoy.yaml is the output of `skewgate envoy-config` for examples/s
     'ca.crt': pki.caFile,
     'gateway.crt': pki.gatewayCertFile,
     'gateway.key': pki.gatewayKeyFile,
+    'front-proxy-client.crt': pki.frontProxyClientCertFile,
+    'front-proxy-client.key': pki.frontProxyClientKeyFile,
   };
   for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
   const res = await validateBootstrap(actual, { cwd });

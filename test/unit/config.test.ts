@@ -79,3 +79,37 @@ t.test('loadConfig: unreadable file and bad YAML are ConfigErrors', async (t) =>
   writeFileSync(join(dir, 'ok.yaml'), 'apiservers:\n  - name: a\n    url: https://127.0.0.1:1\nenvoy:\n  tls: {certFile: c, keyFile: k}\n');
   t.equal(loadConfig(join(dir, 'ok.yaml')).envoy.tls.keyFile, join(dir, 'k'));
 });
+
+t.test('envoy.tls.clientCaFile: optional, resolved like the other paths', async (t) => {
+  t.equal(parseConfig(minimal, 't', '/b').envoy.tls.clientCaFile, undefined, 'off unless set');
+  const c = parseConfig({
+    ...minimal,
+    envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'pki/client-ca.crt' }, upstreamClientCert: { certFile: 'fp.crt', keyFile: '/abs/fp.key' } },
+  }, 't', '/b');
+  t.equal(c.envoy.tls.clientCaFile, '/b/pki/client-ca.crt');
+  t.same(c.envoy.upstreamClientCert, { certFile: '/b/fp.crt', keyFile: '/abs/fp.key' });
+  t.same(problems({ ...minimal, envoy: { tls: { certFile: 'c', keyFile: 'k', clientCaFile: '' }, upstreamClientCert: { certFile: 'a', keyFile: 'b' } } }).map((p) => p.path), ['envoy.tls.clientCaFile'], 'an empty path is a problem');
+});
+
+t.test('envoy.upstreamClientCert (the front-proxy certificate) is required with clientCaFile', async (t) => {
+  const got = problems({ ...minimal, envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'client-ca.crt' } } });
+  t.equal(got.length, 1);
+  t.equal(got[0]?.path, 'envoy.upstreamClientCert');
+  t.match(got[0]?.message, /required with tls\.clientCaFile/);
+  t.match(got[0]?.message, /front-proxy/);
+  t.same(problems({ ...minimal, envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } } }), [], 'not required without clientCaFile');
+});
+
+t.test('the missing front-proxy certificate is listed with every other problem', async (t) => {
+  const got = problems({
+    apiservers: [{ name: 'A', url: 'https://h:1' }],
+    extproc: { listen: 'nowhere' },
+    envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'client-ca.crt' }, connectTimeout: 'soon', admin: { port: -1 } },
+  });
+  const paths = got.map((p) => p.path);
+  for (const want of ['apiservers[0].name', 'extproc.listen', 'envoy.connectTimeout', 'envoy.admin.port', 'envoy.upstreamClientCert']) {
+    t.ok(paths.includes(want), `problem at ${want} in ${JSON.stringify(paths)}`);
+  }
+  const broken = problems({ ...minimal, envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'ca.crt' }, upstreamClientCert: { certFile: 'fp.crt' } } });
+  t.same(broken.map((p) => p.path), ['envoy.upstreamClientCert.keyFile'], 'a half-written front-proxy certificate is one problem, not two');
+});

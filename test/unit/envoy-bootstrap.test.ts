@@ -2,8 +2,11 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
-import { EXTPROC_SERVICE_NAME, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER } from '../../src/constants.js';
-import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
+import {
+  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, IDENTITY_UNSTATED_REASON, REASON_HEADER, REMOTE_USER_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES,
+  SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER,
+} from '../../src/constants.js';
+import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { packageRoot } from '../../src/envoy/process.js';
 
@@ -24,6 +27,8 @@ interface Opts {
   failureMode?: 'open' | 'closed';
   extproc?: string;
   clientCert?: boolean;
+  /** envoy.tls.clientCaFile (implies the front-proxy upstreamClientCert). */
+  clientCa?: boolean;
   apiservers?: { name: string; url: string; serverName?: string; caFile?: string }[];
 }
 
@@ -38,9 +43,9 @@ function config(o: Opts = {}): Config {
       extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
       envoy: {
         listen: { address: '127.0.0.1', port: 8443 },
-        tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key' },
+        tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key', ...(o.clientCa === true ? { clientCaFile: 'pki/client-ca.crt' } : {}) },
         healthCheck: { interval: '3s', timeout: '1s', unhealthyThreshold: 3, healthyThreshold: 2 },
-        ...(o.clientCert === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
+        ...(o.clientCert === true || o.clientCa === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
       },
     },
     '/srv/sg/skewgate.yaml',
@@ -94,7 +99,76 @@ t.test('sanitising removes every identity and routing header, early and in the c
   t.ok(earlyMutations.some((m) => m.remove === 'x-forwarded-for'), 'client X-Forwarded-For dropped before Envoy appends the peer');
   t.notOk(chainMutations.some((m) => m.remove === 'x-forwarded-for'), 'the filter keeps the X-Forwarded-For Envoy wrote');
   t.equal(hcm(b).forward_client_cert_details, 'SANITIZE');
-  t.same(at(hcm(b), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER], 'the routing header is never forwarded upstream');
+  t.same(at(hcm(b), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER, CLIENT_CERT_HEADER], 'the routing header and XFCC are never forwarded upstream');
+});
+
+const mutationsOf = (b: unknown): { early: Obj[]; chain: Obj[] } => ({
+  early: arr(at(hcm(b), 'early_header_mutation_extensions.0.typed_config.mutations')).map((m) => obj(m)),
+  chain: arr(at(filters(b)[0], 'typed_config.mutations.request_mutations')).map((m) => obj(m)),
+});
+
+t.test('client certificates: asked for, verified against clientCaFile, optional', async (t) => {
+  const tls = (b: unknown): Obj => obj(at(b, 'static_resources.listeners.0.filter_chains.0.transport_socket.typed_config'));
+  const on = tls(renderBootstrap(config({ clientCa: true })));
+  t.equal(on.require_client_certificate, false, 'bearer tokens keep working without a certificate');
+  t.same(at(on, 'common_tls_context.validation_context'), { trusted_ca: { filename: '/srv/sg/pki/client-ca.crt' } });
+  t.same(at(on, 'common_tls_context.alpn_protocols'), ['h2', 'http/1.1']);
+  const off = tls(renderBootstrap(config()));
+  t.notOk('validation_context' in obj(off.common_tls_context), 'no client CA: no certificate requested');
+  t.notOk('require_client_certificate' in off);
+});
+
+t.test('client certificates: Envoy sets XFCC (cert + chain) for skewgate; a client\'s XFCC never survives', async (t) => {
+  const on = renderBootstrap(config({ clientCa: true }));
+  t.equal(hcm(on).forward_client_cert_details, 'SANITIZE_SET');
+  t.same(hcm(on).set_current_client_cert_details, { cert: true, chain: true });
+  const m = mutationsOf(on);
+  t.ok(m.early.some((x) => x.remove === CLIENT_CERT_HEADER), 'the early mutation drops a client\'s XFCC (before Envoy sets its own)');
+  t.notOk(m.chain.some((x) => x.remove === CLIENT_CERT_HEADER), 'the filter keeps the XFCC Envoy set, for skewgate');
+  for (const h of SANITIZED_REQUEST_HEADERS.filter((x) => x !== CLIENT_CERT_HEADER)) {
+    t.ok(m.chain.some((x) => x.remove === h), `the filter still removes ${h}`);
+  }
+  t.same(at(hcm(on), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER, CLIENT_CERT_HEADER], 'XFCC never reaches an apiserver, even with skewgate down');
+
+  const off = renderBootstrap(config());
+  t.equal(hcm(off).forward_client_cert_details, 'SANITIZE');
+  t.notOk('set_current_client_cert_details' in hcm(off));
+  t.ok(mutationsOf(off).chain.some((x) => x.remove === CLIENT_CERT_HEADER), 'without client certificates the filter strips XFCC too');
+});
+
+t.test('client certificates: the backstop route answers 401 when nobody stated the identity', async (t) => {
+  const cfg = config({ clientCa: true });
+  const rs = routes(renderBootstrap(cfg));
+  t.equal(rs.length, cfg.apiservers.length * 2 + 3, 'the backstop, then the routes as without it');
+  const first = rs[0] as Obj;
+  t.equal(first.name, IDENTITY_BACKSTOP_ROUTE);
+  t.equal(first.name, 'client-identity-unstated');
+  t.same(first.match, {
+    prefix: '/',
+    tls_context: { presented: true },
+    headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
+  }, 'a certificate was presented and no X-Remote-User was stated');
+  t.notOk('route' in first, 'never forwarded');
+  t.equal(at(first, 'direct_response.status'), 401);
+  const body = JSON.parse(String(at(first, 'direct_response.body.inline_string'))) as Obj;
+  t.match(body, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'Unauthorized', code: 401 });
+  t.match(body.message, /^Unauthorized/);
+  const added = arr(first.response_headers_to_add).map((h) => obj(h));
+  t.same(added.map((h) => [at(h, 'header.key'), at(h, 'header.value'), h.append_action]), [
+    ['content-type', 'application/json', 'OVERWRITE_IF_EXISTS_OR_ADD'],
+    [REASON_HEADER, IDENTITY_UNSTATED_REASON, 'OVERWRITE_IF_EXISTS_OR_ADD'],
+  ]);
+  t.notOk(routes(renderBootstrap(config())).some((r) => r.name === IDENTITY_BACKSTOP_ROUTE), 'no backstop without client certificates');
+});
+
+t.test('client certificates: Envoy presents the front-proxy certificate to every apiserver', async (t) => {
+  const b = renderBootstrap(config({ clientCa: true }));
+  for (const c of clusters(b).filter((x) => x.name !== 'skewgate-extproc')) {
+    t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/fp.crt' }, private_key: { filename: '/srv/sg/pki/fp.key' } }, `${String(c.name)}`);
+  }
+  for (const m of arr(at(cluster(b, 'default'), 'transport_socket_matches'))) {
+    t.same(at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, `default: ${String(at(m, 'name'))}`);
+  }
 });
 
 t.test('ext_proc: headers only, timeouts, route cache, failure mode', async (t) => {
@@ -281,6 +355,9 @@ t.test('the example config renders machine-independent', async (t) => {
   t.notOk(yaml.includes(root), 'no path of this machine');
   t.match(yaml, /filename: examples\/pki\/ca\.crt/);
   t.equal(cfg.apiservers.length, 3);
+  t.ok(cfg.envoy.tls.clientCaFile, 'the example states client-certificate identity');
+  t.match(yaml, /name: client-identity-unstated/);
+  t.match(yaml, /filename: examples\/pki\/front-proxy-client\.crt/);
 });
 
 t.test('ext_proc streams are half-closed, not reset (Node HTTP/2 rapid-reset protection)', async (t) => {

@@ -189,3 +189,35 @@ t.test('emptyResponseFor answers each phase with its own kind', async (t) => {
     t.equal(res.response, p, p);
   }
 });
+
+t.test('a stated client certificate goes upstream as front-proxy headers, XFCC removed', async (t) => {
+  const identity = {
+    kind: 'stated' as const,
+    identity: { user: 'jane', uid: 'u-1', groups: ['dev', 'a,b'], extra: [['authentication.kubernetes.io/credential-id', ['X509SHA256=ab']]] as const, fingerprint: 'ab' },
+  };
+  const routed: Decision = { outcome: 'routed', reason: 'served_by_subset', candidates: ['kas-new'], upstream: 'kas-new' };
+  const passthrough: Decision = { outcome: 'passthrough', reason: 'non_resource', candidates: [] };
+  for (const d of [routed, passthrough]) {
+    const res = wire(responseFor(resultOf(d, resourceInfo(), identity), 5));
+    const common = res.request_headers?.response;
+    t.equal(common?.clear_route_cache, true, `${d.outcome}: the route is picked again (Envoy's backstop route no longer matches)`);
+    const set = common?.header_mutation?.set_headers ?? [];
+    assertRawOnly(t, set);
+    const lines = set.filter((o) => o.header?.key !== UPSTREAM_HEADER).map((o) => [o.header?.key, Buffer.from(o.header?.raw_value ?? []).toString(), o.append?.value ?? false]);
+    t.same(lines, [
+      ['x-remote-user', 'jane', false],
+      ['x-remote-uid', 'u-1', false],
+      ['x-remote-group', 'dev', false],
+      ['x-remote-group', 'a,b', true],
+      ['x-remote-extra-authentication.kubernetes.io%2Fcredential-id', 'X509SHA256=ab', false],
+    ], `${d.outcome}: user, uid, one line per group (appended), extra`);
+    t.same(common?.header_mutation?.remove_headers, ['x-forwarded-client-cert']);
+  }
+  const unstated: Decision = { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'the client certificate has no common name (CN), so it names no user', candidates: [] };
+  const res = wire(responseFor(resultOf(unstated), 5));
+  const im = res.immediate_response;
+  t.equal(im?.status?.code, 401);
+  t.equal(headersOf(im?.headers?.set_headers).get(REASON_HEADER), 'client_identity_unstated');
+  t.match(JSON.parse(Buffer.from(im?.body ?? []).toString()), { kind: 'Status', reason: 'Unauthorized', code: 401, message: /cannot state the identity of this client certificate.*no common name/ });
+  t.equal(im?.details, 'skewgate_client_identity_unstated');
+});

@@ -84,7 +84,6 @@ function state(name: string, v: ServerView | null, extra: Partial<ServerState> =
   return { name, url: `https://${name}`, view: v, lastSuccessAt: v ? NOW - 100 : null, consecutiveFailures: 0, lastError: null, ready: true, ...extra };
 }
 const snapOf = (...servers: ServerState[]): Snapshot => buildSnapshot(servers, 1);
-const withAuth = (extra: Record<string, string> = {}): ReadonlyMap<string, string> => new Map(Object.entries({ authorization: 'Bearer x', accept: MEDIA_AGGREGATED_V2, ...extra }));
 const opts = { now: NOW, staleAfterMs: 3000 };
 
 t.test('who is merged, and when the union is refused', async (t) => {
@@ -133,20 +132,20 @@ t.test('decidePeerDiscovery', async (t) => {
   const cache = new PeerDiscoveryCache();
   const snap = snapOf(state('a', OLD), state('b', NEW), state('c', OLD, { ready: false, consecutiveFailures: 2 }));
   const result = cache.forSnapshot(snap);
-  const d = decidePeerDiscovery(snap, result, withAuth(), opts) as DiscoveryDecision;
+  const d = decidePeerDiscovery(snap, result, true, opts) as DiscoveryDecision;
   t.match(d, { outcome: 'discovery', reason: 'merged_apis' });
   t.same(d.candidates, ['a', 'b'], 'the merged servers, an unready one left out');
   const etag = d.document.quotedEtag;
-  t.match(decidePeerDiscovery(snap, result, withAuth({ 'if-none-match': etag }), opts), { outcome: 'discovery', reason: 'merged_apis_not_modified' });
-  t.match(decidePeerDiscovery(snap, result, withAuth({ 'if-none-match': `W/${etag}` }), opts), { reason: 'merged_apis' }, 'a weak or different tag is no match');
-  t.match(decidePeerDiscovery(snap, result, withAuth({ 'if-none-match': `${etag}, "x"` }), opts), { reason: 'merged_apis' }, 'compared verbatim, as kube-apiserver does');
-  t.match(decidePeerDiscovery(snap, result, new Map([['accept', MEDIA_AGGREGATED_V2]]), opts), { outcome: 'passthrough', reason: 'no_credentials' });
+  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: etag }), { outcome: 'discovery', reason: 'merged_apis_not_modified' });
+  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: `W/${etag}` }), { reason: 'merged_apis' }, 'a weak or different tag is no match');
+  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: `${etag}, "x"` }), { reason: 'merged_apis' }, 'compared verbatim, as kube-apiserver does');
+  t.match(decidePeerDiscovery(snap, result, false, opts), { outcome: 'passthrough', reason: 'no_credentials' });
   const stale = snapOf(state('a', OLD, { lastSuccessAt: NOW - 10_000 }), state('b', NEW));
-  t.match(decidePeerDiscovery(stale, cache.forSnapshot(stale), withAuth(), opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server with a stale view');
+  t.match(decidePeerDiscovery(stale, cache.forSnapshot(stale), true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server with a stale view');
   const failing = snapOf(state('a', OLD, { consecutiveFailures: 1 }), state('b', NEW));
-  t.match(decidePeerDiscovery(failing, cache.forSnapshot(failing), withAuth(), opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server whose last fetch failed');
+  t.match(decidePeerDiscovery(failing, cache.forSnapshot(failing), true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server whose last fetch failed');
   const unsynced = snapOf(state('a', OLD), state('b', null));
-  t.match(decidePeerDiscovery(unsynced, cache.forSnapshot(unsynced), withAuth(), opts), { outcome: 'passthrough', reason: 'not_synced' });
+  t.match(decidePeerDiscovery(unsynced, cache.forSnapshot(unsynced), true, opts), { outcome: 'passthrough', reason: 'not_synced' });
 });
 
 t.test('the router: only GET /apis with the aggregated v2 JSON Accept (no nopeer) is answered', async (t) => {
@@ -182,16 +181,37 @@ t.test('the router: only GET /apis with the aggregated v2 JSON Accept (no nopeer
   t.equal(route('GET', '/apis/apps/v1/deployments', { accept: MEDIA_AGGREGATED_V2 }), 'default/served_by_all', 'resource requests are routed as always');
 });
 
+t.test('the router and client certificates: a stated one counts as a credential, an unstated one is refused', async (t) => {
+  const snap = snapOf(state('a', OLD), state('b', NEW));
+  const seen: [string | undefined, number][] = [];
+  const router = createRouter({ current: () => snap }, {
+    staleAfterMs: 3000, retryAfterSeconds: 1, now: () => NOW,
+    clientIdentity: (xfcc, now) => {
+      seen.push([xfcc, now]);
+      if (xfcc === 'good') return { kind: 'stated', identity: { user: 'jane', uid: null, groups: [], extra: [], fingerprint: 'ab' } };
+      return xfcc === undefined ? { kind: 'none' } : { kind: 'unstated', problem: 'nope' };
+    },
+  });
+  const apis = (headers: Record<string, string>) => router.route('GET', '/apis', new Map(Object.entries({ accept: MEDIA_AGGREGATED_V2, ...headers })));
+  t.match(apis({ 'x-forwarded-client-cert': 'good' }), { decision: { outcome: 'discovery', reason: 'merged_apis' }, identity: { kind: 'stated' } }, 'a verified certificate is a credential');
+  t.match(apis({}), { decision: { outcome: 'passthrough', reason: 'no_credentials' }, identity: { kind: 'none' } });
+  const bad = router.route('GET', '/apis/apps/v1/deployments', new Map([['x-forwarded-client-cert', 'forged'], ['authorization', 'Bearer x']]));
+  t.match(bad, { decision: { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'nope', candidates: [] }, identity: { kind: 'unstated' } }, 'refused even with a token beside it');
+  t.same(seen[0], ['good', NOW], 'the XFCC header and the router clock are what the identity is stated from');
+  const noCa = createRouter({ current: () => snap }, { staleAfterMs: 3000, retryAfterSeconds: 1, now: () => NOW });
+  t.match(noCa.route('GET', '/api/v1/pods', new Map([['x-forwarded-client-cert', 'Cert="x"']])), { decision: { outcome: 'rejected', reason: 'client_identity_unstated', problem: /no client CA/ } }, 'without a client CA nothing is ever stated');
+});
+
 t.test('the ImmediateResponse', async (t) => {
   const cache = new PeerDiscoveryCache();
   const snap = snapOf(state('a', OLD), state('b', NEW));
-  const d = decidePeerDiscovery(snap, cache.forSnapshot(snap), withAuth(), opts) as DiscoveryDecision;
+  const d = decidePeerDiscovery(snap, cache.forSnapshot(snap), true, opts) as DiscoveryDecision;
   const info = { kind: 'non-resource' as const, method: 'GET', path: '/apis', verb: 'get' };
   const headersOf = (r: ReturnType<typeof responseFor>): Record<string, string> => {
     const im = 'immediate_response' in r ? r.immediate_response : undefined;
     return Object.fromEntries((im?.headers?.set_headers ?? []).map((h) => [h.header.key, Buffer.from(h.header.raw_value as Uint8Array).toString()]));
   };
-  const ok = responseFor({ info, decision: d, generation: 1, viewAgeMs: 0 }, 1);
+  const ok = responseFor({ info, decision: d, generation: 1, viewAgeMs: 0, identity: { kind: 'none' } }, 1);
   t.ok('immediate_response' in ok);
   const im = 'immediate_response' in ok ? ok.immediate_response : undefined;
   t.equal(im?.status.code, 200);
@@ -199,7 +219,7 @@ t.test('the ImmediateResponse', async (t) => {
   t.equal(Buffer.from(im?.body as Uint8Array).toString(), d.document.body.toString());
   t.match(JSON.parse(d.document.body.toString()), { kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v2' });
   t.equal(im?.details, 'skewgate_merged_apis');
-  const nm = responseFor({ info, decision: { ...d, reason: 'merged_apis_not_modified' }, generation: 1, viewAgeMs: 0 }, 1);
+  const nm = responseFor({ info, decision: { ...d, reason: 'merged_apis_not_modified' }, generation: 1, viewAgeMs: 0, identity: { kind: 'none' } }, 1);
   const nmi = 'immediate_response' in nm ? nm.immediate_response : undefined;
   t.equal(nmi?.status.code, 304);
   t.equal(nmi?.body, undefined, 'no body');

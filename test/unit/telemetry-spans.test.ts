@@ -80,8 +80,25 @@ t.test('routed: attributes of the request, the decision and the chosen apiserver
     'skewgate.upstream': 'apiserver-c',
     'server.address': 'fd00::3',
     'server.port': 7443,
+    'skewgate.client_identity': 'none',
   });
   t.equal(span?.status.code, SpanStatusCode.UNSET);
+});
+
+t.test('client certificates: the outcome for the identity and the fingerprint, never the name', async (t) => {
+  const obs = spans();
+  const ctx = { metadata: metadata(), headers: new Map([[':method', 'GET'], [':path', '/api/v1/pods']]) };
+  const stated = { kind: 'stated' as const, identity: { user: 'jane-doe', uid: 'uid-7', groups: ['team-zeta'], extra: [], fingerprint: 'ab12' } };
+  obs.onDecision(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }, undefined, stated), { ...ctx, durationNs: 1n, trace: obs.onRequest(ctx) });
+  const a = exporter.getFinishedSpans().at(-1)?.attributes;
+  t.match(a, { 'skewgate.client_identity': 'stated', 'skewgate.client_cert.sha256': 'ab12' });
+  t.notMatch(JSON.stringify(a), /jane-doe|uid-7|team-zeta/, 'no user, UID or group in the span');
+  const unstated = { kind: 'unstated' as const, problem: 'the client certificate has no common name (CN), so it names no user' };
+  obs.onDecision(resultOf({ outcome: 'rejected', reason: 'client_identity_unstated', problem: unstated.problem, candidates: [] }, undefined, unstated), { ...ctx, durationNs: 1n, trace: obs.onRequest(ctx) });
+  const b = exporter.getFinishedSpans().at(-1);
+  t.match(b?.attributes, { 'skewgate.outcome': 'rejected', 'skewgate.reason': 'client_identity_unstated', 'skewgate.client_identity': 'unstated', 'skewgate.problem': /no common name/ });
+  t.notOk(b && 'skewgate.client_cert.sha256' in b.attributes);
+  t.equal(b?.status.code, SpanStatusCode.UNSET, 'a refused certificate is the client\'s problem');
 });
 
 t.test('every outcome: outcome and reason; ERROR only for unavailable; no upstream unless routed', async (t) => {

@@ -1,0 +1,127 @@
+// The front-proxy safety check behind `skewgate validate` and `skewgate serve`: the certificate
+// files are read here (I/O at the edge), the judgement is pure (frontProxyProblems).
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { ConfigError, type Config, type ConfigProblem } from '../config.js';
+
+const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
+const EKU_ANY = '2.5.29.37.0';
+
+const CA_PATH = 'envoy.tls.clientCaFile';
+const CERT_PATH = 'envoy.upstreamClientCert.certFile';
+const KEY_PATH = 'envoy.upstreamClientCert.keyFile';
+
+/** The parsed files the check judges. */
+export interface FrontProxyMaterial {
+  /** Every certificate of envoy.tls.clientCaFile. */
+  readonly clientCas: readonly X509Certificate[];
+  /** envoy.upstreamClientCert.certFile: the leaf first, then any intermediates Envoy also presents. */
+  readonly chain: readonly X509Certificate[];
+}
+
+function issuedBy(cert: X509Certificate, ca: X509Certificate): boolean {
+  try {
+    return cert.checkIssued(ca) && cert.verify(ca.publicKey);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why the front-proxy certificate is unsafe or unusable, at time `now` (ms). Pure.
+ * - Issued by a client CA: the apiservers' x509 authenticator would accept it as a client
+ *   certificate, so a request reaching them without X-Remote-User (a gap in the gateway) would
+ *   authenticate as the front proxy's CN instead of failing. Intermediates count too: Envoy
+ *   presents them and the apiserver builds its chain through them.
+ * - No clientAuth usage: the apiservers (Go's x509, ExtKeyUsageClientAuth) refuse it.
+ * - Expired or not yet valid: every identity-stating request would fail authentication.
+ */
+export function frontProxyProblems(m: FrontProxyMaterial, now: number): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const leaf = m.chain[0];
+  if (leaf === undefined) return [{ path: CERT_PATH, message: 'holds no certificate' }];
+  const name = (c: X509Certificate): string => JSON.stringify(c.subject.replaceAll('\n', ', '));
+  const cn = leaf.subject.split('\n').filter((l) => l.startsWith('CN=')).pop()?.slice(3) ?? '';
+  m.chain.forEach((cert, i) => {
+    const ca = m.clientCas.find((c) => issuedBy(cert, c));
+    if (ca === undefined) return;
+    const what = i === 0 ? 'the front-proxy client certificate' : `the intermediate ${name(cert)} presented with it`;
+    problems.push({
+      path: CERT_PATH,
+      message: `${what} is issued by ${name(ca)}, a CA in ${CA_PATH}: an apiserver would accept it as an ordinary client certificate, so a request whose identity is not stated would authenticate as the front proxy's own user ${JSON.stringify(cn)} instead of failing. Issue it from a separate front-proxy CA (the apiservers' --requestheader-client-ca-file)`,
+    });
+  });
+  const eku = leaf.keyUsage ?? [];
+  if (!eku.includes(EKU_CLIENT_AUTH) && !eku.includes(EKU_ANY)) {
+    problems.push({
+      path: CERT_PATH,
+      message: `the front-proxy client certificate lacks the clientAuth extended key usage (it has ${eku.length === 0 ? 'none' : eku.join(', ')}): the apiservers' requestheader authenticator refuses it`,
+    });
+  }
+  const validTo = Date.parse(leaf.validTo);
+  const validFrom = Date.parse(leaf.validFrom);
+  if (now > validTo) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate expired on ${new Date(validTo).toISOString()}` });
+  if (now < validFrom) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate is not valid before ${new Date(validFrom).toISOString()}` });
+  return problems;
+}
+
+/** Every certificate of a PEM file, or the problem reading it. */
+async function readCertificates(path: string, file: string, what: string): Promise<X509Certificate[] | ConfigProblem> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    return { path, message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  }
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) return { path, message: `${file} holds no PEM certificate (${what})` };
+  try {
+    return blocks.map((b) => new X509Certificate(b));
+  } catch (err) {
+    return { path, message: `${file}: a certificate does not parse: ${(err as Error).message}` };
+  }
+}
+
+async function keyProblem(file: string, leaf: X509Certificate | undefined): Promise<ConfigProblem | null> {
+  let pem: string;
+  try {
+    pem = await readFile(file, 'utf8');
+  } catch (err) {
+    return { path: KEY_PATH, message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  }
+  try {
+    const key = createPrivateKey(pem);
+    if (leaf !== undefined && !leaf.checkPrivateKey(key)) return { path: KEY_PATH, message: `${file} is not the private key of ${CERT_PATH}` };
+  } catch (err) {
+    return { path: KEY_PATH, message: `${file} is not a PEM private key: ${(err as Error).message}` };
+  }
+  return null;
+}
+
+/**
+ * Reads the client CA bundle and the front-proxy certificate and key, and lists every problem.
+ * Nothing to check without envoy.tls.clientCaFile (no identity is stated then); the config schema
+ * already demands upstreamClientCert with it.
+ */
+export async function checkFrontProxyTls(config: Config, now: number = Date.now()): Promise<ConfigProblem[]> {
+  const caFile = config.envoy.tls.clientCaFile;
+  const client = config.envoy.upstreamClientCert;
+  if (caFile === undefined || client === undefined) return [];
+  const [cas, chain] = await Promise.all([
+    readCertificates(CA_PATH, caFile, 'the client CA bundle'),
+    readCertificates(CERT_PATH, client.certFile, 'the front-proxy client certificate'),
+  ]);
+  const problems: ConfigProblem[] = [];
+  if (!Array.isArray(cas)) problems.push(cas);
+  if (!Array.isArray(chain)) problems.push(chain);
+  if (Array.isArray(chain)) problems.push(...frontProxyProblems({ clientCas: Array.isArray(cas) ? cas : [], chain }, now));
+  const key = await keyProblem(client.keyFile, Array.isArray(chain) ? chain[0] : undefined);
+  if (key !== null) problems.push(key);
+  return problems;
+}
+
+/** checkFrontProxyTls as a ConfigError (exit code 2, every problem listed), for validate and serve. */
+export async function assertFrontProxyTls(config: Config, now?: number): Promise<void> {
+  const problems = await checkFrontProxyTls(config, now);
+  if (problems.length > 0) throw new ConfigError(config.source, problems);
+}

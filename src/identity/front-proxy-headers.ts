@@ -1,0 +1,39 @@
+// A stated client identity as kube-apiserver's requestheader authenticator reads it. Pure.
+import { CLIENT_CERT_HEADER, REMOTE_EXTRA_HEADER_PREFIX, REMOTE_GROUP_HEADER, REMOTE_UID_HEADER, REMOTE_USER_HEADER } from '../constants.js';
+import type { ClientIdentity } from './client-identity.js';
+
+export interface FrontProxyHeader {
+  readonly name: string;
+  readonly value: string;
+  /** Add another line rather than replace: each group is its own X-Remote-Group line. */
+  readonly append: boolean;
+}
+
+/**
+ * Extra keys go in the header name, %-escaped as client-go's front-proxy transport does: the
+ * apiserver lower-cases the name and path-unescapes it ("%2f" becomes "/").
+ */
+export function extraHeaderName(key: string): string {
+  const escaped = [...Buffer.from(key, 'utf8')]
+    .map((b) => (/[A-Za-z0-9!#$&'*+.^_`|~-]/.test(String.fromCharCode(b)) && b < 0x80 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`))
+    .join('');
+  return `${REMOTE_EXTRA_HEADER_PREFIX}${escaped}`;
+}
+
+/**
+ * X-Remote-User, X-Remote-Uid (when the certificate has one), one X-Remote-Group line per group
+ * (the apiserver does not split on commas; "a,b" is one group) and X-Remote-Extra-<key>.
+ */
+export function frontProxyHeaders(identity: ClientIdentity): FrontProxyHeader[] {
+  const out: FrontProxyHeader[] = [{ name: REMOTE_USER_HEADER, value: identity.user, append: false }];
+  if (identity.uid !== null) out.push({ name: REMOTE_UID_HEADER, value: identity.uid, append: false });
+  identity.groups.forEach((g, i) => out.push({ name: REMOTE_GROUP_HEADER, value: g, append: i > 0 }));
+  for (const [key, values] of identity.extra) {
+    const name = extraHeaderName(key);
+    values.forEach((v, i) => out.push({ name, value: v, append: i > 0 }));
+  }
+  return out;
+}
+
+/** Envoy's XFCC is for skewgate alone; the apiserver learns the identity from the headers above. */
+export const FRONT_PROXY_REMOVED_HEADERS: readonly string[] = Object.freeze([CLIENT_CERT_HEADER]);
