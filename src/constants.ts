@@ -38,6 +38,12 @@ export const SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freez
   'x-skewgate-',
 ]);
 
+/**
+ * The one identity Envoy states by itself: its /readyz checks over front-proxy connections (where
+ * kube-apiserver would reject an anonymous request). It gets system:authenticated's default rights.
+ */
+export const HEALTH_CHECK_USER = 'skewgate:health-check';
+
 /** The reason (x-skewgate-reason, span, metric) when a client certificate's identity cannot be stated. */
 export const IDENTITY_UNSTATED_REASON = 'client_identity_unstated';
 

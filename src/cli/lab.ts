@@ -6,6 +6,8 @@ import { relative } from 'node:path';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { Lab, defaultLabDir } from '../lab/lab.js';
 import type { ApiServerSpec } from '../lab/flags.js';
+import { LAB_USERS } from '../lab/gateway-config.js';
+import { LAB_MAX_LOOPBACK } from '../lab/pki.js';
 import { labBinDir, labVersions } from '../lab/versions.js';
 import { formatTable } from './one-shot.js';
 
@@ -34,7 +36,7 @@ export function labUpSpecs(mixed: boolean, firstIp = '127.0.0.1'): ApiServerSpec
   const v = labVersions();
   const m = /^127\.(\d+)\.(\d+)\.(\d+)$/.exec(firstIp);
   const last = Number(m?.[3]);
-  if (!m || last < 1 || last > 7) throw new Error(`--first-ip must be 127.x.y.z with z from 1 to 7 (the serving certificate covers 127.0.0.1-9), got ${firstIp}`);
+  if (!m || last < 1 || last > LAB_MAX_LOOPBACK - 2) throw new Error(`--first-ip must be 127.x.y.z with z from 1 to ${LAB_MAX_LOOPBACK - 2} (the serving certificate covers 127.0.0.1-${LAB_MAX_LOOPBACK}), got ${firstIp}`);
   return [1, 2, 3].map((i) => ({
     name: `kas-${i}`,
     version: mixed && i === 3 ? v.kubeNew : v.kubeOld,
@@ -65,7 +67,8 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     out(formatTable(statusRows(await lab.status())).trimEnd());
     out(`\ngateway (Envoy + skewgate): ${gw.url}`);
     if (baseline) out(`baseline (plain Envoy):     ${baseline.url}   (no skewgate: expect false 404s for skewed APIs)`);
-    out(`kubeconfig:                 ${rel(gw.kubeconfigFile)}   (contexts: token [current], cert, kas-1..3 direct)`);
+    out(`kubeconfig:                 ${rel(gw.kubeconfigFile)}`);
+    out(`  contexts: token [current], cert, ${LAB_USERS.join(', ')} through the gateway; kas-1..3 and <user>@kas-N direct`);
     out(`skewgate config:            ${rel(gw.configFile)}`);
     out(`logs:                       ${rel(lab.dir)}/logs/`);
     out('\ntry:');

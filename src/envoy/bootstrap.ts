@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { isAbsolute, relative, sep } from 'node:path';
 import type { Config } from '../config.js';
 import {
-  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER,
+  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER,
   SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER,
 } from '../constants.js';
 import { statusBody } from '../k8s/status.js';
@@ -21,6 +21,11 @@ export const OTEL_CLUSTER = 'skewgate-otel';
 export const LISTENER_NAME = 'skewgate';
 /** The first route when client certificates are verified: a certificate whose identity nobody stated. */
 export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
+/**
+ * Suffix of the clusters that connect with the front-proxy certificate (an apiserver name is a
+ * DNS label, so "_" can never clash with one).
+ */
+export const FRONT_PROXY_SUFFIX = '_front-proxy';
 
 /**
  * Request headers stripped besides the shared identity list. x-envoy-* would let a client steer
@@ -94,9 +99,38 @@ function upstreamOf(s: ApiServerConfig): Upstream {
   };
 }
 
+/**
+ * One set of apiserver clusters per way of connecting. With client certificates re-stated, a
+ * request carrying a stated identity goes over connections that present the front-proxy
+ * certificate, and every other request over connections that present none: kube-apiserver
+ * authenticates a token or an anonymous request exactly as if the client had connected directly
+ * (on a front-proxy connection without X-Remote-User it would answer 401 to anonymous requests,
+ * its x509 authenticator rejecting the front-proxy certificate). Without client certificates
+ * there is one set, with upstreamClientCert if configured.
+ */
+interface ClusterSet {
+  readonly suffix: string;
+  readonly clientCert: { readonly certFile: string; readonly keyFile: string } | undefined;
+  /** The front-proxy clusters' /readyz checks need a user: the health-check identity, default rights only. */
+  readonly healthCheckHeaders: readonly JsonObject[];
+}
+
+function clusterSets(config: Config): ClusterSet[] {
+  if (!statesIdentity(config)) return [{ suffix: '', clientCert: config.envoy.upstreamClientCert, healthCheckHeaders: [] }];
+  return [
+    { suffix: '', clientCert: undefined, healthCheckHeaders: [] },
+    {
+      suffix: FRONT_PROXY_SUFFIX,
+      clientCert: config.envoy.upstreamClientCert,
+      healthCheckHeaders: [{ header: { key: REMOTE_USER_HEADER, value: HEALTH_CHECK_USER }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
+    },
+  ];
+}
+
 export function renderBootstrap(config: Config, options: RenderOptions = {}): JsonObject {
   const file = (p: string): string => renderPath(p, options.relativeTo);
   const upstreams = config.apiservers.map(upstreamOf);
+  const sets = clusterSets(config);
   return {
     node: { id: 'skewgate-envoy', cluster: 'skewgate' },
     admin: {
@@ -105,8 +139,7 @@ export function renderBootstrap(config: Config, options: RenderOptions = {}): Js
     static_resources: {
       listeners: [listener(config, upstreams, file)],
       clusters: [
-        ...upstreams.map((u) => apiserverCluster(config, u, file)),
-        defaultCluster(config, upstreams, file),
+        ...sets.flatMap((set) => [...upstreams.map((u) => apiserverCluster(config, u, file, set)), defaultCluster(config, upstreams, file, set)]),
         extprocCluster(config, file),
         ...(envoyTracing(config) ? [otelCluster(config, file)] : []),
       ],
@@ -333,13 +366,18 @@ function routerFilter(): JsonObject {
  */
 function routeConfig(upstreams: readonly Upstream[], identity: boolean): JsonObject {
   const routes: JsonObject[] = identity ? [identityBackstop()] : [];
-  for (const u of upstreams) {
-    const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
-    routes.push(route(`${u.name}-read`, [header, readMethod()], u.name, readRetry(false)));
-    routes.push(route(`${u.name}-write`, [header], u.name, undefined));
+  // A stated identity (X-Remote-User: only skewgate can set it, a client's copy is gone) goes
+  // over the front-proxy clusters; everything else over the direct ones.
+  const variants = identity ? [{ suffix: FRONT_PROXY_SUFFIX, when: [remoteUserPresent()] }, { suffix: '', when: [] }] : [{ suffix: '', when: [] }];
+  for (const v of variants) {
+    for (const u of upstreams) {
+      const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
+      routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, readMethod()], `${u.name}${v.suffix}`, readRetry(false)));
+      routes.push(route(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined));
+    }
+    routes.push(route(`default${v.suffix}-read`, [...v.when, readMethod()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
+    routes.push(route(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined));
   }
-  routes.push(route('default-read', [readMethod()], DEFAULT_CLUSTER, readRetry(true)));
-  routes.push(route('default-write', [], DEFAULT_CLUSTER, undefined));
   return {
     name: 'skewgate',
     // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
@@ -372,6 +410,10 @@ function identityBackstop(): JsonObject {
       { header: { key: REASON_HEADER, value: IDENTITY_UNSTATED_REASON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
     ],
   };
+}
+
+function remoteUserPresent(): JsonObject {
+  return { name: REMOTE_USER_HEADER, present_match: true };
 }
 
 function readMethod(): JsonObject {
@@ -412,12 +454,12 @@ function readRetry(otherHost: boolean): JsonObject {
   };
 }
 
-function upstreamTls(config: Config, u: Upstream, file: PathFn): JsonObject {
+function upstreamTls(u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
   if (u.caFile === undefined) {
     // Verification cannot be turned off, and a system trust store is machine-specific.
     throw new BootstrapError(`apiserver "${u.name}": caFile is required to render the Envoy bootstrap (Envoy verifies every apiserver's serving certificate)`);
   }
-  const client = config.envoy.upstreamClientCert;
+  const client = set.clientCert;
   return {
     name: 'envoy.transport_sockets.tls',
     typed_config: {
@@ -458,6 +500,10 @@ function circuitBreakers(): JsonObject {
   };
 }
 
+function readyz(set: ClusterSet): JsonObject {
+  return { http_health_check: { path: '/readyz', ...(set.healthCheckHeaders.length > 0 ? { request_headers_to_add: set.healthCheckHeaders } : {}) } };
+}
+
 function healthCheck(config: Config, check: JsonObject): JsonObject {
   const hc = config.envoy.healthCheck;
   return {
@@ -473,7 +519,6 @@ function healthCheck(config: Config, check: JsonObject): JsonObject {
   };
 }
 
-const readyz: JsonObject = { http_health_check: { path: '/readyz' } };
 
 function http1Options(): JsonObject {
   return {
@@ -488,17 +533,18 @@ function discoveryType(upstreams: readonly Upstream[]): JsonObject {
   return upstreams.every((u) => u.ip) ? { type: 'STATIC' } : { type: 'STRICT_DNS', dns_lookup_family: 'V4_PREFERRED' };
 }
 
-function apiserverCluster(config: Config, u: Upstream, file: PathFn): JsonObject {
+function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
+  const name = `${u.name}${set.suffix}`;
   return {
-    name: u.name,
+    name,
     ...discoveryType([u]),
     connect_timeout: duration(config.envoy.connectTimeout),
     lb_policy: 'ROUND_ROBIN',
-    load_assignment: { cluster_name: u.name, endpoints: [{ lb_endpoints: [endpoint(u, false)] }] },
-    transport_socket: upstreamTls(config, u, file),
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [endpoint(u, false)] }] },
+    transport_socket: upstreamTls(u, file, set),
     typed_extension_protocol_options: http1Options(),
     circuit_breakers: circuitBreakers(),
-    health_checks: [healthCheck(config, readyz)],
+    health_checks: [healthCheck(config, readyz(set))],
   };
 }
 
@@ -508,21 +554,22 @@ function apiserverCluster(config: Config, u: Upstream, file: PathFn): JsonObject
  * Envoy's default panic threshold (50 %) is kept: with most apiservers failing /readyz it keeps
  * trying all of them rather than refusing everything (invariant 4 favours availability).
  */
-function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
+function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, set: ClusterSet): JsonObject {
   const first = upstreams[0];
   if (first === undefined) throw new BootstrapError('at least one apiserver is required');
+  const name = `${DEFAULT_CLUSTER}${set.suffix}`;
   return {
-    name: DEFAULT_CLUSTER,
+    name,
     ...discoveryType(upstreams),
     connect_timeout: duration(config.envoy.connectTimeout),
     lb_policy: 'ROUND_ROBIN',
-    load_assignment: { cluster_name: DEFAULT_CLUSTER, endpoints: [{ lb_endpoints: upstreams.map((u) => endpoint(u, true)) }] },
-    transport_socket_matches: upstreams.map((u) => ({ name: u.name, match: { apiserver: u.name }, transport_socket: upstreamTls(config, u, file) })),
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: upstreams.map((u) => endpoint(u, true)) }] },
+    transport_socket_matches: upstreams.map((u) => ({ name: u.name, match: { apiserver: u.name }, transport_socket: upstreamTls(u, file, set) })),
     // Never plaintext, even for an endpoint no match would cover.
-    transport_socket: upstreamTls(config, first, file),
+    transport_socket: upstreamTls(first, file, set),
     typed_extension_protocol_options: http1Options(),
     circuit_breakers: circuitBreakers(),
-    health_checks: [healthCheck(config, readyz)],
+    health_checks: [healthCheck(config, readyz(set))],
   };
 }
 

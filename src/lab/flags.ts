@@ -1,6 +1,7 @@
 // The command lines of the lab's etcd and kube-apiservers: the single source of truth for their
 // flags. Pure. Every flag here was checked against `--help` of both pinned kube-apiserver builds.
 import type { LabPki } from './pki.js';
+import { FRONT_PROXY_CLIENT_CN } from './pki.js';
 
 export interface ApiServerSpec {
   /** "kas-1": also its hostname, in a UTS namespace of its own (a distinct identity lease). */
@@ -74,10 +75,12 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPki, etcdUrl: string,
     `--service-account-key-file=${pki.saPubFile}`,
     `--api-audiences=${SERVICE_ACCOUNT_ISSUER}`,
     `--service-cluster-ip-range=${SERVICE_CLUSTER_IP_RANGE}`,
-    // Front-proxy identity: what a peer apiserver (Mixed Version Proxy) or, later, the gateway asserts.
+    // Front-proxy identity: what a peer apiserver (Mixed Version Proxy) or the gateway asserts for
+    // a client certificate it verified. The UID header needs RemoteRequestHeaderUID (beta, on in 1.35 and 1.36).
     `--requestheader-client-ca-file=${pki.frontProxyCaFile}`,
-    '--requestheader-allowed-names=front-proxy-client',
+    `--requestheader-allowed-names=${FRONT_PROXY_CLIENT_CN}`,
     '--requestheader-username-headers=X-Remote-User',
+    '--requestheader-uid-headers=X-Remote-Uid',
     '--requestheader-group-headers=X-Remote-Group',
     '--requestheader-extra-headers-prefix=X-Remote-Extra-',
     `--proxy-client-cert-file=${pki.frontProxyClientCertFile}`,

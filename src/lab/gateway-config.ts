@@ -1,7 +1,7 @@
 // The documents a lab gateway is made of: skewgate's YAML config and the kubeconfig for clients,
-// plus the RBAC objects skewgate's token needs. Pure.
+// plus the RBAC objects skewgate's token and the lab's limited user need. Pure.
 import type { LabPki } from './pki.js';
-import { SKEWGATE_GROUP } from './pki.js';
+import { JANE_USER, SKEWGATE_GROUP } from './pki.js';
 
 export interface GatewayApiServer {
   readonly name: string;
@@ -25,7 +25,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     apiservers: o.apiservers.map((s) => ({
       name: s.name,
       url: s.url,
-      // The serving certificate carries the IP SANs 127.0.0.1-9: no serverName needed.
+      // The serving certificate carries the IP SANs 127.0.0.1-16 (pki.ts LAB_SANS): no serverName needed.
       caFile: o.pki.caFile,
       credentials: { tokenFile: o.pki.skewgateTokenFile },
     })),
@@ -35,7 +35,10 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       listen: { address: '127.0.0.1', port: o.port },
       // Port 0: Envoy writes the address it bound to a file (--admin-address-path).
       admin: { address: '127.0.0.1', port: 0 },
-      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile },
+      // Client certificates are verified against the apiservers' own --client-ca-file and
+      // re-stated upstream as front-proxy identity (--requestheader-* flags, flags.ts).
+      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.pki.caFile },
+      upstreamClientCert: { certFile: o.pki.frontProxyClientCertFile, keyFile: o.pki.frontProxyClientKeyFile },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
     },
     log: { level: o.logLevel ?? 'info' },
@@ -46,18 +49,40 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
 export interface KubeconfigInput {
   readonly pki: LabPki;
   readonly gatewayUrl: string;
-  /** Direct contexts, one per apiserver, using the admin client certificate. */
+  /** Direct contexts, one set per apiserver. */
   readonly apiservers: readonly GatewayApiServer[];
 }
 
+/** The lab's client credentials: kubeconfig user names (and, through the gateway, context names). */
+export const LAB_USERS = Object.freeze(['admin-cert', 'admin-token', 'jane-cert', 'jane-token', 'bob-cert', 'tricky-cert'] as const);
+export type LabUser = (typeof LAB_USERS)[number];
+
+/** The context of `user` straight to one apiserver, bypassing the gateway. */
+export function directContext(user: LabUser, apiserver: string): string {
+  return `${user}@${apiserver}`;
+}
+
+function kubeconfigUser(pki: LabPki, user: LabUser): Record<string, string> {
+  const cert = (certFile: string, keyFile: string): Record<string, string> => ({ 'client-certificate': certFile, 'client-key': keyFile });
+  switch (user) {
+    case 'admin-cert': return cert(pki.adminCertFile, pki.adminKeyFile);
+    case 'admin-token': return { token: pki.adminToken };
+    case 'jane-cert': return cert(pki.janeCertFile, pki.janeKeyFile);
+    case 'jane-token': return { token: pki.janeToken };
+    case 'bob-cert': return cert(pki.bobCertFile, pki.bobKeyFile);
+    case 'tricky-cert': return cert(pki.trickyCertFile, pki.trickyKeyFile);
+  }
+}
+
 /**
- * Contexts: `token` (current) and `cert` through the gateway, and one per apiserver (`kas-1`, …)
- * straight to it with the admin client certificate. Envoy terminates TLS, so the client
- * certificate of the `cert` context does not reach an apiserver through the gateway (requests are
- * anonymous there) until the gateway re-states it as front-proxy identity.
+ * Contexts through the gateway: `token` (current) and `cert` (the admin's token and client
+ * certificate), and one per LAB_USERS entry named after it (`jane-cert`, …). Straight to an
+ * apiserver: `kas-1` (admin certificate) and `<user>@kas-1` for every user. Envoy terminates TLS
+ * and verifies a client certificate against the cluster CA; skewgate states its CN and O values
+ * to the apiserver as front-proxy identity (X-Remote-User, X-Remote-Group), so a certificate
+ * context sees the same user through the gateway as directly.
  */
 export function gatewayKubeconfig(o: KubeconfigInput): Record<string, unknown> {
-  const certUser = { 'client-certificate': o.pki.adminCertFile, 'client-key': o.pki.adminKeyFile };
   return {
     apiVersion: 'v1',
     kind: 'Config',
@@ -65,19 +90,19 @@ export function gatewayKubeconfig(o: KubeconfigInput): Record<string, unknown> {
       { name: 'gateway', cluster: { server: o.gatewayUrl, 'certificate-authority': o.pki.caFile } },
       ...o.apiservers.map((s) => ({ name: s.name, cluster: { server: s.url, 'certificate-authority': o.pki.caFile } })),
     ],
-    users: [
-      { name: 'admin-token', user: { token: o.pki.adminToken } },
-      { name: 'admin-cert', user: certUser },
-    ],
+    users: LAB_USERS.map((u) => ({ name: u, user: kubeconfigUser(o.pki, u) })),
     contexts: [
       { name: 'token', context: { cluster: 'gateway', user: 'admin-token' } },
       { name: 'cert', context: { cluster: 'gateway', user: 'admin-cert' } },
-      ...o.apiservers.map((s) => ({ name: s.name, context: { cluster: s.name, user: 'admin-cert' } })),
+      ...LAB_USERS.map((u) => ({ name: u, context: { cluster: 'gateway', user: u } })),
+      ...o.apiservers.flatMap((s) => [
+        { name: s.name, context: { cluster: s.name, user: 'admin-cert' } },
+        ...LAB_USERS.map((u) => ({ name: directContext(u, s.name), context: { cluster: s.name, user: u } })),
+      ]),
     ],
     'current-context': 'token',
   };
 }
-
 export const SKEWGATE_ROLE = 'skewgate:discovery';
 
 /**
@@ -103,4 +128,41 @@ export function skewgateRbac(): { clusterRole: Record<string, unknown>; clusterR
       subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }],
     },
   };
+}
+
+/** jane's only permission: read configmaps in this namespace. */
+export const JANE_NAMESPACE = 'default';
+export const JANE_ROLE = 'lab:configmap-reader';
+
+/** A Role and RoleBinding: jane (token or certificate) may get and list configmaps in `default`, nothing else. */
+export function janeRbac(): { role: Record<string, unknown>; roleBinding: Record<string, unknown> } {
+  const metadata = { name: JANE_ROLE, namespace: JANE_NAMESPACE };
+  return {
+    role: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata,
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }],
+    },
+    roleBinding: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: JANE_ROLE },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: JANE_USER }],
+    },
+  };
+}
+
+/** Every RBAC object the lab creates, with the collection it is POSTed to, in creation order. */
+export function labRbacObjects(): { path: string; body: Record<string, unknown> }[] {
+  const { clusterRole, clusterRoleBinding } = skewgateRbac();
+  const { role, roleBinding } = janeRbac();
+  const ns = `/apis/rbac.authorization.k8s.io/v1/namespaces/${JANE_NAMESPACE}`;
+  return [
+    { path: '/apis/rbac.authorization.k8s.io/v1/clusterroles', body: clusterRole },
+    { path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', body: clusterRoleBinding },
+    { path: `${ns}/roles`, body: role },
+    { path: `${ns}/rolebindings`, body: roleBinding },
+  ];
 }

@@ -9,13 +9,13 @@ import { mkdir, readdir, readFile, rename, rm, writeFile, open as openFile } fro
 import { connect, createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Agent, request } from 'undici';
-import { stringify } from 'yaml';
+import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../config.js';
-import { renderBootstrap } from '../envoy/bootstrap.js';
+import { EXTPROC_CLUSTER, renderBootstrap } from '../envoy/bootstrap.js';
 import { findEnvoyBinary, packageRoot } from '../envoy/process.js';
 import { withoutExtProc } from '../demo/stack.js';
 import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
-import { gatewayConfigDocument, gatewayKubeconfig, skewgateRbac, type GatewayApiServer } from './gateway-config.js';
+import { JANE_NAMESPACE, gatewayConfigDocument, gatewayKubeconfig, labRbacObjects, type GatewayApiServer } from './gateway-config.js';
 import { createLabPki, type LabPki } from './pki.js';
 import { findProcesses, ownership, readBootId, readStat, type ProcIdentity } from './procfs.js';
 import { labBinary, labVersions } from './versions.js';
@@ -303,16 +303,7 @@ export class Lab {
     await writeFile(bootstrapFile, stringify(bootstrap, { lineWidth: 0 }));
     const url = `https://127.0.0.1:${o.port}`;
 
-    if (o.withSkewgate) {
-      const main = join(packageRoot(), SKEWGATE_MAIN_RELATIVE);
-      if (!existsSync(main)) throw new LabError(`${main} is missing: run \`npm run build\` first`);
-      const rec = await this.spawnDetached({
-        name: `skewgate-${o.name}`, kind: 'skewgate', cmd: process.execPath, args: [main, 'serve', '--config', configFile],
-        marker: configFile, gateway: { ...o, extprocListen },
-      });
-      // skewgate listens only after its first discovery round: connectable means it has views.
-      await this.waitFor(rec, 30_000, async () => ((await canConnect(extprocListen)) ? null : `${extprocListen} not accepting yet`));
-    }
+    if (o.withSkewgate) await this.spawnSkewgate(o, configFile, extprocListen);
 
     const adminAddressFile = join(gwDir, 'envoy-admin-address');
     const envoy = await this.spawnDetached({
@@ -322,25 +313,37 @@ export class Lab {
         '--use-dynamic-base-id', '--base-id-path', join(gwDir, 'envoy-base-id')],
       marker: bootstrapFile, url, gateway: { ...o, adminAddressFile },
     });
-    let adminUrl = '';
-    const mustBeHealthy = [...alive, ...(o.withSkewgate ? ['skewgate-extproc'] : [])];
-    await this.waitFor(envoy, 30_000, async () => {
-      if (adminUrl === '') {
-        const addr = (await readFile(adminAddressFile, 'utf8').catch(() => '')).trim();
-        if (addr === '') return 'admin address not written yet';
-        adminUrl = `http://${addr}`;
-      }
-      const ready = await this.get(`${adminUrl}/ready`, undefined, 1000);
-      if (ready.status !== 200) return `/ready: ${ready.status} ${ready.body.trim()}`;
-      const clusters = await this.get(`${adminUrl}/clusters`, undefined, 1000);
-      const unhealthy = mustBeHealthy.filter((c) => !new RegExp(`^${c}::[^\\n]*::health_flags::healthy$`, 'm').test(clusters.body));
-      return unhealthy.length === 0 ? null : `not yet healthy in Envoy: ${unhealthy.join(', ')}`;
-    });
+    const adminUrl = await this.waitEnvoyHealthy(envoy, adminAddressFile, [...alive, ...(o.withSkewgate ? [EXTPROC_CLUSTER] : [])]);
 
     const kubeconfigFile = join(gwDir, 'kubeconfig');
     await writeFile(kubeconfigFile, stringify(gatewayKubeconfig({ pki: this.pki, gatewayUrl: url, apiservers: upstreams })), { mode: 0o600 });
     this.log(`gateway ${o.name} (${o.withSkewgate ? 'Envoy + skewgate' : 'plain Envoy, no ext_proc'}) at ${url}`);
     return { url, kubeconfigFile, configFile, envoyAdminUrl: adminUrl };
+  }
+
+  /**
+   * Stops only the gateway's skewgate: its Envoy keeps running and, with the lab's fail-open
+   * config, keeps balancing (invariant 4). Resolves once Envoy's health check marks it down.
+   */
+  async stopSkewgate(name: string): Promise<void> {
+    const envoy = await this.gatewayEnvoy(name);
+    await this.stopProc(`skewgate-${name}`, 10_000);
+    await this.waitFor(envoy, 30_000, async () => {
+      const clusters = await this.get(`${await this.envoyAdminUrl(envoy)}/clusters`, undefined, 1000);
+      return healthyIn(clusters.body, EXTPROC_CLUSTER) ? `${EXTPROC_CLUSTER} still healthy in Envoy` : null;
+    });
+  }
+
+  /** Starts the gateway's skewgate again (same config); resolves once Envoy sees it healthy. */
+  async startSkewgate(name: string): Promise<void> {
+    const envoy = await this.gatewayEnvoy(name);
+    if (envoy.gateway?.withSkewgate !== true) throw new LabError(`gateway ${name} runs without skewgate`);
+    if (await this.alive(`skewgate-${name}`)) throw new LabError(`skewgate-${name} is already running`);
+    const configFile = join(this.runDir, `gateway-${name}`, 'skewgate.yaml');
+    const config = parseConfig(parseYaml(await readFile(configFile, 'utf8')), configFile, join(this.runDir, `gateway-${name}`));
+    const { adminAddressFile, extprocListen: _, ...opts } = envoy.gateway;
+    await this.spawnSkewgate(opts, configFile, config.extproc.listen);
+    await this.waitEnvoyHealthy(envoy, adminAddressFile ?? '', [EXTPROC_CLUSTER]);
   }
 
   /** Stops a gateway's Envoy and skewgate (no-op when not running). */
@@ -424,6 +427,47 @@ export class Lab {
   }
 
   // ---- internals ---------------------------------------------------------------------------
+
+  private async spawnSkewgate(o: GatewayOptions, configFile: string, extprocListen: string): Promise<void> {
+    const main = join(packageRoot(), SKEWGATE_MAIN_RELATIVE);
+    if (!existsSync(main)) throw new LabError(`${main} is missing: run \`npm run build\` first`);
+    const rec = await this.spawnDetached({
+      name: `skewgate-${o.name}`, kind: 'skewgate', cmd: process.execPath, args: [main, 'serve', '--config', configFile],
+      marker: configFile, gateway: { ...o, extprocListen },
+    });
+    // skewgate listens only after its first discovery round: connectable means it has views.
+    await this.waitFor(rec, 30_000, async () => ((await canConnect(extprocListen)) ? null : `${extprocListen} not accepting yet`));
+  }
+
+  private async gatewayEnvoy(name: string): Promise<ProcRecord & { gateway: NonNullable<ProcRecord['gateway']> }> {
+    const envoy = await this.alive(`envoy-${name}`);
+    if (envoy?.gateway === undefined) throw new LabError(`gateway ${name} is not running`);
+    return envoy as ProcRecord & { gateway: NonNullable<ProcRecord['gateway']> };
+  }
+
+  private async envoyAdminUrl(envoy: ProcRecord): Promise<string> {
+    const addr = (await readFile(envoy.gateway?.adminAddressFile ?? '', 'utf8').catch(() => '')).trim();
+    if (addr === '') throw new LabError(`${envoy.name}: admin address not written yet`);
+    return `http://${addr}`;
+  }
+
+  /** Waits until Envoy is ready and sees every cluster of `mustBeHealthy` healthy; returns its admin URL. */
+  private async waitEnvoyHealthy(envoy: ProcRecord, adminAddressFile: string, mustBeHealthy: readonly string[]): Promise<string> {
+    let adminUrl = '';
+    await this.waitFor(envoy, 30_000, async () => {
+      if (adminUrl === '') {
+        const addr = (await readFile(adminAddressFile, 'utf8').catch(() => '')).trim();
+        if (addr === '') return 'admin address not written yet';
+        adminUrl = `http://${addr}`;
+      }
+      const ready = await this.get(`${adminUrl}/ready`, undefined, 1000);
+      if (ready.status !== 200) return `/ready: ${ready.status} ${ready.body.trim()}`;
+      const clusters = await this.get(`${adminUrl}/clusters`, undefined, 1000);
+      const unhealthy = mustBeHealthy.filter((c) => !healthyIn(clusters.body, c));
+      return unhealthy.length === 0 ? null : `not yet healthy in Envoy: ${unhealthy.join(', ')}`;
+    });
+    return adminUrl;
+  }
 
   private apiserversFile(): string {
     return join(this.dir, 'apiservers.json');
@@ -605,13 +649,15 @@ export class Lab {
     });
   }
 
-  /** skewgate's token may list and watch CRDs and APIServices (stored in etcd: once per lab is enough). */
+  /**
+   * skewgate's token may list and watch CRDs and APIServices; jane may read configmaps in
+   * `default` (stored in etcd: once per lab is enough).
+   */
   private async ensureRbac(baseUrl: string): Promise<void> {
-    const { clusterRole, clusterRoleBinding } = skewgateRbac();
-    for (const [path, body] of [
-      ['/apis/rbac.authorization.k8s.io/v1/clusterroles', clusterRole],
-      ['/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', clusterRoleBinding],
-    ] as const) {
+    // jane's Role lives in `default`: make sure it is there, whatever the apiserver's own bootstrap has done yet.
+    const ns = await this.send('POST', `${baseUrl}/api/v1/namespaces`, this.pki.adminToken, JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: JANE_NAMESPACE } }));
+    if (ns.status !== 201 && ns.status !== 409) throw new LabError(`creating namespace ${JANE_NAMESPACE} on ${baseUrl}: ${ns.status} ${ns.body.slice(0, 300)}`);
+    for (const { path, body } of labRbacObjects()) {
       const res = await this.send('POST', `${baseUrl}${path}`, this.pki.adminToken, JSON.stringify(body));
       if (res.status !== 201 && res.status !== 409) throw new LabError(`creating ${path} on ${baseUrl}: ${res.status} ${res.body.slice(0, 300)}`);
     }
@@ -643,6 +689,11 @@ export class Lab {
     });
     return { status: res.statusCode, body: await res.body.text() };
   }
+}
+
+/** Envoy's /clusters text lists a healthy host of `cluster`. */
+function healthyIn(clustersText: string, cluster: string): boolean {
+  return new RegExp(`^${cluster}::[^\\n]*::health_flags::healthy$`, 'm').test(clustersText);
 }
 
 function sameSpec(a: ApiServerSpec, b: ApiServerSpec): boolean {

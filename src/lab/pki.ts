@@ -1,10 +1,16 @@
 // The lab's PKI, laid out like kubeadm's /etc/kubernetes/pki: cluster CA, apiserver serving cert,
 // front-proxy CA and client, service-account key pair, admin client cert, the gateway's serving
-// cert and a static token file. Made once per run dir and reused while complete.
+// cert and a static token file; plus the client certificates the identity tests present (a
+// limited user, a UID, a hard subject, and two that must not authenticate). Made once per run dir
+// and reused while complete.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { certValidFor, ensureGenerated, filesPresent, generateRsaKeyPair, issueCert } from '../pki/openssl.js';
+import { promisify } from 'node:util';
+import { DEFAULT_DAYS, certValidFor, ensureGenerated, filesPresent, generateRsaKeyPair, issueCert, type KeyPairFiles } from '../pki/openssl.js';
+
+const run = promisify(execFile);
 
 export interface LabPki {
   readonly dir: string;
@@ -15,7 +21,7 @@ export interface LabPki {
   readonly serverKeyFile: string;
   /** --requestheader-client-ca-file */
   readonly frontProxyCaFile: string;
-  /** CN=front-proxy-client: --proxy-client-cert-file, and later the gateway's front-proxy identity. */
+  /** CN=front-proxy-client: --proxy-client-cert-file, and the gateway's front-proxy identity. */
   readonly frontProxyClientCertFile: string;
   readonly frontProxyClientKeyFile: string;
   readonly saKeyFile: string;
@@ -23,13 +29,31 @@ export interface LabPki {
   /** CN=kubernetes-admin, O=system:masters */
   readonly adminCertFile: string;
   readonly adminKeyFile: string;
+  /** CN=jane, O=dev-viewers, O=team-b: a limited user (lab.ts grants a Role in `default`). */
+  readonly janeCertFile: string;
+  readonly janeKeyFile: string;
+  /** CN=bob, O=uid-testers and the UID attribute (OID 1.3.6.1.4.1.57683.2) = bob-uid-42. */
+  readonly bobCertFile: string;
+  readonly bobKeyFile: string;
+  /** TRICKY_SUBJECT: punctuation and non-ASCII in the CN, several O values, a multi-valued RDN. */
+  readonly trickyCertFile: string;
+  readonly trickyKeyFile: string;
+  /** Issued by the cluster CA for serverAuth only, subject as the admin's: not a client certificate. */
+  readonly serverOnlyCertFile: string;
+  readonly serverOnlyKeyFile: string;
+  /** A clientAuth certificate (CN=kubernetes-admin, O=system:masters) from a CA nobody trusts. */
+  readonly foreignCaFile: string;
+  readonly foreignCertFile: string;
+  readonly foreignKeyFile: string;
   /** Envoy's downstream serving certificate (same SANs as the apiservers'). */
   readonly gatewayCertFile: string;
   readonly gatewayKeyFile: string;
-  /** --token-auth-file: the admin token (system:masters) and skewgate's discovery token. */
+  /** --token-auth-file: the admin token (system:masters), jane's and skewgate's discovery token. */
   readonly tokenAuthFile: string;
   readonly adminToken: string;
   readonly adminTokenFile: string;
+  readonly janeToken: string;
+  readonly janeTokenFile: string;
   readonly skewgateToken: string;
   readonly skewgateTokenFile: string;
 }
@@ -38,20 +62,40 @@ export interface LabPki {
 export const SKEWGATE_USER = 'skewgate';
 export const SKEWGATE_GROUP = 'skewgate:discovery';
 export const ADMIN_USER = 'kubernetes-admin';
+export const JANE_USER = 'jane';
+export const JANE_GROUPS: readonly string[] = Object.freeze(['dev-viewers', 'team-b']);
+export const BOB_USER = 'bob';
+export const BOB_GROUP = 'uid-testers';
+export const BOB_UID = 'bob-uid-42';
+/** kube-apiserver reads a user's UID from this subject attribute (AllowParsingUserUIDFromCertAuth). */
+export const KUBERNETES_UID_OID = '1.3.6.1.4.1.57683.2';
+/**
+ * openssl -subj form (`\+` is a literal plus, a bare `+` joins attributes into one RDN). The CN
+ * carries a comma, a plus and non-ASCII letters; the two O values of the multi-valued RDN are
+ * written out of DER order (DER sorts a SET), and an OU sits among the O values.
+ */
+export const TRICKY_SUBJECT = "/C=DE/O=zz-team+O=aa-team/O=Ünïcødé Örg/OU=not-a-group/O=dev-viewers/CN=Zoë O'Brien, Jr. \\+ 1";
 export const FRONT_PROXY_CLIENT_CN = 'front-proxy-client';
 /** First address of --service-cluster-ip-range (10.96.0.0/16): the `kubernetes` Service IP. */
 export const KUBERNETES_SERVICE_IP = '10.96.0.1';
+/** Lab apiservers and gateways may use 127.0.0.1 up to this address's last byte. */
+export const LAB_MAX_LOOPBACK = 16;
 
 /** Every loopback address a lab apiserver may use, and the names in-cluster clients would use. */
 export const LAB_SANS: readonly string[] = Object.freeze([
   'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc',
   'DNS:kubernetes.default.svc.cluster.local',
-  ...Array.from({ length: 9 }, (_, i) => `IP:127.0.0.${i + 1}`), `IP:${KUBERNETES_SERVICE_IP}`,
+  ...Array.from({ length: LAB_MAX_LOOPBACK }, (_, i) => `IP:127.0.0.${i + 1}`), `IP:${KUBERNETES_SERVICE_IP}`,
 ]);
 
 const MARKER = '.complete';
+/**
+ * Written into the marker: a set made by an older layout (other SANs, fewer certificates) is
+ * made again even when every file it had is present.
+ */
+const LAYOUT = 'skewgate-lab-pki/3';
 
-function layout(dir: string, adminToken: string, skewgateToken: string): LabPki {
+function layout(dir: string, tokens: { admin: string; jane: string; skewgate: string }): LabPki {
   const f = (name: string): string => join(dir, name);
   return {
     dir,
@@ -61,24 +105,91 @@ function layout(dir: string, adminToken: string, skewgateToken: string): LabPki 
     frontProxyClientCertFile: f('front-proxy-client.crt'), frontProxyClientKeyFile: f('front-proxy-client.key'),
     saKeyFile: f('sa.key'), saPubFile: f('sa.pub'),
     adminCertFile: f('admin.crt'), adminKeyFile: f('admin.key'),
+    janeCertFile: f('jane.crt'), janeKeyFile: f('jane.key'),
+    bobCertFile: f('bob.crt'), bobKeyFile: f('bob.key'),
+    trickyCertFile: f('tricky.crt'), trickyKeyFile: f('tricky.key'),
+    serverOnlyCertFile: f('server-only.crt'), serverOnlyKeyFile: f('server-only.key'),
+    foreignCaFile: f('foreign-ca.crt'), foreignCertFile: f('foreign.crt'), foreignKeyFile: f('foreign.key'),
     gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'),
     tokenAuthFile: f('tokens.csv'),
-    adminToken, adminTokenFile: f('admin.token'),
-    skewgateToken, skewgateTokenFile: f('skewgate.token'),
+    adminToken: tokens.admin, adminTokenFile: f('admin.token'),
+    janeToken: tokens.jane, janeTokenFile: f('jane.token'),
+    skewgateToken: tokens.skewgate, skewgateTokenFile: f('skewgate.token'),
   };
 }
 
-const FILES = ['ca.crt', 'ca.key', 'apiserver.crt', 'apiserver.key', 'front-proxy-ca.crt', 'front-proxy-ca.key',
+/** Every file of a complete set; the marker last (generate() moves them in this order). */
+export const LAB_PKI_FILES: readonly string[] = Object.freeze(['ca.crt', 'ca.key', 'apiserver.crt', 'apiserver.key', 'front-proxy-ca.crt', 'front-proxy-ca.key',
   'front-proxy-client.crt', 'front-proxy-client.key', 'sa.key', 'sa.pub', 'admin.crt', 'admin.key',
-  'gateway.crt', 'gateway.key', 'tokens.csv', 'admin.token', 'skewgate.token', MARKER] as const;
+  'jane.crt', 'jane.key', 'bob.crt', 'bob.key', 'tricky.crt', 'tricky.key', 'server-only.crt', 'server-only.key',
+  'foreign-ca.crt', 'foreign-ca.key', 'foreign.crt', 'foreign.key',
+  'gateway.crt', 'gateway.key', 'tokens.csv', 'admin.token', 'jane.token', 'skewgate.token', MARKER]);
+
+export interface StaticToken {
+  readonly token: string;
+  readonly user: string;
+  readonly uid: string;
+  readonly groups: readonly string[];
+}
+
+/** The static tokens of the lab, in --token-auth-file order. Pure. */
+export function labStaticTokens(t: { admin: string; jane: string; skewgate: string }): StaticToken[] {
+  return [
+    { token: t.admin, user: ADMIN_USER, uid: `uid-${ADMIN_USER}`, groups: ['system:masters'] },
+    { token: t.jane, user: JANE_USER, uid: `uid-${JANE_USER}`, groups: [...JANE_GROUPS] },
+    { token: t.skewgate, user: SKEWGATE_USER, uid: `uid-${SKEWGATE_USER}`, groups: [SKEWGATE_GROUP] },
+  ];
+}
 
 /** --token-auth-file lines: token,user,uid,"group1,group2". Pure. */
-export function tokenAuthCsv(adminToken: string, skewgateToken: string): string {
-  return `${adminToken},${ADMIN_USER},uid-${ADMIN_USER},"system:masters"\n${skewgateToken},${SKEWGATE_USER},uid-${SKEWGATE_USER},"${SKEWGATE_GROUP}"\n`;
+export function tokenAuthCsv(tokens: readonly StaticToken[]): string {
+  for (const t of tokens) {
+    for (const v of [t.token, t.user, t.uid, ...t.groups]) if (/[",\n\r]/.test(v)) throw new Error(`token file value ${JSON.stringify(v)} needs CSV quoting`);
+  }
+  return tokens.map((t) => `${t.token},${t.user},${t.uid},"${t.groups.join(',')}"\n`).join('');
+}
+
+/**
+ * openssl config for a client certificate whose subject src/pki/openssl.ts cannot write: -subj
+ * read as UTF-8 (not Latin-1), and a name for kube-apiserver's UID attribute (openssl skips an
+ * attribute type it has no name for). Pure.
+ */
+export function subjectCertOpensslConfig(): string {
+  return [
+    'oid_section = oids',
+    '[oids]',
+    `kubernetesUID = ${KUBERNETES_UID_OID}`,
+    '[req]', 'distinguished_name = dn', 'prompt = no', 'utf8 = yes', 'string_mask = utf8only',
+    '[dn]',
+    '[ext]',
+    'basicConstraints = critical,CA:FALSE',
+    'keyUsage = critical,digitalSignature',
+    'extendedKeyUsage = clientAuth',
+    '',
+  ].join('\n');
+}
+
+/** A clientAuth certificate with a UTF-8 subject (attribute `kubernetesUID` allowed), signed by ca. */
+async function issueSubjectCert(dir: string, name: string, subject: string, ca: KeyPairFiles): Promise<void> {
+  const f = (suffix: string): string => join(dir, `${name}.${suffix}`);
+  const cnf = f('openssl.cnf');
+  await writeFile(cnf, subjectCertOpensslConfig());
+  try {
+    await run('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-utf8',
+      '-keyout', f('key'), '-out', f('csr'), '-subj', subject, '-config', cnf]);
+    await run('openssl', ['x509', '-req', '-in', f('csr'), '-CA', ca.certFile, '-CAkey', ca.keyFile,
+      '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-days', String(DEFAULT_DAYS), '-out', f('crt'),
+      '-extfile', cnf, '-extensions', 'ext']);
+  } finally {
+    await rm(cnf, { force: true });
+    await rm(f('csr'), { force: true });
+  }
 }
 
 async function complete(dir: string): Promise<boolean> {
-  return (await filesPresent(FILES.map((n) => join(dir, n)))) && certValidFor(join(dir, 'ca.crt'), 86_400);
+  if (!(await filesPresent(LAB_PKI_FILES.map((n) => join(dir, n))))) return false;
+  const marker = await readFile(join(dir, MARKER), 'utf8').catch(() => '');
+  return marker.split(' ')[0] === LAYOUT && (await certValidFor(join(dir, 'ca.crt'), 86_400));
 }
 
 async function generate(dir: string): Promise<void> {
@@ -86,18 +197,24 @@ async function generate(dir: string): Promise<void> {
   try {
     const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-lab-ca', usage: 'ca' });
     const fpCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-lab-front-proxy-ca', usage: 'ca' });
+    const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=not-the-cluster-ca', usage: 'ca' });
     await issueCert({ dir: tmp, name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'server', ca, sans: LAB_SANS });
     await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans: LAB_SANS });
     await issueCert({ dir: tmp, name: 'front-proxy-client', subject: `/CN=${FRONT_PROXY_CLIENT_CN}`, usage: 'client', ca: fpCa });
     await issueCert({ dir: tmp, name: 'admin', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca });
+    await issueCert({ dir: tmp, name: 'jane', subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`, usage: 'client', ca });
+    await issueSubjectCert(tmp, 'bob', `/O=${BOB_GROUP}/CN=${BOB_USER}/kubernetesUID=${BOB_UID}`, ca);
+    await issueSubjectCert(tmp, 'tricky', TRICKY_SUBJECT, ca);
+    await issueCert({ dir: tmp, name: 'server-only', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'server', ca });
+    await issueCert({ dir: tmp, name: 'foreign', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca: foreignCa });
     await generateRsaKeyPair(join(tmp, 'sa.key'), join(tmp, 'sa.pub'));
-    const adminToken = randomBytes(24).toString('hex');
-    const skewgateToken = randomBytes(24).toString('hex');
-    await writeFile(join(tmp, 'admin.token'), adminToken, { mode: 0o600 });
-    await writeFile(join(tmp, 'skewgate.token'), skewgateToken, { mode: 0o600 });
-    await writeFile(join(tmp, 'tokens.csv'), tokenAuthCsv(adminToken, skewgateToken), { mode: 0o600 });
-    await writeFile(join(tmp, MARKER), `${new Date().toISOString()}\n`);
-    for (const name of FILES) await rename(join(tmp, name), join(dir, name)); // the marker last
+    const tokens = { admin: randomBytes(24).toString('hex'), jane: randomBytes(24).toString('hex'), skewgate: randomBytes(24).toString('hex') };
+    await writeFile(join(tmp, 'admin.token'), tokens.admin, { mode: 0o600 });
+    await writeFile(join(tmp, 'jane.token'), tokens.jane, { mode: 0o600 });
+    await writeFile(join(tmp, 'skewgate.token'), tokens.skewgate, { mode: 0o600 });
+    await writeFile(join(tmp, 'tokens.csv'), tokenAuthCsv(labStaticTokens(tokens)), { mode: 0o600 });
+    await writeFile(join(tmp, MARKER), `${LAYOUT} ${new Date().toISOString()}\n`);
+    for (const name of LAB_PKI_FILES) await rename(join(tmp, name), join(dir, name)); // the marker last
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
@@ -111,5 +228,5 @@ export async function createLabPki(dir: string): Promise<LabPki> {
     await generate(abs);
   }, 'createLabPki');
   const read = async (name: string): Promise<string> => (await readFile(join(abs, name), 'utf8')).trim();
-  return layout(abs, await read('admin.token'), await read('skewgate.token'));
+  return layout(abs, { admin: await read('admin.token'), jane: await read('jane.token'), skewgate: await read('skewgate.token') });
 }

@@ -3,10 +3,10 @@ import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import {
-  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, IDENTITY_UNSTATED_REASON, REASON_HEADER, REMOTE_USER_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES,
+  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, IDENTITY_UNSTATED_REASON, REASON_HEADER, REMOTE_USER_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES,
   SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER,
 } from '../../src/constants.js';
-import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
+import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { packageRoot } from '../../src/envoy/process.js';
 
@@ -139,7 +139,7 @@ t.test('client certificates: Envoy sets XFCC (cert + chain) for skewgate; a clie
 t.test('client certificates: the backstop route answers 401 when nobody stated the identity', async (t) => {
   const cfg = config({ clientCa: true });
   const rs = routes(renderBootstrap(cfg));
-  t.equal(rs.length, cfg.apiservers.length * 2 + 3, 'the backstop, then the routes as without it');
+  t.equal(rs.length, (cfg.apiservers.length * 2 + 2) * 2 + 1, 'the backstop, then the routes of both cluster sets');
   const first = rs[0] as Obj;
   t.equal(first.name, IDENTITY_BACKSTOP_ROUTE);
   t.equal(first.name, 'client-identity-unstated');
@@ -161,14 +161,35 @@ t.test('client certificates: the backstop route answers 401 when nobody stated t
   t.notOk(routes(renderBootstrap(config())).some((r) => r.name === IDENTITY_BACKSTOP_ROUTE), 'no backstop without client certificates');
 });
 
-t.test('client certificates: Envoy presents the front-proxy certificate to every apiserver', async (t) => {
+t.test('client certificates: a stated identity goes over front-proxy connections, everything else over direct ones', async (t) => {
   const b = renderBootstrap(config({ clientCa: true }));
-  for (const c of clusters(b).filter((x) => x.name !== 'skewgate-extproc')) {
-    t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/fp.crt' }, private_key: { filename: '/srv/sg/pki/fp.key' } }, `${String(c.name)}`);
+  const cs = clusters(b).filter((x) => x.name !== 'skewgate-extproc');
+  const names = cs.map((c) => String(c.name));
+  const fp = names.filter((n) => n.endsWith(FRONT_PROXY_SUFFIX));
+  t.same(fp, names.filter((n) => !n.endsWith(FRONT_PROXY_SUFFIX)).map((n) => `${n}${FRONT_PROXY_SUFFIX}`), 'a front-proxy twin of every apiserver cluster and of default');
+  for (const c of cs) {
+    const front = String(c.name).endsWith(FRONT_PROXY_SUFFIX);
+    const certs = at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates');
+    if (front) t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/fp.crt' }, private_key: { filename: '/srv/sg/pki/fp.key' } }, `${String(c.name)}: the front-proxy certificate`);
+    else t.equal(certs, undefined, `${String(c.name)}: no client certificate (tokens and anonymous requests as if direct)`);
+    const hc = at(c, 'health_checks.0.http_health_check.request_headers_to_add');
+    if (front) t.same(arr(hc).map((h) => [at(h, 'header.key'), at(h, 'header.value')]), [[REMOTE_USER_HEADER, HEALTH_CHECK_USER]], `${String(c.name)}: /readyz as the health-check user`);
+    else t.equal(hc, undefined, `${String(c.name)}: anonymous /readyz`);
   }
-  for (const m of arr(at(cluster(b, 'default'), 'transport_socket_matches'))) {
-    t.same(at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, `default: ${String(at(m, 'name'))}`);
+  for (const m of arr(at(cluster(b, `default${FRONT_PROXY_SUFFIX}`), 'transport_socket_matches'))) {
+    t.same(at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, `default front-proxy: ${String(at(m, 'name'))}`);
   }
+  // Routes: backstop, then X-Remote-User present → front-proxy twins, then the direct ones.
+  const rs = routes(b);
+  t.equal(rs[0]?.name, IDENTITY_BACKSTOP_ROUTE);
+  const stated = rs.slice(1).filter((r) => arr(at(r, 'match.headers') ?? []).some((h) => at(h, 'name') === REMOTE_USER_HEADER && at(h, 'present_match') === true && at(h, 'invert_match') === undefined));
+  t.same(stated.map((r) => at(r, 'route.cluster')), stated.map((r) => String(at(r, 'route.cluster'))).filter((c) => c.endsWith(FRONT_PROXY_SUFFIX)), 'every route on a stated identity goes to a front-proxy cluster');
+  t.equal(stated.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'one read and one write route per apiserver and for default');
+  const lastStated = rs.indexOf(stated.at(-1) as Obj);
+  t.ok(rs.slice(lastStated + 1).every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)), 'the direct routes come after, and never use the front-proxy certificate');
+  const plain = renderBootstrap(config({ clientCert: true }));
+  t.notOk(clusters(plain).some((c) => String(c.name).endsWith(FRONT_PROXY_SUFFIX)), 'without clientCaFile: one set of clusters');
+  t.ok(at(cluster(plain, 'default'), 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), 'and upstreamClientCert on it, as configured');
 });
 
 t.test('ext_proc: headers only, timeouts, route cache, failure mode', async (t) => {

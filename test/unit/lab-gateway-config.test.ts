@@ -1,0 +1,80 @@
+import t from 'tap';
+import { parseConfig } from '../../src/config.js';
+import { apiServerArgs } from '../../src/lab/flags.js';
+import {
+  JANE_NAMESPACE, JANE_ROLE, LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig, janeRbac, labRbacObjects,
+} from '../../src/lab/gateway-config.js';
+import type { LabPki } from '../../src/lab/pki.js';
+
+const f = (n: string): string => `/pki/${n}`;
+const pki: LabPki = {
+  dir: '/pki', caFile: f('ca.crt'), caKeyFile: f('ca.key'), serverCertFile: f('apiserver.crt'), serverKeyFile: f('apiserver.key'),
+  frontProxyCaFile: f('front-proxy-ca.crt'), frontProxyClientCertFile: f('front-proxy-client.crt'), frontProxyClientKeyFile: f('front-proxy-client.key'),
+  saKeyFile: f('sa.key'), saPubFile: f('sa.pub'), adminCertFile: f('admin.crt'), adminKeyFile: f('admin.key'),
+  janeCertFile: f('jane.crt'), janeKeyFile: f('jane.key'), bobCertFile: f('bob.crt'), bobKeyFile: f('bob.key'),
+  trickyCertFile: f('tricky.crt'), trickyKeyFile: f('tricky.key'), serverOnlyCertFile: f('server-only.crt'), serverOnlyKeyFile: f('server-only.key'),
+  foreignCaFile: f('foreign-ca.crt'), foreignCertFile: f('foreign.crt'), foreignKeyFile: f('foreign.key'),
+  gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'), tokenAuthFile: f('tokens.csv'),
+  adminToken: 'admin-tok', adminTokenFile: f('admin.token'), janeToken: 'jane-tok', janeTokenFile: f('jane.token'),
+  skewgateToken: 'sg-tok', skewgateTokenFile: f('skewgate.token'),
+};
+const apiservers = [{ name: 'kas-1', url: 'https://127.0.0.1:6443' }, { name: 'kas-2', url: 'https://127.0.0.2:6443' }];
+
+t.test('the lab gateway verifies client certificates and presents the front-proxy certificate', async (t) => {
+  const doc = gatewayConfigDocument({ pki, apiservers, extprocListen: 'unix:/run/x.sock', port: 16443 });
+  const envoy = doc['envoy'] as { tls: Record<string, string>; upstreamClientCert: Record<string, string> };
+  t.same(envoy.tls, { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, clientCaFile: pki.caFile });
+  t.same(envoy.upstreamClientCert, { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile });
+  const config = parseConfig(doc, 'lab.yaml', '/');
+  t.equal(config.envoy.tls.clientCaFile, pki.caFile, 'src/config.ts accepts it');
+  t.equal(config.envoy.upstreamClientCert?.certFile, pki.frontProxyClientCertFile);
+  t.equal(config.extproc.failureMode, 'open', 'fail-open: the lab shows invariant 4');
+});
+
+t.test('kubeconfig: the old contexts, one per user through the gateway, and direct ones', async (t) => {
+  const kc = gatewayKubeconfig({ pki, gatewayUrl: 'https://127.0.0.1:16443', apiservers }) as {
+    users: { name: string; user: Record<string, string> }[];
+    contexts: { name: string; context: { cluster: string; user: string } }[];
+    'current-context': string;
+  };
+  const ctx = new Map(kc.contexts.map((c) => [c.name, c.context]));
+  const user = new Map(kc.users.map((u) => [u.name, u.user]));
+  t.equal(kc['current-context'], 'token');
+  t.same(ctx.get('token'), { cluster: 'gateway', user: 'admin-token' });
+  t.same(ctx.get('cert'), { cluster: 'gateway', user: 'admin-cert' });
+  t.same(ctx.get('kas-2'), { cluster: 'kas-2', user: 'admin-cert' }, 'per-apiserver direct context as before');
+  for (const u of LAB_USERS) {
+    t.same(ctx.get(u), { cluster: 'gateway', user: u }, `${u} through the gateway`);
+    for (const s of apiservers) t.same(ctx.get(directContext(u, s.name)), { cluster: s.name, user: u }, `${u} straight to ${s.name}`);
+  }
+  t.equal(new Set(kc.contexts.map((c) => c.name)).size, kc.contexts.length, 'context names are unique');
+  t.same(user.get('jane-token'), { token: 'jane-tok' });
+  t.same(user.get('jane-cert'), { 'client-certificate': pki.janeCertFile, 'client-key': pki.janeKeyFile });
+  t.same(user.get('bob-cert'), { 'client-certificate': pki.bobCertFile, 'client-key': pki.bobKeyFile });
+  t.same(user.get('tricky-cert'), { 'client-certificate': pki.trickyCertFile, 'client-key': pki.trickyKeyFile });
+  t.same(user.get('admin-token'), { token: 'admin-tok' });
+});
+
+t.test('RBAC: jane reads configmaps in default, nothing else', async (t) => {
+  const { role, roleBinding } = janeRbac();
+  t.same(role['rules'], [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }]);
+  t.same(role['metadata'], { name: JANE_ROLE, namespace: JANE_NAMESPACE });
+  t.same(roleBinding['subjects'], [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'jane' }]);
+  const objs = labRbacObjects();
+  t.same(objs.map((o) => `${o.path} ${String(o.body['kind'])}`), [
+    '/apis/rbac.authorization.k8s.io/v1/clusterroles ClusterRole',
+    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings ClusterRoleBinding',
+    '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
+    '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
+  ]);
+});
+
+t.test('apiserver flags: the front-proxy identity headers, UID included', async (t) => {
+  const args = apiServerArgs({ name: 'kas-1', version: '1.35.4', ip: '127.0.0.1', port: 6443 }, pki, 'http://127.0.0.1:23790', { certDir: '/c' });
+  for (const flag of [
+    `--requestheader-client-ca-file=${pki.frontProxyCaFile}`, '--requestheader-allowed-names=front-proxy-client',
+    '--requestheader-username-headers=X-Remote-User', '--requestheader-uid-headers=X-Remote-Uid',
+    '--requestheader-group-headers=X-Remote-Group', '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+    `--client-ca-file=${pki.caFile}`, `--token-auth-file=${pki.tokenAuthFile}`,
+  ]) t.ok(args.includes(flag), flag);
+});
