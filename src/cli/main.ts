@@ -10,6 +10,7 @@ import { runSkew } from './skew.js';
 import { runValidate } from './validate.js';
 import { runDemo } from './demo.js';
 import { registerLabCommand } from './lab.js';
+import { runGatewayCert } from './gateway-cert.js';
 
 const program = new Command()
   .name('skewgate')
@@ -62,6 +63,19 @@ program
   .option('--exit-after <seconds>', 'stop by itself after this many seconds (for scripted runs)')
   .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
     process.exitCode = await runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
+  });
+
+program
+  .command('gateway-cert')
+  .description('issue the gateway\'s serving certificate (envoy.tls) from a CA the clients trust, with the names they connect to')
+  .requiredOption('--ca-cert <file>', 'CA certificate, e.g. /etc/kubernetes/pki/ca.crt')
+  .requiredOption('--ca-key <file>', 'its private key')
+  .option('--san <name>', 'a DNS name or IP address clients use (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
+  .option('--out <dir>', 'folder for <name>.crt and <name>.key', '.')
+  .option('--name <name>', 'file name stem', 'gateway')
+  .option('--days <days>', 'validity in days', '365')
+  .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string }) => {
+    process.exitCode = await runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
   });
 
 registerLabCommand(program);

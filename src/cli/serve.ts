@@ -3,12 +3,12 @@ import { loadConfig } from '../config.js';
 import { createLogger } from '../log.js';
 import { createSkewgate, drainTime } from '../app.js';
 import { EXIT_OK } from '../constants.js';
-import { assertFrontProxyTls } from '../envoy/tls-check.js';
+import { assertFrontProxySafe } from '../envoy/tls-check.js';
 
 export async function runServe(configFile: string): Promise<number> {
   const config = loadConfig(configFile);
   // Refuse to state identities with a front-proxy certificate the apiservers would also take as a client's.
-  await assertFrontProxyTls(config);
+  await assertFrontProxySafe(config);
   const logger = createLogger(config.log.level);
   const app = createSkewgate(config, logger);
   const stopped = new Promise<void>((resolve) => {

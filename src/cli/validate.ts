@@ -3,12 +3,12 @@
 import { accessSync, constants as fsc } from 'node:fs';
 import { loadConfig } from '../config.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
-import { assertFrontProxyTls } from '../envoy/tls-check.js';
+import { assertEnvoyTls } from '../envoy/tls-check.js';
 import { formatTable, withOneShotDiscovery } from './one-shot.js';
 
 export async function runValidate(configFile: string): Promise<number> {
   // Before any discovery: an unsafe front-proxy certificate is a config problem, whatever the apiservers say.
-  await assertFrontProxyTls(loadConfig(configFile));
+  await assertEnvoyTls(loadConfig(configFile));
   return withOneShotDiscovery(configFile, ({ config, snapshot }) => {
     const problems: string[] = [];
     const readable = (what: string, file: string | undefined): void => {

@@ -1,15 +1,19 @@
-// The front-proxy safety check behind `skewgate validate` and `skewgate serve`: the certificate
-// files are read here (I/O at the edge), the judgement is pure (frontProxyProblems).
+// The TLS checks behind `skewgate validate` and `skewgate serve`: the gateway's serving certificate
+// and the front-proxy safety check. The certificate files are read here (I/O at the edge), the
+// judgement is pure (servingCertProblems, frontProxyProblems).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { ConfigError, type Config, type ConfigProblem } from '../config.js';
 
+const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
 const EKU_ANY = '2.5.29.37.0';
 
 const CA_PATH = 'envoy.tls.clientCaFile';
 const CERT_PATH = 'envoy.upstreamClientCert.certFile';
 const KEY_PATH = 'envoy.upstreamClientCert.keyFile';
+const SERVING_CERT_PATH = 'envoy.tls.certFile';
+const SERVING_KEY_PATH = 'envoy.tls.keyFile';
 
 /** The parsed files the check judges. */
 export interface FrontProxyMaterial {
@@ -51,17 +55,39 @@ export function frontProxyProblems(m: FrontProxyMaterial, now: number): ConfigPr
       message: `${what} is issued by ${name(ca)}, a CA in ${CA_PATH}: an apiserver would accept it as an ordinary client certificate, so a request whose identity is not stated would authenticate as the front proxy's own user ${JSON.stringify(cn)} instead of failing. Issue it from a separate front-proxy CA (the apiservers' --requestheader-client-ca-file)`,
     });
   });
+  // No extended key usage at all means any usage, to Go as to BoringSSL.
   const eku = leaf.keyUsage ?? [];
-  if (!eku.includes(EKU_CLIENT_AUTH) && !eku.includes(EKU_ANY)) {
+  if (eku.length > 0 && !eku.includes(EKU_CLIENT_AUTH) && !eku.includes(EKU_ANY)) {
     problems.push({
       path: CERT_PATH,
-      message: `the front-proxy client certificate lacks the clientAuth extended key usage (it has ${eku.length === 0 ? 'none' : eku.join(', ')}): the apiservers' requestheader authenticator refuses it`,
+      message: `the front-proxy client certificate lacks the clientAuth extended key usage (it has ${eku.join(', ')}): the apiservers' requestheader authenticator refuses it`,
     });
   }
   const validTo = Date.parse(leaf.validTo);
   const validFrom = Date.parse(leaf.validFrom);
   if (now > validTo) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate expired on ${new Date(validTo).toISOString()}` });
   if (now < validFrom) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate is not valid before ${new Date(validFrom).toISOString()}` });
+  return problems;
+}
+
+/**
+ * The gateway's serving certificate (the first in envoy.tls.certFile): usable for a TLS server
+ * and valid now. Its names are the operator's choice (the ones clients connect to); they are
+ * reported by `skewgate validate`, not judged.
+ */
+export function servingCertProblems(chain: readonly X509Certificate[], now: number): ConfigProblem[] {
+  const leaf = chain[0];
+  if (leaf === undefined) return [{ path: SERVING_CERT_PATH, message: 'holds no certificate' }];
+  const problems: ConfigProblem[] = [];
+  const eku = leaf.keyUsage ?? [];
+  if (eku.length > 0 && !eku.includes(EKU_SERVER_AUTH) && !eku.includes(EKU_ANY)) {
+    problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate lacks the serverAuth extended key usage (it has ${eku.join(', ')}): clients refuse it` });
+  }
+  if (leaf.subjectAltName === undefined) {
+    problems.push({ path: SERVING_CERT_PATH, message: 'the gateway\'s serving certificate has no subjectAltName: kubectl and client-go (Go\'s TLS) verify names only there' });
+  }
+  if (now > Date.parse(leaf.validTo)) problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate expired on ${new Date(Date.parse(leaf.validTo)).toISOString()}` });
+  if (now < Date.parse(leaf.validFrom)) problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate is not valid before ${new Date(Date.parse(leaf.validFrom)).toISOString()}` });
   return problems;
 }
 
@@ -82,20 +108,28 @@ async function readCertificates(path: string, file: string, what: string): Promi
   }
 }
 
-async function keyProblem(file: string, leaf: X509Certificate | undefined): Promise<ConfigProblem | null> {
+async function keyProblem(path: string, file: string, leaf: X509Certificate | undefined, certPath: string): Promise<ConfigProblem | null> {
   let pem: string;
   try {
     pem = await readFile(file, 'utf8');
   } catch (err) {
-    return { path: KEY_PATH, message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+    return { path, message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
   }
   try {
     const key = createPrivateKey(pem);
-    if (leaf !== undefined && !leaf.checkPrivateKey(key)) return { path: KEY_PATH, message: `${file} is not the private key of ${CERT_PATH}` };
+    if (leaf !== undefined && !leaf.checkPrivateKey(key)) return { path, message: `${file} is not the private key of ${certPath}` };
   } catch (err) {
-    return { path: KEY_PATH, message: `${file} is not a PEM private key: ${(err as Error).message}` };
+    return { path, message: `${file} is not a PEM private key: ${(err as Error).message}` };
   }
   return null;
+}
+
+/** The serving certificate and key of the gateway: every problem. */
+export async function checkServingTls(config: Config, now: number = Date.now()): Promise<ConfigProblem[]> {
+  const chain = await readCertificates(SERVING_CERT_PATH, config.envoy.tls.certFile, 'the gateway\'s serving certificate');
+  if (!Array.isArray(chain)) return [chain];
+  const key = await keyProblem(SERVING_KEY_PATH, config.envoy.tls.keyFile, chain[0], SERVING_CERT_PATH);
+  return [...servingCertProblems(chain, now), ...(key === null ? [] : [key])];
 }
 
 /**
@@ -103,7 +137,7 @@ async function keyProblem(file: string, leaf: X509Certificate | undefined): Prom
  * Nothing to check without envoy.tls.clientCaFile (no identity is stated then); the config schema
  * already demands upstreamClientCert with it.
  */
-export async function checkFrontProxyTls(config: Config, now: number = Date.now()): Promise<ConfigProblem[]> {
+export async function checkFrontProxyTls(config: Config, now: number = Date.now(), opts: { readonly key?: boolean } = {}): Promise<ConfigProblem[]> {
   const caFile = config.envoy.tls.clientCaFile;
   const client = config.envoy.upstreamClientCert;
   if (caFile === undefined || client === undefined) return [];
@@ -115,13 +149,24 @@ export async function checkFrontProxyTls(config: Config, now: number = Date.now(
   if (!Array.isArray(cas)) problems.push(cas);
   if (!Array.isArray(chain)) problems.push(chain);
   if (Array.isArray(chain)) problems.push(...frontProxyProblems({ clientCas: Array.isArray(cas) ? cas : [], chain }, now));
-  const key = await keyProblem(client.keyFile, Array.isArray(chain) ? chain[0] : undefined);
+  if (opts.key === false) return problems;
+  const key = await keyProblem(KEY_PATH, client.keyFile, Array.isArray(chain) ? chain[0] : undefined, CERT_PATH);
   if (key !== null) problems.push(key);
   return problems;
 }
 
-/** checkFrontProxyTls as a ConfigError (exit code 2, every problem listed), for validate and serve. */
-export async function assertFrontProxyTls(config: Config, now?: number): Promise<void> {
-  const problems = await checkFrontProxyTls(config, now);
+/** `skewgate validate`: every Envoy TLS file, keys included, as one ConfigError (exit code 2). */
+export async function assertEnvoyTls(config: Config, now?: number): Promise<void> {
+  const problems = [...(await checkServingTls(config, now)), ...(await checkFrontProxyTls(config, now))];
+  if (problems.length > 0) throw new ConfigError(config.source, problems);
+}
+
+/**
+ * `skewgate serve`: the front-proxy certificate against the client CA, before any identity is
+ * stated. Public files only: skewgate needs neither Envoy's serving key nor the front-proxy key,
+ * and may run where they are not.
+ */
+export async function assertFrontProxySafe(config: Config, now?: number): Promise<void> {
+  const problems = await checkFrontProxyTls(config, now, { key: false });
   if (problems.length > 0) throw new ConfigError(config.source, problems);
 }

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, parseConfig, type Config } from '../../src/config.js';
 import { packageRoot } from '../../src/envoy/process.js';
-import { assertFrontProxyTls, checkFrontProxyTls, frontProxyProblems } from '../../src/envoy/tls-check.js';
+import { assertEnvoyTls, assertFrontProxySafe, checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems } from '../../src/envoy/tls-check.js';
 import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-tls-check-'));
@@ -26,6 +26,8 @@ const certs = {
   serverOnly: await issueCert({ dir, name: 'server-only', subject: '/CN=front-proxy-client', usage: 'server', ca: frontProxyCa }),
   serverOnlyFromClientCa: await issueCert({ dir, name: 'server-only-client-ca', subject: '/CN=front-proxy-client', usage: 'server', ca: clientCa }),
   viaIntermediate: await issueCert({ dir, name: 'via-intermediate', subject: '/CN=front-proxy-client', usage: 'client', ca: intermediate }),
+  serving: await issueCert({ dir, name: 'serving', subject: '/CN=skewgate-gateway', usage: 'server', ca: frontProxyCa, sans: ['DNS:cp.example.internal', 'IP:127.0.0.1'] }),
+  servingNoSan: await issueCert({ dir, name: 'serving-no-san', subject: '/CN=cp.example.internal', usage: 'server', ca: frontProxyCa }),
 };
 // Envoy presents the whole certificate_chain file: leaf, then the intermediate under the client CA.
 const chainFile = join(dir, 'via-intermediate-chain.crt');
@@ -37,12 +39,12 @@ writeFileSync(notPem, 'hello\n');
 const brokenPem = join(dir, 'broken.crt');
 writeFileSync(brokenPem, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
 
-function config(clientCaFile: string | undefined, front: KeyPairFiles | undefined): Config {
+function config(clientCaFile: string | undefined, front: KeyPairFiles | undefined, serving: KeyPairFiles = certs.serving): Config {
   return parseConfig(
     {
       apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443' }],
       envoy: {
-        tls: { certFile: 'gw.crt', keyFile: 'gw.key', ...(clientCaFile === undefined ? {} : { clientCaFile }) },
+        tls: { certFile: serving.certFile, keyFile: serving.keyFile, ...(clientCaFile === undefined ? {} : { clientCaFile }) },
         ...(front === undefined ? {} : { upstreamClientCert: front }),
       },
     },
@@ -114,9 +116,31 @@ t.test('nothing to check without clientCaFile', async (t) => {
   t.same(await checkFrontProxyTls(config(undefined, undefined)), []);
 });
 
-t.test('assertFrontProxyTls: a ConfigError listing every problem (exit code 2)', async (t) => {
-  await t.resolves(assertFrontProxyTls(config(bundle, certs.good)));
-  const err = await assertFrontProxyTls(config(join(dir, 'missing.crt'), certs.serverOnly)).then(() => null, (e: unknown) => e);
+t.test('the gateway\'s serving certificate', async (t) => {
+  t.same(await checkServingTls(config(undefined, undefined)), [], 'serverAuth, SANs, valid, its key');
+  t.match(await checkServingTls(config(undefined, undefined, certs.good)), [
+    { path: 'envoy.tls.certFile', message: /lacks the serverAuth extended key usage/ },
+    { path: 'envoy.tls.certFile', message: /no subjectAltName/ },
+  ], 'a client certificate without SANs');
+  t.match(await checkServingTls(config(undefined, undefined, certs.servingNoSan)), [{ path: 'envoy.tls.certFile', message: /no subjectAltName: kubectl and client-go/ }]);
+  t.match(await checkServingTls(config(undefined, undefined, { certFile: certs.serving.certFile, keyFile: certs.good.keyFile })), [{ path: 'envoy.tls.keyFile', message: /is not the private key of envoy\.tls\.certFile/ }]);
+  t.match(await checkServingTls(config(undefined, undefined, { certFile: join(dir, 'nope.crt'), keyFile: 'x' })), [{ path: 'envoy.tls.certFile', message: /cannot read/ }]);
+  const leaf = new X509Certificate(readFileSync(certs.serving.certFile));
+  t.match(servingCertProblems([leaf], Date.parse(leaf.validTo) + 1000), [{ message: /expired on/ }]);
+  t.match(servingCertProblems([], 0), [{ message: 'holds no certificate' }]);
+});
+
+t.test('serve checks only public files: the front-proxy certificate against the client CA, no key', async (t) => {
+  const noKeys = config(bundle, { certFile: certs.good.certFile, keyFile: join(dir, 'not-here.key') }, { certFile: certs.serving.certFile, keyFile: join(dir, 'not-here.key') });
+  await t.resolves(assertFrontProxySafe(noKeys), 'skewgate may run where Envoy\'s keys are not');
+  const problemsOf = async (p: Promise<void>): Promise<unknown> => p.then(() => [], (e: unknown) => (e instanceof ConfigError ? e.problems : e));
+  t.match(await problemsOf(assertEnvoyTls(noKeys)), [{ path: 'envoy.tls.keyFile' }, { path: KEY }], 'validate reads them');
+  t.match(await problemsOf(assertFrontProxySafe(config(bundle, certs.fromClientCa))), [{ path: CERT, message: /issued by/ }]);
+});
+
+t.test('assertEnvoyTls: a ConfigError listing every problem (exit code 2)', async (t) => {
+  await t.resolves(assertEnvoyTls(config(bundle, certs.good)));
+  const err = await assertEnvoyTls(config(join(dir, 'missing.crt'), certs.serverOnly)).then(() => null, (e: unknown) => e);
   t.ok(err instanceof ConfigError);
   t.equal((err as ConfigError).code, 'SKEWGATE_ERR_CONFIG');
   t.same((err as ConfigError).problems.map((p) => p.path), [CA, CERT]);
@@ -128,7 +152,7 @@ t.test('skewgate validate and serve refuse an unsafe front-proxy certificate wit
   writeFileSync(file, stringify({
     // Nothing listens there: the check must come first.
     apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', caFile: clientCa.certFile }],
-    envoy: { tls: { certFile: certs.good.certFile, keyFile: certs.good.keyFile, clientCaFile: bundle }, upstreamClientCert: certs.serverOnlyFromClientCa },
+    envoy: { tls: { certFile: certs.serving.certFile, keyFile: certs.serving.keyFile, clientCaFile: bundle }, upstreamClientCert: certs.serverOnlyFromClientCa },
   }));
   const cli = join(packageRoot(), 'dist/src/cli/main.js');
   for (const command of ['validate', 'serve']) {
