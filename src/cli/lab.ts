@@ -1,15 +1,17 @@
 // `skewgate lab up|down|status`: a real mixed-version control plane on loopback (etcd, three
-// kube-apiservers, Envoy + skewgate), started detached so that it outlives this command.
+// kube-apiservers, Envoy + skewgate), started detached so that it outlives this command. `lab pki`
+// writes only the lab's PKI (the docker-compose demo's init service runs it).
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
-import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { Lab, defaultLabDir } from '../lab/lab.js';
 import type { ApiServerSpec } from '../lab/flags.js';
 import { LAB_USERS } from '../lab/gateway-config.js';
-import { LAB_MAX_LOOPBACK } from '../lab/pki.js';
+import { LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS, createLabPki } from '../lab/pki.js';
 import { labBinDir, labVersions } from '../lab/versions.js';
 import { formatTable } from './one-shot.js';
+import { sanEntry } from './gateway-cert.js';
 
 export const LAB_GATEWAY_PORT = 16443;
 const APISERVER_PORT = 6443;
@@ -104,6 +106,24 @@ export async function runLabStatus(dir: string): Promise<number> {
   }
 }
 
+/**
+ * The lab's PKI set in dir, with extra SANs ("DNS:kas-1", "IP:172.31.250.11", or bare) on the
+ * apiserver and gateway serving certificates; a complete set with the same SANs is reused.
+ */
+export async function runLabPki(dir: string, sans: readonly string[]): Promise<number> {
+  const entries = sans.map((s) => [s, sanEntry(s)] as const);
+  const bad = entries.filter(([, e]) => e === null).map(([raw]) => raw);
+  if (bad.length > 0) {
+    process.stderr.write(`skewgate lab pki: ${bad.map((b) => `--san ${JSON.stringify(b)}: not a DNS name or IP address (DNS:name, IP:addr)`).join('; ')}\n`);
+    return EXIT_BAD_CONFIG;
+  }
+  const extraSans = [...new Set(entries.map(([, e]) => e as string))];
+  const pki = await createLabPki(dir, { extraSans });
+  out(`skewgate lab pki: ${LAB_PKI_FILES.length - 1} files in ${pki.dir}`);
+  out(`  serving certificates (apiserver, gateway): ${[...LAB_SANS, ...extraSans].join(', ')}`);
+  return EXIT_OK;
+}
+
 function statusRows(rows: Awaited<ReturnType<Lab['status']>>): string[][] {
   return [['NAME', 'PID', 'ALIVE', 'DETAIL'], ...rows.map((r) => [r.name, r.pid === null ? '-' : String(r.pid), r.alive ? 'yes' : 'no', r.detail])];
 }
@@ -132,6 +152,12 @@ export function registerLabCommand(program: Command): void {
     .description('stop every process of the lab and verify that none is left')
     .option(...dirOption)
     .action(async (o: { dir: string }) => { process.exitCode = await runLabDown(o.dir); });
+  lab
+    .command('pki')
+    .description('write the lab\'s PKI (CA, serving, front-proxy, client certificates, tokens) into a folder; a complete set is reused')
+    .requiredOption('--dir <dir>', 'folder for the files, e.g. /pki')
+    .option('--san <name>', 'another name on the serving certificates (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .action(async (o: { dir: string; san: string[] }) => { process.exitCode = await runLabPki(o.dir, o.san); });
   lab
     .command('status')
     .description('the lab\'s processes: pid, alive, version, address, readiness')

@@ -11,6 +11,7 @@ import { runValidate } from './validate.js';
 import { runDemo } from './demo.js';
 import { registerLabCommand } from './lab.js';
 import { runGatewayCert } from './gateway-cert.js';
+import { runCompose } from './compose.js';
 
 const program = new Command()
   .name('skewgate')
@@ -79,6 +80,12 @@ program
   });
 
 registerLabCommand(program);
+
+program
+  .command('compose')
+  .description('write the docker-compose demo (docker-compose.yml, deploy/compose/*.yaml) rendered from the lab\'s flags and configs')
+  .option('--out <dir>', 'the repository root to write into', '.')
+  .action(async (o: { out: string }) => { process.exitCode = await runCompose(o.out); });
 
 try {
   await program.parseAsync(process.argv);

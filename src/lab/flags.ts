@@ -1,15 +1,26 @@
-// The command lines of the lab's etcd and kube-apiservers: the single source of truth for their
-// flags. Pure. Every flag here was checked against `--help` of both pinned kube-apiserver builds.
-import type { LabPki } from './pki.js';
+// The command lines of the lab's etcd and kube-apiservers, and of the docker-compose demo's (the
+// same flags, other addresses and paths): the single source of truth for their flags. Pure. Every
+// flag here was checked against `--help` of both pinned kube-apiserver builds (test/cluster/lab-smoke).
+import { isIPv4 } from 'node:net';
+import type { LabPkiFiles } from './pki.js';
 import { FRONT_PROXY_CLIENT_CN } from './pki.js';
+
+/**
+ * Where an apiserver runs. `loopback` (the lab): bound to and advertising its own 127.x address.
+ * `container` (docker-compose.yml): bound on every interface of its container and advertising
+ * the container's static address on the compose network.
+ */
+export type ApiServerPlacement = 'loopback' | 'container';
 
 export interface ApiServerSpec {
   /** "kas-1": also its hostname, in a UTS namespace of its own (a distinct identity lease). */
   readonly name: string;
   /** "1.35.4": the binary `kube-apiserver-<version>` built by lab/build.sh. */
   readonly version: string;
-  /** A loopback address: 127.0.0.1, 127.0.0.2, … (bind and advertise address). */
+  /** Advertise address; with placement loopback also the bind address: 127.0.0.1, 127.0.0.2, … */
   readonly ip: string;
+  /** Default loopback. */
+  readonly placement?: ApiServerPlacement;
   readonly port: number;
   /** --runtime-config, e.g. "admissionregistration.k8s.io/v1beta1=false". */
   readonly runtimeConfig?: string;
@@ -55,13 +66,29 @@ export function apiServerUrl(spec: Pick<ApiServerSpec, 'ip' | 'port'>): string {
   return `https://${spec.ip}:${spec.port}`;
 }
 
-export function apiServerArgs(spec: ApiServerSpec, pki: LabPki, etcdUrl: string, dirs: ApiServerDirs): string[] {
-  if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(spec.ip)) throw new Error(`${spec.name}: ${spec.ip} is not a loopback IPv4 address`);
+const LOOPBACK_IPV4 = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+/** The address kube-apiserver listens on; throws when spec.ip does not suit the placement. */
+function bindAddress(spec: ApiServerSpec): string {
+  const placement = spec.placement ?? 'loopback';
+  if (placement === 'loopback') {
+    if (!LOOPBACK_IPV4.test(spec.ip)) throw new Error(`${spec.name}: ${spec.ip} is not a loopback IPv4 address`);
+    return spec.ip;
+  }
+  // Peers and the endpoint reconciler would be sent to an address nobody else can reach.
+  if (!isIPv4(spec.ip) || LOOPBACK_IPV4.test(spec.ip) || spec.ip === '0.0.0.0') {
+    throw new Error(`${spec.name}: a container advertises its network IPv4 address, not ${spec.ip}`);
+  }
+  return '0.0.0.0';
+}
+
+export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: string, dirs: ApiServerDirs): string[] {
+  const bind = bindAddress(spec);
   if (dirs.auditLog !== undefined && dirs.auditPolicyFile === undefined) throw new Error(`${spec.name}: auditLog needs auditPolicyFile`);
   const args = [
     `--etcd-servers=${etcdUrl}`,
     `--secure-port=${spec.port}`,
-    `--bind-address=${spec.ip}`,
+    `--bind-address=${bind}`,
     // Explicit: the fallback is the default-route interface, which a sandbox may not have.
     `--advertise-address=${spec.ip}`,
     `--cert-dir=${dirs.certDir}`,
@@ -112,7 +139,10 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPki, etcdUrl: string,
 export interface EtcdSpec {
   readonly name: string;
   readonly dataDir: string;
+  /** Listen address; also the advertised host unless advertiseHost is given. */
   readonly ip: string;
+  /** The host name or address clients and peers use, e.g. "etcd" on a compose network (listen on 0.0.0.0). */
+  readonly advertiseHost?: string;
   /** Not the defaults 2379/2380, so that a lab never clashes with another etcd on the machine. */
   readonly clientPort: number;
   readonly peerPort: number;
@@ -121,19 +151,20 @@ export interface EtcdSpec {
 export const ETCD_CLIENT_PORT = 23790;
 export const ETCD_PEER_PORT = 23800;
 
-export function etcdUrl(spec: Pick<EtcdSpec, 'ip' | 'clientPort'>): string {
-  return `http://${spec.ip}:${spec.clientPort}`;
+/** The URL clients use (the advertised one). */
+export function etcdUrl(spec: Pick<EtcdSpec, 'ip' | 'advertiseHost' | 'clientPort'>): string {
+  return `http://${spec.advertiseHost ?? spec.ip}:${spec.clientPort}`;
 }
 
 export function etcdArgs(spec: EtcdSpec): string[] {
-  const client = etcdUrl(spec);
-  const peer = `http://${spec.ip}:${spec.peerPort}`;
+  const host = spec.advertiseHost ?? spec.ip;
+  const peer = `http://${host}:${spec.peerPort}`;
   return [
     `--name=${spec.name}`,
     `--data-dir=${spec.dataDir}`,
-    `--listen-client-urls=${client}`,
-    `--advertise-client-urls=${client}`,
-    `--listen-peer-urls=${peer}`,
+    `--listen-client-urls=http://${spec.ip}:${spec.clientPort}`,
+    `--advertise-client-urls=${etcdUrl(spec)}`,
+    `--listen-peer-urls=http://${spec.ip}:${spec.peerPort}`,
     `--initial-advertise-peer-urls=${peer}`,
     `--initial-cluster=${spec.name}=${peer}`,
     '--initial-cluster-state=new',

@@ -4,7 +4,7 @@
 // limited user, a UID, a hard subject, and two that must not authenticate). Made once per run dir
 // and reused while complete.
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,7 +12,14 @@ import { DEFAULT_DAYS, certValidFor, ensureGenerated, filesPresent, generateRsaK
 
 const run = promisify(execFile);
 
-export interface LabPki {
+export interface LabPki extends LabPkiFiles {
+  readonly adminToken: string;
+  readonly janeToken: string;
+  readonly skewgateToken: string;
+}
+
+/** Where every file of the set is: known before the set is made (e.g. /pki in a container). */
+export interface LabPkiFiles {
   readonly dir: string;
   /** Cluster CA: signs serving certs and client certs (--client-ca-file, --peer-ca-file). */
   readonly caFile: string;
@@ -50,11 +57,8 @@ export interface LabPki {
   readonly gatewayKeyFile: string;
   /** --token-auth-file: the admin token (system:masters), jane's and skewgate's discovery token. */
   readonly tokenAuthFile: string;
-  readonly adminToken: string;
   readonly adminTokenFile: string;
-  readonly janeToken: string;
   readonly janeTokenFile: string;
-  readonly skewgateToken: string;
   readonly skewgateTokenFile: string;
 }
 
@@ -88,6 +92,14 @@ export const LAB_SANS: readonly string[] = Object.freeze([
   ...Array.from({ length: LAB_MAX_LOOPBACK }, (_, i) => `IP:127.0.0.${i + 1}`), `IP:${KUBERNETES_SERVICE_IP}`,
 ]);
 
+export interface LabPkiOptions {
+  /**
+   * subjectAltName entries ("DNS:kas-1", "IP:172.31.250.11") added to the serving certificates
+   * (apiserver and gateway) after LAB_SANS, e.g. the names of a compose network.
+   */
+  readonly extraSans?: readonly string[];
+}
+
 const MARKER = '.complete';
 /**
  * Written into the marker: a set made by an older layout (other SANs, fewer certificates) is
@@ -95,7 +107,8 @@ const MARKER = '.complete';
  */
 const LAYOUT = 'skewgate-lab-pki/3';
 
-function layout(dir: string, tokens: { admin: string; jane: string; skewgate: string }): LabPki {
+/** The file paths of a set in dir (nothing is read or written). */
+export function labPkiFiles(dir: string): LabPkiFiles {
   const f = (name: string): string => join(dir, name);
   return {
     dir,
@@ -112,9 +125,7 @@ function layout(dir: string, tokens: { admin: string; jane: string; skewgate: st
     foreignCaFile: f('foreign-ca.crt'), foreignCertFile: f('foreign.crt'), foreignKeyFile: f('foreign.key'),
     gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'),
     tokenAuthFile: f('tokens.csv'),
-    adminToken: tokens.admin, adminTokenFile: f('admin.token'),
-    janeToken: tokens.jane, janeTokenFile: f('jane.token'),
-    skewgateToken: tokens.skewgate, skewgateTokenFile: f('skewgate.token'),
+    adminTokenFile: f('admin.token'), janeTokenFile: f('jane.token'), skewgateTokenFile: f('skewgate.token'),
   };
 }
 
@@ -186,20 +197,36 @@ async function issueSubjectCert(dir: string, name: string, subject: string, ca: 
   }
 }
 
-async function complete(dir: string): Promise<boolean> {
-  if (!(await filesPresent(LAB_PKI_FILES.map((n) => join(dir, n))))) return false;
-  const marker = await readFile(join(dir, MARKER), 'utf8').catch(() => '');
-  return marker.split(' ')[0] === LAYOUT && (await certValidFor(join(dir, 'ca.crt'), 86_400));
+/**
+ * The marker's third word: a digest of the extra SANs ("" without any, as markers written before
+ * extra SANs existed), so that a set made for other names is made again.
+ */
+export function extraSansTag(extraSans: readonly string[]): string {
+  return extraSans.length === 0 ? '' : `sans-${createHash('sha256').update(extraSans.join('\n')).digest('hex').slice(0, 16)}`;
 }
 
-async function generate(dir: string): Promise<void> {
+/** Throws unless every entry is openssl's "DNS:name" or "IP:address" form. Pure. */
+export function checkSanEntries(sans: readonly string[]): void {
+  for (const san of sans) {
+    if (!/^(DNS:[A-Za-z0-9*]([A-Za-z0-9.-]*[A-Za-z0-9])?|IP:[0-9A-Fa-f.:]+)$/.test(san)) throw new Error(`subjectAltName "${san}": write DNS:name or IP:address`);
+  }
+}
+
+async function complete(dir: string, extraSans: readonly string[]): Promise<boolean> {
+  if (!(await filesPresent(LAB_PKI_FILES.map((n) => join(dir, n))))) return false;
+  const marker = (await readFile(join(dir, MARKER), 'utf8').catch(() => '')).trim().split(' ');
+  return marker[0] === LAYOUT && (marker[2] ?? '') === extraSansTag(extraSans) && (await certValidFor(join(dir, 'ca.crt'), 86_400));
+}
+
+async function generate(dir: string, extraSans: readonly string[]): Promise<void> {
   const tmp = await mkdtemp(join(dir, '.gen-'));
   try {
     const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-lab-ca', usage: 'ca' });
     const fpCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-lab-front-proxy-ca', usage: 'ca' });
     const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=not-the-cluster-ca', usage: 'ca' });
-    await issueCert({ dir: tmp, name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'server', ca, sans: LAB_SANS });
-    await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans: LAB_SANS });
+    const sans = [...LAB_SANS, ...extraSans];
+    await issueCert({ dir: tmp, name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'server', ca, sans });
+    await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans });
     await issueCert({ dir: tmp, name: 'front-proxy-client', subject: `/CN=${FRONT_PROXY_CLIENT_CN}`, usage: 'client', ca: fpCa });
     await issueCert({ dir: tmp, name: 'admin', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca });
     await issueCert({ dir: tmp, name: 'jane', subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`, usage: 'client', ca });
@@ -213,20 +240,27 @@ async function generate(dir: string): Promise<void> {
     await writeFile(join(tmp, 'jane.token'), tokens.jane, { mode: 0o600 });
     await writeFile(join(tmp, 'skewgate.token'), tokens.skewgate, { mode: 0o600 });
     await writeFile(join(tmp, 'tokens.csv'), tokenAuthCsv(labStaticTokens(tokens)), { mode: 0o600 });
-    await writeFile(join(tmp, MARKER), `${LAYOUT} ${new Date().toISOString()}\n`);
+    const tag = extraSansTag(extraSans);
+    await writeFile(join(tmp, MARKER), `${LAYOUT} ${new Date().toISOString()}${tag === '' ? '' : ` ${tag}`}\n`);
     for (const name of LAB_PKI_FILES) await rename(join(tmp, name), join(dir, name)); // the marker last
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
 }
 
-/** Creates the PKI in dir, or reuses a complete one (a lock keeps concurrent callers apart). */
-export async function createLabPki(dir: string): Promise<LabPki> {
+/**
+ * Creates the PKI in dir, or reuses a complete one made with the same extra SANs (a lock keeps
+ * concurrent callers apart). Every file belongs to the calling user; keys and tokens are readable
+ * by that user only (openssl and writeFile create them 0600), certificates by everyone.
+ */
+export async function createLabPki(dir: string, options: LabPkiOptions = {}): Promise<LabPki> {
+  const extraSans = [...(options.extraSans ?? [])];
+  checkSanEntries(extraSans);
   const abs = resolve(dir);
-  await ensureGenerated(abs, () => complete(abs), async () => {
+  await ensureGenerated(abs, () => complete(abs, extraSans), async () => {
     await rm(join(abs, MARKER), { force: true });
-    await generate(abs);
+    await generate(abs, extraSans);
   }, 'createLabPki');
   const read = async (name: string): Promise<string> => (await readFile(join(abs, name), 'utf8')).trim();
-  return layout(abs, { admin: await read('admin.token'), jane: await read('jane.token'), skewgate: await read('skewgate.token') });
+  return { ...labPkiFiles(abs), adminToken: await read('admin.token'), janeToken: await read('jane.token'), skewgateToken: await read('skewgate.token') };
 }

@@ -3,9 +3,10 @@ import { X509Certificate, createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stat } from 'node:fs/promises';
 import {
   ADMIN_USER, BOB_UID, JANE_GROUPS, JANE_USER, KUBERNETES_UID_OID, LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS,
-  createLabPki, labStaticTokens, subjectCertOpensslConfig, tokenAuthCsv,
+  checkSanEntries, createLabPki, extraSansTag, labPkiFiles, labStaticTokens, subjectCertOpensslConfig, tokenAuthCsv,
 } from '../../src/lab/pki.js';
 
 t.test('static tokens: --token-auth-file lines, groups quoted', async (t) => {
@@ -85,4 +86,45 @@ t.test('createLabPki: the identity test certificates (openssl)', async (t) => {
   await createLabPki(dir);
   t.not(await fingerprint(), second, 'a marker of another layout: made again');
   t.ok(LAB_PKI_FILES.every((f) => !f.includes('/')), 'flat file list');
+});
+
+t.test('labPkiFiles: the paths of a set, known before it is made', async (t) => {
+  const files = labPkiFiles('/pki');
+  const paths = Object.entries(files).filter(([k]) => k !== 'dir').map(([, v]) => v);
+  for (const p of paths) t.ok(LAB_PKI_FILES.includes(p.replace(/^\/pki\//, '')), `${p} is in the set`);
+  t.equal(files.caFile, '/pki/ca.crt');
+});
+
+t.test('extra SANs: on both serving certificates, after the lab\'s; a set made for other names is made again', async (t) => {
+  t.equal(extraSansTag([]), '', 'no extra SANs: the marker of the lab\'s sets (which are reused as before)');
+  t.match(extraSansTag(['DNS:kas-1']), /^sans-[0-9a-f]{16}$/);
+  t.not(extraSansTag(['DNS:kas-1']), extraSansTag(['DNS:kas-2']));
+  t.doesNotThrow(() => checkSanEntries(['DNS:kas-1', 'DNS:envoy-baseline', 'IP:172.31.250.11', 'IP:::1']));
+  for (const bad of ['kas-1', 'DNS:a,b', 'DNS:', 'URI:x', 'IP:1.2.3.4,DNS:x']) t.throws(() => checkSanEntries([bad]), /DNS:name or IP:address/, bad);
+
+  const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-pki-sans-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const extraSans = ['DNS:kas-1', 'IP:172.31.250.11'];
+  const pki = await createLabPki(dir, { extraSans });
+  for (const f of [pki.serverCertFile, pki.gatewayCertFile]) {
+    const sans = (new X509Certificate(await readFile(f)).subjectAltName ?? '').split(', ');
+    t.ok(sans.includes('DNS:kas-1') && sans.includes('IP Address:172.31.250.11'), `${f}: the extra names`);
+    t.ok(sans.includes('DNS:localhost') && sans.includes('IP Address:127.0.0.16'), 'and the lab\'s');
+  }
+  const uid = process.getuid?.();
+  for (const name of LAB_PKI_FILES) {
+    const st = await stat(join(dir, name));
+    t.equal(st.uid, uid, `${name}: the writer's`);
+    if (/\.(key|token)$|^tokens\.csv$/.test(name)) t.equal(st.mode & 0o077, 0, `${name}: owner only`);
+    else t.equal(st.mode & 0o444, 0o444, `${name}: readable by all`);
+  }
+  const ca = createHash('sha256').update(await readFile(pki.caFile)).digest('hex');
+  t.equal((await createLabPki(dir, { extraSans })).janeToken, pki.janeToken, 'the same names: reused');
+  await createLabPki(dir, { extraSans: ['DNS:kas-2'] });
+  t.not(createHash('sha256').update(await readFile(pki.caFile)).digest('hex'), ca, 'other names: made again');
+  const plain = await createLabPki(dir);
+  const sans = new X509Certificate(await readFile(plain.serverCertFile)).subjectAltName ?? '';
+  t.notMatch(sans, /kas-/, 'without extra SANs: the lab\'s names only');
+  t.equal(sans.split(', ').length, LAB_SANS.length);
+  await t.rejects(createLabPki(dir, { extraSans: ['kas-1'] }), /DNS:name or IP:address/);
 });

@@ -1,0 +1,86 @@
+// The files the compose services read from deploy/compose/ (mounted at /deploy): skewgate's config,
+// both Envoy bootstraps, kube-apiserver's tracing config and the RBAC objects. Built from the same
+// functions as the lab's. Pure.
+import { stringify } from 'yaml';
+import { parseConfig, type Config } from '../config.js';
+import { renderBootstrap } from '../envoy/bootstrap.js';
+import { renderBootstrapYaml } from '../envoy/render.js';
+import { withoutExtProc } from '../demo/stack.js';
+import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
+import type { LabPki } from '../lab/pki.js';
+import { apiserverTracingConfig } from '../telemetry/kube-apiserver.js';
+import {
+  DEPLOY_DIR, DEPLOY_FILES, ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
+  apiServerUrlOnNetwork, deployPath, frontedApiServers, pkiFiles,
+} from './layout.js';
+import type { ComposeVersions } from './versions.js';
+
+/** skewgate's service.name; Envoy's tracer reports as "<name>-envoy". */
+export const SKEWGATE_SERVICE_NAME = 'skewgate';
+/** The baseline Envoy's tracer reports as "baseline-envoy", apart from the gateway's in Jaeger. */
+export const BASELINE_SERVICE_NAME = 'baseline';
+
+/**
+ * The lab's gateway config (gatewayConfigDocument) for the compose network: apiservers by DNS
+ * name (the serving certificate carries them) with their hostnames, ext_proc on a unix socket in
+ * a volume only skewgate and Envoy mount, Envoy listening on every interface of its container,
+ * traces to Jaeger (skewgate's and Envoy's own), Prometheus metrics.
+ */
+export function skewgateConfigDocument(v: ComposeVersions): Record<string, unknown> {
+  // gatewayConfigDocument reads file paths only; the token values are made in the container.
+  const pki: LabPki = { ...pkiFiles(), adminToken: '', janeToken: '', skewgateToken: '' };
+  const base = gatewayConfigDocument({
+    pki,
+    apiservers: frontedApiServers(v).map((s) => ({ name: s.name, url: apiServerUrlOnNetwork(s) })),
+    extprocListen: EXTPROC_LISTEN,
+    port: GATEWAY_PORT,
+    telemetry: {
+      serviceName: SKEWGATE_SERVICE_NAME,
+      tracing: { enabled: true, endpoint: `http://${SERVICES.jaeger}:${OTLP_GRPC_PORT}`, protocol: 'grpc', envoy: true },
+      metrics: { prometheus: { listen: `0.0.0.0:${METRICS_PORT}` } },
+    },
+  });
+  const envoy = base['envoy'] as Record<string, unknown>;
+  return {
+    ...base,
+    // hostname: the identity lease kube-apiserver names after it, which orders the merged /apis.
+    apiservers: (base['apiservers'] as Record<string, unknown>[]).map((a) => ({ name: a['name'], url: a['url'], hostname: a['name'], ...a })),
+    envoy: {
+      ...envoy,
+      listen: { address: '0.0.0.0', port: GATEWAY_PORT },
+      admin: { address: '0.0.0.0', port: ENVOY_ADMIN_PORT },
+    },
+  };
+}
+
+/** The config as skewgate reads it from /deploy/skewgate.yaml. */
+export function skewgateConfig(doc: Record<string, unknown>): Config {
+  return parseConfig(doc, deployPath(DEPLOY_FILES.skewgate), DEPLOY_DIR);
+}
+
+/** Same config, another service name for Envoy's tracer. */
+export function baselineConfigDocument(doc: Record<string, unknown>): Record<string, unknown> {
+  const telemetry = doc['telemetry'] as Record<string, unknown>;
+  return { ...doc, telemetry: { ...telemetry, serviceName: BASELINE_SERVICE_NAME } };
+}
+
+export interface DeployFileTexts {
+  readonly skewgate: string;
+  readonly envoy: string;
+  readonly envoyBaseline: string;
+  readonly tracing: string;
+  readonly rbac: string;
+}
+
+/** Each file's text without the generated-file header (render.ts adds it). */
+export function renderDeployFiles(v: ComposeVersions): DeployFileTexts {
+  const doc = skewgateConfigDocument(v);
+  const baseline = withoutExtProc(renderBootstrap(skewgateConfig(baselineConfigDocument(doc))));
+  return {
+    skewgate: stringify(doc, { lineWidth: 0 }),
+    envoy: renderBootstrapYaml(skewgateConfig(doc)),
+    envoyBaseline: stringify(baseline, { lineWidth: 0, indent: 2 }),
+    tracing: apiserverTracingConfig(OTLP_ENDPOINT),
+    rbac: labRbacObjects().map((o) => stringify(o.body, { lineWidth: 0 })).join('---\n'),
+  };
+}

@@ -1,0 +1,401 @@
+// deploy/ against real parts: every Kubernetes manifest is sent to a real kube-apiserver
+// (KUBE_NEW) with `kubectl create --dry-run=server` and must be accepted; Pod Security, RBAC and
+// the static pod's own skewgate config are then tried for real (skewgate + Envoy from those
+// files, only paths and addresses changed, in front of that apiserver). Fails, never skips, when
+// a part is missing. Uses 127.0.0.16 and etcd ports 23810/23820 (other cluster tests: 127.0.0.1-15,
+// etcd 23790-23812).
+import t from 'tap';
+import type { Test } from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { Agent, request } from 'undici';
+import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
+import { Lab, freePort, logTail } from '../../src/lab/lab.js';
+import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { findEnvoyBinary, packageRoot } from '../../src/envoy/process.js';
+import { issueCert } from '../../src/pki/openssl.js';
+import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown): Obj => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`not an object: ${JSON.stringify(v)}`);
+  return v as Obj;
+};
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const versions = labVersions();
+// Missing parts fail here, with the command that provides them.
+const kubectlBin = labBinary('kubectl', versions.kubeNew);
+labBinary('kube-apiserver', versions.kubeNew);
+labBinary('etcd', versions.etcd);
+const envoyBin = findEnvoyBinary();
+const root = packageRoot();
+const skewgateMain = join(root, 'dist/src/cli/main.js');
+const DEPLOY = join(root, 'deploy');
+const STATIC_POD = join(DEPLOY, 'static-pods/skewgate-gateway.yaml');
+const STATIC_CONFIG = join(DEPLOY, 'static-pods/skewgate.yaml');
+const DEPLOYMENT = join(DEPLOY, 'kubernetes/deployment.yaml');
+const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
+
+const dir = await mkdtemp(join(tmpdir(), 'skewgate-deploy-'));
+const lab = await Lab.open({ dir: join(dir, 'lab'), killOnExit: true, etcdClientPort: 23810, etcdPeerPort: 23820, log: (l) => t.comment(l) });
+const children = new Set<ChildProcess>();
+const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
+const certAgent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8'), cert: await readFile(lab.pki.adminCertFile, 'utf8'), key: await readFile(lab.pki.adminKeyFile, 'utf8') } });
+t.teardown(async () => {
+  for (const c of children) await stopChild(c, 'SIGKILL');
+  await agent.close();
+  await certAgent.close();
+  await lab.down().catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Spawns a process of this test; output to a log file; stopped in teardown at the latest. */
+function startChild(name: string, cmd: string, args: readonly string[]): { child: ChildProcess; log: string } {
+  const log = join(dir, `${name}.log`);
+  const out = createWriteStream(log);
+  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.pipe(out);
+  child.stderr?.pipe(out);
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return { child, log };
+}
+
+async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+interface Ran {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function runProcess(cmd: string, args: readonly string[], stdin?: string, timeoutMs = 60_000): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', reject);
+    child.once('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    child.stdin.end(stdin ?? '');
+  });
+}
+
+const KAS = { name: 'kas-deploy', version: versions.kubeNew, ip: '127.0.0.16', port: 6443 };
+const kubeconfig = join(dir, 'admin.kubeconfig');
+const kubectl = (args: readonly string[], stdin?: string): Promise<Ran> =>
+  runProcess(kubectlBin, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'kubectl-cache'), ...args], stdin);
+
+/** Every YAML file under deploy/ (compose excepted) whose documents are all Kubernetes objects. */
+async function manifestFiles(d: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(d, { withFileTypes: true })) {
+    const p = join(d, e.name);
+    if (e.isDirectory()) { if (p !== join(DEPLOY, 'compose')) out.push(...(await manifestFiles(p))); continue; }
+    if (!/\.ya?ml$/.test(e.name)) continue;
+    const docs = await yamlDocs(p);
+    if (docs.length > 0 && docs.every((x) => typeof x.apiVersion === 'string' && typeof x.kind === 'string')) out.push(p);
+  }
+  return out.sort();
+}
+
+async function yamlDocs(file: string): Promise<Obj[]> {
+  const docs = parseAllDocuments(await readFile(file, 'utf8'));
+  if (!Array.isArray(docs)) return [];
+  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null && typeof d === 'object').map(obj);
+}
+
+const files = await manifestFiles(DEPLOY);
+
+const label = (d: Obj): string => `${String(d.kind)} ${String(obj(d.metadata).namespace ?? '')}${obj(d.metadata).namespace === undefined ? '' : '/'}${String(obj(d.metadata).name)}`;
+
+/** kubectl create --dry-run=server of one object: accepted, with no warning. */
+async function dryRun(t: Test, d: Obj, where: string): Promise<Ran> {
+  const res = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(d));
+  t.equal(res.code, 0, `${where}: ${label(d)} accepted${res.code === 0 ? '' : `: ${res.stderr.trim()}`}`);
+  t.match(res.stdout.trim(), new RegExp(`/${String(obj(d.metadata).name).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} created \\(server dry run\\)$`), `${where}: ${label(d)}: "created (server dry run)"`);
+  t.notMatch(res.stderr, /warning/i, `${where}: ${label(d)}: no warning${res.stderr.trim() === '' ? '' : `: ${res.stderr.trim()}`}`);
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+await t.test('a real kube-apiserver for the manifests', async (t) => {
+  await lab.startEtcd();
+  await lab.startApiServer(KAS);
+  const server = lab.apiServerUrl(KAS.name);
+  await writeFile(kubeconfig, stringify({
+    apiVersion: 'v1', kind: 'Config',
+    clusters: [{ name: 'lab', cluster: { server, 'certificate-authority': lab.pki.caFile } }],
+    users: [{ name: 'admin', user: { token: lab.pki.adminToken } }],
+    contexts: [{ name: 'admin', context: { cluster: 'lab', user: 'admin' } }],
+    'current-context': 'admin',
+  }), { mode: 0o600 });
+  const version = await kubectl(['get', '--raw', '/version']);
+  t.equal(version.code, 0, version.stderr);
+  t.equal((JSON.parse(version.stdout) as { gitVersion: string }).gitVersion, `v${versions.kubeNew}`, `kube-apiserver v${versions.kubeNew}`);
+  // The lab grants its own skewgate token the same role under the same names: remove them, so
+  // that the manifests meet a cluster without them, as on a fresh kubeadm cluster.
+  const del = await kubectl(['delete', 'clusterrolebinding/skewgate:discovery', 'clusterrole/skewgate:discovery']);
+  t.equal(del.code, 0, `the lab's own copies removed: ${del.stdout.trim()} ${del.stderr.trim()}`);
+});
+
+await t.test('every manifest under deploy/ is accepted by kube-apiserver (kubectl create --dry-run=server)', async (t) => {
+  const rel = (f: string): string => relative(root, f);
+  for (const f of [STATIC_POD, RBAC, DEPLOYMENT]) t.ok(files.includes(f), `${rel(f)} is checked`);
+  const all = (await Promise.all(files.map(async (f) => (await yamlDocs(f)).map((d) => ({ file: f, doc: d }))))).flat();
+  // A Namespace first, for real, so that the objects inside it can be tried.
+  const namespaces = all.filter((x) => x.doc.kind === 'Namespace');
+  for (const { file, doc } of namespaces) {
+    await dryRun(t, doc, rel(file));
+    const created = await kubectl(['create', '-f', '-'], stringify(doc));
+    t.equal(created.code, 0, `${label(doc)} created for the objects inside it: ${created.stderr.trim()}`);
+  }
+  let n = namespaces.length;
+  for (const { file, doc } of all.filter((x) => x.doc.kind !== 'Namespace')) {
+    await dryRun(t, doc, rel(file));
+    n++;
+  }
+  t.ok(n >= 10, `${n} objects from ${files.length} files`);
+});
+
+await t.test('Pod Security: the Deployment\'s pods meet "restricted"; the static pod needs kube-system', async (t) => {
+  const docs = await yamlDocs(DEPLOYMENT);
+  const dep = docs.find((d) => d.kind === 'Deployment');
+  const ns = String(obj(dep?.metadata).namespace);
+  const template = obj(obj(dep?.spec).template);
+  const pod = (spec: Obj, name: string): Obj => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns, labels: obj(template.metadata).labels }, spec });
+  // The template as a Pod: PodSecurity enforces on Pods, not on Deployments.
+  await dryRun(t, pod(obj(template.spec), 'template-check'), 'the Deployment\'s pod template');
+  // Negative controls: the namespace really enforces the profile.
+  const loosened = JSON.parse(JSON.stringify(template.spec)) as { containers: { securityContext: Obj }[] };
+  delete loosened.containers[0]?.securityContext.allowPrivilegeEscalation;
+  const refused = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(pod(loosened as unknown as Obj, 'loosened-check')));
+  t.not(refused.code, 0, 'without allowPrivilegeEscalation: false the same pod is refused');
+  t.match(refused.stderr, /violates PodSecurity "restricted/, refused.stderr.trim());
+  const staticPod = (await yamlDocs(STATIC_POD))[0] as Obj;
+  const moved = { ...staticPod, metadata: { ...obj(staticPod.metadata), namespace: ns } };
+  const hostRefused = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(moved));
+  t.not(hostRefused.code, 0, `the static pod (hostNetwork, hostPath) is refused in ${ns}: it belongs in kube-system`);
+  t.match(hostRefused.stderr, /hostNetwork|hostPath/, hostRefused.stderr.trim());
+});
+
+await t.test('RBAC: both discovery credentials may read and watch CRDs and APIServices, nothing more', async (t) => {
+  const created = await kubectl(['create', '-f', RBAC]);
+  t.equal(created.code, 0, `${relative(root, RBAC)} created: ${created.stderr.trim()}`);
+  const dep = await yamlDocs(DEPLOYMENT);
+  for (const d of dep.filter((x) => x.kind === 'ServiceAccount' || x.kind === 'ClusterRoleBinding')) {
+    const res = await kubectl(['create', '-f', '-'], stringify(d));
+    t.equal(res.code, 0, `${label(d)} created: ${res.stderr.trim()}`);
+  }
+  const sa = dep.find((x) => x.kind === 'ServiceAccount');
+  const who: [string, string[]][] = [
+    ['the static pods\' certificate', ['--as', 'skewgate:cp-1', '--as-group', SKEWGATE_GROUP]],
+    ['the Deployment\'s ServiceAccount', ['--as', `system:serviceaccount:${String(obj(sa?.metadata).namespace)}:${String(obj(sa?.metadata).name)}`]],
+  ];
+  for (const [name, as] of who) {
+    for (const verb of ['get', 'list', 'watch']) {
+      for (const resource of ['customresourcedefinitions.apiextensions.k8s.io', 'apiservices.apiregistration.k8s.io']) {
+        const res = await kubectl(['auth', 'can-i', verb, resource, ...as]);
+        t.equal(res.stdout.trim(), 'yes', `${name}: ${verb} ${resource}`);
+      }
+    }
+    const denied: readonly (readonly [string, string])[] = [['create', 'customresourcedefinitions.apiextensions.k8s.io'], ['get', 'secrets'], ['list', 'pods'], ['delete', 'apiservices.apiregistration.k8s.io']];
+    for (const [verb, resource] of denied) {
+      const res = await kubectl(['auth', 'can-i', verb, resource, '--all-namespaces', ...as]);
+      t.equal(res.stdout.trim(), 'no', `${name}: not ${verb} ${resource}`);
+    }
+  }
+});
+
+// ---- the static pod's files, run for real ---------------------------------------------------
+
+/** Replaces string values exactly equal to a key of `map`, everywhere in a document. */
+function mapStrings(v: unknown, map: ReadonlyMap<string, string>): unknown {
+  if (typeof v === 'string') return map.get(v) ?? v;
+  if (Array.isArray(v)) return v.map((x) => mapStrings(x, map));
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapStrings(x, map)]));
+  return v;
+}
+const strings = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v !== null && typeof v === 'object' ? Object.values(v).flatMap(strings) : []);
+
+async function until(what: string, timeoutMs: number, check: () => Promise<string | null>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const problem = await check();
+      if (problem === null) return;
+      last = problem;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${last})`);
+    await sleep(200);
+  }
+}
+
+async function get(url: string, o: { dispatcher?: Agent; token?: string; method?: 'GET' | 'POST'; body?: string } = {}): Promise<{ status: number; body: string }> {
+  const res = await request(url, {
+    method: o.method ?? 'GET', ...(o.dispatcher === undefined ? {} : { dispatcher: o.dispatcher }),
+    headers: { ...(o.token === undefined ? {} : { authorization: `Bearer ${o.token}` }), ...(o.body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(o.body === undefined ? {} : { body: o.body }), signal: AbortSignal.timeout(5000),
+  });
+  return { status: res.statusCode, body: await res.body.text() };
+}
+
+await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envoy in front of the real apiserver', async (t) => {
+  const server = lab.apiServerUrl(KAS.name);
+  // What `kubeadm kubeconfig user --client-name skewgate:cp-1 --org skewgate:discovery` writes:
+  // a kubeconfig with an inline client certificate from the cluster CA. Its server is never used.
+  const cert = await issueCert({ dir, name: 'skewgate-discovery', subject: `/O=${SKEWGATE_GROUP}/CN=skewgate:cp-1`, usage: 'client', ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile } });
+  const b64 = async (f: string): Promise<string> => (await readFile(f)).toString('base64');
+  const kubeconfigFile = join(dir, 'skewgate.conf');
+  await writeFile(kubeconfigFile, stringify({
+    apiVersion: 'v1', kind: 'Config',
+    clusters: [{ name: 'kubernetes', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(lab.pki.caFile) } }],
+    users: [{ name: 'skewgate:cp-1', user: { 'client-certificate-data': await b64(cert.certFile), 'client-key-data': await b64(cert.keyFile) } }],
+    contexts: [{ name: 'skewgate:cp-1@kubernetes', context: { cluster: 'kubernetes', user: 'skewgate:cp-1' } }],
+    'current-context': 'skewgate:cp-1@kubernetes',
+  }), { mode: 0o600 });
+
+  const socket = join(dir, 'extproc.sock');
+  t.ok(socket.length < 100, 'the socket path fits in sun_path');
+  const [gatewayPort, adminPort, metricsPort, otlpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const original = parseYaml(await readFile(STATIC_CONFIG, 'utf8')) as Obj;
+  const paths = new Map<string, string>([
+    ['/etc/kubernetes/pki/ca.crt', lab.pki.caFile],
+    ['/etc/kubernetes/pki/apiserver.crt', lab.pki.serverCertFile],
+    ['/etc/kubernetes/pki/apiserver.key', lab.pki.serverKeyFile],
+    ['/etc/kubernetes/pki/front-proxy-client.crt', lab.pki.frontProxyClientCertFile],
+    ['/etc/kubernetes/pki/front-proxy-client.key', lab.pki.frontProxyClientKeyFile],
+    ['/etc/skewgate/skewgate.conf', kubeconfigFile],
+    ['unix:/run/skewgate/extproc.sock', `unix:${socket}`],
+    ['https://10.0.0.11:6443', server], ['https://10.0.0.12:6443', server], ['https://10.0.0.13:6443', server],
+    ['http://10.0.0.20:4317', `http://127.0.0.1:${otlpPort}`],
+    ['127.0.0.1:9464', `127.0.0.1:${metricsPort}`],
+    ['0.0.0.0', '127.0.0.1'],
+  ]);
+  const mapped = obj(mapStrings(original, paths));
+  const envoySection = obj(mapped.envoy);
+  obj(envoySection.listen).port = gatewayPort;
+  obj(envoySection.admin).port = adminPort;
+  const left = strings(mapped).filter((s) => s.includes('/etc/') || s.includes('/run/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'));
+  t.same(left, [], 'every node path and address was mapped to this machine\'s loopback and files');
+  t.same(Object.keys(mapped).sort(), Object.keys(original).sort(), 'otherwise the same config');
+  const configFile = join(dir, 'skewgate.yaml');
+  await writeFile(configFile, stringify(mapped));
+
+  // The README's rendering command, through the CLI.
+  const bootstrapFile = join(dir, 'envoy.yaml');
+  const rendered = await runProcess(process.execPath, [skewgateMain, 'envoy-config', '--config', configFile]);
+  t.equal(rendered.code, 0, `skewgate envoy-config: ${rendered.stderr.trim()}`);
+  await writeFile(bootstrapFile, rendered.stdout);
+
+  const pod = (await yamlDocs(STATIC_POD))[0] as Obj;
+  const containers = (obj(pod.spec).containers as Obj[]);
+  const envoyC = containers.find((c) => c.name === 'envoy') as Obj;
+  const skewgateC = containers.find((c) => c.name === 'skewgate') as Obj;
+  const probe = (c: Obj, which: string): string => String(((obj(obj(c[which]).exec).command) as string[])[2]);
+  const healthScript = probe(skewgateC, 'livenessProbe').replace("'unix:/run/skewgate/extproc.sock'", `'unix:${socket}'`);
+  t.ok(healthScript.includes(socket), 'the probe script, with the socket mapped');
+  const deploymentDocs = await yamlDocs(DEPLOYMENT);
+  const depSpec = obj(obj(obj(deploymentDocs.find((d) => d.kind === 'Deployment')?.spec).template).spec);
+  const depSkewgate = (depSpec.containers as Obj[]).find((c) => c.name === 'skewgate') as Obj;
+  const readyScript = probe(depSkewgate, 'readinessProbe')
+    .replace("'unix:/run/skewgate/extproc.sock'", `'unix:${socket}'`)
+    .replace("'http://127.0.0.1:9901/ready'", `'http://127.0.0.1:${adminPort}/ready'`);
+  t.ok(readyScript.includes(socket) && readyScript.includes(String(adminPort)), 'the Deployment\'s readiness script, socket and admin port mapped');
+  const runProbe = (script: string): Promise<Ran> => runProcess(process.execPath, ['-e', script], undefined, 10_000);
+
+  // skewgate, as the container runs it (args of the manifest, config path mapped).
+  const sgArgs = (skewgateC.args as string[]).map((a) => (a === '/etc/skewgate/skewgate.yaml' ? configFile : a));
+  t.same(sgArgs, ['serve', '--config', configFile], 'skewgate serve --config');
+  const sg = startChild('skewgate', process.execPath, [skewgateMain, ...sgArgs]);
+  await until('skewgate serving', 30_000, async () => ((await runProbe(healthScript)).code === 0 ? null : await logTail(sg.log, 5)));
+  t.pass('the health probe passes once skewgate serves');
+
+  // Envoy, with the manifest's command line (bootstrap path mapped).
+  const envoyArgs = (envoyC.args as string[]).map((a) => (a === '/etc/skewgate/envoy.yaml' ? bootstrapFile : a));
+  const envoy = startChild('envoy', envoyBin, envoyArgs);
+  const admin = `http://127.0.0.1:${adminPort}`;
+  const stat = async (name: string): Promise<string | undefined> => {
+    const res = await get(`${admin}/stats?filter=${encodeURIComponent(`^${name.replace(/\./g, '\\.')}$`)}`);
+    return new RegExp(`^${name.replace(/\./g, '\\.')}: (\\S+)$`, 'm').exec(res.body)?.[1];
+  };
+  await until('Envoy ready, every apiserver and skewgate healthy', 30_000, async () => {
+    const ready = await get(`${admin}/ready`);
+    if (ready.status !== 200) return `/ready ${ready.status}`;
+    const ext = await stat('cluster.skewgate-extproc.membership_healthy');
+    const pool = await stat('cluster.default_front-proxy.membership_healthy');
+    return ext === '1' && pool === '3' ? null : `skewgate-extproc healthy ${ext ?? '?'}, default_front-proxy ${pool ?? '?'} of 3 (${await logTail(envoy.log, 5)})`;
+  });
+  t.pass('Envoy: /ready, the three apiservers and skewgate healthy');
+  t.equal((await runProbe(readyScript)).code, 0, 'the Deployment\'s readiness script passes (skewgate SERVING, Envoy /ready)');
+
+  const gateway = `https://127.0.0.1:${gatewayPort}`;
+  const version = await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken });
+  t.equal(version.status, 200, 'a token request through the gateway');
+  t.equal((JSON.parse(version.body) as { gitVersion: string }).gitVersion, `v${versions.kubeNew}`);
+  const review = JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' });
+  const whoami = async (): Promise<{ status: number; body: string }> => get(`${gateway}/apis/authentication.k8s.io/v1/selfsubjectreviews`, { dispatcher: certAgent, method: 'POST', body: review });
+  const me = await whoami();
+  t.equal(me.status, 201, `a client certificate through the gateway: ${me.body.slice(0, 200)}`);
+  const user = (JSON.parse(me.body) as { status: { userInfo: { username: string; groups: string[] } } }).status.userInfo;
+  t.equal(user.username, 'kubernetes-admin', 'stated as the certificate\'s user (front-proxy with kubeadm\'s file names)');
+  t.ok(user.groups.includes('system:masters'), 'and its group');
+
+  // Names the runbook and replicas.md tell operators to look at.
+  const metrics = (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body;
+  for (const m of ['skewgate_decisions_total', 'skewgate_discovery_view_age', 'skewgate_apiserver_ready', 'skewgate_skew_resources', 'skewgate_discovery_fetch_duration']) {
+    t.match(metrics, new RegExp(`^${m}`, 'm'), `skewgate metric ${m}`);
+  }
+  const docs = `${await readFile(join(DEPLOY, 'runbook.md'), 'utf8')}\n${await readFile(join(DEPLOY, 'replicas.md'), 'utf8')}`;
+  for (const s of ['http.skewgate.ext_proc.failure_mode_allowed', 'http.skewgate.ext_proc.streams_failed', 'cluster.skewgate-extproc.membership_healthy', 'cluster.default.membership_healthy']) {
+    t.ok((await stat(s)) !== undefined, `Envoy stat ${s} exists`);
+    t.ok(docs.includes(s), `and the docs name it as ${s}`);
+  }
+  // The runbook compares Envoy's /certs with `openssl x509 -serial` of the file on disk.
+  const certs = JSON.parse((await get(`${admin}/certs`)).body) as { certificates: { cert_chain?: { path?: string; serial_number?: string; expiration_time?: string }[] }[] };
+  const loaded = certs.certificates.flatMap((c) => c.cert_chain ?? []).find((c) => c.path === lab.pki.frontProxyClientCertFile);
+  const onDisk = new X509Certificate(await readFile(lab.pki.frontProxyClientCertFile)).serialNumber;
+  t.comment(`/certs: ${JSON.stringify(loaded)}; openssl serial=${onDisk}`);
+  t.equal(loaded?.serial_number?.toUpperCase(), onDisk.toUpperCase(), '/certs shows the serial of the front-proxy certificate Envoy loaded, as openssl prints it');
+  t.ok(loaded?.expiration_time, 'and its expiry');
+
+  // Draining a node (runbook): /ready goes 503, the pod's readiness with it; and back.
+  t.equal((await get(`${admin}/healthcheck/fail`, { method: 'POST' })).status, 200, 'POST /healthcheck/fail');
+  t.equal((await get(`${admin}/ready`)).status, 503, '/ready 503: the load balancer takes the node out');
+  t.not((await runProbe(readyScript)).code, 0, 'the Deployment\'s readiness script fails too');
+  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'requests still served meanwhile');
+  t.equal((await get(`${admin}/healthcheck/ok`, { method: 'POST' })).status, 200, 'POST /healthcheck/ok');
+  t.equal((await get(`${admin}/ready`)).status, 200, '/ready 200 again');
+
+  // skewgate down on one node (runbook): its probe fails, Envoy fails open for tokens and
+  // answers 401 for certificates.
+  await stopChild(sg.child);
+  t.not((await runProbe(healthScript)).code, 0, 'skewgate stopped: the probe fails (the kubelet restarts it)');
+  await until('Envoy sees skewgate gone', 15_000, async () => ((await stat('cluster.skewgate-extproc.membership_healthy')) === '0' ? null : 'still healthy'));
+  const allowedBefore = Number(await stat('http.skewgate.ext_proc.failure_mode_allowed'));
+  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'tokens: balanced without skewgate (fail open)');
+  t.ok(Number(await stat('http.skewgate.ext_proc.failure_mode_allowed')) > allowedBefore, 'http.skewgate.ext_proc.failure_mode_allowed counts it (what replicas.md says to watch)');
+  const unstated = await whoami();
+  t.equal(unstated.status, 401, 'certificates: 401 from Envoy\'s backstop');
+  t.match(unstated.body, /"kind":"Status"/);
+  await stopChild(envoy.child);
+  t.equal(children.size, 0, 'skewgate and Envoy stopped');
+});

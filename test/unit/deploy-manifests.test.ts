@@ -1,0 +1,450 @@
+// deploy/ (not deploy/compose/): every manifest parses, images are pinned to the versions the
+// tests use, every container has probes and resources, the skewgate configs in them pass
+// parseConfig and render, and the files each container needs are mounted where the config says.
+// test/cluster/deploy-manifests.test.ts sends the same manifests to a real kube-apiserver.
+import t from 'tap';
+import type { Test } from 'tap';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, posix, relative } from 'node:path';
+import { parseAllDocuments, parseDocument } from 'yaml';
+import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { renderBootstrapYaml } from '../../src/envoy/render.js';
+import { packageRoot } from '../../src/envoy/process.js';
+import { skewgateRbac } from '../../src/lab/gateway-config.js';
+import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
+import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown, what = 'value'): Obj => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${what} is not an object: ${JSON.stringify(v)}`);
+  return v as Obj;
+};
+const arr = (v: unknown, what = 'value'): unknown[] => {
+  if (!Array.isArray(v)) throw new Error(`${what} is not an array: ${JSON.stringify(v)}`);
+  return v;
+};
+const objs = (v: unknown, what = 'value'): Obj[] => arr(v ?? [], what).map((x) => obj(x, what));
+const str = (v: unknown, what = 'value'): string => {
+  if (typeof v !== 'string') throw new Error(`${what} is not a string: ${JSON.stringify(v)}`);
+  return v;
+};
+/** Walks a dotted path; numbers index arrays. */
+const at = (root: unknown, path: string): unknown =>
+  path.split('.').reduce<unknown>((v, k) => (Array.isArray(v) ? v[Number(k)] : obj(v, path)[k]), root);
+/** Like at, but undefined where the path ends early. */
+const opt = (root: unknown, path: string): unknown =>
+  path.split('.').reduce<unknown>((v, k) => (v === null || typeof v !== 'object' ? undefined : Array.isArray(v) ? v[Number(k)] : (v as Obj)[k]), root);
+
+const root = packageRoot();
+const DEPLOY = join(root, 'deploy');
+const rel = (p: string): string => relative(root, p);
+
+/** Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere). */
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return p === join(DEPLOY, 'compose') ? [] : yamlFiles(p);
+    return /\.ya?ml$/.test(e.name) ? [p] : [];
+  }).sort();
+}
+
+/** The versions the tests run: Envoy from scripts/install-envoy.sh, skewgate from package.json. */
+const ENVOY_VERSION = /ENVOY_VERSION="\$\{SKEWGATE_ENVOY_VERSION:-(\d+\.\d+\.\d+)\}"/.exec(readFileSync(join(root, 'scripts/install-envoy.sh'), 'utf8'))?.[1];
+const SKEWGATE_VERSION = str((JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Obj).version, 'package.json version');
+const ENVOY_IMAGE = `envoyproxy/envoy:v${ENVOY_VERSION ?? '?'}`;
+const SKEWGATE_IMAGE = `skewgate:${SKEWGATE_VERSION}`;
+
+const STATIC_CONFIG = join(DEPLOY, 'static-pods/skewgate.yaml');
+const STATIC_BOOTSTRAP = join(DEPLOY, 'static-pods/envoy.yaml');
+const STATIC_POD = join(DEPLOY, 'static-pods/skewgate-gateway.yaml');
+const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
+const DEPLOYMENT = join(DEPLOY, 'kubernetes/deployment.yaml');
+/** Files that are not Kubernetes objects: a skewgate config and its rendered bootstrap. */
+const NOT_MANIFESTS = new Set([STATIC_CONFIG, STATIC_BOOTSTRAP]);
+
+function parseYamlFile(file: string): Obj[] {
+  const docs = parseAllDocuments(readFileSync(file, 'utf8'));
+  if (!Array.isArray(docs)) throw new Error(`${rel(file)}: not a YAML stream`);
+  for (const d of docs) {
+    if (d.errors.length > 0) throw new Error(`${rel(file)}: ${d.errors.map((e) => e.message).join('; ')}`);
+    if (d.warnings.length > 0) throw new Error(`${rel(file)}: ${d.warnings.map((e) => e.message).join('; ')}`);
+  }
+  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null).map((d) => obj(d, rel(file)));
+}
+
+interface Manifest {
+  readonly file: string;
+  readonly doc: Obj;
+  readonly kind: string;
+  readonly name: string;
+}
+
+const files = yamlFiles(DEPLOY);
+const manifests: Manifest[] = files.filter((f) => !NOT_MANIFESTS.has(f)).flatMap((file) =>
+  parseYamlFile(file).map((doc) => ({ file, doc, kind: str(doc.kind, `${rel(file)} kind`), name: str(at(doc, 'metadata.name'), `${rel(file)} metadata.name`) })));
+const find = (file: string, kind: string, name?: string): Obj => {
+  const m = manifests.find((x) => x.file === file && x.kind === kind && (name === undefined || x.name === name));
+  if (m === undefined) throw new Error(`${rel(file)}: no ${kind}${name === undefined ? '' : ` ${name}`}`);
+  return m.doc;
+};
+
+/** A Pod's spec, or a workload's pod template spec. */
+function podSpecOf(m: Manifest): Obj | undefined {
+  if (m.kind === 'Pod') return obj(m.doc.spec);
+  if (['Deployment', 'DaemonSet', 'StatefulSet'].includes(m.kind)) return obj(at(m.doc, 'spec.template.spec'));
+  return undefined;
+}
+const workloads = manifests.flatMap((m) => { const spec = podSpecOf(m); return spec === undefined ? [] : [{ ...m, spec }]; });
+const containersOf = (spec: Obj): Obj[] => objs(spec.containers, 'containers');
+const initContainersOf = (spec: Obj): Obj[] => objs(spec.initContainers, 'initContainers');
+const container = (spec: Obj, name: string): Obj => {
+  const c = [...containersOf(spec), ...initContainersOf(spec)].find((x) => x.name === name);
+  if (c === undefined) throw new Error(`no container ${name}`);
+  return c;
+};
+
+/** The file names a Secret, ConfigMap or projected volume holds, when it lists them (items); else undefined (any). */
+function listedFiles(volume: Obj): string[] | undefined {
+  const items = (source: unknown): string[] | undefined => {
+    const list = opt(source, 'items');
+    return list === undefined ? undefined : objs(list).map((i) => str(i.path));
+  };
+  if (volume.secret !== undefined) return items(volume.secret);
+  if (volume.configMap !== undefined) return items(volume.configMap);
+  if (volume.projected !== undefined) {
+    const sources = objs(opt(volume, 'projected.sources'));
+    const lists = sources.map((s) => (s.serviceAccountToken !== undefined ? [str(at(s, 'serviceAccountToken.path'))] : items(s.secret ?? s.configMap)));
+    return lists.some((l) => l === undefined) ? undefined : lists.flatMap((l) => l ?? []);
+  }
+  return undefined;
+}
+
+/** Where a file path inside a container comes from: the volume mounted at it or at a folder above it (holding that file). */
+function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; rest: string } | undefined {
+  const mounts = objs(c.volumeMounts, 'volumeMounts')
+    .filter((m) => { const mp = str(m.mountPath); return path === mp || path.startsWith(`${mp.replace(/\/$/, '')}/`); })
+    .sort((a, b) => str(b.mountPath).length - str(a.mountPath).length);
+  const mount = mounts[0];
+  if (mount === undefined) return undefined;
+  const volume = objs(spec.volumes, 'volumes').find((v) => v.name === mount.name);
+  if (volume === undefined) throw new Error(`mount ${str(mount.name)} names no volume`);
+  const rest = posix.relative(str(mount.mountPath), path);
+  const listed = listedFiles(volume);
+  if (listed !== undefined && rest !== '' && !listed.includes(rest)) return undefined;
+  return { volume, mount, rest };
+}
+
+/** Every file a container of the gateway reads, by what the skewgate config says. */
+function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
+  const apiservers = config.apiservers.flatMap((s) => [s.caFile, s.credentials?.tokenFile, s.credentials?.kubeconfig, s.credentials?.clientCertFile, s.credentials?.clientKeyFile]);
+  const tls = config.envoy.tls;
+  const fp = config.envoy.upstreamClientCert;
+  const list = role === 'skewgate'
+    ? [...apiservers, tls.clientCaFile, fp?.certFile]
+    : [...config.apiservers.map((s) => s.caFile), tls.certFile, tls.keyFile, tls.clientCaFile, fp?.certFile, fp?.keyFile];
+  return [...new Set(list.filter((x): x is string => x !== undefined))];
+}
+
+/** The exec probe scripts of a container (node -e SCRIPT). */
+function execScripts(c: Obj): string[] {
+  return ['startupProbe', 'readinessProbe', 'livenessProbe'].flatMap((p) => {
+    const cmd = c[p] === undefined ? undefined : at(c[p], 'exec.command');
+    return Array.isArray(cmd) && cmd[0] === 'node' && cmd[1] === '-e' ? [str(cmd[2])] : [];
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+t.test('every YAML file under deploy/ (compose excepted) parses, and is a manifest or a known config', async (t) => {
+  t.ok(files.length >= 5, `found ${files.length} files: ${files.map(rel).join(', ')}`);
+  for (const f of [STATIC_CONFIG, STATIC_BOOTSTRAP, STATIC_POD, RBAC, DEPLOYMENT]) t.ok(files.includes(f), `${rel(f)} is there`);
+  for (const f of files) {
+    const docs = parseYamlFile(f);
+    t.ok(docs.length > 0, `${rel(f)}: ${docs.length} document(s), no YAML errors or warnings`);
+    if (NOT_MANIFESTS.has(f)) continue;
+    for (const d of docs) {
+      t.match(d, { apiVersion: String, kind: String, metadata: { name: String } }, `${rel(f)}: ${String(d.kind)} ${String(at(d, 'metadata.name'))} is a Kubernetes object`);
+    }
+  }
+  t.same([...new Set(manifests.map((m) => m.kind))].sort(),
+    ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Pod', 'Service', 'ServiceAccount'].sort(), 'the kinds shipped');
+});
+
+t.test('images: pinned to the exact versions the tests run', async (t) => {
+  t.ok(ENVOY_VERSION, `scripts/install-envoy.sh pins Envoy ${ENVOY_VERSION ?? '(not found)'}`);
+  t.ok(workloads.length >= 2, 'the static pod and the Deployment');
+  for (const w of workloads) {
+    for (const c of [...containersOf(w.spec), ...initContainersOf(w.spec)]) {
+      const image = str(c.image, 'image');
+      const where = `${rel(w.file)} ${w.name}/${str(c.name)}`;
+      t.ok(image === ENVOY_IMAGE || image === SKEWGATE_IMAGE, `${where}: ${image} is ${ENVOY_IMAGE} or ${SKEWGATE_IMAGE}`);
+      t.match(image, /:v?\d+\.\d+\.\d+$/, `${where}: an exact version, never a moving tag`);
+      t.equal(c.imagePullPolicy, 'IfNotPresent', `${where}: IfNotPresent (a pre-loaded image starts without a registry)`);
+    }
+    const images = containersOf(w.spec).map((c) => c.image);
+    t.ok(images.includes(ENVOY_IMAGE) && images.includes(SKEWGATE_IMAGE), `${w.name}: one Envoy and one skewgate container`);
+  }
+});
+
+t.test('every container: probes, resources, no privilege', async (t) => {
+  for (const w of workloads) {
+    for (const c of containersOf(w.spec)) {
+      const where = `${w.name}/${str(c.name)}`;
+      t.ok(c.readinessProbe, `${where}: readinessProbe`);
+      t.ok(c.livenessProbe, `${where}: livenessProbe`);
+      if (c.image === SKEWGATE_IMAGE) t.ok(c.startupProbe, `${where}: startupProbe (listens after its first discovery round)`);
+    }
+    for (const c of [...containersOf(w.spec), ...initContainersOf(w.spec)]) {
+      const where = `${w.name}/${str(c.name)}`;
+      t.ok(at(c, 'resources.requests.cpu') && at(c, 'resources.requests.memory'), `${where}: cpu and memory requests`);
+      t.ok(at(c, 'resources.limits.memory'), `${where}: a memory limit`);
+      t.notOk(at(c, 'resources.limits') !== undefined && 'cpu' in obj(at(c, 'resources.limits')), `${where}: no CPU limit (throttling adds latency to every API request)`);
+      t.equal(at(c, 'securityContext.allowPrivilegeEscalation'), false, `${where}: allowPrivilegeEscalation false`);
+      t.same(at(c, 'securityContext.capabilities.drop'), ['ALL'], `${where}: every capability dropped`);
+      t.equal(at(c, 'securityContext.readOnlyRootFilesystem'), true, `${where}: read-only root filesystem`);
+      t.notOk(at(c, 'securityContext.privileged'), `${where}: not privileged`);
+    }
+    t.equal(at(w.spec, 'securityContext.seccompProfile.type'), 'RuntimeDefault', `${w.name}: seccomp RuntimeDefault`);
+  }
+});
+
+t.test('the static pod\'s skewgate config: a 3-node kubeadm control plane, valid, renders', async (t) => {
+  const config = loadConfig(STATIC_CONFIG);
+  t.equal(config.apiservers.length, 3, 'three apiservers');
+  const urls = config.apiservers.map((s) => new URL(s.url));
+  t.same(urls.map((u) => u.port), ['6443', '6443', '6443'], 'every apiserver on 6443');
+  t.equal(new Set(urls.map((u) => u.hostname)).size, 3, 'by node address, one each (never the load balancer)');
+  for (const s of config.apiservers) {
+    t.equal(s.caFile, '/etc/kubernetes/pki/ca.crt', `${s.name}: verified against kubeadm's cluster CA`);
+    t.ok(s.credentials?.kubeconfig ?? s.credentials?.tokenFile ?? s.credentials?.clientCertFile, `${s.name}: a discovery credential`);
+  }
+  t.not(config.envoy.listen.port, 6443, 'the gateway does not take the local kube-apiserver\'s port');
+  t.equal(config.envoy.listen.port, 16443);
+  t.equal(config.envoy.admin.address, '127.0.0.1', 'Envoy\'s admin interface on loopback only');
+  t.match(config.extproc.listen, /^unix:\//, 'ext_proc on a unix socket');
+  t.equal(config.extproc.failureMode, 'open');
+  t.equal(config.envoy.tls.clientCaFile, '/etc/kubernetes/pki/ca.crt', 'client certificates verified against kubeadm\'s --client-ca-file');
+  t.same(config.envoy.upstreamClientCert, { certFile: '/etc/kubernetes/pki/front-proxy-client.crt', keyFile: '/etc/kubernetes/pki/front-proxy-client.key' }, 'kubeadm\'s front-proxy client');
+  t.same(config.envoy.tls, { certFile: '/etc/kubernetes/pki/apiserver.crt', keyFile: '/etc/kubernetes/pki/apiserver.key', clientCaFile: '/etc/kubernetes/pki/ca.crt' }, 'serving with the apiserver\'s own certificate');
+  t.ok(config.routing.retryAfterSeconds >= 1, 'Retry-After on 503');
+});
+
+/** The key properties of a gateway bootstrap rendered from a deploy config. */
+function checkBootstrap(t: Test, config: Config, where: string): void {
+  const b = renderBootstrap(config);
+  const hcm = obj(at(b, 'static_resources.listeners.0.filter_chains.0.filters.0.typed_config'));
+  const clusters = objs(at(b, 'static_resources.clusters'));
+  const cluster = (name: string): Obj => {
+    const c = clusters.find((x) => x.name === name);
+    if (c === undefined) throw new Error(`${where}: no cluster ${name}`);
+    return c;
+  };
+  const names = clusters.map((c) => str(c.name));
+  const apiservers = config.apiservers.map((s) => s.name);
+  t.same(names.sort(), [...apiservers, DEFAULT_CLUSTER].flatMap((n) => [n, `${n}${FRONT_PROXY_SUFFIX}`]).concat(EXTPROC_CLUSTER, ...(config.telemetry.tracing.enabled === true ? [OTEL_CLUSTER] : [])).sort(),
+    `${where}: every apiserver and the default pool twice (plain and front-proxy), ext_proc${config.telemetry.tracing.enabled === true ? ', the OTLP collector' : ''}`);
+  const fp = config.envoy.upstreamClientCert;
+  for (const n of [...apiservers, DEFAULT_CLUSTER]) {
+    const twin = cluster(`${n}${FRONT_PROXY_SUFFIX}`);
+    t.same(at(twin, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: fp?.certFile }, private_key: { filename: fp?.keyFile } },
+      `${where}: ${n}${FRONT_PROXY_SUFFIX} presents the front-proxy certificate`);
+    t.notOk('tls_certificates' in obj(at(cluster(n), 'transport_socket.typed_config.common_tls_context')), `${where}: ${n} presents none (tokens, anonymous)`);
+  }
+  for (const s of config.apiservers) {
+    const ep = at(cluster(s.name), 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address');
+    const u = new URL(s.url);
+    t.same(ep, { address: u.hostname, port_value: Number(u.port) }, `${where}: ${s.name} at ${u.host}`);
+  }
+  const routes = objs(at(hcm, 'route_config.virtual_hosts.0.routes'));
+  t.equal(routes[0]?.name, IDENTITY_BACKSTOP_ROUTE, `${where}: the backstop route (401 for an unstated certificate) comes first`);
+  t.equal(at(routes[0], 'direct_response.status'), 401);
+  const socket = config.extproc.listen.slice('unix:'.length);
+  t.same(at(cluster(EXTPROC_CLUSTER), 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: socket } }, `${where}: ext_proc over the unix socket ${socket}`);
+  t.same(at(b, 'static_resources.listeners.0.address.socket_address'), { address: config.envoy.listen.address, port_value: config.envoy.listen.port }, `${where}: listener ${config.envoy.listen.address}:${config.envoy.listen.port}`);
+  t.same(at(b, 'admin.address.socket_address'), { address: '127.0.0.1', port_value: config.envoy.admin.port }, `${where}: admin on loopback`);
+  const ext = objs(hcm.http_filters).find((f) => f.name === 'envoy.filters.http.ext_proc');
+  t.equal(at(ext, 'typed_config.failure_mode_allow'), config.extproc.failureMode === 'open', `${where}: failure_mode_allow follows failureMode`);
+}
+
+t.test('the static pod\'s Envoy bootstrap: the committed file is the rendering, with the key properties', async (t) => {
+  const config = loadConfig(STATIC_CONFIG);
+  t.equal(readFileSync(STATIC_BOOTSTRAP, 'utf8'), renderBootstrapYaml(config),
+    'deploy/static-pods/envoy.yaml is current (re-render: skewgate envoy-config --config deploy/static-pods/skewgate.yaml > deploy/static-pods/envoy.yaml)');
+  checkBootstrap(t, config, 'static pod');
+});
+
+t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, shared socket, probes', async (t) => {
+  const pod = find(STATIC_POD, 'Pod');
+  const spec = obj(pod.spec);
+  const config = loadConfig(STATIC_CONFIG);
+  t.equal(at(pod, 'metadata.namespace'), 'kube-system');
+  t.equal(spec.hostNetwork, true, 'hostNetwork');
+  t.equal(spec.dnsPolicy, 'Default', 'the node\'s resolver, not cluster DNS');
+  t.equal(spec.priorityClassName, 'system-node-critical');
+  // What a mirror pod may use: the kubelet runs it without the API.
+  for (const v of objs(spec.volumes)) t.ok(v.hostPath !== undefined || v.emptyDir !== undefined, `volume ${str(v.name)}: hostPath or emptyDir only`);
+  t.notOk(spec.serviceAccountName, 'no ServiceAccount');
+
+  const envoy = container(spec, 'envoy');
+  const skewgate = container(spec, 'skewgate');
+  t.equal(envoy.image, ENVOY_IMAGE);
+  t.equal(skewgate.image, SKEWGATE_IMAGE);
+  t.same(envoy.command, ['envoy'], 'runs the Envoy binary itself');
+  const envoyArgs = arr(envoy.args).map((a) => str(a));
+  t.ok(envoyArgs.includes('--disable-hot-restart'), 'no hot restart: its abstract socket would be shared with the node');
+  const bootstrapPath = envoyArgs[envoyArgs.indexOf('-c') + 1] ?? '';
+  const configPath = str(arr(skewgate.args)[arr(skewgate.args).indexOf('--config') + 1]);
+  const hostPathOf = (c: Obj, p: string): string | undefined => {
+    const m = mountFor(spec, c, p);
+    const hp = m === undefined ? undefined : m.volume.hostPath;
+    return hp === undefined ? undefined : posix.join(str(at(hp, 'path')), m?.rest ?? '');
+  };
+  t.equal(hostPathOf(envoy, bootstrapPath), '/etc/skewgate/envoy.yaml', `Envoy reads ${bootstrapPath} = the node's /etc/skewgate/envoy.yaml`);
+  t.equal(hostPathOf(skewgate, configPath), '/etc/skewgate/skewgate.yaml', `skewgate reads ${configPath} = the node's /etc/skewgate/skewgate.yaml`);
+  t.equal(configPath, '/etc/skewgate/skewgate.yaml', 'the config sits where its own paths assume');
+
+  for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
+    for (const f of filesNeeded(config, role)) {
+      const m = mountFor(spec, c, f);
+      t.ok(m, `${role} can read ${f}`);
+      if (m === undefined) continue;
+      t.equal(m.mount.readOnly, true, `${role}: ${f} mounted read-only`);
+      if (f.startsWith('/etc/kubernetes/pki/')) t.equal(hostPathOf(c, f), f, `${role}: ${f} is the node's own kubeadm file`);
+    }
+    for (const m of objs(c.volumeMounts)) {
+      const v = objs(spec.volumes).find((x) => x.name === m.name);
+      if (v?.hostPath !== undefined) t.equal(m.readOnly, true, `${role}: hostPath ${str(at(v.hostPath, 'path'))} read-only`);
+    }
+  }
+  t.notOk(objs(spec.volumes).some((v) => v.hostPath !== undefined && at(v.hostPath, 'path') === '/etc/kubernetes/pki'), 'not the whole PKI folder: the CA keys stay out');
+  t.notOk(mountFor(spec, skewgate, config.envoy.upstreamClientCert?.keyFile ?? ''), 'skewgate never sees the front-proxy key');
+
+  const socket = config.extproc.listen.slice('unix:'.length);
+  const se = mountFor(spec, envoy, socket);
+  const ss = mountFor(spec, skewgate, socket);
+  t.ok(se && ss && se.volume.name === ss.volume.name && se.volume.emptyDir !== undefined, `the socket ${socket} is on one emptyDir shared by both containers`);
+
+  t.same(at(envoy, 'readinessProbe.httpGet'), { host: '127.0.0.1', port: config.envoy.admin.port, path: '/ready' }, 'Envoy readiness: admin /ready');
+  t.not(at(envoy, 'livenessProbe.httpGet.path'), '/ready', 'Envoy liveness is not /ready (a drained Envoy is alive)');
+  t.equal(at(envoy, 'livenessProbe.httpGet.host'), '127.0.0.1');
+  const scripts = execScripts(skewgate);
+  t.equal(scripts.length, 3, 'skewgate: startup, readiness and liveness run the gRPC health check');
+  for (const s of scripts) {
+    t.ok(s.includes(`'unix:${socket}'`), 'the health check dials the configured socket');
+    t.ok(s.includes('/grpc.health.v1.Health/Check'), 'grpc.health.v1 Check');
+  }
+  t.same(arr(at(envoy, 'ports')).map((p) => at(p, 'containerPort')), [config.envoy.listen.port], 'the declared port is the gateway\'s');
+});
+
+t.test('the Deployment: config valid and rendered by the init container, replicas, spreading, budget, service', async (t) => {
+  const cm = find(DEPLOYMENT, 'ConfigMap', 'skewgate-gateway');
+  const dep = find(DEPLOYMENT, 'Deployment', 'skewgate-gateway');
+  const spec = obj(at(dep, 'spec.template.spec'));
+  const skewgate = container(spec, 'skewgate');
+  const envoy = container(spec, 'envoy');
+  const init = container(spec, 'render-envoy-bootstrap');
+  const configPath = str(arr(skewgate.args)[arr(skewgate.args).indexOf('--config') + 1]);
+  const m = mountFor(spec, skewgate, configPath);
+  t.equal(at(m?.volume, 'configMap.name'), 'skewgate-gateway', `skewgate reads ${configPath} from the ConfigMap`);
+  const text = str(obj(cm.data, 'ConfigMap data')[m?.rest ?? ''], 'ConfigMap data');
+  const doc = parseDocument(text);
+  t.same(doc.errors, [], 'the ConfigMap\'s skewgate.yaml is YAML');
+  const config = parseConfig(doc.toJS(), `${rel(DEPLOYMENT)}#ConfigMap/skewgate-gateway/${m?.rest ?? ''}`, '/');
+  t.pass('the ConfigMap\'s skewgate.yaml passes parseConfig');
+  t.equal(config.apiservers.length, 3);
+  t.same(config.apiservers.map((s) => new URL(s.url).port), ['6443', '6443', '6443']);
+  for (const s of config.apiservers) t.ok(s.credentials?.tokenFile, `${s.name}: the pod's ServiceAccount token`);
+  checkBootstrap(t, config, 'Deployment');
+
+  const cmd = arr(init.command).map((x) => str(x)).join(' ');
+  const rendered = /envoy-config --config (\S+) > (\S+)$/.exec(cmd);
+  t.ok(rendered, `the init container runs skewgate envoy-config: ${cmd}`);
+  t.equal(rendered?.[1], configPath, 'from the same config file');
+  t.equal(mountFor(spec, init, rendered?.[1] ?? '')?.volume.name, m?.volume.name, 'the same ConfigMap volume');
+  const envoyArgs = arr(envoy.args).map((a) => str(a));
+  const bootstrapPath = envoyArgs[envoyArgs.indexOf('-c') + 1] ?? '';
+  t.equal(bootstrapPath, rendered?.[2], 'Envoy starts from the rendered bootstrap');
+  t.equal(mountFor(spec, envoy, bootstrapPath)?.volume.name, mountFor(spec, init, bootstrapPath)?.volume.name, 'on an emptyDir the two share');
+
+  for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
+    for (const f of filesNeeded(config, role)) t.ok(mountFor(spec, c, f), `${role} can read ${f}`);
+  }
+  t.notOk(mountFor(spec, skewgate, config.envoy.upstreamClientCert?.keyFile ?? ''), 'skewgate never sees the front-proxy key');
+  const socket = config.extproc.listen.slice('unix:'.length);
+  t.equal(mountFor(spec, envoy, socket)?.volume.name, mountFor(spec, skewgate, socket)?.volume.name, 'one socket volume for both');
+  for (const s of execScripts(skewgate)) t.ok(s.includes(`'unix:${socket}'`), 'the health check dials the configured socket');
+  const readiness = execScripts({ readinessProbe: skewgate.readinessProbe })[0] ?? '';
+  t.ok(readiness.includes(`http://127.0.0.1:${config.envoy.admin.port}/ready`), 'the pod is ready only when Envoy\'s /ready is too');
+  t.equal(at(envoy, 'readinessProbe.tcpSocket.port'), 'gateway');
+  const gatewayPort = objs(envoy.ports).find((p) => p.name === 'gateway');
+  t.equal(gatewayPort?.containerPort, config.envoy.listen.port, 'the gateway port is the config\'s listener');
+
+  const replicas = Number(at(dep, 'spec.replicas'));
+  t.ok(replicas >= 2 && replicas <= 3, `${replicas} replicas`);
+  t.equal(at(dep, 'spec.strategy.rollingUpdate.maxSurge'), 0, 'no surge pod (it would have no node)');
+  const labels = obj(at(dep, 'spec.template.metadata.labels'));
+  const matches = (sel: unknown): boolean => Object.entries(obj(sel)).every(([k, v]) => labels[k] === v);
+  t.ok(matches(at(dep, 'spec.selector.matchLabels')), 'the selector matches the pod labels');
+  const anti = objs(at(spec, 'affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution'));
+  t.ok(anti.some((a) => a.topologyKey === 'kubernetes.io/hostname' && matches(at(a, 'labelSelector.matchLabels'))), 'required anti-affinity: one replica per node');
+  const pdb = find(DEPLOYMENT, 'PodDisruptionBudget');
+  t.ok(matches(at(pdb, 'spec.selector.matchLabels')), 'the PodDisruptionBudget selects the replicas');
+  t.equal(at(pdb, 'spec.maxUnavailable'), 1);
+  const svc = find(DEPLOYMENT, 'Service');
+  t.ok(matches(at(svc, 'spec.selector')), 'the Service selects the replicas');
+  t.equal(at(svc, 'spec.externalTrafficPolicy'), 'Local', 'Local: no second hop, the client\'s address reaches Envoy');
+  t.equal(at(svc, 'spec.ports.0.targetPort'), 'gateway');
+  t.equal(spec.automountServiceAccountToken, false, 'no token in the Envoy container');
+  const sa = find(DEPLOYMENT, 'ServiceAccount');
+  t.equal(spec.serviceAccountName, at(sa, 'metadata.name'));
+  const tokenFile = config.apiservers[0]?.credentials?.tokenFile ?? '';
+  const tokenVolume = mountFor(spec, skewgate, tokenFile)?.volume;
+  t.ok(objs(at(tokenVolume, 'projected.sources')).some((s) => s.serviceAccountToken !== undefined), `${tokenFile}: a projected, rotated ServiceAccount token`);
+  const ns = find(DEPLOYMENT, 'Namespace');
+  t.equal(obj(at(ns, 'metadata.labels'))['pod-security.kubernetes.io/enforce'], 'restricted', 'the namespace enforces the restricted Pod Security profile');
+  t.equal(at(dep, 'metadata.namespace'), at(ns, 'metadata.name'), 'the Deployment lives there');
+  for (const v of objs(spec.volumes)) {
+    const mode = opt(v, 'secret.defaultMode') ?? opt(v, 'projected.defaultMode');
+    if (mode !== undefined) t.equal(mode, 0o440, `${str(v.name)}: mode 0440 (written in decimal: YAML 1.1 and 1.2 read octal differently)`);
+  }
+});
+
+t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both credentials', async (t) => {
+  const want = skewgateRbac();
+  const role = find(RBAC, 'ClusterRole');
+  t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (src/lab/gateway-config.ts skewgateRbac)');
+  const group = find(RBAC, 'ClusterRoleBinding');
+  t.same(group.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: at(role, 'metadata.name') });
+  t.same(group.subjects, [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }], `the static pods' certificates: group ${SKEWGATE_GROUP}`);
+  const saBinding = find(DEPLOYMENT, 'ClusterRoleBinding');
+  const sa = find(DEPLOYMENT, 'ServiceAccount');
+  t.same(saBinding.roleRef, group.roleRef, 'the Deployment binds the same role');
+  t.same(saBinding.subjects, [{ kind: 'ServiceAccount', name: at(sa, 'metadata.name'), namespace: at(sa, 'metadata.namespace') }], 'to its ServiceAccount');
+  const readme = readFileSync(join(DEPLOY, 'static-pods/README.md'), 'utf8');
+  t.ok(readme.includes(`--org ${SKEWGATE_GROUP}`), 'the static-pod instructions issue the certificate in that group');
+});
+
+t.test('the operator docs name only metrics, spans and attributes that skewgate emits', async (t) => {
+  const docs = ['README.md', 'runbook.md', 'replicas.md', 'static-pods/README.md', 'kubernetes/README.md'];
+  const prometheus = new Set(Object.values(METRIC).map((m) => m.replaceAll('.', '_')));
+  const otel = new Set<string>([SPAN_DECISION, SPAN_DISCOVERY, EVENT_VIEW_CHANGED, EVENT_SKEW_CHANGED, ...Object.values(ATTR), ...Object.values(METRIC)]);
+  let names = 0;
+  for (const d of docs) {
+    const text = readFileSync(join(DEPLOY, d), 'utf8');
+    for (const n of new Set(text.match(/(?<![\w./-])skewgate_[a-z_]+/g) ?? [])) {
+      names++;
+      t.ok(prometheus.has(n.replace(/_(total|bucket|sum|count)$/, '')), `${d}: ${n} is a metric skewgate exports (src/telemetry/names.ts)`);
+    }
+    for (const n of new Set(text.match(/(?<![\w./-])skewgate\.[a-z_.]*[a-z_]/g) ?? [])) {
+      if (/\.(yaml|conf|sock|crt|key|md)$/.test(n)) continue; // file names
+      names++;
+      t.ok(otel.has(n), `${d}: ${n} is a span, event, attribute or metric name skewgate emits`);
+    }
+  }
+  t.ok(names >= 15, `${names} names checked`);
+  const runbook = readFileSync(join(DEPLOY, 'runbook.md'), 'utf8');
+  for (const must of [SPAN_DECISION, ATTR.outcome, ATTR.reason, 'Retry-After', 'skewgate skew', 'explain', 'validate', '/healthcheck/fail', 'crictl stop']) {
+    t.ok(runbook.includes(must), `the runbook uses ${must}`);
+  }
+});
