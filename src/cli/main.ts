@@ -11,6 +11,7 @@ import { runValidate } from './validate.js';
 import { runDemo } from './demo.js';
 import { registerLabCommand } from './lab.js';
 import { runGatewayCert } from './gateway-cert.js';
+import { runHealth } from './health.js';
 import { runCompose } from './compose.js';
 
 const program = new Command()
@@ -65,6 +66,14 @@ program
   .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
     process.exitCode = await runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
   });
+
+program
+  .command('health')
+  .description('ask a running skewgate for its gRPC health (grpc.health.v1, as Envoy does); exit 0 when serving')
+  .requiredOption(...configOption)
+  .option('--timeout <ms>', 'give up after this many milliseconds', '2000')
+  .option('--envoy', 'also require Envoy\'s GET /ready on its admin address (envoy.admin) to answer 200')
+  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => { process.exitCode = await runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) }); });
 
 program
   .command('gateway-cert')

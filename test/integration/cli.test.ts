@@ -1,6 +1,7 @@
 // The `skewgate` command as an operator runs it: a child process, its stdout and its exit code.
 import t from 'tap';
 import { execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,8 +110,34 @@ t.test('serve answers ext_proc, then SIGTERM finishes gracefully with exit 0', a
   t.teardown(() => client.close());
   const { response } = await client.process({ method: 'GET', path: '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies' });
   t.equal(replyHeader(response, 'x-skewgate-upstream')?.raw, 'new-1', 'routed to the only capable apiserver');
+  const health = await run(['health', '--config', good]);
+  t.equal(health.code, 0, `skewgate health while serving: ${health.stderr}`);
+  t.match(health.stdout, /ext_proc at unix:.*sg\.sock: SERVING/);
+  // --envoy also asks Envoy's admin /ready: nothing listens on that port here.
+  const closed = await new Promise<number>((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+  const withEnvoy = writeConfig('with-envoy.yaml', { ...base, envoy: { ...base.envoy, admin: { address: '127.0.0.1', port: closed } } });
+  const noEnvoy = await run(['health', '--config', withEnvoy, '--envoy', '--timeout', '1000']);
+  t.equal(noEnvoy.code, 1, 'health --envoy without an Envoy: exit 1');
+  t.match(noEnvoy.stderr, new RegExp(`envoy not ready: http://127\\.0\\.0\\.1:${closed}/ready`));
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'exit 0 after SIGTERM');
+  const gone = await run(['health', '--config', good, '--timeout', '500']);
+  t.equal(gone.code, 1, 'skewgate health with nothing listening: exit 1');
+  t.match(gone.stderr, /no answer/);
   t.match(stderr, /shutting down/);
   t.notMatch(stderr, new RegExp(pki.token), 'the token never reaches a log line');
+});
+
+t.test('health: the address a client dials for a listen address', async (t) => {
+  const { healthTarget } = await import('../../src/cli/health.js');
+  t.equal(healthTarget('unix:/run/skewgate/extproc.sock'), 'unix:/run/skewgate/extproc.sock');
+  t.equal(healthTarget('0.0.0.0:9002'), '127.0.0.1:9002');
+  t.equal(healthTarget('[::]:9002'), '[::1]:9002');
+  t.equal(healthTarget('10.0.0.5:9002'), '10.0.0.5:9002');
+  t.equal(healthTarget('[fd00::5]:9002'), '[fd00::5]:9002');
 });
