@@ -53,10 +53,9 @@ USER node
 # Prometheus metrics, when the config's telemetry section enables them (the compose demo does).
 # The ext_proc listener is a unix socket in the compose demo, so there is nothing else to expose.
 EXPOSE 9464
-# No HEALTHCHECK: skewgate's health is a gRPC service (grpc.health.v1), and probing it needs a
-# gRPC client (grpc_health_probe, or curl with HTTP/2 and gRPC framing) that this image does not
-# carry. Envoy already health-checks it over gRPC (the ext_proc cluster) and is the judge that
-# matters; `docker compose ps` shows whether the process runs.
+# No HEALTHCHECK here: `skewgate health --config <file>` is the check (grpc.health.v1, as Envoy
+# asks it), but the config path is the deployment's choice; docker-compose.yml and the Kubernetes
+# manifests under deploy/ each run it with theirs.
 # node as PID 1 is fine here: `skewgate serve` installs its own SIGTERM/SIGINT handlers
 # (graceful shutdown), so `docker stop` does not wait for the kill timeout.
 ENTRYPOINT ["node", "/app/dist/src/cli/main.js"]

@@ -1,19 +1,17 @@
 // `skewgate lab up|down|status`: a real mixed-version control plane on loopback (etcd, three
 // kube-apiservers, Envoy + skewgate), started detached so that it outlives this command. `lab pki`
 // writes only the lab's PKI (the docker-compose demo's init service runs it).
-import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
 import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
-import { Lab, defaultLabDir } from '../lab/lab.js';
+import { Lab } from '../lab/lab.js';
 import type { ApiServerSpec } from '../lab/flags.js';
 import { LAB_USERS } from '../lab/gateway-config.js';
 import { LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS, createLabPki } from '../lab/pki.js';
-import { labBinDir, labVersions } from '../lab/versions.js';
+import { defaultLabDir, labBinDir, labVersions } from '../lab/versions.js';
 import { formatTable } from './one-shot.js';
 import { sanEntry } from './gateway-cert.js';
 
-export const LAB_GATEWAY_PORT = 16443;
 const APISERVER_PORT = 6443;
 
 export interface LabUpOptions {
@@ -129,38 +127,3 @@ function statusRows(rows: Awaited<ReturnType<Lab['status']>>): string[][] {
 }
 
 /** Adds `lab up|down|status` to the skewgate program. */
-export function registerLabCommand(program: Command): void {
-  const lab = program.command('lab').description('a real mixed-version control plane on loopback: etcd, 3 kube-apiservers, Envoy + skewgate');
-  const dirOption = ['--dir <dir>', 'run dir: PKI, pid files, logs, configs', defaultLabDir()] as const;
-  lab
-    .command('up')
-    .description('start etcd, kube-apiservers kas-1..3 on 127.0.0.1..3:6443 and the gateway; returns when all are ready')
-    .option(...dirOption)
-    .option('--mixed', 'start kas-3 at the new Kubernetes version (lab/versions.env KUBE_NEW)')
-    .option('--port <port>', 'gateway port on 127.0.0.1', String(LAB_GATEWAY_PORT))
-    .option('--baseline-port <port>', 'also start a plain Envoy without skewgate on this port')
-    .option('--first-ip <ip>', 'address of kas-1; kas-2 and kas-3 take the next two', '127.0.0.1')
-    .option('--etcd-port <port>', 'etcd client port (peer port: this + 10)', '23790')
-    .action(async (o: { dir: string; mixed?: boolean; port: string; baselinePort?: string; firstIp: string; etcdPort: string }) => {
-      process.exitCode = await runLabUp({
-        dir: o.dir, mixed: Boolean(o.mixed), port: Number(o.port), firstIp: o.firstIp, etcdPort: Number(o.etcdPort),
-        baselinePort: o.baselinePort === undefined ? undefined : Number(o.baselinePort),
-      });
-    });
-  lab
-    .command('down')
-    .description('stop every process of the lab and verify that none is left')
-    .option(...dirOption)
-    .action(async (o: { dir: string }) => { process.exitCode = await runLabDown(o.dir); });
-  lab
-    .command('pki')
-    .description('write the lab\'s PKI (CA, serving, front-proxy, client certificates, tokens) into a folder; a complete set is reused')
-    .requiredOption('--dir <dir>', 'folder for the files, e.g. /pki')
-    .option('--san <name>', 'another name on the serving certificates (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
-    .action(async (o: { dir: string; san: string[] }) => { process.exitCode = await runLabPki(o.dir, o.san); });
-  lab
-    .command('status')
-    .description('the lab\'s processes: pid, alive, version, address, readiness')
-    .option(...dirOption)
-    .action(async (o: { dir: string }) => { process.exitCode = await runLabStatus(o.dir); });
-}

@@ -1,18 +1,11 @@
 #!/usr/bin/env node
-// The `skewgate` command: parses arguments, turns errors into exit codes, nothing else.
+// The `skewgate` command: parses arguments, turns errors into exit codes, nothing else. Each
+// command's module is loaded when it runs: `skewgate health` (an exec probe, every few seconds)
+// must not load discovery, the lab or the Envoy renderer.
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
-import { runServe } from './serve.js';
-import { runEnvoyConfig } from './envoy-config.js';
-import { runExplain } from './explain.js';
-import { runSkew } from './skew.js';
-import { runValidate } from './validate.js';
-import { runDemo } from './demo.js';
-import { registerLabCommand } from './lab.js';
-import { runGatewayCert } from './gateway-cert.js';
-import { runHealth } from './health.js';
-import { runCompose } from './compose.js';
+import { registerLabCommand } from './lab-command.js';
 
 const program = new Command()
   .name('skewgate')
@@ -26,14 +19,14 @@ program
   .command('serve')
   .description('run the ext_proc service: discovery in the background, a routing decision per request')
   .requiredOption(...configOption)
-  .action(async (o: { config: string }) => { process.exitCode = await runServe(o.config); });
+  .action(async (o: { config: string }) => { process.exitCode = await (await import('./serve.js')).runServe(o.config); });
 
 program
   .command('envoy-config')
   .description('print the Envoy bootstrap (YAML) for this config on stdout')
   .requiredOption(...configOption)
   .option('--relative-to <dir>', 'write file paths relative to this folder (for a committed bootstrap)')
-  .action(async (o: { config: string; relativeTo?: string }) => { process.exitCode = await runEnvoyConfig(o.config, o.relativeTo); });
+  .action(async (o: { config: string; relativeTo?: string }) => { process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo); });
 
 program
   .command('explain')
@@ -42,20 +35,20 @@ program
   .option('--json', 'print JSON')
   .argument('<method>', 'HTTP method, e.g. GET')
   .argument('<path>', 'request path with query, e.g. /apis/apps/v1/namespaces/default/deployments')
-  .action(async (method: string, path: string, o: { config: string; json?: boolean }) => { process.exitCode = await runExplain(o.config, method, path, Boolean(o.json)); });
+  .action(async (method: string, path: string, o: { config: string; json?: boolean }) => { process.exitCode = await (await import('./explain.js')).runExplain(o.config, method, path, Boolean(o.json)); });
 
 program
   .command('skew')
   .description('list every resource that not all apiservers serve: who serves it, who does not')
   .requiredOption(...configOption)
   .option('--json', 'print JSON')
-  .action(async (o: { config: string; json?: boolean }) => { process.exitCode = await runSkew(o.config, Boolean(o.json)); });
+  .action(async (o: { config: string; json?: boolean }) => { process.exitCode = await (await import('./skew.js')).runSkew(o.config, Boolean(o.json)); });
 
 program
   .command('validate')
   .description('check the config, then reachability, TLS and credentials of every apiserver')
   .requiredOption(...configOption)
-  .action(async (o: { config: string }) => { process.exitCode = await runValidate(o.config); });
+  .action(async (o: { config: string }) => { process.exitCode = await (await import('./validate.js')).runValidate(o.config); });
 
 program
   .command('demo')
@@ -64,7 +57,7 @@ program
   .option('--port <port>', 'gateway port', '8443')
   .option('--exit-after <seconds>', 'stop by itself after this many seconds (for scripted runs)')
   .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
-    process.exitCode = await runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
+    process.exitCode = await (await import('./demo.js')).runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
   });
 
 program
@@ -73,7 +66,7 @@ program
   .requiredOption(...configOption)
   .option('--timeout <ms>', 'give up after this many milliseconds', '2000')
   .option('--envoy', 'also require Envoy\'s GET /ready on its admin address (envoy.admin) to answer 200')
-  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => { process.exitCode = await runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) }); });
+  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => { process.exitCode = await (await import('./health.js')).runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) }); });
 
 program
   .command('gateway-cert')
@@ -85,7 +78,7 @@ program
   .option('--name <name>', 'file name stem', 'gateway')
   .option('--days <days>', 'validity in days', '365')
   .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string }) => {
-    process.exitCode = await runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
+    process.exitCode = await (await import('./gateway-cert.js')).runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
   });
 
 registerLabCommand(program);
@@ -94,7 +87,7 @@ program
   .command('compose')
   .description('write the docker-compose demo (docker-compose.yml, deploy/compose/*.yaml) rendered from the lab\'s flags and configs')
   .option('--out <dir>', 'the repository root to write into', '.')
-  .action(async (o: { out: string }) => { process.exitCode = await runCompose(o.out); });
+  .action(async (o: { out: string }) => { process.exitCode = await (await import('./compose.js')).runCompose(o.out); });
 
 try {
   await program.parseAsync(process.argv);

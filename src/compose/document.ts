@@ -25,6 +25,7 @@ export const images = (v: ComposeVersions) => ({
 
 const completed = { condition: 'service_completed_successfully' } as const;
 const started = { condition: 'service_started' } as const;
+const healthy = { condition: 'service_healthy' } as const;
 const onNetwork = { [NETWORK]: {} };
 const pkiRo = `${PKI_VOLUME}:${PKI_DIR}:ro`;
 const deployRo = `./${DEPLOY_HOST_DIR}:${DEPLOY_DIR}:ro`;
@@ -98,6 +99,14 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
       networks: onNetwork,
       ports: [publish(HOST_PORTS.metrics, METRICS_PORT)],
       depends_on: { [SERVICES.pki]: completed, [SERVICES.setup]: completed },
+      // The grpc.health.v1 check Envoy makes too: SERVING once the first discovery round is done.
+      healthcheck: {
+        test: ['CMD', 'node', '/app/dist/src/cli/main.js', 'health', '--config', deployPath(DEPLOY_FILES.skewgate)],
+        interval: '5s',
+        timeout: '5s',
+        retries: 3,
+        start_period: '30s',
+      },
       restart: 'unless-stopped',
     },
     [SERVICES.envoy]: envoy(DEPLOY_FILES.envoy, [publish(HOST_PORTS.gateway, GATEWAY_PORT), publish(HOST_PORTS.envoyAdmin, ENVOY_ADMIN_PORT)]),
@@ -117,7 +126,7 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
       environment: { PKI_DIR, GATEWAY_URL, BASELINE_URL },
       volumes: [pkiRo, deployRo],
       networks: onNetwork,
-      depends_on: { [SERVICES.setup]: completed, [SERVICES.skewgate]: started, [SERVICES.envoy]: started, [SERVICES.baseline]: started },
+      depends_on: { [SERVICES.setup]: completed, [SERVICES.skewgate]: healthy, [SERVICES.envoy]: started, [SERVICES.baseline]: started },
       restart: 'no',
     },
   };

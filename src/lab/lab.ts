@@ -18,7 +18,9 @@ import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServe
 import { JANE_NAMESPACE, gatewayConfigDocument, gatewayKubeconfig, labRbacObjects, type GatewayApiServer } from './gateway-config.js';
 import { createLabPki, type LabPki } from './pki.js';
 import { findProcesses, ownership, readBootId, readStat, type ProcIdentity } from './procfs.js';
-import { labBinary, labVersions } from './versions.js';
+import { defaultLabDir, labBinary, labVersions } from './versions.js';
+
+export { defaultLabDir };
 
 export interface LabOptions {
   /** Run dir (default `<package root>/.cache/lab`): PKI, pid files, logs, configs, etcd data. */
@@ -89,10 +91,6 @@ const SKEWGATE_MAIN_RELATIVE = 'dist/src/cli/main.js';
 const MAX_UNIX_SOCKET_PATH = 100;
 const APISERVER_STOP_GRACE_MS = 30_000;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-export function defaultLabDir(): string {
-  return join(packageRoot(), '.cache', 'lab');
-}
 
 /** The last lines of a log file. */
 export async function logTail(file: string, lines = 40): Promise<string> {

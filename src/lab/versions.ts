@@ -49,6 +49,11 @@ export function labVersions(): LabVersions {
   return { kubeOld: get('KUBE_OLD'), kubeNew: get('KUBE_NEW'), etcd: get('ETCD_VERSION') };
 }
 
+/** The lab's run dir (PKI, pid files, logs, configs) unless --dir names another. */
+export function defaultLabDir(): string {
+  return join(packageRoot(), '.cache', 'lab');
+}
+
 export function labBinDir(): string {
   const fromEnv = process.env[LAB_BIN_DIR_ENV];
   return fromEnv !== undefined && fromEnv !== '' ? fromEnv : join(packageRoot(), LAB_BIN_RELATIVE);

@@ -13,19 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
-import { findEnvoyBinary, packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/envoy/process.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
 import { labRbacObjects } from '../../src/lab/gateway-config.js';
 import { Lab, freePort, type GatewayInfo } from '../../src/lab/lab.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
-const versions = labVersions();
 // Missing parts fail here, with the command that provides them.
-const kubectl = labBinary('kubectl', versions.kubeNew);
-labBinary('kube-apiserver', versions.kubeOld);
-labBinary('kube-apiserver', versions.kubeNew);
-labBinary('etcd', versions.etcd);
-findEnvoyBinary();
+const { versions, kubectl } = requireLabParts();
 const DEMO = join(packageRoot(), 'deploy/compose/client/demo.sh');
 accessSync(DEMO, fsConstants.R_OK);
 

@@ -15,24 +15,16 @@ import { join, relative } from 'node:path';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { Lab, freePort, logTail } from '../../src/lab/lab.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
-import { findEnvoyBinary, packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/envoy/process.js';
 import { issueCert } from '../../src/pki/openssl.js';
 import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
+import { obj, type Obj } from '../helpers/json.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj => {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`not an object: ${JSON.stringify(v)}`);
-  return v as Obj;
-};
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-const versions = labVersions();
 // Missing parts fail here, with the command that provides them.
-const kubectlBin = labBinary('kubectl', versions.kubeNew);
-labBinary('kube-apiserver', versions.kubeNew);
-labBinary('etcd', versions.etcd);
-const envoyBin = findEnvoyBinary();
+const { versions, kubectl: kubectlBin, envoy: envoyBin } = requireLabParts();
 const root = packageRoot();
 const skewgateMain = join(root, 'dist/src/cli/main.js');
 const DEPLOY = join(root, 'deploy');
@@ -116,7 +108,7 @@ async function manifestFiles(d: string): Promise<string[]> {
 async function yamlDocs(file: string): Promise<Obj[]> {
   const docs = parseAllDocuments(await readFile(file, 'utf8'));
   if (!Array.isArray(docs)) return [];
-  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null && typeof d === 'object').map(obj);
+  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null && typeof d === 'object').map((x) => obj(x));
 }
 
 const files = await manifestFiles(DEPLOY);
@@ -310,24 +302,49 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   const containers = (obj(pod.spec).containers as Obj[]);
   const envoyC = containers.find((c) => c.name === 'envoy') as Obj;
   const skewgateC = containers.find((c) => c.name === 'skewgate') as Obj;
-  const probe = (c: Obj, which: string): string => String(((obj(obj(c[which]).exec).command) as string[])[2]);
-  const healthScript = probe(skewgateC, 'livenessProbe').replace("'unix:/run/skewgate/extproc.sock'", `'unix:${socket}'`);
-  t.ok(healthScript.includes(socket), 'the probe script, with the socket mapped');
   const deploymentDocs = await yamlDocs(DEPLOYMENT);
   const depSpec = obj(obj(obj(deploymentDocs.find((d) => d.kind === 'Deployment')?.spec).template).spec);
   const depSkewgate = (depSpec.containers as Obj[]).find((c) => c.name === 'skewgate') as Obj;
-  const readyScript = probe(depSkewgate, 'readinessProbe')
-    .replace("'unix:/run/skewgate/extproc.sock'", `'unix:${socket}'`)
-    .replace("'http://127.0.0.1:9901/ready'", `'http://127.0.0.1:${adminPort}/ready'`);
-  t.ok(readyScript.includes(socket) && readyScript.includes(String(adminPort)), 'the Deployment\'s readiness script, socket and admin port mapped');
-  const runProbe = (script: string): Promise<Ran> => runProcess(process.execPath, ['-e', script], undefined, 10_000);
+  // The Deployment's probe runs here against the static pod's (mapped) config: fair only while
+  // both configs put the socket and Envoy's admin interface in the same places.
+  const depConfigMap = deploymentDocs.find((d) => d.kind === 'ConfigMap');
+  const depConfig = parseYaml(String(obj(depConfigMap?.data)['skewgate.yaml'])) as Obj;
+  t.equal(obj(depConfig.extproc).listen, obj(original.extproc).listen, 'the Deployment\'s config: the same ext_proc socket');
+  t.same(obj(obj(depConfig.envoy).admin), obj(obj(original.envoy).admin), 'and the same Envoy admin address');
+
+  /** A probe's exec command with node, the image's CLI script and the container's config mapped to this machine. */
+  interface Probe { readonly argv: readonly string[]; readonly timeoutMs: number; readonly what: string }
+  const probeOf = (c: Obj, which: string, what: string): Probe => {
+    const configPath = String((c.args as string[])[(c.args as string[]).indexOf('--config') + 1]);
+    const map = new Map([['node', process.execPath], ['/app/dist/src/cli/main.js', skewgateMain], [configPath, configFile]]);
+    const argv = (obj(obj(c[which]).exec).command as string[]).map((a) => map.get(a) ?? a);
+    return { argv, timeoutMs: Number(obj(c[which]).timeoutSeconds) * 1000, what: `${what} ${which} (${argv.slice(2).join(' ')})` };
+  };
+  const staticProbes = ['startupProbe', 'readinessProbe', 'livenessProbe'].map((w) => probeOf(skewgateC, w, 'static pod'));
+  const depReady = probeOf(depSkewgate, 'readinessProbe', 'Deployment');
+  for (const p of staticProbes) t.same(p.argv, [process.execPath, skewgateMain, 'health', '--config', configFile], `${p.what}: skewgate health, mapped`);
+  t.same(depReady.argv, [process.execPath, skewgateMain, 'health', '--config', configFile, '--envoy'], `${depReady.what}: skewgate health --envoy, mapped`);
+  // Killed after the probe's timeoutSeconds, as the kubelet does.
+  const runProbe = (p: Probe): Promise<Ran> => runProcess(p.argv[0] as string, p.argv.slice(1), undefined, p.timeoutMs);
+  const probePasses = async (t: Test, p: Probe, why: string): Promise<void> => {
+    const r = await runProbe(p);
+    t.equal(r.code, 0, `${p.what} passes: ${why}${r.code === 0 ? '' : ` (${r.stderr.trim()})`}`);
+  };
+  const probeFails = async (t: Test, p: Probe, why: string): Promise<void> => {
+    const r = await runProbe(p);
+    t.ok(r.code !== null && r.code !== 0, `${p.what} fails (exit ${String(r.code)}): ${why}`);
+    t.match(r.stderr.trim(), /^[^\n]+$/, `one line of reason on stderr: ${r.stderr.trim()}`);
+  };
 
   // skewgate, as the container runs it (args of the manifest, config path mapped).
   const sgArgs = (skewgateC.args as string[]).map((a) => (a === '/etc/skewgate/skewgate.yaml' ? configFile : a));
   t.same(sgArgs, ['serve', '--config', configFile], 'skewgate serve --config');
   const sg = startChild('skewgate', process.execPath, [skewgateMain, ...sgArgs]);
-  await until('skewgate serving', 30_000, async () => ((await runProbe(healthScript)).code === 0 ? null : await logTail(sg.log, 5)));
-  t.pass('the health probe passes once skewgate serves');
+  const [startup, readiness, liveness] = staticProbes as [Probe, Probe, Probe];
+  await until('skewgate serving', 30_000, async () => ((await runProbe(startup)).code === 0 ? null : await logTail(sg.log, 5)));
+  t.pass(`${startup.what} passes once skewgate serves`);
+  await probePasses(t, readiness, 'skewgate serving');
+  await probePasses(t, liveness, 'skewgate serving');
 
   // Envoy, with the manifest's command line (bootstrap path mapped).
   const envoyArgs = (envoyC.args as string[]).map((a) => (a === '/etc/skewgate/envoy.yaml' ? bootstrapFile : a));
@@ -345,7 +362,7 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
     return ext === '1' && pool === '3' ? null : `skewgate-extproc healthy ${ext ?? '?'}, default_front-proxy ${pool ?? '?'} of 3 (${await logTail(envoy.log, 5)})`;
   });
   t.pass('Envoy: /ready, the three apiservers and skewgate healthy');
-  t.equal((await runProbe(readyScript)).code, 0, 'the Deployment\'s readiness script passes (skewgate SERVING, Envoy /ready)');
+  await probePasses(t, depReady, 'skewgate SERVING, Envoy /ready');
 
   const gateway = `https://127.0.0.1:${gatewayPort}`;
   const version = await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken });
@@ -380,15 +397,19 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   // Draining a node (runbook): /ready goes 503, the pod's readiness with it; and back.
   t.equal((await get(`${admin}/healthcheck/fail`, { method: 'POST' })).status, 200, 'POST /healthcheck/fail');
   t.equal((await get(`${admin}/ready`)).status, 503, '/ready 503: the load balancer takes the node out');
-  t.not((await runProbe(readyScript)).code, 0, 'the Deployment\'s readiness script fails too');
+  await probeFails(t, depReady, 'Envoy /ready 503');
+  await probePasses(t, liveness, 'skewgate is fine; a drained Envoy restarts nothing');
+  await probePasses(t, readiness, 'the static pod\'s Envoy container reports the drain itself');
   t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'requests still served meanwhile');
   t.equal((await get(`${admin}/healthcheck/ok`, { method: 'POST' })).status, 200, 'POST /healthcheck/ok');
   t.equal((await get(`${admin}/ready`)).status, 200, '/ready 200 again');
+  await probePasses(t, depReady, 'Envoy /ready 200 again');
 
   // skewgate down on one node (runbook): its probe fails, Envoy fails open for tokens and
   // answers 401 for certificates.
   await stopChild(sg.child);
-  t.not((await runProbe(healthScript)).code, 0, 'skewgate stopped: the probe fails (the kubelet restarts it)');
+  for (const p of staticProbes) await probeFails(t, p, 'skewgate stopped (liveness: the kubelet restarts it)');
+  await probeFails(t, depReady, 'skewgate stopped: the replica leaves the Service');
   await until('Envoy sees skewgate gone', 15_000, async () => ((await stat('cluster.skewgate-extproc.membership_healthy')) === '0' ? null : 'still healthy'));
   const allowedBefore = Number(await stat('http.skewgate.ext_proc.failure_mode_allowed'));
   t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'tokens: balanced without skewgate (fail open)');

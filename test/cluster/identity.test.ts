@@ -12,21 +12,15 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IDENTITY_UNSTATED_REASON, REASON_HEADER } from '../../src/constants.js';
-import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { readAuditEvents, type ServerAuditEvent } from '../../src/lab/audit-events.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
 import { JANE_NAMESPACE, LAB_USERS, directContext, type LabUser } from '../../src/lab/gateway-config.js';
 import { Lab, freePort, type GatewayInfo } from '../../src/lab/lab.js';
 import { ADMIN_USER, BOB_GROUP, BOB_UID, BOB_USER, JANE_GROUPS, JANE_USER, labStaticTokens } from '../../src/lab/pki.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
-const versions = labVersions();
 // Missing parts fail here, with the command that provides them.
-const kubectlBin = labBinary('kubectl', versions.kubeNew);
-labBinary('kube-apiserver', versions.kubeOld);
-labBinary('kube-apiserver', versions.kubeNew);
-labBinary('etcd', versions.etcd);
-findEnvoyBinary();
+const { versions, kubectl: kubectlBin } = requireLabParts();
 
 const SERVERS: readonly ApiServerSpec[] = [
   { name: 'kas-a', version: versions.kubeOld, ip: '127.0.0.10', port: 6443 },

@@ -10,22 +10,17 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
 import { Lab, freePort } from '../../src/lab/lab.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
-import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { labBinary } from '../../src/lab/versions.js';
 import { judge, readStat, sample, type ProcIdentity } from '../../src/lab/procfs.js';
 import { apiServerArgs, etcdArgs } from '../../src/lab/flags.js';
 import { MEDIA_AGGREGATED_V2_NOPEER } from '../../src/constants.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
 const run = promisify(execFile);
 const MAP = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-const versions = labVersions();
 // Missing parts fail here, with the command that provides them.
-const kubectl = labBinary('kubectl', versions.kubeNew);
-labBinary('kube-apiserver', versions.kubeOld);
-labBinary('kube-apiserver', versions.kubeNew);
-labBinary('etcd', versions.etcd);
-findEnvoyBinary();
+const { versions, kubectl } = requireLabParts();
 
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-smoke-'));

@@ -13,12 +13,11 @@ import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
 import { Lab, type GatewayInfo, freePort } from '../../src/lab/lab.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
-import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discovery/merge.js';
 import { negotiateApis } from '../../src/routing/discovery-accept.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -26,12 +25,8 @@ const PB = 'application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=AP
 
 t.setTimeout(8 * 60_000);
 
-const versions = labVersions();
-const kubectl = labBinary('kubectl', versions.kubeNew);
-labBinary('kube-apiserver', versions.kubeOld);
-labBinary('kube-apiserver', versions.kubeNew);
-labBinary('etcd', versions.etcd);
-findEnvoyBinary();
+// Missing parts fail here, with the command that provides them.
+const { versions, kubectl } = requireLabParts();
 
 // No server serves everything, and every phase has another union: groups, versions and resources
 // (resource.k8s.io/v1beta2 lists devicetaintrules on v1.36 only) are merged at every level.

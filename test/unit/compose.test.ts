@@ -350,6 +350,11 @@ t.test('start order: one-shots gate what needs them; no cycles', async (t) => {
     }
   }
   for (const n of ['skewgate', 'client']) t.same(svc(n).depends_on?.['setup'], { condition: 'service_completed_successfully' }, `${n} after the RBAC objects exist`);
+  // The client plays the demo once skewgate answers Envoy's health check: `skewgate health` on the config it serves.
+  t.same(svc('client').depends_on?.['skewgate'], { condition: 'service_healthy' }, 'the client waits for skewgate to be healthy');
+  const serveConfig = svc('skewgate').command?.[(svc('skewgate').command?.indexOf('--config') ?? -2) + 1];
+  t.ok(serveConfig, 'skewgate serves a config');
+  t.same((svc('skewgate') as { healthcheck?: { test?: unknown } }).healthcheck?.test, ['CMD', 'node', '/app/dist/src/cli/main.js', 'health', '--config', serveConfig], 'its healthcheck is `skewgate health` on that config, through the image\'s entrypoint script');
   const visiting = new Set<string>();
   const done = new Set<string>();
   const cycle = (n: string): boolean => {

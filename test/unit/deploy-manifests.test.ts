@@ -4,7 +4,8 @@
 // test/cluster/deploy-manifests.test.ts sends the same manifests to a real kube-apiserver.
 import t from 'tap';
 import type { Test } from 'tap';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
@@ -14,27 +15,8 @@ import { packageRoot } from '../../src/envoy/process.js';
 import { skewgateRbac } from '../../src/lab/gateway-config.js';
 import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
+import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
-type Obj = Record<string, unknown>;
-const obj = (v: unknown, what = 'value'): Obj => {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${what} is not an object: ${JSON.stringify(v)}`);
-  return v as Obj;
-};
-const arr = (v: unknown, what = 'value'): unknown[] => {
-  if (!Array.isArray(v)) throw new Error(`${what} is not an array: ${JSON.stringify(v)}`);
-  return v;
-};
-const objs = (v: unknown, what = 'value'): Obj[] => arr(v ?? [], what).map((x) => obj(x, what));
-const str = (v: unknown, what = 'value'): string => {
-  if (typeof v !== 'string') throw new Error(`${what} is not a string: ${JSON.stringify(v)}`);
-  return v;
-};
-/** Walks a dotted path; numbers index arrays. */
-const at = (root: unknown, path: string): unknown =>
-  path.split('.').reduce<unknown>((v, k) => (Array.isArray(v) ? v[Number(k)] : obj(v, path)[k]), root);
-/** Like at, but undefined where the path ends early. */
-const opt = (root: unknown, path: string): unknown =>
-  path.split('.').reduce<unknown>((v, k) => (v === null || typeof v !== 'object' ? undefined : Array.isArray(v) ? v[Number(k)] : (v as Obj)[k]), root);
 
 const root = packageRoot();
 const DEPLOY = join(root, 'deploy');
@@ -146,12 +128,55 @@ function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
   return [...new Set(list.filter((x): x is string => x !== undefined))];
 }
 
-/** The exec probe scripts of a container (node -e SCRIPT). */
-function execScripts(c: Obj): string[] {
-  return ['startupProbe', 'readinessProbe', 'livenessProbe'].flatMap((p) => {
-    const cmd = c[p] === undefined ? undefined : at(c[p], 'exec.command');
-    return Array.isArray(cmd) && cmd[0] === 'node' && cmd[1] === '-e' ? [str(cmd[2])] : [];
-  });
+/** The image's CLI: ENTRYPOINT (exec form) and the last stage's WORKDIR, from the Dockerfile. */
+const DOCKERFILE = readFileSync(join(root, 'Dockerfile'), 'utf8');
+const ENTRYPOINT = ((): string[] => {
+  const m = /^ENTRYPOINT (\[.*\])\s*$/m.exec(DOCKERFILE);
+  return m?.[1] === undefined ? [] : arr(JSON.parse(m[1]), 'ENTRYPOINT').map((x) => str(x));
+})();
+const WORKDIR = [...DOCKERFILE.matchAll(/^WORKDIR (\S+)\s*$/gm)].at(-1)?.[1] ?? '';
+
+/** `skewgate health --help` of this build: the options the probes may use, and --timeout's default. */
+const HEALTH_HELP = spawnSync(process.execPath, [join(root, 'dist/src/cli/main.js'), 'health', '--help'], { encoding: 'utf8', timeout: 30_000 });
+
+const PROBES = ['startupProbe', 'readinessProbe', 'livenessProbe'] as const;
+type ProbeName = (typeof PROBES)[number];
+
+/**
+ * A skewgate container's probes must each run `node <script> health --config <its own config>`
+ * (exec probes do not use the ENTRYPOINT, so they spell it out), --envoy exactly where wanted,
+ * with a kubelet timeout that leaves the command time to give its reason.
+ */
+function checkHealthProbes(t: Test, spec: Obj, c: Obj, configPath: string, envoyWanted: Readonly<Record<ProbeName, boolean>>, where: string): void {
+  t.equal(HEALTH_HELP.status, 0, `skewgate health --help runs${HEALTH_HELP.stderr === '' ? '' : `: ${HEALTH_HELP.stderr}`}`);
+  const defaultTimeout = /--timeout <ms>.*\(default: "(\d+)"\)/.exec(HEALTH_HELP.stdout)?.[1];
+  t.ok(defaultTimeout, `skewgate health has a default --timeout (${defaultTimeout ?? 'none'})`);
+  t.equal(ENTRYPOINT.length, 2, `the Dockerfile's ENTRYPOINT is node and the CLI script: ${JSON.stringify(ENTRYPOINT)}`);
+  const script = ENTRYPOINT[1] ?? '';
+  t.ok(script.startsWith(`${WORKDIR}/`) && existsSync(join(root, posix.relative(WORKDIR, script))), `${script} is this build's ${posix.relative(WORKDIR, script)} (WORKDIR ${WORKDIR})`);
+  t.ok(mountFor(spec, c, configPath), `${where}: ${configPath} is mounted in the skewgate container`);
+  for (const p of PROBES) {
+    const cmd = arr(at(c, `${p}.exec.command`), `${where} ${p}.exec.command`).map((x) => str(x));
+    const line = cmd.join(' ');
+    t.same(cmd.slice(0, ENTRYPOINT.length), ENTRYPOINT, `${where} ${p}: the image's CLI, as its ENTRYPOINT runs it: ${line}`);
+    const [sub, ...rest] = cmd.slice(ENTRYPOINT.length);
+    t.equal(sub, 'health', `${where} ${p}: skewgate health`);
+    const opts = new Map<string, string | true>();
+    for (let i = 0; i < rest.length; i++) {
+      const o = rest[i] ?? '';
+      const key = o === '-c' ? '--config' : o;
+      if (key === '--envoy') opts.set(key, true);
+      else if (key === '--config' || key === '--timeout') opts.set(key, rest[++i] ?? '');
+      else t.fail(`${where} ${p}: unexpected argument ${o}`);
+    }
+    for (const k of opts.keys()) t.ok(HEALTH_HELP.stdout.includes(k), `${where} ${p}: skewgate health knows ${k}`);
+    t.equal(opts.get('--config'), configPath, `${where} ${p}: --config ${configPath}, the container's own config`);
+    t.equal(opts.has('--envoy'), envoyWanted[p], `${where} ${p}: ${envoyWanted[p] ? 'with' : 'without'} --envoy`);
+    // Each check (Envoy's /ready, then the gRPC call) may take the whole --timeout.
+    const budget = Number(opts.get('--timeout') ?? defaultTimeout) * (opts.has('--envoy') ? 2 : 1);
+    const kubelet = Number(at(c, `${p}.timeoutSeconds`)) * 1000;
+    t.ok(kubelet >= budget + 500, `${where} ${p}: timeoutSeconds ${kubelet / 1000} covers ${budget} ms of checks and the start of node`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,12 +353,8 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
   t.same(at(envoy, 'readinessProbe.httpGet'), { host: '127.0.0.1', port: config.envoy.admin.port, path: '/ready' }, 'Envoy readiness: admin /ready');
   t.not(at(envoy, 'livenessProbe.httpGet.path'), '/ready', 'Envoy liveness is not /ready (a drained Envoy is alive)');
   t.equal(at(envoy, 'livenessProbe.httpGet.host'), '127.0.0.1');
-  const scripts = execScripts(skewgate);
-  t.equal(scripts.length, 3, 'skewgate: startup, readiness and liveness run the gRPC health check');
-  for (const s of scripts) {
-    t.ok(s.includes(`'unix:${socket}'`), 'the health check dials the configured socket');
-    t.ok(s.includes('/grpc.health.v1.Health/Check'), 'grpc.health.v1 Check');
-  }
+  // Envoy's readiness is its own container's probe; a drained Envoy must not restart skewgate.
+  checkHealthProbes(t, spec, skewgate, configPath, { startupProbe: false, readinessProbe: false, livenessProbe: false }, 'static pod skewgate');
   t.same(arr(at(envoy, 'ports')).map((p) => at(p, 'containerPort')), [config.envoy.listen.port], 'the declared port is the gateway\'s');
 });
 
@@ -373,9 +394,9 @@ t.test('the Deployment: config valid and rendered by the init container, replica
   t.notOk(mountFor(spec, skewgate, config.envoy.upstreamClientCert?.keyFile ?? ''), 'skewgate never sees the front-proxy key');
   const socket = config.extproc.listen.slice('unix:'.length);
   t.equal(mountFor(spec, envoy, socket)?.volume.name, mountFor(spec, skewgate, socket)?.volume.name, 'one socket volume for both');
-  for (const s of execScripts(skewgate)) t.ok(s.includes(`'unix:${socket}'`), 'the health check dials the configured socket');
-  const readiness = execScripts({ readinessProbe: skewgate.readinessProbe })[0] ?? '';
-  t.ok(readiness.includes(`http://127.0.0.1:${config.envoy.admin.port}/ready`), 'the pod is ready only when Envoy\'s /ready is too');
+  // Ready only when Envoy's /ready is too; never restarted for a drained Envoy.
+  checkHealthProbes(t, spec, skewgate, configPath, { startupProbe: false, readinessProbe: true, livenessProbe: false }, 'Deployment skewgate');
+  t.match(config.envoy.admin.address, /^(127\.\d+\.\d+\.\d+|::1)$/, `envoy.admin ${config.envoy.admin.address}: loopback, which skewgate's container shares with Envoy's (health --envoy)`);
   t.equal(at(envoy, 'readinessProbe.tcpSocket.port'), 'gateway');
   const gatewayPort = objs(envoy.ports).find((p) => p.name === 'gateway');
   t.equal(gatewayPort?.containerPort, config.envoy.listen.port, 'the gateway port is the config\'s listener');

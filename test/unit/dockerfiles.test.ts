@@ -182,7 +182,7 @@ t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
   t.equal(workdirs(final).at(-1), '/app');
   t.ok(final.instructions.some((i) => i.keyword === 'RUN' && /\bapk add --no-cache\b.*\bopenssl\b/.test(i.args)), 'openssl installed (skewgate lab pki)');
   t.notOk(final.instructions.some((i) => i.keyword === 'RUN' && /\bnpm\b/.test(i.args)), 'no npm in the final stage: it copies built results only');
-  t.notOk(final.instructions.some((i) => i.keyword === 'HEALTHCHECK'), 'no HEALTHCHECK (no gRPC client in the image; Envoy health-checks skewgate)');
+  t.notOk(final.instructions.some((i) => i.keyword === 'HEALTHCHECK'), 'no HEALTHCHECK in the image (the config path is the deployment\'s; compose and deploy/ run skewgate health)');
 });
 
 t.test(`${ROOT_DOCKERFILE}: installs from the lock file, production packages only in the final stage`, async (t) => {

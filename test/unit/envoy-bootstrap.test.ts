@@ -8,20 +8,8 @@ import {
 } from '../../src/constants.js';
 import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
+import { arr, at, obj, type Obj } from '../helpers/json.js';
 import { packageRoot } from '../../src/envoy/process.js';
-
-type Obj = Record<string, unknown>;
-const obj = (v: unknown, what = 'value'): Obj => {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${what} is not an object: ${JSON.stringify(v)}`);
-  return v as Obj;
-};
-const arr = (v: unknown, what = 'value'): unknown[] => {
-  if (!Array.isArray(v)) throw new Error(`${what} is not an array: ${JSON.stringify(v)}`);
-  return v;
-};
-/** Walks a dotted path; numbers index arrays. Keys with dots are read with obj(...)[key]. */
-const at = (root: unknown, path: string): unknown =>
-  path.split('.').reduce<unknown>((v, k) => (Array.isArray(v) ? v[Number(k)] : obj(v, path)[k]), root);
 
 interface Opts {
   failureMode?: 'open' | 'closed';

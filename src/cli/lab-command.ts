@@ -1,0 +1,43 @@
+// `skewgate lab …`: the subcommands and their options. The work lives in ./lab.js, loaded only
+// when a lab command runs, so that other commands (an exec probe runs `health` every few seconds)
+// do not pay for the lab's modules.
+import type { Command } from 'commander';
+import { defaultLabDir } from '../lab/versions.js';
+
+export const LAB_GATEWAY_PORT = 16443;
+
+export function registerLabCommand(program: Command): void {
+  const lab = program.command('lab').description('a real mixed-version control plane on loopback: etcd, 3 kube-apiservers, Envoy + skewgate');
+  const dirOption = ['--dir <dir>', 'run dir: PKI, pid files, logs, configs', defaultLabDir()] as const;
+  lab
+    .command('up')
+    .description('start etcd, kube-apiservers kas-1..3 on 127.0.0.1..3:6443 and the gateway; returns when all are ready')
+    .option(...dirOption)
+    .option('--mixed', 'start kas-3 at the new Kubernetes version (lab/versions.env KUBE_NEW)')
+    .option('--port <port>', 'gateway port on 127.0.0.1', String(LAB_GATEWAY_PORT))
+    .option('--baseline-port <port>', 'also start a plain Envoy without skewgate on this port')
+    .option('--first-ip <ip>', 'address of kas-1; kas-2 and kas-3 take the next two', '127.0.0.1')
+    .option('--etcd-port <port>', 'etcd client port (peer port: this + 10)', '23790')
+    .action(async (o: { dir: string; mixed?: boolean; port: string; baselinePort?: string; firstIp: string; etcdPort: string }) => {
+      process.exitCode = await (await import('./lab.js')).runLabUp({
+        dir: o.dir, mixed: Boolean(o.mixed), port: Number(o.port), firstIp: o.firstIp, etcdPort: Number(o.etcdPort),
+        baselinePort: o.baselinePort === undefined ? undefined : Number(o.baselinePort),
+      });
+    });
+  lab
+    .command('down')
+    .description('stop every process of the lab and verify that none is left')
+    .option(...dirOption)
+    .action(async (o: { dir: string }) => { process.exitCode = await (await import('./lab.js')).runLabDown(o.dir); });
+  lab
+    .command('pki')
+    .description('write the lab\'s PKI (CA, serving, front-proxy, client certificates, tokens) into a folder; a complete set is reused')
+    .requiredOption('--dir <dir>', 'folder for the files, e.g. /pki')
+    .option('--san <name>', 'another name on the serving certificates (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .action(async (o: { dir: string; san: string[] }) => { process.exitCode = await (await import('./lab.js')).runLabPki(o.dir, o.san); });
+  lab
+    .command('status')
+    .description('the lab\'s processes: pid, alive, version, address, readiness')
+    .option(...dirOption)
+    .action(async (o: { dir: string }) => { process.exitCode = await (await import('./lab.js')).runLabStatus(o.dir); });
+}
