@@ -8,7 +8,6 @@ import t from 'tap';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/envoy/process.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { account, total } from '../../src/lab/load/accounting.js';
 import { wallClockMs } from '../../src/lab/load/clock.js';
 import { LoadHttp } from '../../src/lab/load/http.js';
@@ -20,6 +19,7 @@ import { LabSession } from '../../src/lab/load/session.js';
 import { ensureNamespace, listFinal } from '../../src/lab/load/verify.js';
 import { collectionPath, configMaps, labNamespace, mutatingAdmissionPolicies, objectPath, type Workload } from '../../src/lab/load/workload.js';
 import { false404Table, latencyRow, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
 const ROUNDS = 500;
 const RATE_PER_ARM = 10;
@@ -38,10 +38,8 @@ const ms = (v: number | undefined): string => (v === undefined || !Number.isFini
 t.setTimeout(8 * 60_000);
 
 t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
-  const v = labVersions();
-  labBinary('kube-apiserver', v.kubeOld);
-  labBinary('kube-apiserver', v.kubeNew);
-  labBinary('etcd', v.etcd);
+  // Fail (never skip) without the binaries: they throw naming the command that builds them.
+  const { versions: v } = requireLabParts();
 
   const dir = join(packageRoot(), '.cache', 'lab-mvp-compare');
   const clock = wallClockMs;

@@ -8,7 +8,6 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/envoy/process.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { account, total, type Accounting } from '../../src/lab/load/accounting.js';
 import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../../src/lab/load/clients.js';
 import { wallClockMs } from '../../src/lab/load/clock.js';
@@ -18,6 +17,7 @@ import { LabSession } from '../../src/lab/load/session.js';
 import { ensureNamespace, listFinal } from '../../src/lab/load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../../src/lab/load/workload.js';
 import { clientChecksTable, false404Table, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
 const RATE_PER_ARM = 12;
 /** How long each phase runs after its new apiserver is ready. */
@@ -36,12 +36,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 t.setTimeout(14 * 60_000);
 
 t.test('rolling upgrade through skewgate and through plain round robin', async (t) => {
-  // Fail (never skip) without the binaries: labBinary throws naming `npm run lab:build`.
-  const v = labVersions();
-  const kubectl = labBinary('kubectl', v.kubeNew);
-  labBinary('kube-apiserver', v.kubeOld);
-  labBinary('kube-apiserver', v.kubeNew);
-  labBinary('etcd', v.etcd);
+  // Fail (never skip) without the binaries: they throw naming the command that builds them.
+  const { versions: v, kubectl } = requireLabParts();
 
   const dir = join(packageRoot(), '.cache', 'lab-rolling-upgrade');
   const clock = wallClockMs;

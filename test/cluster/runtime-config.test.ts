@@ -5,7 +5,6 @@ import t from 'tap';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/envoy/process.js';
 import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
 import { account, total } from '../../src/lab/load/accounting.js';
 import { wallClockMs } from '../../src/lab/load/clock.js';
 import { LoadHttp } from '../../src/lab/load/http.js';
@@ -14,6 +13,7 @@ import { LabSession } from '../../src/lab/load/session.js';
 import { ensureNamespace, listFinal } from '../../src/lab/load/verify.js';
 import { configMaps, groupVersionPath, jobs, labNamespace, type Workload } from '../../src/lab/load/workload.js';
 import { false404Table, phaseTable, problemsTable, render, writeClusterPart } from '../../bench/cluster-results.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 
 const RATE_PER_ARM = 12;
 const LOAD_MS = 30_000;
@@ -30,9 +30,8 @@ const progress = (line: string): void => {
 t.setTimeout(8 * 60_000);
 
 t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
-  const v = labVersions();
-  labBinary('kube-apiserver', v.kubeNew);
-  labBinary('etcd', v.etcd);
+  // Fail (never skip) without the binaries: they throw naming the command that builds them.
+  const { versions: v } = requireLabParts();
 
   const dir = join(packageRoot(), '.cache', 'lab-runtime-config');
   const clock = wallClockMs;
