@@ -7,7 +7,6 @@ import { renderBootstrap } from '../envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../envoy/render.js';
 import { withoutExtProc } from '../demo/stack.js';
 import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
-import type { LabPki } from '../lab/pki.js';
 import { apiserverTracingConfig } from '../telemetry/kube-apiserver.js';
 import {
   DEPLOY_DIR, DEPLOY_FILES, ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
@@ -27,10 +26,8 @@ export const BASELINE_SERVICE_NAME = 'baseline';
  * traces to Jaeger (skewgate's and Envoy's own), Prometheus metrics.
  */
 export function skewgateConfigDocument(v: ComposeVersions): Record<string, unknown> {
-  // gatewayConfigDocument reads file paths only; the token values are made in the container.
-  const pki: LabPki = { ...pkiFiles(), adminToken: '', janeToken: '', skewgateToken: '' };
   const base = gatewayConfigDocument({
-    pki,
+    pki: pkiFiles(),
     apiservers: frontedApiServers(v).map((s) => ({ name: s.name, url: apiServerUrlOnNetwork(s) })),
     extprocListen: EXTPROC_LISTEN,
     port: GATEWAY_PORT,

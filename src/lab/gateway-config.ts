@@ -1,6 +1,6 @@
 // The documents a lab gateway is made of: skewgate's YAML config and the kubeconfig for clients,
 // plus the RBAC objects skewgate's token and the lab's limited user need. Pure.
-import type { LabPki } from './pki.js';
+import type { LabPki, LabPkiFiles } from './pki.js';
 import { JANE_USER, SKEWGATE_GROUP } from './pki.js';
 
 export interface GatewayApiServer {
@@ -9,7 +9,8 @@ export interface GatewayApiServer {
 }
 
 export interface GatewayConfigInput {
-  readonly pki: LabPki;
+  /** File paths only: the compose demo renders this before its PKI exists. */
+  readonly pki: LabPkiFiles;
   readonly apiservers: readonly GatewayApiServer[];
   /** host:port or unix:/path */
   readonly extprocListen: string;

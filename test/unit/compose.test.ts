@@ -261,7 +261,7 @@ t.test('skewgate.yaml: parseConfig accepts it; it is the lab\'s gateway document
   t.same(config.telemetry.metrics.prometheus, { listen: '0.0.0.0:9464' });
   const doc = parseYaml(read('deploy/compose/skewgate.yaml')) as Record<string, unknown> & { apiservers: Record<string, unknown>[]; envoy: Record<string, unknown> };
   const lab = gatewayConfigDocument({
-    pki: { ...pkiPaths, adminToken: '', janeToken: '', skewgateToken: '' },
+    pki: pkiPaths,
     apiservers: config.apiservers.map((a) => ({ name: a.name, url: a.url })),
     extprocListen: config.extproc.listen,
     port: 6443,
