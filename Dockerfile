@@ -1,12 +1,15 @@
-# skewgate's image: `skewgate serve` (the default command) and `skewgate lab pki` (the compose
-# demo's PKI init service; hence openssl). Build from the repository root: `docker build -t skewgate .`
+# skewgate's image: `skewgate serve` (the default command), and the other service commands
+# (validate, explain, skew, health, envoy-config, gateway-cert; hence openssl). Build from the
+# repository root: `docker build -t skewgate .`
 #
-# Three stages so that the final one holds only what runs: compiled JavaScript, production
-# dependencies, the .proto files and package.json. The compiler, tap and the sources never reach it.
+# The final stage holds only the service: compiled JavaScript of src/, production dependencies,
+# the .proto files and package.json. The compiler, tap, the sources and the harness (harness/: the
+# lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's PKI init runs
+# the harness from a stage of its own, `--target pki` (docker-compose.yml asks for it by name).
 # Every base is the same pinned tag: one Node and one musl for build and run (no native addon is
 # built, but a mismatch would be a trap the day one is).
 
-# ---- build: full dependencies, tsc ---------------------------------------------------------
+# ---- build: full dependencies, tsc over src/ -----------------------------------------------
 FROM node:20.19.4-alpine3.22 AS build
 WORKDIR /app
 # The lock file alone decides what is installed (npm ci fails if package.json disagrees with it).
@@ -14,11 +17,16 @@ WORKDIR /app
 # one in the tree, protobufjs's postinstall, just prints a version-scheme warning).
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-# Only src/ is compiled: the tsconfig globs for test/ and bench/ match nothing here, and nothing
-# under src/ imports from them.
+# Only src/ is compiled: the tsconfig globs for harness/, test/ and bench/ match nothing here,
+# and nothing under src/ imports from them (eslint's boundary rule, npm test).
 COPY tsconfig.json ./
 COPY src ./src
 # The local compiler from the lock file (npx could otherwise go looking on the registry).
+RUN node_modules/.bin/tsc -p tsconfig.json
+
+# ---- build-harness: src/ and harness/, for the PKI init only -------------------------------
+FROM build AS build-harness
+COPY harness ./harness
 RUN node_modules/.bin/tsc -p tsconfig.json
 
 # ---- production dependencies only ----------------------------------------------------------
@@ -29,13 +37,29 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
  && npm cache clean --force
 
-# ---- runtime -------------------------------------------------------------------------------
+# ---- pki: the compose demo's one-shot PKI init (`skewgate-lab lab pki`) --------------------
+# Not the service image: it holds the harness. Docker fills a new named volume from the image's
+# directory, owner included, and this is the first container to mount the PKI volume and the
+# ext_proc socket volume: both must be writable by uid 1000, which skewgate and this init run as.
+FROM node:20.19.4-alpine3.22 AS pki
+RUN apk add --no-cache openssl \
+ && mkdir -p /pki /run/skewgate \
+ && chown node:node /pki /run/skewgate
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build-harness /app/dist ./dist
+COPY package.json ./
+USER node
+ENTRYPOINT ["node", "/app/dist/harness/cli/main.js"]
+CMD ["lab", "pki", "--dir", "/pki"]
+
+# ---- runtime: the service ------------------------------------------------------------------
 FROM node:20.19.4-alpine3.22
-# `skewgate lab pki` shells out to the openssl CLI. Not pinned to an apk revision: Alpine keeps
-# only the newest build of a package per branch, so an exact pin breaks the build at the next
-# security fix; the branch (3.22) is pinned through the base tag.
-# Docker fills a new named volume from the image's directory, owner included: the PKI volume and
-# the ext_proc socket volume must be writable by uid 1000, which skewgate and the PKI init run as.
+# `skewgate gateway-cert` shells out to the openssl CLI. Not pinned to an apk revision: Alpine
+# keeps only the newest build of a package per branch, so an exact pin breaks the build at the
+# next security fix; the branch (3.22) is pinned through the base tag.
+# The same two folders as the pki stage, in case this image is the first to mount the volumes.
 RUN apk add --no-cache openssl \
  && mkdir -p /pki /run/skewgate \
  && chown node:node /pki /run/skewgate

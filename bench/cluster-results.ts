@@ -5,10 +5,10 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { packageRoot } from '../src/envoy/process.js';
-import { NO_ANSWER, type Accounting } from '../src/lab/load/accounting.js';
-import type { ClientCheck } from '../src/lab/load/clients.js';
-import type { LatencySummary } from '../src/lab/load/latency.js';
-import type { Timeline } from '../src/lab/load/timeline.js';
+import { NO_ANSWER, type Accounting } from '../test/load/accounting.js';
+import type { ClientCheck } from '../test/load/clients.js';
+import type { LatencySummary } from '../test/load/latency.js';
+import type { Timeline } from '../test/load/timeline.js';
 import { renderTable, type Table } from './report.js';
 
 export const CLUSTER_START = '<!-- cluster:start -->';
@@ -102,7 +102,7 @@ export function clientChecksTable(byPhase: readonly { readonly phase: string; re
   return { headers: ['phase', 'client', 'what', 'result', 'time', 'detail'], rows };
 }
 
-/** `answeredBy`: the apiservers whose audit log holds an Audit-ID (see src/lab/load/audit.ts). */
+/** `answeredBy`: the apiservers whose audit log holds an Audit-ID (see test/load/audit.ts). */
 export function false404Table(a: Accounting, originMs: number, limit = 10, answeredBy?: ReadonlyMap<string, ReadonlySet<string>>): Table {
   const by = (id: string | undefined): string => (id === undefined ? 'skewgate or Envoy' : [...(answeredBy?.get(id) ?? [])].sort().join(' → ') || '?');
   return {

@@ -1,6 +1,6 @@
 // Percentiles and number formatting shared by the benchmarks. Pure.
 
-import { percentileOf, summariseLatency, type LatencySummary } from '../src/lab/load/latency.js';
+import { percentileOf, summariseLatency, type LatencySummary } from '../test/load/latency.js';
 
 /** Nearest-rank percentile of an ascending array; NaN when empty (one definition, shared with the cluster tests). */
 export const percentile = percentileOf;

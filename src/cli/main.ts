@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // The `skewgate` command: parses arguments, turns errors into exit codes, nothing else. Each
 // command's module is loaded when it runs: `skewgate health` (an exec probe, every few seconds)
-// must not load discovery, the lab or the Envoy renderer.
+// must not load discovery or the Envoy renderer. The harness (lab, demo, compose) has its own
+// command, `skewgate-lab` (harness/cli/main.ts): nothing here reaches it.
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
-import { registerLabCommand } from './lab-command.js';
 
 const program = new Command()
   .name('skewgate')
@@ -50,15 +50,6 @@ program
   .requiredOption(...configOption)
   .action(async (o: { config: string }) => { process.exitCode = await (await import('./validate.js')).runValidate(o.config); });
 
-program
-  .command('demo')
-  .description('run a self-contained demo: fake skewed apiservers + skewgate + a real Envoy')
-  .option('--dir <dir>', 'working folder for certificates, configs and logs', '.cache/demo')
-  .option('--port <port>', 'gateway port', '8443')
-  .option('--exit-after <seconds>', 'stop by itself after this many seconds (for scripted runs)')
-  .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
-    process.exitCode = await (await import('./demo.js')).runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
-  });
 
 program
   .command('health')
@@ -80,14 +71,6 @@ program
   .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string }) => {
     process.exitCode = await (await import('./gateway-cert.js')).runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
   });
-
-registerLabCommand(program);
-
-program
-  .command('compose')
-  .description('write the docker-compose demo (docker-compose.yml, deploy/compose/*.yaml) rendered from the lab\'s flags and configs')
-  .option('--out <dir>', 'the repository root to write into', '.')
-  .action(async (o: { out: string }) => { process.exitCode = await (await import('./compose.js')).runCompose(o.out); });
 
 try {
   await program.parseAsync(process.argv);

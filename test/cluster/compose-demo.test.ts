@@ -4,7 +4,7 @@
 // setup` applies the lab's RBAC objects; `demo.sh demo` must exit 0 with every request through
 // skewgate OK and 404s through the baseline, and leave its MutatingAdmissionPolicy in etcd.
 // Uses 127.0.0.13-15 and etcd ports 23814/23824 (free of the other cluster tests and of
-// `skewgate lab up`). Fails, never skips, when a part is missing.
+// `skewgate-lab lab up`). Fails, never skips, when a part is missing.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
@@ -14,9 +14,9 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
 import { packageRoot } from '../../src/envoy/process.js';
-import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { labRbacObjects } from '../../src/lab/gateway-config.js';
-import { Lab, freePort, type GatewayInfo } from '../../src/lab/lab.js';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { labRbacObjects } from '../../harness/lab/gateway-config.js';
+import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 
 // Missing parts fail here, with the command that provides them.

@@ -14,10 +14,10 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
-import { Lab, freePort, logTail } from '../../src/lab/lab.js';
+import { Lab, freePort, logTail } from '../../harness/lab/lab.js';
 import { packageRoot } from '../../src/envoy/process.js';
 import { issueCert } from '../../src/pki/openssl.js';
-import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
+import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { obj, type Obj } from '../helpers/json.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

@@ -2,7 +2,7 @@
 // KUBE_OLD and one of KUBE_NEW on one etcd, Envoy + skewgate in front, the built kubectl. Every
 // claim is checked on what the apiservers saw: `kubectl auth whoami` / SelfSubjectReview answers
 // and their audit logs. Uses 127.0.0.10-12 and etcd ports 23802/23812 (free of the other cluster
-// tests and of `skewgate lab up`). Fails, never skips, when a part is missing.
+// tests and of `skewgate-lab lab up`). Fails, never skips, when a part is missing.
 import t, { type Test as Tap } from 'tap';
 import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
@@ -12,11 +12,11 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IDENTITY_UNSTATED_REASON, REASON_HEADER } from '../../src/constants.js';
-import { readAuditEvents, type ServerAuditEvent } from '../../src/lab/audit-events.js';
-import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { JANE_NAMESPACE, LAB_USERS, directContext, type LabUser } from '../../src/lab/gateway-config.js';
-import { Lab, freePort, type GatewayInfo } from '../../src/lab/lab.js';
-import { ADMIN_USER, BOB_GROUP, BOB_UID, BOB_USER, JANE_GROUPS, JANE_USER, labStaticTokens } from '../../src/lab/pki.js';
+import { readAuditEvents, type ServerAuditEvent } from '../../harness/lab/audit-events.js';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { JANE_NAMESPACE, LAB_USERS, directContext, type LabUser } from '../../harness/lab/gateway-config.js';
+import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
+import { ADMIN_USER, BOB_GROUP, BOB_UID, BOB_USER, JANE_GROUPS, JANE_USER, labStaticTokens } from '../../harness/lab/pki.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 
 // Missing parts fail here, with the command that provides them.

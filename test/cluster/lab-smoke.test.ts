@@ -1,7 +1,7 @@
 // The lab with real parts: etcd, kube-apiserver KUBE_OLD and KUBE_NEW (built by `npm run
 // lab:build`), Envoy with and without skewgate, and the built kubectl. Fails, never skips, when a
 // part is missing. Uses 127.0.0.4/.5 and etcd ports 23794/23804 so that it can run while a
-// `skewgate lab up` (127.0.0.1-3, 23790) is up.
+// `skewgate-lab lab up` (127.0.0.1-3, 23790) is up.
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
-import { Lab, freePort } from '../../src/lab/lab.js';
-import { labBinary } from '../../src/lab/versions.js';
-import { judge, readStat, sample, type ProcIdentity } from '../../src/lab/procfs.js';
-import { apiServerArgs, etcdArgs } from '../../src/lab/flags.js';
+import { Lab, freePort } from '../../harness/lab/lab.js';
+import { labBinary } from '../../harness/lab/versions.js';
+import { judge, readStat, sample, type ProcIdentity } from '../../harness/lab/procfs.js';
+import { apiServerArgs, etcdArgs } from '../../harness/lab/flags.js';
 import { MEDIA_AGGREGATED_V2_NOPEER } from '../../src/constants.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

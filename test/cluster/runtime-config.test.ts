@@ -4,14 +4,14 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/envoy/process.js';
-import type { ApiServerSpec } from '../../src/lab/flags.js';
-import { account, total } from '../../src/lab/load/accounting.js';
-import { wallClockMs } from '../../src/lab/load/clock.js';
-import { LoadHttp } from '../../src/lab/load/http.js';
-import { LoadRun, freeLoopbackPort, seededRng } from '../../src/lab/load/run.js';
-import { LabSession } from '../../src/lab/load/session.js';
-import { ensureNamespace, listFinal } from '../../src/lab/load/verify.js';
-import { configMaps, groupVersionPath, jobs, labNamespace, type Workload } from '../../src/lab/load/workload.js';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { account, total } from '../load/accounting.js';
+import { wallClockMs } from '../load/clock.js';
+import { LoadHttp } from '../load/http.js';
+import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
+import { LabSession } from '../load/session.js';
+import { ensureNamespace, listFinal } from '../load/verify.js';
+import { configMaps, groupVersionPath, jobs, labNamespace, type Workload } from '../load/workload.js';
 import { false404Table, phaseTable, problemsTable, render, writeClusterPart } from '../../bench/cluster-results.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

@@ -11,10 +11,10 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { Lab } from '../../src/lab/lab.js';
-import { labBinary, labVersions } from '../../src/lab/versions.js';
+import { Lab } from '../../harness/lab/lab.js';
+import { labBinary, labVersions } from '../../harness/lab/versions.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
-import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../src/telemetry/jaeger.js';
+import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
 import { APISERVER_SERVICE_NAME, apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 
 const MAP = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';

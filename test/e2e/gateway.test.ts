@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { readFileSync } from 'node:fs';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
-import { startStack, type Stack } from '../../src/demo/stack.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';

@@ -4,8 +4,8 @@ import t from 'tap';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
-import { startStack, type Stack } from '../../src/demo/stack.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { createClient, type Client } from '../helpers/http.js';
 
 let stack: Stack;

@@ -6,10 +6,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
-import type { FakeApiServer } from '../../src/fake/index.js';
-import { startStack, type Stack } from '../../src/demo/stack.js';
-import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../src/telemetry/jaeger.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import type { FakeApiServer } from '../../harness/fake/index.js';
+import { startStack, type Stack } from '../../harness/demo/stack.js';
+import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
 import { parseTraceparent } from '../../src/telemetry/traceparent.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
 

@@ -12,7 +12,7 @@ import { parseConfig, type Config } from '../../src/config.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
 import { packageRoot } from '../../src/envoy/process.js';
 import { createExtProcServer } from '../../src/extproc/server.js';
-import { createPki, type Pki } from '../../src/fake/pki.js';
+import { createPki, type Pki } from '../../harness/fake/pki.js';
 import type { RequestRouter } from '../../src/routing/router.js';
 import { captureLogs, type LogCapture } from './extproc-client.js';
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { packageRoot } from '../../src/envoy/process.js';
-import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../src/fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';
 
 const CLI = join(packageRoot(), 'dist/src/cli/main.js');

@@ -4,7 +4,7 @@ import { writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { BUILTINS_NEW } from '../../src/fake/index.js';
+import { BUILTINS_NEW } from '../../harness/fake/index.js';
 import { DISCOVERY_ACCEPT } from '../../src/constants.js';
 import { DiscoveryClient, DiscoveryFetchError } from '../../src/discovery/client.js';
 import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/discovery/credentials.js';

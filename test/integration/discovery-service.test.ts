@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/service.js';
 import type { ApiServerSettings } from '../../src/discovery/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';

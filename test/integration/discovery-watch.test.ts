@@ -2,7 +2,7 @@
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { type FakeApiServer, FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, DISCOVERY_ACCEPT } from '../../src/constants.js';
-import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../src/fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 
 // dist/test/integration → repo root/.cache, shared with other tests (createPki locks and reuses).
 const pki = await createPki(fileURLToPath(new URL('../../../.cache/fake-pki', import.meta.url)));

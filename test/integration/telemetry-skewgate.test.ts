@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app.js';
 import { parseConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { BUILTINS_NEW, BUILTINS_OLD } from '../../src/fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
 import { TRACEPARENT, createExtProcClient, replyHeader, type ExtProcTestClient } from '../helpers/extproc-client.js';
 

@@ -12,8 +12,8 @@ import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { packageRoot } from '../../src/envoy/process.js';
-import { skewgateRbac } from '../../src/lab/gateway-config.js';
-import { SKEWGATE_GROUP } from '../../src/lab/pki.js';
+import { skewgateRbac } from '../../harness/lab/gateway-config.js';
+import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
@@ -128,10 +128,11 @@ function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
   return [...new Set(list.filter((x): x is string => x !== undefined))];
 }
 
-/** The image's CLI: ENTRYPOINT (exec form) and the last stage's WORKDIR, from the Dockerfile. */
+/** The image's CLI: the final (service) stage's ENTRYPOINT (exec form) and WORKDIR, from the Dockerfile. */
 const DOCKERFILE = readFileSync(join(root, 'Dockerfile'), 'utf8');
 const ENTRYPOINT = ((): string[] => {
-  const m = /^ENTRYPOINT (\[.*\])\s*$/m.exec(DOCKERFILE);
+  const finalStage = DOCKERFILE.slice(DOCKERFILE.lastIndexOf('\nFROM '));
+  const m = /^ENTRYPOINT (\[.*\])\s*$/m.exec(finalStage);
   return m?.[1] === undefined ? [] : arr(JSON.parse(m[1]), 'ENTRYPOINT').map((x) => str(x));
 })();
 const WORKDIR = [...DOCKERFILE.matchAll(/^WORKDIR (\S+)\s*$/gm)].at(-1)?.[1] ?? '';
@@ -434,7 +435,7 @@ t.test('the Deployment: config valid and rendered by the init container, replica
 t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both credentials', async (t) => {
   const want = skewgateRbac();
   const role = find(RBAC, 'ClusterRole');
-  t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (src/lab/gateway-config.ts skewgateRbac)');
+  t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (harness/lab/gateway-config.ts skewgateRbac)');
   const group = find(RBAC, 'ClusterRoleBinding');
   t.same(group.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: at(role, 'metadata.name') });
   t.same(group.subjects, [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }], `the static pods' certificates: group ${SKEWGATE_GROUP}`);

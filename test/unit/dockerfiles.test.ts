@@ -3,7 +3,7 @@
 // in the repository or the local build, the build context allow-list, and demo.sh parsed by sh.
 // The final stage's file set is then laid out in a temp dir the way the Dockerfile assembles it
 // (production packages only, as `npm ci --omit=dev` installs them) and skewgate is run from there.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
@@ -12,7 +12,7 @@ import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../../src/envoy/process.js';
 import { EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE } from '../../src/extproc/proto.js';
-import { labVersions } from '../../src/lab/versions.js';
+import { labVersions } from '../../harness/lab/versions.js';
 
 const root = packageRoot();
 const ROOT_DOCKERFILE = 'Dockerfile';
@@ -31,6 +31,8 @@ interface Stage {
   readonly image: string;
   readonly name: string | undefined;
   readonly instructions: Instruction[];
+  /** The earlier stage this one is built FROM, if any. */
+  readonly parent: Stage | undefined;
 }
 
 /** Stages in order; continuation lines joined, comment lines dropped (also inside a continuation, as Docker does). */
@@ -48,7 +50,8 @@ function parseDockerfile(text: string): Stage[] {
     if (keyword === 'FROM') {
       const from = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args);
       if (!from) throw new Error(`cannot read FROM ${args}`);
-      stages.push({ image: from[1] as string, name: from[2]?.toLowerCase(), instructions: [] });
+      const image = from[1] as string;
+      stages.push({ image, name: from[2]?.toLowerCase(), instructions: [], parent: stages.find((s) => s.name === image.toLowerCase()) });
       return;
     }
     const stage = stages.at(-1);
@@ -92,9 +95,10 @@ function copies(stage: Stage): Copy[] {
   });
 }
 
-/** The stage's WORKDIR after all its instructions (the node images start in /). */
+/** The stage's WORKDIR after each of its instructions (the node images start in /; a stage built FROM another starts in that one's). */
 function workdirs(stage: Stage): string[] {
-  let wd = '/';
+  const parent = stage.parent;
+  let wd = parent === undefined ? '/' : (workdirs(parent).at(-1) ?? '/');
   return stage.instructions.map((i) => {
     if (i.keyword === 'WORKDIR') wd = posix.resolve(wd, i.args);
     return wd;
@@ -180,7 +184,7 @@ t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
   t.same(argv, ['node', '/app/dist/src/cli/main.js', 'serve', '--config', '/deploy/skewgate.yaml'], 'ENTRYPOINT + CMD (exec form)');
   t.equal(lastUser(final), 'node', 'USER node (uid 1000 in the node images)');
   t.equal(workdirs(final).at(-1), '/app');
-  t.ok(final.instructions.some((i) => i.keyword === 'RUN' && /\bapk add --no-cache\b.*\bopenssl\b/.test(i.args)), 'openssl installed (skewgate lab pki)');
+  t.ok(final.instructions.some((i) => i.keyword === 'RUN' && /\bapk add --no-cache\b.*\bopenssl\b/.test(i.args)), 'openssl installed (skewgate gateway-cert)');
   t.notOk(final.instructions.some((i) => i.keyword === 'RUN' && /\bnpm\b/.test(i.args)), 'no npm in the final stage: it copies built results only');
   t.notOk(final.instructions.some((i) => i.keyword === 'HEALTHCHECK'), 'no HEALTHCHECK in the image (the config path is the deployment\'s; compose and deploy/ run skewgate health)');
 });
@@ -229,7 +233,7 @@ t.test('every file a COPY names exists (repository, build output) and the contex
 
   const final = rootStages.at(-1) as Stage;
   const targets = copyTargets(final).map((c) => c.target).sort();
-  t.same(targets, ['/app/dist/src', '/app/node_modules', '/app/package.json', '/app/proto'], 'the final stage holds only what runs skewgate');
+  t.same(targets, ['/app/dist/src', '/app/node_modules', '/app/package.json', '/app/proto'], 'the final stage holds only what runs skewgate (no dist/harness)');
   t.ok(existsSync(join(root, 'dist/src/cli/main.js')), 'the entry point is in the local build');
   for (const p of [EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE]) t.ok(existsSync(join(root, 'proto', p)), `proto/${p} (loaded at run time) is in the copied folder`);
 });
@@ -239,7 +243,7 @@ t.test('.dockerignore keeps the build context to what the image needs', async (t
   for (const p of ['node_modules', 'node_modules/yaml/package.json', 'dist', 'dist/src/cli/main.js', '.tools', '.tools/envoy/current', '.cache', '.cache/lab/pki/ca.key', '.git', '.git/HEAD', 'test/unit/dockerfiles.test.ts', 'bench', 'docs', 'deploy/compose/client/demo.sh']) {
     t.ok(ignored(p), `${p} is excluded`);
   }
-  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'src/cli/main.ts', `proto/${EXTPROC_PROTO_FILE}`]) t.notOk(ignored(p), `${p} is sent`);
+  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'src/cli/main.ts', 'harness/cli/main.ts', `proto/${EXTPROC_PROTO_FILE}`]) t.notOk(ignored(p), `${p} is sent`);
 });
 
 t.test(`${CLIENT_DOCKERFILE}: kubectl of the lab's newest version, demo.sh`, async (t) => {
@@ -272,16 +276,17 @@ t.test('demo.sh: POSIX sh that parses, and refuses bad usage', async (t) => {
   t.equal(badRounds.status, 2, 'ROUNDS=many: exit 2');
 });
 
-t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate', async (t) => {
-  const image = await mkdtemp(join(tmpdir(), 'skewgate-image-'));
-  t.teardown(() => rm(image, { recursive: true, force: true }));
-  const app = join(image, 'app');
-  const final = rootStages.at(-1) as Stage;
-  const byName = new Map(rootStages.filter((s) => s.name !== undefined).map((s) => [s.name as string, s]));
-  // Production packages as `npm ci --omit=dev` lays them out: every lock entry not marked dev.
+/** Production packages as `npm ci --omit=dev` lays them out: every lock entry not marked dev. */
+function productionPackages(): string[] {
   const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { dev?: boolean }> };
-  const prod = Object.entries(lock.packages).filter(([k, v]) => k.startsWith('node_modules/') && v.dev !== true).map(([k]) => k);
-  for (const { copy, source, target } of copyTargets(final)) {
+  return Object.entries(lock.packages).filter(([k, v]) => k.startsWith('node_modules/') && v.dev !== true).map(([k]) => k);
+}
+
+/** Lays a stage's COPYs out under `app` (its /app) from the repository and the local build. */
+async function layOut(t: Test, stage: Stage, app: string): Promise<void> {
+  const byName = new Map(rootStages.filter((s) => s.name !== undefined).map((s) => [s.name as string, s]));
+  const prod = productionPackages();
+  for (const { copy, source, target } of copyTargets(stage)) {
     t.ok(target.startsWith('/app/'), `${target} is in /app`);
     const dest = join(app, posix.relative('/app', target));
     await mkdir(dirname(dest), { recursive: true });
@@ -296,8 +301,20 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
     const local = copy.from === undefined ? source : posix.relative(workdirs(byName.get(copy.from) as Stage).at(-1) as string, source);
     await cp(join(root, local), dest, { recursive: true });
   }
-  // --preserve-symlinks: packages resolve their own imports inside this tree, not the repository's node_modules.
-  const node = (args: string[]): ReturnType<typeof spawnSync> => spawnSync(process.execPath, ['--preserve-symlinks', '--preserve-symlinks-main', ...args], { encoding: 'utf8', cwd: image, timeout: 60_000, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' } });
+}
+
+/** node inside a laid-out image: packages resolve their own imports inside this tree, not the repository's node_modules. */
+function nodeIn(image: string): (args: string[]) => ReturnType<typeof spawnSync> {
+  return (args) => spawnSync(process.execPath, ['--preserve-symlinks', '--preserve-symlinks-main', ...args], { encoding: 'utf8', cwd: image, timeout: 60_000, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' } });
+}
+
+t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate', async (t) => {
+  const image = await mkdtemp(join(tmpdir(), 'skewgate-image-'));
+  t.teardown(() => rm(image, { recursive: true, force: true }));
+  const app = join(image, 'app');
+  const final = rootStages.at(-1) as Stage;
+  await layOut(t, final, app);
+  const node = nodeIn(image);
   const help = node([join(app, 'dist/src/cli/main.js'), '--help']);
   t.equal(help.status, 0, `skewgate --help: ${String(help.stderr)}`);
   t.match(String(help.stdout), /\bserve\b/, 'lists the serve command');
@@ -316,9 +333,27 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
   const out = JSON.parse(String(run.stdout).trim() || '{}') as { protoRoot?: string; dev?: string };
   t.equal(out.protoRoot, join(app, 'proto'), 'protos found at /app/proto');
   t.equal(out.dev, 'absent', 'a dev dependency (typescript) is not installed there');
-  // The compose demo's PKI init service runs this image as `skewgate lab pki` (with the host's openssl here).
-  const pki = node([join(app, 'dist/src/cli/main.js'), 'lab', 'pki', '--dir', join(image, 'pki'), '--san', 'DNS:kas-1']);
-  t.equal(pki.status, 0, `skewgate lab pki: ${String(pki.stderr)}`);
+  // The service image holds no harness: no lab, demo or compose command, no harness module.
+  t.notOk(existsSync(join(app, 'dist/harness')), 'no dist/harness in the service image');
+  t.notMatch(String(help.stdout), /^\s+(lab|demo|compose)\b/m, 'skewgate --help lists no harness command');
+  t.comment(`${productionPackages().length} production packages; image tree at ${relative(tmpdir(), image)}`);
+});
+
+t.test('the pki stage (compose PKI init) runs `skewgate-lab lab pki` as the compose file asks', async (t) => {
+  const found = rootStages.find((s) => s.name === 'pki');
+  t.ok(found, 'the Dockerfile has a stage named pki');
+  const stage = found as Stage;
+  t.not(stage, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
+  t.equal(lastUser(stage), 'node', 'USER node: it writes the PKI volume as uid 1000, as skewgate reads it');
+  t.ok(stage.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate/.test(i.args)), 'openssl, and the two volume folders owned by node');
+  const image = await mkdtemp(join(tmpdir(), 'skewgate-pki-image-'));
+  t.teardown(() => rm(image, { recursive: true, force: true }));
+  const app = join(image, 'app');
+  await layOut(t, stage, app);
+  const entry = execForm(stage, 'ENTRYPOINT') ?? [];
+  t.same(entry, ['node', '/app/dist/harness/cli/main.js'], 'ENTRYPOINT: the harness command');
+  // With the host's openssl here.
+  const pki = nodeIn(image)([join(app, posix.relative('/app', entry[1] ?? '')), 'lab', 'pki', '--dir', join(image, 'pki'), '--san', 'DNS:kas-1']);
+  t.equal(pki.status, 0, `skewgate-lab lab pki: ${String(pki.stderr)}`);
   t.ok(existsSync(join(image, 'pki', 'ca.crt')) && existsSync(join(image, 'pki', 'admin.token')), 'lab pki wrote ca.crt and admin.token (what demo.sh reads)');
-  t.comment(`${prod.length} production packages of ${Object.keys(lock.packages).length - 1}; image tree at ${relative(tmpdir(), image)}`);
 });

@@ -1,12 +1,12 @@
 import t from 'tap';
-import { account, judge404, total, type AccountingRules } from '../../src/lab/load/accounting.js';
-import { summariseLatency } from '../../src/lab/load/latency.js';
-import { answerDetail } from '../../src/lab/load/http.js';
-import { sumCounter } from '../../src/lab/load/metrics.js';
-import { collectAuditIds } from '../../src/lab/load/audit.js';
-import { TimelineRecorder, capableReadyForMs, phaseAt, readySpans } from '../../src/lab/load/timeline.js';
-import type { FinalObject, RequestRecord } from '../../src/lab/load/types.js';
-import { objectManifest, opAt, configMaps, mutatingAdmissionPolicies, collectionPath, objectPath, ARM_LABEL, TOKEN_LABEL } from '../../src/lab/load/workload.js';
+import { account, judge404, total, type AccountingRules } from '../load/accounting.js';
+import { summariseLatency } from '../load/latency.js';
+import { answerDetail } from '../load/http.js';
+import { sumCounter } from '../load/metrics.js';
+import { collectAuditIds } from '../load/audit.js';
+import { TimelineRecorder, capableReadyForMs, phaseAt, readySpans } from '../load/timeline.js';
+import type { FinalObject, RequestRecord } from '../load/types.js';
+import { objectManifest, opAt, configMaps, mutatingAdmissionPolicies, collectionPath, objectPath, ARM_LABEL, TOKEN_LABEL } from '../load/workload.js';
 import { extractClusterSection, false404Table, phaseTable, problemsTable, spliceClusterPart, CLUSTER_END, CLUSTER_START } from '../../bench/cluster-results.js';
 
 const OLD = '1.35.4';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { collectAuditEvents, type ServerAuditEvent } from '../../src/lab/audit-events.js';
+import { collectAuditEvents, type ServerAuditEvent } from '../../harness/lab/audit-events.js';
 
 t.test('audit events by ID, with the server whose log held them', async (t) => {
   const lines = [

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { apiServerArgs, etcdArgs, etcdUrl, type ApiServerSpec } from '../../src/lab/flags.js';
-import { labPkiFiles } from '../../src/lab/pki.js';
+import { apiServerArgs, etcdArgs, etcdUrl, type ApiServerSpec } from '../../harness/lab/flags.js';
+import { labPkiFiles } from '../../harness/lab/pki.js';
 
 const pki = labPkiFiles('/lab/pki');
 const lab: ApiServerSpec = { name: 'kas-1', version: '1.35.4', ip: '127.0.0.2', port: 6443 };

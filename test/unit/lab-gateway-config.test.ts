@@ -1,10 +1,10 @@
 import t from 'tap';
 import { parseConfig } from '../../src/config.js';
-import { apiServerArgs } from '../../src/lab/flags.js';
+import { apiServerArgs } from '../../harness/lab/flags.js';
 import {
   JANE_NAMESPACE, JANE_ROLE, LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig, janeRbac, labRbacObjects,
-} from '../../src/lab/gateway-config.js';
-import type { LabPki } from '../../src/lab/pki.js';
+} from '../../harness/lab/gateway-config.js';
+import type { LabPki } from '../../harness/lab/pki.js';
 
 const f = (n: string): string => `/pki/${n}`;
 const pki: LabPki = {

@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import {
   ADMIN_USER, BOB_UID, JANE_GROUPS, JANE_USER, KUBERNETES_UID_OID, LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS,
   checkSanEntries, createLabPki, extraSansTag, labPkiFiles, labStaticTokens, subjectCertOpensslConfig, tokenAuthCsv,
-} from '../../src/lab/pki.js';
+} from '../../harness/lab/pki.js';
 
 t.test('static tokens: --token-auth-file lines, groups quoted', async (t) => {
   const csv = tokenAuthCsv(labStaticTokens({ admin: 'a1', jane: 'j1', skewgate: 's1' }));

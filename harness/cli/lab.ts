@@ -1,16 +1,16 @@
-// `skewgate lab up|down|status`: a real mixed-version control plane on loopback (etcd, three
+// `skewgate-lab lab up|down|status`: a real mixed-version control plane on loopback (etcd, three
 // kube-apiservers, Envoy + skewgate), started detached so that it outlives this command. `lab pki`
 // writes only the lab's PKI (the docker-compose demo's init service runs it).
 import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
-import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../../src/constants.js';
 import { Lab } from '../lab/lab.js';
 import type { ApiServerSpec } from '../lab/flags.js';
 import { LAB_USERS } from '../lab/gateway-config.js';
 import { LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS, createLabPki } from '../lab/pki.js';
 import { defaultLabDir, labBinDir, labVersions } from '../lab/versions.js';
-import { formatTable } from './one-shot.js';
-import { sanEntry } from './gateway-cert.js';
+import { formatTable } from '../../src/cli/one-shot.js';
+import { sanEntry } from '../../src/cli/gateway-cert.js';
 
 const APISERVER_PORT = 6443;
 
@@ -54,7 +54,7 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     ...(o.etcdPort === undefined ? {} : { etcdClientPort: o.etcdPort, etcdPeerPort: o.etcdPort + 10 }),
   });
   try {
-    out(`skewgate lab: run dir ${rel(lab.dir)}`);
+    out(`skewgate-lab lab: run dir ${rel(lab.dir)}`);
     await lab.startEtcd();
     // One at a time: in parallel they take about as long on 2 cores, and a failure is clearer.
     for (const spec of specs) await lab.startApiServer(spec);
@@ -75,11 +75,11 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} api-resources`);
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} get mutatingadmissionpolicies`);
     out(`  node dist/src/cli/main.js skew --config ${rel(gw.configFile)}`);
-    out(`  node dist/src/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}`);
+    out(`  node dist/harness/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}`);
     return EXIT_OK;
   } catch (err) {
-    process.stderr.write(`skewgate lab up: ${(err as Error).message}\n`);
-    process.stderr.write(`what started is still running (logs in ${rel(lab.dir)}/logs): \`skewgate lab down\` stops it\n`);
+    process.stderr.write(`skewgate-lab lab up: ${(err as Error).message}\n`);
+    process.stderr.write(`what started is still running (logs in ${rel(lab.dir)}/logs): \`skewgate-lab lab down\` stops it\n`);
     return EXIT_PROBLEMS;
   } finally {
     await lab.close();
@@ -90,7 +90,7 @@ export async function runLabDown(dir: string): Promise<number> {
   const lab = await Lab.open({ dir, log: (l) => out(`  ${l}`) });
   const before = (await lab.status()).filter((r) => r.alive).map((r) => r.name);
   await lab.down();
-  out(before.length === 0 ? 'skewgate lab: nothing was running' : `skewgate lab: stopped ${before.join(', ')}`);
+  out(before.length === 0 ? 'skewgate-lab lab: nothing was running' : `skewgate-lab lab: stopped ${before.join(', ')}`);
   return EXIT_OK;
 }
 
@@ -112,12 +112,12 @@ export async function runLabPki(dir: string, sans: readonly string[]): Promise<n
   const entries = sans.map((s) => [s, sanEntry(s)] as const);
   const bad = entries.filter(([, e]) => e === null).map(([raw]) => raw);
   if (bad.length > 0) {
-    process.stderr.write(`skewgate lab pki: ${bad.map((b) => `--san ${JSON.stringify(b)}: not a DNS name or IP address (DNS:name, IP:addr)`).join('; ')}\n`);
+    process.stderr.write(`skewgate-lab lab pki: ${bad.map((b) => `--san ${JSON.stringify(b)}: not a DNS name or IP address (DNS:name, IP:addr)`).join('; ')}\n`);
     return EXIT_BAD_CONFIG;
   }
   const extraSans = [...new Set(entries.map(([, e]) => e as string))];
   const pki = await createLabPki(dir, { extraSans });
-  out(`skewgate lab pki: ${LAB_PKI_FILES.length - 1} files in ${pki.dir}`);
+  out(`skewgate-lab lab pki: ${LAB_PKI_FILES.length - 1} files in ${pki.dir}`);
   out(`  serving certificates (apiserver, gateway): ${[...LAB_SANS, ...extraSans].join(', ')}`);
   return EXIT_OK;
 }

@@ -1,5 +1,5 @@
 // docker-compose.yml as a document: services, the network with static apiserver addresses, the
-// named volumes. Every command line comes from the lab's own functions (src/lab/flags.ts). Pure.
+// named volumes. Every command line comes from the lab's own functions (harness/lab/flags.ts). Pure.
 import { apiServerArgs, etcdArgs, etcdUrl } from '../lab/flags.js';
 import {
   APISERVER_CERT_DIR, APP_USER, BASELINE_URL, CLIENT_BUILD_DIR, CLIENT_SCRIPT, DEPLOY_DIR, DEPLOY_FILES, DEPLOY_HOST_DIR, ENVOY_ADMIN_PORT,
@@ -32,6 +32,8 @@ const deployRo = `./${DEPLOY_HOST_DIR}:${DEPLOY_DIR}:ro`;
 const socketRw = `${SOCKET_VOLUME}:${SOCKET_DIR}`;
 const publish = (hostPort: number, containerPort: number): string => `${HOST_IP}:${hostPort}:${containerPort}`;
 const skewgateBuild = { context: '.', dockerfile: 'Dockerfile' };
+/** The harness stage of the same Dockerfile: `skewgate-lab lab pki`, never in the service image. */
+const pkiBuild = { ...skewgateBuild, target: 'pki' };
 const clientBuild = { context: `./${CLIENT_BUILD_DIR}` };
 
 function apiServerService(a: ComposeApiServer, v: ComposeVersions): ComposeService {
@@ -66,7 +68,7 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
   });
   const services: Record<string, ComposeService> = {
     [SERVICES.pki]: {
-      build: skewgateBuild,
+      build: pkiBuild,
       command: ['lab', 'pki', '--dir', PKI_DIR, ...composeExtraSans(v).flatMap((s) => ['--san', s])],
       // Mounted here first, so both volumes start from the skewgate image's folders (owned by its user).
       volumes: [`${PKI_VOLUME}:${PKI_DIR}`, socketRw],

@@ -2,12 +2,12 @@
 // both Envoy bootstraps, kube-apiserver's tracing config and the RBAC objects. Built from the same
 // functions as the lab's. Pure.
 import { stringify } from 'yaml';
-import { parseConfig, type Config } from '../config.js';
-import { renderBootstrap } from '../envoy/bootstrap.js';
-import { renderBootstrapYaml } from '../envoy/render.js';
+import { parseConfig, type Config } from '../../src/config.js';
+import { renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { withoutExtProc } from '../demo/stack.js';
 import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
-import { apiserverTracingConfig } from '../telemetry/kube-apiserver.js';
+import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {
   DEPLOY_DIR, DEPLOY_FILES, ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
   apiServerUrlOnNetwork, deployPath, frontedApiServers, pkiFiles,

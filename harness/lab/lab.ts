@@ -1,7 +1,7 @@
 // A real control plane on loopback: etcd, kube-apiservers of two versions, and gateways (Envoy,
 // with or without skewgate) in front of them. Every process is started detached (its own process
-// group, stdout/stderr to a log file) with a pid file, so it outlives the `skewgate lab up`
-// process and `skewgate lab down` from another shell can stop it; Lab.open() adopts the ones still
+// group, stdout/stderr to a log file) with a pid file, so it outlives the `skewgate-lab lab up`
+// process and `skewgate-lab lab down` from another shell can stop it; Lab.open() adopts the ones still
 // running. Tests use the same detached processes (killOnExit guards a crashing test runner).
 import { spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync } from 'node:fs';
@@ -10,9 +10,9 @@ import { connect, createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
-import { parseConfig } from '../config.js';
-import { EXTPROC_CLUSTER, renderBootstrap } from '../envoy/bootstrap.js';
-import { findEnvoyBinary, packageRoot } from '../envoy/process.js';
+import { parseConfig } from '../../src/config.js';
+import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { findEnvoyBinary, packageRoot } from '../../src/envoy/process.js';
 import { withoutExtProc } from '../demo/stack.js';
 import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
 import { JANE_NAMESPACE, gatewayConfigDocument, gatewayKubeconfig, labRbacObjects, type GatewayApiServer } from './gateway-config.js';
@@ -740,7 +740,7 @@ async function assertPortFree(host: string, port: number, what: string): Promise
     srv.once('error', () => res(false));
     srv.listen({ host, port, exclusive: true }, () => srv.close(() => res(true)));
   });
-  if (!free) throw new LabError(`${what}: ${host}:${port} is already in use (another lab? \`skewgate lab status\`, or \`ss -ltnp\`)`);
+  if (!free) throw new LabError(`${what}: ${host}:${port} is already in use (another lab? \`skewgate-lab lab status\`, or \`ss -ltnp\`)`);
 }
 
 /** A TCP port on 127.0.0.1 that nothing listens on right now. */

@@ -3,7 +3,7 @@
 // record; every event and every end of a stream is a watch record.
 import { request } from 'undici';
 import type { Clock } from './clock.js';
-import { REASON_HEADER } from '../../constants.js';
+import { REASON_HEADER } from '../../src/constants.js';
 import { answerDetail, errorCode, headerValue, type LoadHttp } from './http.js';
 import type { LoadLog } from './log.js';
 import type { ResourceKind } from './types.js';

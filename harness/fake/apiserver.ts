@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { MEDIA_AGGREGATED_V2 } from '../constants.js';
+import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { DEFAULT_VERBS, isObject, metadataOf, type FakeCluster, type FakeResource, type GroupResource, type KObject, type Selection, type WatchEvent } from './cluster.js';
 import { aggregatedList, groupDocs, legacyDoc } from './discovery-docs.js';
 import { FakeApiError, badRequest } from './errors.js';

@@ -1,11 +1,11 @@
-// `skewgate demo` (npm run demo): fake apiservers with a skewed API set, skewgate and a real Envoy,
+// `skewgate-lab demo` (npm run demo): fake apiservers with a skewed API set, skewgate and a real Envoy,
 // a short self-check through the gateway and through a plain balanced Envoy, then lines to try.
 import { Agent, request } from 'undici';
 import { readFile } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../fake/index.js';
 import { startStack } from '../demo/stack.js';
-import { EXIT_OK } from '../constants.js';
+import { EXIT_OK } from '../../src/constants.js';
 
 export interface DemoOptions {
   readonly dir: string;
@@ -35,7 +35,7 @@ async function tally(url: string, path: string, token: string, ca: string, n: nu
 
 export async function runDemo(o: DemoOptions): Promise<number> {
   const log = (s: string): void => { process.stdout.write(`${s}\n`); };
-  log('skewgate demo: starting 3 fake apiservers (2 × "v1.35", 1 × "v1.36"), skewgate and Envoy …');
+  log('skewgate-lab demo: starting 3 fake apiservers (2 × "v1.35", 1 × "v1.36"), skewgate and Envoy …');
   const stack = await startStack({
     dir: o.dir,
     gatewayPort: o.port,

@@ -1,9 +1,9 @@
-// `skewgate compose --out DIR`: writes docker-compose.yml and deploy/compose/*.yaml (the docker
-// compose demo) under DIR, rendered from src/compose/ with the versions pinned in the repository.
+// `skewgate-lab compose --out DIR`: writes docker-compose.yml and deploy/compose/*.yaml (the docker
+// compose demo) under DIR, rendered from harness/compose/ with the versions pinned in the repository.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { EXIT_OK } from '../constants.js';
-import { packageRoot } from '../envoy/process.js';
+import { EXIT_OK } from '../../src/constants.js';
+import { packageRoot } from '../../src/envoy/process.js';
 import { renderComposeFiles } from '../compose/render.js';
 import { readComposeVersions } from '../compose/versions.js';
 

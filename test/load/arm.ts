@@ -1,7 +1,7 @@
 // One arm of the load: an open loop of creates, gets and lists of the skewed and the common
 // resource through one gateway, at a fixed rate whatever the answers (a stalled gateway shows
 // up as late, failed requests, not as fewer requests). Never retries.
-import { REASON_HEADER } from '../../constants.js';
+import { REASON_HEADER } from '../../src/constants.js';
 import type { Clock } from './clock.js';
 import { answerDetail, errorCode, headerValue, type LoadHttp } from './http.js';
 import type { LoadLog } from './log.js';

@@ -4,7 +4,7 @@ import { execFile, spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
-import { MEDIA_AGGREGATED_V2 } from '../../constants.js';
+import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import type { Clock } from './clock.js';
 import { ARM_LABEL, type ResourceSpec } from './workload.js';
 

@@ -1,7 +1,7 @@
 // The lab as the cluster tests drive it: every stop, start and ready of an apiserver goes into the
 // run's timeline (the ground truth the accounting judges 404s against).
-import { Lab } from '../lab.js';
-import type { ApiServerSpec } from '../flags.js';
+import { Lab } from '../../harness/lab/lab.js';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import type { Clock } from './clock.js';
 import { LoadHttp } from './http.js';
 import { readAuditIds } from './audit.js';

@@ -1,4 +1,4 @@
-// `skewgate lab …`: the subcommands and their options. The work lives in ./lab.js, loaded only
+// `skewgate-lab lab …`: the subcommands and their options. The work lives in ./lab.js, loaded only
 // when a lab command runs, so that other commands (an exec probe runs `health` every few seconds)
 // do not pay for the lab's modules.
 import type { Command } from 'commander';

@@ -1,13 +1,13 @@
 // A whole gateway on loopback: fake skewed apiservers (shared "etcd"), skewgate, and a real Envoy
-// rendered from the same config. Used by `skewgate demo`, the end-to-end tests and the benchmarks.
+// rendered from the same config. Used by `skewgate-lab demo`, the end-to-end tests and the benchmarks.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { parseConfig, type Config } from '../config.js';
-import { createLogger, type Logger } from '../log.js';
-import { createSkewgate, type Skewgate, type SkewgateOptions } from '../app.js';
-import { renderBootstrap, type JsonObject } from '../envoy/bootstrap.js';
-import { startEnvoy, type EnvoyHandle } from '../envoy/process.js';
+import { parseConfig, type Config } from '../../src/config.js';
+import { createLogger, type Logger } from '../../src/log.js';
+import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app.js';
+import { renderBootstrap, type JsonObject } from '../../src/envoy/bootstrap.js';
+import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
 export interface StackServer {

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { DEFAULT_DAYS, certValidFor, ensureGenerated, filesPresent, generateRsaKeyPair, issueCert, type KeyPairFiles } from '../pki/openssl.js';
+import { DEFAULT_DAYS, certValidFor, ensureGenerated, filesPresent, generateRsaKeyPair, issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
 
 const run = promisify(execFile);
 

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { certValidFor, ensureGenerated, filesPresent, issueCert, type KeyPairFiles } from '../pki/openssl.js';
+import { certValidFor, ensureGenerated, filesPresent, issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
 
 export type { KeyPairFiles };
 
