@@ -72,12 +72,14 @@ export function benchRoute(progress: (msg: string) => void): Section {
   }, n, { ...opts, budgetMs: 1500 });
 
   progress('(a) timing decide() alone');
+  const NO_HEADERS: ReadonlyMap<string, string> = new Map();
+  const NO_IDENTITY = { kind: 'none' } as const;
   const infos: RequestInfo[] = mix.map((r) => classifyRequest(r.method, r.path));
   const rng = Math.random;
   const decideOnly = timeBatches(() => {
     let acc = 0;
     for (let i = 0; i < n; i++) {
-      acc += decide(infos[i] as RequestInfo, snap, { now: Date.now(), staleAfterMs: STALE_AFTER_MS, rng }).candidates.length;
+      acc += decide({ info: infos[i] as RequestInfo, headers: NO_HEADERS, identity: NO_IDENTITY }, snap, { now: Date.now(), staleAfterMs: STALE_AFTER_MS, rng }).candidates.length;
     }
     return acc;
   }, n, { ...opts, budgetMs: 1500 });

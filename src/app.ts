@@ -5,7 +5,6 @@ import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';
 import { createExtProcServer } from './extproc/server.js';
-import { apiserverIdentity } from './discovery/apiserver-identity.js';
 import { ClientCaBundle } from './identity/client-ca.js';
 import { stateClientIdentity } from './identity/client-identity.js';
 import { createRouter, type RequestRouter } from './routing/router.js';
@@ -49,12 +48,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
   });
   const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
-  const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
     retryAfterSeconds: config.routing.retryAfterSeconds,
-    identityOf: (name) => apiserverIdentity(hostnames.get(name) ?? name),
     // The bundle's current verifier: a rotated CA takes effect on the next request.
     clientIdentity: (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now),
   });

@@ -17,6 +17,8 @@ export const REMOTE_GROUP_HEADER = 'x-remote-group';
 export const REMOTE_EXTRA_HEADER_PREFIX = 'x-remote-extra-';
 /** Set by Envoy alone (SANITIZE_SET) from the verified client certificate; read by skewgate, never sent upstream. */
 export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
+/** The client's own credential (a bearer token): passed through untouched, never read by skewgate. */
+export const AUTHORIZATION_HEADER = 'authorization';
 /** kube-apiserver's Mixed Version Proxy hop marker: a client could use it to pin a request to one server. */
 export const PEER_PROXIED_HEADER = 'x-kubernetes-peer-proxied';
 

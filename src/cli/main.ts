@@ -30,12 +30,16 @@ program
 
 program
   .command('explain')
-  .description('classify METHOD PATH and show candidates, decision and reason from live discovery')
+  .description('the decision the gateway makes for METHOD PATH (with -H headers and a client certificate), and why, from live discovery')
   .requiredOption(...configOption)
   .option('--json', 'print JSON')
+  .option('-H, --header <line>', 'a request header, "Name: value", as the client sends it (e.g. kubectl\'s Accept); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
+  .option('--client-cert <file>', 'the client certificate the request presents (PEM, intermediates after it): judged as the gateway judges it')
   .argument('<method>', 'HTTP method, e.g. GET')
   .argument('<path>', 'request path with query, e.g. /apis/apps/v1/namespaces/default/deployments')
-  .action(async (method: string, path: string, o: { config: string; json?: boolean }) => { process.exitCode = await (await import('./explain.js')).runExplain(o.config, method, path, Boolean(o.json)); });
+  .action(async (method: string, path: string, o: { config: string; json?: boolean; header: string[]; clientCert?: string }) => {
+    process.exitCode = await (await import('./explain.js')).runExplain({ configFile: o.config, method, path, json: Boolean(o.json), headers: o.header, clientCert: o.clientCert });
+  });
 
 program
   .command('skew')

@@ -1,48 +1,13 @@
-// The peer-aggregated /apis document of a snapshot, built once per change of the healthy servers'
-// views and kept: serving it is a lookup. Pure apart from the memo (no clock, no I/O).
-import type { ServerState, Snapshot } from './types.js';
+// The peer-aggregated /apis document of a snapshot, built where snapshots are built (once per
+// change of the healthy servers' views) and carried on the snapshot: serving it is a lookup.
+// Pure (no clock, no I/O).
+import type { PeerDiscoveryDocument, PeerDiscoveryResult, ServerState } from './types.js';
 import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery } from './merge.js';
-import { apiserverIdentity } from './apiserver-identity.js';
 import { compareGoStrings } from './relative-order.js';
 
-export interface PeerDiscoveryDocument {
-  /** Config names of the merged servers, in merge (identity) order. */
-  readonly servers: readonly string[];
-  /** The JSON body, exactly as kube-apiserver writes it (trailing newline included). */
-  readonly body: Buffer;
-  /** Uppercase hex SHA-512, unquoted. */
-  readonly etag: string;
-  /** The ETag header value: the hash in double quotes. */
-  readonly quotedEtag: string;
-  readonly groups: number;
-}
-
-export type PeerDiscoveryResult =
-  | { readonly ok: true; readonly document: PeerDiscoveryDocument }
-  | { readonly ok: false; readonly reason: 'not_synced' | 'view_incomplete'; readonly detail: string };
-
-export interface PeerDiscoveryOptions {
-  /**
-   * The identity (lease name) of a configured apiserver, which orders the merge. Default:
-   * kube-apiserver's own derivation with the config name taken as the apiserver's hostname.
-   */
-  readonly identityOf?: (name: string) => string;
-}
-
 /** What the merged document depends on: who is healthy and the very view objects they hold. */
-interface Key {
-  readonly names: readonly string[];
-  readonly ready: readonly (boolean | null)[];
-  readonly views: readonly unknown[];
-}
-
-function keyOf(snap: Snapshot): Key {
-  return { names: snap.servers.map((s) => s.name), ready: snap.servers.map((s) => s.ready), views: snap.servers.map((s) => s.view) };
-}
-
-function sameKey(a: Key, b: Key): boolean {
-  const eq = <T>(x: readonly T[], y: readonly T[]): boolean => x.length === y.length && x.every((v, i) => v === y[i]);
-  return eq(a.names, b.names) && eq(a.ready, b.ready) && eq(a.views, b.views);
+function samePeerInputs(a: readonly ServerState[], b: readonly ServerState[]): boolean {
+  return a.length === b.length && a.every((s, i) => s.name === b[i]?.name && s.ready === b[i]?.ready && s.view === b[i]?.view);
 }
 
 /**
@@ -80,44 +45,21 @@ export function buildPeerDiscoveryDocument(servers: readonly ServerState[], iden
 }
 
 /**
- * Memoises the merged document by (server names, readiness, view objects): a new snapshot with
- * the same views (the usual 304 poll) reuses it; any change of a view or of readiness rebuilds.
+ * The merged /apis of these server states (config order), or why it is refused. `previous` is the
+ * last snapshot's servers and result: when no server's readiness or view object changed (the
+ * usual poll: 304s, only timestamps moved) its result is reused, so a merge runs once per change.
  */
-export class PeerDiscoveryCache {
-  private readonly identityOf: (name: string) => string;
-  private lastSnapshot: Snapshot | null = null;
-  private lastKey: Key | null = null;
-  private lastResult: PeerDiscoveryResult | null = null;
-  private builds = 0;
-
-  constructor(opts: PeerDiscoveryOptions = {}) {
-    this.identityOf = opts.identityOf ?? apiserverIdentity;
-  }
-
-  /** How many times a document was merged (for tests and the benchmark). */
-  get rebuilds(): number {
-    return this.builds;
-  }
-
-  forSnapshot(snap: Snapshot): PeerDiscoveryResult {
-    if (snap === this.lastSnapshot && this.lastResult !== null) return this.lastResult;
-    const key = keyOf(snap);
-    if (this.lastKey === null || this.lastResult === null || !sameKey(key, this.lastKey)) {
-      this.lastResult = this.build(snap);
-      this.lastKey = key;
-    }
-    this.lastSnapshot = snap;
-    return this.lastResult;
-  }
-
-  private build(snap: Snapshot): PeerDiscoveryResult {
-    const p = peerDiscoveryParticipants(snap.servers);
-    if (!p.ok) return p;
-    this.builds++;
-    try {
-      return { ok: true, document: buildPeerDiscoveryDocument(p.servers, this.identityOf) };
-    } catch (err) {
-      return { ok: false, reason: 'view_incomplete', detail: `cannot merge the documents: ${err instanceof Error ? err.message : String(err)}` };
-    }
+export function peerDiscoveryOf(
+  servers: readonly ServerState[],
+  identityOf: (name: string) => string,
+  previous?: { readonly servers: readonly ServerState[]; readonly result: PeerDiscoveryResult },
+): PeerDiscoveryResult {
+  if (previous && samePeerInputs(servers, previous.servers)) return previous.result;
+  const p = peerDiscoveryParticipants(servers);
+  if (!p.ok) return p;
+  try {
+    return { ok: true, document: buildPeerDiscoveryDocument(p.servers, identityOf) };
+  } catch (err) {
+    return { ok: false, reason: 'view_incomplete', detail: `cannot merge the documents: ${err instanceof Error ? err.message : String(err)}` };
   }
 }

@@ -8,7 +8,8 @@ import type { ServerState, ServerView, Snapshot } from './types.js';
 import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
-import { buildSnapshot, initialSnapshot } from './snapshot.js';
+import { apiserverIdentity } from './apiserver-identity.js';
+import { buildSnapshot, initialSnapshot, type SnapshotOptions } from './snapshot.js';
 import { ApiWatcher, type WatchCandidate } from './watch.js';
 
 /** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
@@ -87,6 +88,8 @@ export class DiscoveryService {
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
   private snapshot: Snapshot;
+  /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
+  private readonly snapshotOptions: SnapshotOptions;
   private starting: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
   private refreshQueued = false;
@@ -124,7 +127,9 @@ export class DiscoveryService {
       };
       return poller;
     });
-    this.snapshot = initialSnapshot(config.apiservers);
+    const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
+    this.snapshotOptions = { identityOf: (name) => apiserverIdentity(hostnames.get(name) ?? name) };
+    this.snapshot = initialSnapshot(config.apiservers, this.snapshotOptions);
     this.watcher = config.discovery.watch
       ? new ApiWatcher({
           candidates: () => this.watchCandidates(),
@@ -264,6 +269,7 @@ export class DiscoveryService {
       this.pollers.map((p) => p.state),
       this.snapshot.generation + 1,
       this.snapshot,
+      this.snapshotOptions,
     );
     this.snapshot = snap;
     for (const l of this.listeners) {

@@ -1,6 +1,18 @@
-// Pure: merges every server's view into the immutable Snapshot that routing reads.
+// Pure: merges every server's view into the immutable Snapshot that routing reads, the
+// peer-aggregated /apis document included.
 import type { ResourceCapability, ServerState, Snapshot } from './types.js';
+import { apiserverIdentity } from './apiserver-identity.js';
 import { frozenMap, frozenSet } from './freeze.js';
+import { peerDiscoveryOf } from './peer-discovery.js';
+
+export interface SnapshotOptions {
+  /**
+   * The identity (lease name) of a configured apiserver, which orders the /apis merge. Default:
+   * kube-apiserver's own derivation with the config name taken as the apiserver's hostname. The
+   * same function for every snapshot of one service (a reused merge assumes it).
+   */
+  readonly identityOf?: (name: string) => string;
+}
 
 function freezeState(s: ServerState): ServerState {
   return Object.isFrozen(s) ? s : Object.freeze({ ...s });
@@ -17,10 +29,11 @@ function sameViews(a: readonly ServerState[], b: readonly ServerState[]): boolea
  * view object changed since `previous` (the usual poll: 304s, only timestamps or readiness
  * moved), the merged indexes of `previous` are reused as they are.
  */
-export function buildSnapshot(servers: readonly ServerState[], generation: number, previous?: Snapshot): Snapshot {
+export function buildSnapshot(servers: readonly ServerState[], generation: number, previous?: Snapshot, opts: SnapshotOptions = {}): Snapshot {
   const states = Object.freeze(servers.map(freezeState));
+  const peerDiscovery = peerDiscoveryOf(states, opts.identityOf ?? apiserverIdentity, previous && { servers: previous.servers, result: previous.peerDiscovery });
   if (previous && sameViews(states, previous.servers)) {
-    return Object.freeze({ generation, servers: states, resources: previous.resources, groupVersions: previous.groupVersions });
+    return Object.freeze({ generation, servers: states, resources: previous.resources, groupVersions: previous.groupVersions, peerDiscovery });
   }
   const resources = new Map<string, Map<string, ResourceCapability>>();
   const groupVersions = new Map<string, Set<string>>();
@@ -42,13 +55,16 @@ export function buildSnapshot(servers: readonly ServerState[], generation: numbe
     servers: states,
     resources: frozenMap([...resources].map(([k, m]) => [k, frozenMap(m)] as const)),
     groupVersions: frozenMap([...groupVersions].map(([k, s]) => [k, frozenSet(s)] as const)),
+    peerDiscovery,
   });
 }
 
 /** The snapshot before any fetch: every configured server, no view. */
-export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[]): Snapshot {
+export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[], opts: SnapshotOptions = {}): Snapshot {
   return buildSnapshot(
     servers.map((s) => ({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null })),
     0,
+    undefined,
+    opts,
   );
 }

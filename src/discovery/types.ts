@@ -50,7 +50,30 @@ export interface Snapshot {
   readonly resources: ReadonlyMap<string, ResourceServers>;
   /** gvKey → names of the servers that serve that group/version. */
   readonly groupVersions: ReadonlyMap<string, ReadonlySet<string>>;
+  /**
+   * The peer-aggregated /apis of the ready servers (kube-apiserver's merge, same body and ETag),
+   * or why it is refused; built with the snapshot, so that answering /apis is a lookup.
+   * Freshness, which moves with the clock, is judged per request (routing).
+   */
+  readonly peerDiscovery: PeerDiscoveryResult;
 }
+
+/** The merged /apis document, as served at the edge. */
+export interface PeerDiscoveryDocument {
+  /** Config names of the merged servers, in merge (identity) order. */
+  readonly servers: readonly string[];
+  /** The JSON body, exactly as kube-apiserver writes it (trailing newline included). */
+  readonly body: Buffer;
+  /** Uppercase hex SHA-512, unquoted. */
+  readonly etag: string;
+  /** The ETag header value: the hash in double quotes. */
+  readonly quotedEtag: string;
+  readonly groups: number;
+}
+
+export type PeerDiscoveryResult =
+  | { readonly ok: true; readonly document: PeerDiscoveryDocument }
+  | { readonly ok: false; readonly reason: 'not_synced' | 'view_incomplete'; readonly detail: string };
 
 export function gvKey(group: string, version: string): string {
   return `${group}/${version}`;

@@ -78,3 +78,14 @@ export function parseXfcc(header: string): XfccResult {
   if (pairs.size > 0) elements.push(pairs);
   return { ok: true, elements };
 }
+
+/**
+ * The header the gateway's Envoy writes for a verified client certificate (SANITIZE_SET with
+ * cert and chain): Hash (SHA-256 of the leaf's DER), Cert (the leaf, URL-encoded PEM) and Chain
+ * (every certificate the client sent, leaf first). Lets `skewgate explain` judge a certificate
+ * file exactly as the gateway judges the header. `pems` is leaf first.
+ */
+export function formatXfcc(pems: readonly string[], leafSha256Hex: string): string {
+  const leaf = pems[0] ?? '';
+  return `Hash=${leafSha256Hex};Cert="${encodeURIComponent(leaf)}";Chain="${encodeURIComponent(pems.join(''))}"`;
+}

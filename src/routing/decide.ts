@@ -1,115 +1,38 @@
-// The decision table of DESIGN.md as a pure function: RequestInfo × Snapshot × clock × rng → Decision.
-// An early-return ladder, one rung per row of the table; the rungs are ordered so that skewgate
-// only ever answers 404 when every apiserver's view is fresh and none can serve the request.
-import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
-import { gvKey, gvrKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
-import type { Decision } from './decision.js';
+// The decision ladder, whole: every rung of docs/design.md's decision table in one pure function,
+// request × snapshot × clock × rng → Decision. The ext_proc router and `skewgate explain` both
+// call it, so what explain prints is what the gateway does. An early-return ladder:
+//   1. a client certificate whose identity cannot be stated → rejected (401), before anything else
+//   2. GET /apis for the peer-aggregated document → the merge the snapshot carries
+//   3. by path: malformed → non-resource → resource (./resource-decision.ts)
+import { AUTHORIZATION_HEADER } from '../constants.js';
+import type { Snapshot } from '../discovery/types.js';
+import type { IdentityResult } from '../identity/client-identity.js';
+import type { RequestInfo } from '../k8s/request-info.js';
+import type { DecideOptions, Decision } from './decision.js';
+import { decidePeerDiscovery, wantsPeerAggregatedApis } from './discovery-route.js';
+import { decideByPath } from './resource-decision.js';
 
-export interface DecideOptions {
-  /** Epoch ms, injected. */
-  readonly now: number;
-  /** A view whose last successful fetch is older than this is not fresh. */
-  readonly staleAfterMs: number;
-  /** Uniform in [0, 1), injected. */
-  readonly rng: () => number;
+export type { DecideOptions } from './decision.js';
+
+/** One request as skewgate judges it. */
+export interface RoutingRequest {
+  readonly info: RequestInfo;
+  /** The request headers as Envoy hands them to skewgate (names lower case, client copies of sanitized headers gone). */
+  readonly headers: ReadonlyMap<string, string>;
+  /** The client certificate's identity, stated at opts.now (identity/client-identity.ts). */
+  readonly identity: IdentityResult;
 }
 
-const NO_CANDIDATES: readonly string[] = Object.freeze([]);
+const NONE: readonly string[] = Object.freeze([]);
 
-/**
- * A view can prove absence only if it is complete and current: fetched without a failure since,
- * and recently. A server that failed even once may have been restarted as a newer version.
- */
-export function isFresh(s: ServerState, now: number, staleAfterMs: number): boolean {
-  return s.view !== null && s.consecutiveFailures === 0 && s.lastSuccessAt !== null && now - s.lastSuccessAt <= staleAfterMs;
-}
-
-/**
- * Healthy is the apiserver's own word: /readyz answered 200 at the last probe. A failing discovery
- * fetch alone (a malformed document, say) makes a view untrustworthy for 404s, not the server
- * unable to serve; an unreachable server fails its /readyz probe as well.
- */
-export function isHealthy(s: ServerState): boolean {
-  return s.ready === true;
-}
-
-/** Verbs no discovery document lists, or that cannot be judged from it, match any listing. */
-function verbMatches(verbs: ReadonlySet<string>, verb: ResourceRequest['verb']): boolean {
-  return verb === '' || verb === 'proxy' || verbs.has(verb);
-}
-
-type Capability = 'capable' | 'verb_missing' | 'subresource_missing' | 'resource_missing';
-
-function capabilityFor(cap: ResourceCapability | undefined, req: ResourceRequest): Capability {
-  if (cap === undefined) return 'resource_missing';
-  if (req.subresource === '') return verbMatches(cap.verbs, req.verb) ? 'capable' : 'verb_missing';
-  const subVerbs = cap.subresources.get(req.subresource);
-  if (subVerbs === undefined) return 'subresource_missing';
-  return verbMatches(subVerbs, req.verb) ? 'capable' : 'verb_missing';
-}
-
-export function decide(info: RequestInfo, snap: Snapshot, opts: DecideOptions): Decision {
-  if (info.kind === 'invalid') {
-    return { outcome: 'rejected', reason: 'malformed_path', problem: info.problem, candidates: NO_CANDIDATES };
+export function decide(req: RoutingRequest, snap: Snapshot, opts: DecideOptions): Decision {
+  if (req.identity.kind === 'unstated') {
+    // Never on to an apiserver without the identity: it would be anonymous, or worse.
+    return { outcome: 'rejected', reason: 'client_identity_unstated', problem: req.identity.problem, candidates: NONE };
   }
-  if (info.kind === 'non-resource') return { outcome: 'passthrough', reason: 'non_resource', candidates: NO_CANDIDATES };
-  // `/apis//v1/x` or `/api/v1//x`: the apiserver answers these itself (404); not ours to judge.
-  if (info.version === '' || info.resource === '' || (info.apiPrefix === 'apis' && info.group === '')) {
-    return { outcome: 'passthrough', reason: 'empty_path_segment', candidates: NO_CANDIDATES };
+  if (wantsPeerAggregatedApis(req.info, req.headers)) {
+    const credentials = req.identity.kind === 'stated' || (req.headers.get(AUTHORIZATION_HEADER) ?? '') !== '';
+    return decidePeerDiscovery(snap, credentials, { now: opts.now, staleAfterMs: opts.staleAfterMs, ifNoneMatch: req.headers.get('if-none-match') });
   }
-
-  // Sort the apiservers by what their views can prove. Only a current view proves anything: a
-  // server whose view could not be refreshed may have been restarted as another version, and
-  // one that is back but not yet ready may already serve requests (kube-apiserver does).
-  const servers = snap.servers;
-  const byServer = snap.resources.get(gvrKey(info.group, info.version, info.resource));
-  const known: string[] = []; // current view: serves this request
-  const knownReady: string[] = [];
-  const unverified: string[] = []; // view missing or not current
-  const unverifiedReady: string[] = [];
-  let knownNot = 0; // current view: does not serve it
-  let verbMissing = false;
-  for (const s of servers) {
-    const ready = isHealthy(s);
-    if (!isFresh(s, opts.now, opts.staleAfterMs)) {
-      unverified.push(s.name);
-      if (ready) unverifiedReady.push(s.name);
-      continue;
-    }
-    const c = capabilityFor(byServer?.get(s.name), info);
-    if (c === 'capable') {
-      known.push(s.name);
-      if (ready) knownReady.push(s.name);
-    } else {
-      knownNot++;
-      if (c === 'verb_missing') verbMissing = true;
-    }
-  }
-  const pick = (names: readonly string[]): string => names[Math.min(names.length - 1, Math.floor(opts.rng() * names.length))] as string;
-
-  if (knownReady.length > 0) {
-    // Balancing over every apiserver is only right when every one of them is proven able.
-    if (knownReady.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates: known };
-    return { outcome: 'routed', reason: 'served_by_subset', upstream: pick(knownReady), candidates: known };
-  }
-  if (unverified.length === 0) {
-    // Every view is current and no ready apiserver serves it.
-    if (known.length > 0) return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: known };
-    if (verbMissing) return { outcome: 'passthrough', reason: 'verb_not_listed', candidates: NO_CANDIDATES };
-    if (!snap.groupVersions.has(gvKey(info.group, info.version))) {
-      return { outcome: 'not_found', reason: 'group_version_not_served', candidates: NO_CANDIDATES };
-    }
-    if (info.subresource !== '' && byServer !== undefined && byServer.size > 0) {
-      return { outcome: 'not_found', reason: 'subresource_not_served', candidates: NO_CANDIDATES };
-    }
-    return { outcome: 'not_found', reason: 'resource_not_served', candidates: NO_CANDIDATES };
-  }
-  if (knownNot === 0 && known.length === 0) {
-    // Nothing is proven either way (skewgate starting, or every view out of date): balance.
-    return { outcome: 'passthrough', reason: servers.some((s) => s.view === null) ? 'not_synced' : 'view_incomplete', candidates: NO_CANDIDATES };
-  }
-  // Some apiservers are known NOT to serve it: never balance onto them (their 404 would be false).
-  const candidates = [...known, ...unverified];
-  if (unverifiedReady.length > 0) return { outcome: 'routed', reason: 'unverified_candidate', upstream: pick(unverifiedReady), candidates };
-  return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
+  return decideByPath(req.info, snap, opts);
 }

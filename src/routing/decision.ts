@@ -1,6 +1,16 @@
 // The routing decision: a discriminated union whose `reason` is the same literal in the span,
 // the metric label and the log line.
-import type { PeerDiscoveryDocument } from '../discovery/peer-discovery.js';
+import type { PeerDiscoveryDocument } from '../discovery/types.js';
+
+/** What a decision may read besides the request and the snapshot: all of it injected. */
+export interface DecideOptions {
+  /** Epoch ms. */
+  readonly now: number;
+  /** A view whose last successful fetch is older than this is not fresh. */
+  readonly staleAfterMs: number;
+  /** Uniform in [0, 1). */
+  readonly rng: () => number;
+}
 
 /** Outcomes are part of skewgate's external contract (span attribute skewgate.outcome). */
 export type Outcome = Decision['outcome'];

@@ -1,9 +1,8 @@
-// GET /apis for the peer-aggregated document: answered at the edge from the cached merge, or
-// passed to the balanced pool when skewgate cannot vouch for a complete union. Pure.
+// GET /apis for the peer-aggregated document: answered at the edge from the merge the snapshot
+// carries, or passed to the balanced pool when skewgate cannot vouch for a complete union. Pure.
 import type { RequestInfo } from '../k8s/request-info.js';
-import type { PeerDiscoveryResult } from '../discovery/peer-discovery.js';
 import type { Snapshot } from '../discovery/types.js';
-import { isFresh } from './decide.js';
+import { isFresh } from './freshness.js';
 import type { DiscoveryDecision, PassthroughDecision } from './decision.js';
 import { negotiateApis } from './discovery-accept.js';
 
@@ -44,23 +43,19 @@ export interface PeerDiscoveryRouteOptions {
 }
 
 /**
- * The answer to a request for which wantsPeerAggregatedApis() holds, given the cache's result for
- * this snapshot. Served only when every ready apiserver's view is fresh (checked here because it
+ * The answer to a request for which wantsPeerAggregatedApis() holds, from the merge this
+ * snapshot carries. Served only when every ready apiserver's view is fresh (checked here because it
  * moves with the clock), and only to a request that carries credentials (a bearer token or a
  * client certificate skewgate has verified): kube-apiserver answers /apis to authenticated users
  * only, and skewgate cannot check a token, so a request with none goes to an apiserver, which
  * answers 401 or 403 (or serves it, if it allows anonymous).
  */
-export function decidePeerDiscovery(
-  snap: Snapshot,
-  result: PeerDiscoveryResult,
-  hasCredentials: boolean,
-  opts: PeerDiscoveryRouteOptions,
-): DiscoveryDecision | PassthroughDecision {
+export function decidePeerDiscovery(snap: Snapshot, hasCredentials: boolean, opts: PeerDiscoveryRouteOptions): DiscoveryDecision | PassthroughDecision {
+  const result = snap.peerDiscovery;
   if (!hasCredentials) return { outcome: 'passthrough', reason: 'no_credentials', candidates: NONE };
   if (!result.ok) return { outcome: 'passthrough', reason: result.reason, candidates: NONE };
   const doc = result.document;
-  // The cache keyed the document on readiness: the ready servers here are the merged ones.
+  // The merge was keyed on readiness: the ready servers here are the merged ones.
   for (const s of snap.servers) {
     if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs)) return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
   }

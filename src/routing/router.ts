@@ -6,8 +6,9 @@ import type { RequestInfo } from '../k8s/request-info.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { Decision } from './decision.js';
 import { decide } from './decide.js';
-import { PeerDiscoveryCache } from '../discovery/peer-discovery.js';
-import { decidePeerDiscovery, wantsPeerAggregatedApis } from './discovery-route.js';
+import { oldestViewAgeMs } from './freshness.js';
+
+export { oldestViewAgeMs } from './freshness.js';
 
 export interface RoutingResult {
   readonly info: RequestInfo;
@@ -30,8 +31,34 @@ export interface RequestRouter {
 /** Where the router reads the current snapshot from; the discovery service implements it. */
 export interface SnapshotSource {
   current(): Snapshot;
-  /** When offered, the peer-aggregated /apis is merged as each snapshot is published, not on a request. */
-  onChange?(listener: (snapshot: Snapshot) => void): () => void;
+}
+
+/**
+ * The identity behind Envoy's x-forwarded-client-cert at a time (ms): the current CA bundle's
+ * verifier (it changes when the bundle is rotated).
+ */
+export type ClientIdentityOf = (xfcc: string | undefined, now: number) => IdentityResult;
+
+/** Everything a routing decision reads besides the request and the snapshot. */
+export interface RouteContext {
+  readonly now: number;
+  readonly staleAfterMs: number;
+  readonly rng: () => number;
+  readonly clientIdentity: ClientIdentityOf;
+}
+
+/** Without a client CA, a certificate is never stated. */
+export const NO_CLIENT_CA: ClientIdentityOf = (xfcc) =>
+  xfcc === undefined || xfcc === ''
+    ? { kind: 'none' }
+    : { kind: 'unstated', problem: 'skewgate has no client CA (envoy.tls.clientCaFile) to verify the client certificate against' };
+
+/** classify → state the identity → decide, over one snapshot. Pure; what `explain` runs too. */
+export function routeRequest(method: string, path: string, headers: ReadonlyMap<string, string>, snap: Snapshot, ctx: RouteContext): RoutingResult {
+  const info = classifyRequest(method, path);
+  const identity = ctx.clientIdentity(headers.get(CLIENT_CERT_HEADER), ctx.now);
+  const decision = decide({ info, headers, identity }, snap, ctx);
+  return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, ctx.now), identity };
 }
 
 export interface RouterOptions {
@@ -39,56 +66,20 @@ export interface RouterOptions {
   readonly retryAfterSeconds: number;
   readonly now?: () => number;
   readonly rng?: () => number;
-  /** Identity-lease name of an apiserver (orders the /apis merge); default: derived from the name as a hostname. */
-  readonly identityOf?: (name: string) => string;
-  /**
-   * The identity behind Envoy's x-forwarded-client-cert at a time (ms); the current CA bundle's
-   * verifier (it changes when the bundle is rotated). Without it, a certificate is never stated.
-   */
-  readonly clientIdentity?: (xfcc: string | undefined, now: number) => IdentityResult;
+  /** Without it, a certificate is never stated (NO_CLIENT_CA). */
+  readonly clientIdentity?: ClientIdentityOf;
 }
 
-const NO_CLIENT_CA = (xfcc: string | undefined): IdentityResult =>
-  xfcc === undefined || xfcc === ''
-    ? { kind: 'none' }
-    : { kind: 'unstated', problem: 'skewgate has no client CA (envoy.tls.clientCaFile) to verify the client certificate against' };
-
-/** Age of the oldest view in the snapshot, or null if some server has none yet. */
-export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
-  let oldest = now;
-  for (const s of snap.servers) {
-    if (s.view === null || s.lastSuccessAt === null) return null;
-    if (s.lastSuccessAt < oldest) oldest = s.lastSuccessAt;
-  }
-  return now - oldest;
-}
-
-/** classify → decide over whatever snapshot is current when the request arrives. */
+/** routeRequest over whatever snapshot is current when the request arrives, at the clock's time. */
 export function createRouter(source: SnapshotSource, opts: RouterOptions): RequestRouter {
   const now = opts.now ?? Date.now;
   const rng = opts.rng ?? Math.random;
   const clientIdentity = opts.clientIdentity ?? NO_CLIENT_CA;
-  const peerDiscovery = new PeerDiscoveryCache(opts.identityOf ? { identityOf: opts.identityOf } : {});
-  source.onChange?.((snap) => void peerDiscovery.forSnapshot(snap));
   return {
     retryAfterSeconds: opts.retryAfterSeconds,
     route(method, path, headers) {
       // One snapshot per decision, read once: a swap mid-decision cannot mix two views.
-      const snap = source.current();
-      const t = now();
-      const info = classifyRequest(method, path);
-      const identity = clientIdentity(headers.get(CLIENT_CERT_HEADER), t);
-      let decision: Decision;
-      if (identity.kind === 'unstated') {
-        // Never on to an apiserver without the identity: it would be anonymous, or worse.
-        decision = { outcome: 'rejected', reason: 'client_identity_unstated', problem: identity.problem, candidates: [] };
-      } else if (wantsPeerAggregatedApis(info, headers)) {
-        const credentials = identity.kind === 'stated' || (headers.get('authorization') ?? '') !== '';
-        decision = decidePeerDiscovery(snap, peerDiscovery.forSnapshot(snap), credentials, { now: t, staleAfterMs: opts.staleAfterMs, ifNoneMatch: headers.get('if-none-match') });
-      } else {
-        decision = decide(info, snap, { now: t, staleAfterMs: opts.staleAfterMs, rng });
-      }
-      return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, t), identity };
+      return routeRequest(method, path, headers, source.current(), { now: now(), staleAfterMs: opts.staleAfterMs, rng, clientIdentity });
     },
   };
 }

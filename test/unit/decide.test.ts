@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decide, type DecideOptions } from '../../src/routing/decide.js';
+import { decide, type DecideOptions, type RoutingRequest } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
 import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView, type Snapshot } from '../../src/discovery/types.js';
@@ -42,7 +42,13 @@ function snapshot(servers: ServerState[]): Snapshot {
       groupVersions.get(gv)?.add(s.name);
     }
   }
-  return { generation: 1, servers, resources, groupVersions };
+  // The merged /apis is not under test here (peer-discovery-route.test.ts): a refused one.
+  return { generation: 1, servers, resources, groupVersions, peerDiscovery: { ok: false, reason: 'not_synced', detail: 'not under test' } };
+}
+
+/** A request by its path alone: no headers, no client certificate. */
+function ask(info: RequestInfo): RoutingRequest {
+  return { info, headers: new Map(), identity: { kind: 'none' } };
 }
 
 function req(over: Partial<ResourceRequest>): ResourceRequest {
@@ -109,14 +115,14 @@ const rows: Row[] = [
 
 for (const row of rows) {
   t.test(row.name, async (t) => {
-    const d = decide(row.info, snapshot(row.servers), opts(row.opts));
+    const d = decide(ask(row.info), snapshot(row.servers), opts(row.opts));
     t.match(d, row.want);
     if (row.want.candidates) t.same(d.candidates, row.want.candidates);
   });
 }
 
 t.test('rng edge 1.0 - ε never indexes past the end', async (t) => {
-  const d = decide(req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), snapshot([server('a', NEW), server('b', NEW), server('c', OLD)]), opts({ rng: () => 0.9999999999 }));
+  const d = decide(ask(req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' })), snapshot([server('a', NEW), server('b', NEW), server('c', OLD)]), opts({ rng: () => 0.9999999999 }));
   t.equal(d.outcome, 'routed');
   t.equal(d.outcome === 'routed' && d.upstream, 'b');
 });
@@ -124,8 +130,45 @@ t.test('rng edge 1.0 - ε never indexes past the end', async (t) => {
 t.test('decide is pure: same inputs, same answer, snapshot untouched', async (t) => {
   const snap = snapshot(mixed());
   const before = JSON.stringify([...snap.resources.keys()]);
-  const a = decide(req({ resource: 'widgets' }), snap, opts());
-  const b = decide(req({ resource: 'widgets' }), snap, opts());
+  const a = decide(ask(req({ resource: 'widgets' })), snap, opts());
+  const b = decide(ask(req({ resource: 'widgets' })), snap, opts());
   t.same(a, b);
   t.equal(JSON.stringify([...snap.resources.keys()]), before);
+});
+
+// ---- the rungs above the path: identity, then the merged /apis ---------------------------------
+
+const MERGED = { servers: ['a', 'b'], body: Buffer.from('{}\n'), etag: 'AB', quotedEtag: '"AB"', groups: 1 };
+function withMerged(servers: ServerState[]): Snapshot {
+  return { ...snapshot(servers), peerDiscovery: { ok: true, document: MERGED } };
+}
+const AGGREGATED = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
+const apisInfo: RequestInfo = { kind: 'non-resource', method: 'GET', path: '/apis', verb: 'get' };
+
+t.test('the ladder: an unstated client identity is refused before any other rung', async (t) => {
+  const unstated = { kind: 'unstated', problem: 'no CN' } as const;
+  const snap = withMerged([server('a', OLD), server('b', NEW)]);
+  const cases: [string, RequestInfo, Record<string, string>][] = [
+    ['a malformed path', { kind: 'invalid', method: 'GET', path: '/%zz', problem: 'bad escape' }, {}],
+    ['the merged /apis, with a token beside it', apisInfo, { accept: AGGREGATED, authorization: 'Bearer x' }],
+    ['a resource served by all', req({}), {}],
+    ['a resource nobody serves', req({ group: 'nothing.example', resource: 'widgets' }), {}],
+  ];
+  for (const [what, info, headers] of cases) {
+    t.match(decide({ info, headers: new Map(Object.entries(headers)), identity: unstated }, snap, opts()), { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'no CN', candidates: [] }, what);
+  }
+});
+
+t.test('the ladder: GET /apis with the aggregated Accept is the merged document, other requests go by path', async (t) => {
+  const snap = withMerged([server('a', OLD), server('b', NEW)]);
+  const token = { authorization: 'Bearer x' };
+  const d = decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } }, snap, opts());
+  t.match(d, { outcome: 'discovery', reason: 'merged_apis', candidates: ['a', 'b'] });
+  t.equal(d.outcome === 'discovery' && d.document, MERGED, 'the document the snapshot carries, not one built here');
+  t.match(decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, 'if-none-match': '"AB"', ...token })), identity: { kind: 'none' } }, snap, opts()), { reason: 'merged_apis_not_modified' });
+  const stated = { kind: 'stated', identity: { user: 'jane', uid: null, groups: [], extra: [], fingerprint: 'ab' } } as const;
+  t.match(decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: stated }, snap, opts()), { outcome: 'discovery' }, 'a stated certificate is a credential');
+  t.match(decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: { kind: 'none' } }, snap, opts()), { outcome: 'passthrough', reason: 'no_credentials' });
+  t.match(decide({ info: apisInfo, headers: new Map(Object.entries(token)), identity: { kind: 'none' } }, snap, opts()), { outcome: 'passthrough', reason: 'non_resource' }, 'no aggregated Accept: by path');
+  t.match(decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } }, snapshot([server('a', OLD), server('b', NEW)]), opts()), { outcome: 'passthrough', reason: 'not_synced' }, 'a refused merge passes through with its reason');
 });

@@ -1,9 +1,9 @@
 // GET /apis at the edge: Accept negotiation, which servers are merged and when the union is
-// refused, the per-snapshot cache, the router's decisions and the ImmediateResponse.
+// refused, the merge each snapshot carries, the router's decisions and the ImmediateResponse.
 import t from 'tap';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
 import { legacyView, parseAggregatedDiscovery } from '../../src/discovery/parse.js';
-import { PeerDiscoveryCache, peerDiscoveryParticipants } from '../../src/discovery/peer-discovery.js';
+import { peerDiscoveryParticipants } from '../../src/discovery/peer-discovery.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
 import { computeEtag, mergePeerDiscovery } from '../../src/discovery/merge.js';
@@ -97,69 +97,64 @@ t.test('who is merged, and when the union is refused', async (t) => {
   t.match(peerDiscoveryParticipants([state('a', OLD, { ready: false })]), { ok: false, reason: 'view_incomplete', detail: /no apiserver is ready/ });
 });
 
-t.test('the cache merges once per change of views or readiness', async (t) => {
-  const cache = new PeerDiscoveryCache();
-  const s1 = snapOf(state('a', OLD), state('b', NEW));
-  const r1 = cache.forSnapshot(s1);
+t.test('snapshots carry the merge, built once per change of views or readiness', async (t) => {
+  let merges = 0;
+  // identityOf is called only while merging: it counts the merges.
+  const counting = { identityOf: (n: string) => { merges++; return `apiserver-${n}`; } };
+  const s1 = buildSnapshot([state('a', OLD), state('b', NEW)], 1, undefined, counting);
+  const r1 = s1.peerDiscovery;
   t.ok(r1.ok);
   if (!r1.ok) return;
-  t.equal(cache.rebuilds, 1);
+  t.ok(merges > 0, 'merged when the snapshot was built');
+  const afterFirst = merges;
   t.equal(r1.document.groups, 3);
   t.equal(r1.document.etag, computeEtag(mergePeerDiscovery([{ serverId: 'apiserver-x', document: OLD.apisDocument }, { serverId: 'apiserver-y', document: NEW.apisDocument }])), 'the ETag of the merged items');
   t.equal(r1.document.quotedEtag, `"${r1.document.etag}"`);
-  t.equal(cache.forSnapshot(s1), r1, 'same snapshot: the same result object');
-  const s2 = buildSnapshot([state('a', OLD, { lastSuccessAt: NOW }), state('b', NEW, { lastSuccessAt: NOW })], 2, s1);
-  t.equal(cache.forSnapshot(s2), r1, 'a new poll with the same views: no rebuild');
-  t.equal(cache.rebuilds, 1);
-  const r3 = cache.forSnapshot(buildSnapshot([state('a', OLD), state('b', NEW, { ready: false })], 3, s2));
-  t.equal(cache.rebuilds, 2, 'readiness changed: rebuilt');
+  const s2 = buildSnapshot([state('a', OLD, { lastSuccessAt: NOW }), state('b', NEW, { lastSuccessAt: NOW })], 2, s1, counting);
+  t.equal(s2.peerDiscovery, r1, 'a new poll with the same views: the same result object, no rebuild');
+  t.equal(merges, afterFirst);
+  const s3 = buildSnapshot([state('a', OLD), state('b', NEW, { ready: false })], 3, s2, counting);
+  const r3 = s3.peerDiscovery;
+  t.ok(merges > afterFirst, 'readiness changed: rebuilt');
   t.ok(r3.ok && r3.document.groups === 2 && r3.document.servers.length === 1, 'without the unready server');
-  const r4 = cache.forSnapshot(snapOf(state('a', NEW), state('b', NEW)));
-  t.equal(cache.rebuilds, 3, 'a view changed: rebuilt');
-  t.ok(r4.ok && r4.document.groups === 3);
-  t.match(cache.forSnapshot(snapOf(state('a', OLD), state('b', LEGACY))), { ok: false, reason: 'view_incomplete' });
-  t.equal(cache.rebuilds, 3, 'a refused union merges nothing');
+  const afterThird = merges;
+  const s4 = buildSnapshot([state('a', NEW), state('b', NEW)], 4, s3, counting);
+  t.ok(merges > afterThird, 'a view changed: rebuilt');
+  t.ok(s4.peerDiscovery.ok && s4.peerDiscovery.document.groups === 3);
+  const afterFourth = merges;
+  t.match(buildSnapshot([state('a', OLD), state('b', LEGACY)], 5, s4, counting).peerDiscovery, { ok: false, reason: 'view_incomplete' });
+  t.equal(merges, afterFourth, 'a refused union merges nothing');
 });
 
 t.test('servers are merged in identity order (kube-apiserver sorts by identity-lease name)', async (t) => {
   const identities: Record<string, string> = { a: 'apiserver-z', b: 'apiserver-a' };
-  const cache = new PeerDiscoveryCache({ identityOf: (n) => identities[n] as string });
-  const r = cache.forSnapshot(snapOf(state('a', OLD), state('b', NEW)));
+  const r = buildSnapshot([state('a', OLD), state('b', NEW)], 1, undefined, { identityOf: (n) => identities[n] as string }).peerDiscovery;
   t.same(r.ok && r.document.servers, ['b', 'a']);
 });
 
 t.test('decidePeerDiscovery', async (t) => {
-  const cache = new PeerDiscoveryCache();
   const snap = snapOf(state('a', OLD), state('b', NEW), state('c', OLD, { ready: false, consecutiveFailures: 2 }));
-  const result = cache.forSnapshot(snap);
-  const d = decidePeerDiscovery(snap, result, true, opts) as DiscoveryDecision;
+  const d = decidePeerDiscovery(snap, true, opts) as DiscoveryDecision;
   t.match(d, { outcome: 'discovery', reason: 'merged_apis' });
   t.same(d.candidates, ['a', 'b'], 'the merged servers, an unready one left out');
   const etag = d.document.quotedEtag;
-  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: etag }), { outcome: 'discovery', reason: 'merged_apis_not_modified' });
-  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: `W/${etag}` }), { reason: 'merged_apis' }, 'a weak or different tag is no match');
-  t.match(decidePeerDiscovery(snap, result, true, { ...opts, ifNoneMatch: `${etag}, "x"` }), { reason: 'merged_apis' }, 'compared verbatim, as kube-apiserver does');
-  t.match(decidePeerDiscovery(snap, result, false, opts), { outcome: 'passthrough', reason: 'no_credentials' });
+  t.match(decidePeerDiscovery(snap, true, { ...opts, ifNoneMatch: etag }), { outcome: 'discovery', reason: 'merged_apis_not_modified' });
+  t.match(decidePeerDiscovery(snap, true, { ...opts, ifNoneMatch: `W/${etag}` }), { reason: 'merged_apis' }, 'a weak or different tag is no match');
+  t.match(decidePeerDiscovery(snap, true, { ...opts, ifNoneMatch: `${etag}, "x"` }), { reason: 'merged_apis' }, 'compared verbatim, as kube-apiserver does');
+  t.match(decidePeerDiscovery(snap, false, opts), { outcome: 'passthrough', reason: 'no_credentials' });
   const stale = snapOf(state('a', OLD, { lastSuccessAt: NOW - 10_000 }), state('b', NEW));
-  t.match(decidePeerDiscovery(stale, cache.forSnapshot(stale), true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server with a stale view');
+  t.match(decidePeerDiscovery(stale, true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server with a stale view');
   const failing = snapOf(state('a', OLD, { consecutiveFailures: 1 }), state('b', NEW));
-  t.match(decidePeerDiscovery(failing, cache.forSnapshot(failing), true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server whose last fetch failed');
+  t.match(decidePeerDiscovery(failing, true, opts), { outcome: 'passthrough', reason: 'view_incomplete' }, 'a ready server whose last fetch failed');
   const unsynced = snapOf(state('a', OLD), state('b', null));
-  t.match(decidePeerDiscovery(unsynced, cache.forSnapshot(unsynced), true, opts), { outcome: 'passthrough', reason: 'not_synced' });
+  t.match(decidePeerDiscovery(unsynced, true, opts), { outcome: 'passthrough', reason: 'not_synced' });
 });
 
 t.test('the router: only GET /apis with the aggregated v2 JSON Accept (no nopeer) is answered', async (t) => {
-  let listener: ((s: Snapshot) => void) | undefined;
   let identityCalls = 0;
-  let current = snapOf(state('a', OLD), state('b', NEW));
-  const router = createRouter(
-    { current: () => current, onChange: (l) => { listener = l; return () => undefined; } },
-    { staleAfterMs: 3000, retryAfterSeconds: 1, now: () => NOW, identityOf: (n) => { identityCalls++; return `apiserver-${n}`; } },
-  );
-  t.ok(listener, 'the router subscribes to snapshot changes');
-  current = snapOf(state('a', OLD), state('b', NEW));
-  listener?.(current);
-  t.ok(identityCalls > 0, 'the merge ran when the snapshot was published, before any request');
+  const current = buildSnapshot([state('a', OLD), state('b', NEW)], 1, undefined, { identityOf: (n) => { identityCalls++; return `apiserver-${n}`; } });
+  const router = createRouter({ current: () => current }, { staleAfterMs: 3000, retryAfterSeconds: 1, now: () => NOW });
+  t.ok(identityCalls > 0, 'the merge ran when the snapshot was built, before any request');
   const calls = identityCalls;
   const route = (method: string, path: string, headers: Record<string, string>): string => {
     const d = router.route(method, path, new Map(Object.entries({ authorization: 'Bearer x', ...headers }))).decision;
@@ -203,9 +198,8 @@ t.test('the router and client certificates: a stated one counts as a credential,
 });
 
 t.test('the ImmediateResponse', async (t) => {
-  const cache = new PeerDiscoveryCache();
   const snap = snapOf(state('a', OLD), state('b', NEW));
-  const d = decidePeerDiscovery(snap, cache.forSnapshot(snap), true, opts) as DiscoveryDecision;
+  const d = decidePeerDiscovery(snap, true, opts) as DiscoveryDecision;
   const info = { kind: 'non-resource' as const, method: 'GET', path: '/apis', verb: 'get' };
   const headersOf = (r: ReturnType<typeof responseFor>): Record<string, string> => {
     const im = 'immediate_response' in r ? r.immediate_response : undefined;

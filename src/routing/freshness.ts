@@ -1,0 +1,30 @@
+// What a server's state can prove at a moment: the judgements every rung of the ladder, explain
+// and the view-age attribute share. Pure: the clock is passed in.
+import type { ServerState, Snapshot } from '../discovery/types.js';
+
+/**
+ * A view can prove absence only if it is complete and current: fetched without a failure since,
+ * and recently. A server that failed even once may have been restarted as a newer version.
+ */
+export function isFresh(s: ServerState, now: number, staleAfterMs: number): boolean {
+  return s.view !== null && s.consecutiveFailures === 0 && s.lastSuccessAt !== null && now - s.lastSuccessAt <= staleAfterMs;
+}
+
+/**
+ * Healthy is the apiserver's own word: /readyz answered 200 at the last probe. A failing discovery
+ * fetch alone (a malformed document, say) makes a view untrustworthy for 404s, not the server
+ * unable to serve; an unreachable server fails its /readyz probe as well.
+ */
+export function isHealthy(s: ServerState): boolean {
+  return s.ready === true;
+}
+
+/** Age of the oldest view in the snapshot, or null if some server has none yet. */
+export function oldestViewAgeMs(snap: Snapshot, now: number): number | null {
+  let oldest = now;
+  for (const s of snap.servers) {
+    if (s.view === null || s.lastSuccessAt === null) return null;
+    if (s.lastSuccessAt < oldest) oldest = s.lastSuccessAt;
+  }
+  return now - oldest;
+}
