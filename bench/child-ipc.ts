@@ -67,8 +67,9 @@ export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutM
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: opts.execArgv ?? [],
   });
-  let ready: Ready | undefined;
-  const entry = { child, alsoKill: (): readonly number[] => (ready !== undefined && opts.alsoKill ? opts.alsoKill(ready) : []) };
+  // Set once the child says hello; alsoKill may run before that (a child killed while starting).
+  const started: { ready?: Ready } = {};
+  const entry = { child, alsoKill: (): readonly number[] => (started.ready !== undefined && opts.alsoKill ? opts.alsoKill(started.ready) : []) };
   live.add(entry);
   child.once('exit', () => live.delete(entry));
 
@@ -78,7 +79,9 @@ export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutM
     if ('id' in m) {
       const p = pending.get(m.id);
       pending.delete(m.id);
-      if (p) (m.ok ? p.resolve(m.result) : p.reject(new Error(m.error)));
+      if (p === undefined) return;
+      if (m.ok) p.resolve(m.result);
+      else p.reject(new Error(m.error));
     }
   });
   child.once('exit', (code, signal) => {
@@ -86,7 +89,7 @@ export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutM
     pending.clear();
   });
 
-  ready = await new Promise<Ready>((resolve, reject) => {
+  const ready = await new Promise<Ready>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`bench child ${moduleFile} not ready within ${opts.readyTimeoutMs} ms`)), opts.readyTimeoutMs);
     const onMessage = (m: Reply | Hello): void => {
       if ('id' in m) return;
@@ -104,6 +107,7 @@ export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutM
     await exitOrKill(child, 0, () => []);
     throw err;
   });
+  started.ready = ready;
 
   let stopping: Promise<void> | undefined;
   return {

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, DISCOVERY_ACCEPT } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
+import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
 // dist/test/integration → repo root/.cache, shared with other tests (createPki locks and reuses).
 const pki = await createPki(fileURLToPath(new URL('../../../.cache/fake-pki', import.meta.url)));
@@ -41,12 +42,20 @@ function call(base: string, path: string, o: CallOptions = {}): Promise<Reply> {
   });
 }
 
-// Tests probe parsed documents freely (t.match checks their shape), hence `any` here.
-const j = (r: Reply): any => JSON.parse(r.body);
+// Parsed documents are walked with the helpers of test/helpers/json.ts: a wrong path fails with what was there.
+const j = (r: Reply): Obj => obj(JSON.parse(r.body), r.body.slice(0, 80));
+/** The item of a list whose `key` (a dotted path) is `value`. */
+const find = (list: unknown, key: string, value: string): Obj => {
+  const hit = objs(list).find((x) => opt(x, key) === value);
+  if (hit === undefined) throw new Error(`no item with ${key}=${value}`);
+  return hit;
+};
+const names = (list: unknown, key: string): string[] => objs(list).map((x) => str(at(x, key), key));
+const groups = (d: Obj): string[] => names(d.items, 'metadata.name');
 
 /** A watch stream: collects events, resolves waits, reports when the server ends it. */
-function watch(base: string, path: string): { events: any[]; waitFor: (n: number) => Promise<any[]>; ended: Promise<void>; stop: () => void } {
-  const events: any[] = [];
+function watch(base: string, path: string): { events: Obj[]; waitFor: (n: number) => Promise<Obj[]>; ended: Promise<void>; stop: () => void } {
+  const events: Obj[] = [];
   const waiters: (() => void)[] = [];
   let buf = '';
   let endedResolve = (): void => undefined;
@@ -56,7 +65,7 @@ function watch(base: string, path: string): { events: any[]; waitFor: (n: number
     res.on('data', (c: string) => {
       buf += c;
       for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        events.push(JSON.parse(buf.slice(0, i)));
+        events.push(obj(JSON.parse(buf.slice(0, i)), 'watch event'));
         buf = buf.slice(i + 1);
       }
       for (const w of waiters.splice(0)) w();
@@ -65,7 +74,7 @@ function watch(base: string, path: string): { events: any[]; waitFor: (n: number
   });
   req.on('error', endedResolve);
   req.end();
-  const waitFor = async (n: number): Promise<any[]> => {
+  const waitFor = async (n: number): Promise<Obj[]> => {
     const deadline = Date.now() + 5000;
     while (events.length < n) {
       if (Date.now() > deadline) throw new Error(`only ${events.length} of ${n} watch events`);
@@ -109,29 +118,27 @@ t.test('aggregated discovery shows the skew between the two servers', async (t) 
   const nd = j(n);
   t.equal(nd.kind, 'APIGroupDiscoveryList');
   t.equal(nd.apiVersion, 'apidiscovery.k8s.io/v2');
-  const names = (d: any): string[] => d.items.map((g: any) => g.metadata.name);
-  t.same(names(od), names(nd), 'same groups, in a deterministic order');
-  t.equal(names(nd)[0], 'apiregistration.k8s.io');
-  t.equal(names(nd)[1], 'apps');
-  const versions = (d: any, g: string): string[] => d.items.find((x: any) => x.metadata.name === g).versions.map((v: any) => v.version);
+  t.same(groups(od), groups(nd), 'same groups, in a deterministic order');
+  t.equal(groups(nd)[0], 'apiregistration.k8s.io');
+  t.equal(groups(nd)[1], 'apps');
+  const versions = (d: Obj, g: string): string[] => names(find(d.items, 'metadata.name', g).versions, 'version');
   t.same(versions(od, 'resource.k8s.io'), ['v1']);
   t.same(versions(nd, 'resource.k8s.io'), ['v1', 'v1beta2'], 'GA first, then beta');
-  const resources = (d: any, g: string): string[] =>
-    d.items.find((x: any) => x.metadata.name === g).versions[0].resources.map((r: any) => r.resource);
+  const resources = (d: Obj, g: string): string[] => names(at(find(d.items, 'metadata.name', g), 'versions.0.resources'), 'resource');
   t.notOk(resources(od, 'admissionregistration.k8s.io').includes('mutatingadmissionpolicies'));
   t.ok(resources(nd, 'admissionregistration.k8s.io').includes('mutatingadmissionpolicies'));
-  const deployments = nd.items[1].versions[0].resources.find((r: any) => r.resource === 'deployments');
+  const deployments = find(at(nd, 'items.1.versions.0.resources'), 'resource', 'deployments');
   t.match(deployments, {
     responseKind: { kind: 'Deployment' }, scope: 'Namespaced', singularResource: 'deployment', shortNames: ['deploy'],
     subresources: [{ subresource: 'status', verbs: ['get', 'patch', 'update'] }, { subresource: 'scale', responseKind: { group: 'autoscaling', kind: 'Scale' } }],
   });
-  t.equal(nd.items[0].versions[0].freshness, 'Current');
+  t.equal(at(nd, 'items.0.versions.0.freshness'), 'Current');
 
   const core = j(await call(newServer.url, '/api', { headers: { accept: DISCOVERY_ACCEPT } }));
-  t.equal(core.items.length, 1);
-  t.same(core.items[0].metadata, {}, 'the core group has no name');
-  const pods = core.items[0].versions[0].resources.find((r: any) => r.resource === 'pods');
-  t.ok(pods.subresources.some((s: any) => s.subresource === 'status'));
+  t.equal(arr(core.items).length, 1);
+  t.same(at(core, 'items.0.metadata'), {}, 'the core group has no name');
+  const pods = find(at(core, 'items.0.versions.0.resources'), 'resource', 'pods');
+  t.ok(names(pods.subresources, 'subresource').includes('status'));
 
   const plain = await call(newServer.url, '/apis', { headers: { accept: MEDIA_AGGREGATED_V2 } });
   t.equal(plain.body, n.body, 'without profile=nopeer the same (own) document');
@@ -152,16 +159,16 @@ t.test('legacy discovery documents', async (t) => {
   const apis = await call(legacyServer.url, '/apis', { headers: { accept: DISCOVERY_ACCEPT } });
   t.equal(apis.headers['content-type'], 'application/json', 'an old server ignores the aggregated Accept');
   t.equal(j(apis).kind, 'APIGroupList');
-  t.same(j(apis).groups.find((g: any) => g.name === 'apps'),
+  t.same(find(j(apis).groups, 'name', 'apps'),
     { name: 'apps', versions: [{ groupVersion: 'apps/v1', version: 'v1' }], preferredVersion: { groupVersion: 'apps/v1', version: 'v1' } });
   t.match(j(await call(legacyServer.url, '/api')), { kind: 'APIVersions', versions: ['v1'] });
   const v1 = j(await call(legacyServer.url, '/api/v1'));
   t.equal(v1.kind, 'APIResourceList');
   t.equal(v1.groupVersion, 'v1');
-  t.match(v1.resources.find((r: any) => r.name === 'pods/status'), { kind: 'Pod', namespaced: true, verbs: ['get', 'patch', 'update'] });
+  t.match(find(v1.resources, 'name', 'pods/status'), { kind: 'Pod', namespaced: true, verbs: ['get', 'patch', 'update'] });
   t.match(j(await call(legacyServer.url, '/apis/apps')), { kind: 'APIGroup', name: 'apps' });
   t.match(j(await call(legacyServer.url, '/apis/apps/v1')), { groupVersion: 'apps/v1' });
-  const scale = j(await call(legacyServer.url, '/apis/apps/v1')).resources.find((r: any) => r.name === 'deployments/scale');
+  const scale = find(j(await call(legacyServer.url, '/apis/apps/v1')).resources, 'name', 'deployments/scale');
   t.match(scale, { group: 'autoscaling', version: 'v1', kind: 'Scale' });
   // An aggregated-capable server answers a plain JSON Accept with the legacy documents.
   t.equal(j(await call(newServer.url, '/apis', { headers: { accept: 'application/json' } })).kind, 'APIGroupList');
@@ -179,7 +186,7 @@ t.test('authentication', async (t) => {
   t.equal((await call(oldServer.url, '/api/v1/namespaces', { auth: 'none', headers: { authorization: 'Bearer wrong' } })).status, 401);
   const cert = await call(oldServer.url, '/api/v1/namespaces', { auth: 'cert' });
   t.equal(cert.status, 200, 'client certificate signed by the cluster CA');
-  t.ok(j(cert).items.some((n: any) => n.metadata.name === 'default'));
+  t.ok(names(j(cert).items, 'metadata.name').includes('default'));
   t.equal((await call(oldServer.url, '/healthz', { auth: 'none' })).body, 'ok');
   t.match(j(await call(newServer.url, '/version', { auth: 'none' })), { major: '1', minor: '36', gitVersion: 'v1.36.0' });
 });
@@ -208,7 +215,7 @@ t.test('CRUD, conflicts and bad input', async (t) => {
   t.equal(created.status, 201);
   const cm = j(created);
   t.match(cm, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm1', namespace: 'default' } });
-  t.match(cm.metadata.resourceVersion, /^\d+$/);
+  t.match(at(cm, 'metadata.resourceVersion'), /^\d+$/);
   t.match(j(await call(newServer.url, `${base}/cm1`)), { data: { a: '1' } }, 'the other server sees the same store');
   const again = await call(newServer.url, base, { method: 'POST', body: { metadata: { name: 'cm1' } } });
   t.equal(again.status, 409);
@@ -216,7 +223,7 @@ t.test('CRUD, conflicts and bad input', async (t) => {
 
   const updated = await call(newServer.url, `${base}/cm1`, { method: 'PUT', body: { ...cm, data: { a: '2' } } });
   t.equal(updated.status, 200);
-  t.not(j(updated).metadata.resourceVersion, cm.metadata.resourceVersion);
+  t.not(at(j(updated), 'metadata.resourceVersion'), at(cm, 'metadata.resourceVersion'));
   const stale = await call(oldServer.url, `${base}/cm1`, { method: 'PUT', body: { ...cm, data: { a: '3' } } });
   t.equal(stale.status, 409);
   t.equal(j(stale).reason, 'Conflict');
@@ -231,8 +238,8 @@ t.test('CRUD, conflicts and bad input', async (t) => {
   await call(oldServer.url, base, { method: 'POST', body: { metadata: { name: 'cm2' } } });
   const list = j(await call(oldServer.url, `${base}?labelSelector=app%3Dx`));
   t.equal(list.kind, 'ConfigMapList');
-  t.same(list.items.map((i: any) => i.metadata.name), ['cm1']);
-  t.equal(j(await call(oldServer.url, '/api/v1/configmaps')).items.length, 2, 'list across namespaces');
+  t.same(names(list.items, 'metadata.name'), ['cm1']);
+  t.equal(arr(j(await call(oldServer.url, '/api/v1/configmaps')).items).length, 2, 'list across namespaces');
 
   const bad = await call(oldServer.url, base, { method: 'POST', body: '{"metadata":' });
   t.equal(bad.status, 400);
@@ -244,7 +251,7 @@ t.test('CRUD, conflicts and bad input', async (t) => {
   const gone = await call(oldServer.url, `${base}/cm1`);
   t.equal(gone.status, 404);
   t.match(j(gone), { reason: 'NotFound', details: { name: 'cm1', kind: 'configmaps' } });
-  t.equal(j(await call(oldServer.url, base, { method: 'DELETE' })).items.length, 1, 'deletecollection');
+  t.equal(arr(j(await call(oldServer.url, base, { method: 'DELETE' })).items).length, 1, 'deletecollection');
 });
 
 t.test('status subresource', async (t) => {
@@ -293,7 +300,7 @@ t.test('bad input gets a Status, never a crash', async (t) => {
 t.test('watch delivers events from both servers', async (t) => {
   const base = '/api/v1/namespaces/default/secrets';
   await call(oldServer.url, base, { method: 'POST', body: { metadata: { name: 'before' } } });
-  const rv = j(await call(newServer.url, base)).metadata.resourceVersion;
+  const rv = str(at(j(await call(newServer.url, base)), 'metadata.resourceVersion'));
   const fromNow = watch(newServer.url, `${base}?watch=true&resourceVersion=${rv}`);
   const initial = watch(oldServer.url, `/api/v1/watch/namespaces/default/secrets`);
   t.teardown(() => { fromNow.stop(); initial.stop(); });
@@ -303,9 +310,9 @@ t.test('watch delivers events from both servers', async (t) => {
   await call(newServer.url, `${base}/s1`, { method: 'PUT', body: { ...s, data: { k: 'dg==' } } });
   await call(oldServer.url, `${base}/s1`, { method: 'DELETE' });
   const events = await fromNow.waitFor(3);
-  t.same(events.map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED s1', 'MODIFIED s1', 'DELETED s1']);
-  t.equal(events[0].object.apiVersion, 'v1');
-  t.ok(Number(events[2].object.metadata.resourceVersion) > Number(events[1].object.metadata.resourceVersion));
+  t.same(events.map((e) => `${str(e.type)} ${str(at(e, 'object.metadata.name'))}`), ['ADDED s1', 'MODIFIED s1', 'DELETED s1']);
+  t.equal(at(events, '0.object.apiVersion'), 'v1');
+  t.ok(Number(at(events, '2.object.metadata.resourceVersion')) > Number(at(events, '1.object.metadata.resourceVersion')));
   t.equal((await initial.waitFor(4)).length, 4);
 });
 
@@ -323,12 +330,12 @@ t.test('a CRD is served by every server at once', async (t) => {
   t.equal(invalid.status, 422);
   const created = await call(oldServer.url, crds, { method: 'POST', body: crd });
   t.equal(created.status, 201);
-  t.match(j(created).status.conditions, [{ type: 'NamesAccepted' }, { type: 'Established', status: 'True' }]);
+  t.match(at(j(created), 'status.conditions'), [{ type: 'NamesAccepted' }, { type: 'Established', status: 'True' }]);
   for (const s of [oldServer, newServer]) {
     const d = j(await call(s.url, '/apis', { headers: aggregated }));
-    const g = d.items.find((x: any) => x.metadata.name === 'example.com');
+    const g = find(d.items, 'metadata.name', 'example.com');
     t.match(g, { versions: [{ version: 'v1', resources: [{ resource: 'widgets', scope: 'Namespaced', subresources: [{ subresource: 'status' }] }] }] }, s.name);
-    t.equal(d.items.at(-1).metadata.name, 'example.com', 'CRD groups after the built-ins');
+    t.equal(groups(d).at(-1), 'example.com', 'CRD groups after the built-ins');
   }
   t.match(j(await call(legacyServer.url, '/apis/example.com/v1')), { resources: [{ name: 'widgets', kind: 'Widget' }, { name: 'widgets/status' }] });
   const widgets = '/apis/example.com/v1/namespaces/default/widgets';
@@ -336,7 +343,7 @@ t.test('a CRD is served by every server at once', async (t) => {
   t.match(j(await call(oldServer.url, `${widgets}/w1`)), { apiVersion: 'example.com/v1', kind: 'Widget', spec: { size: 1 } });
   t.equal((await call(newServer.url, `${crds}/widgets.example.com`, { method: 'DELETE' })).status, 200);
   t.equal((await call(oldServer.url, `${widgets}/w1`)).status, 404, 'its objects and API are gone');
-  t.notOk(j(await call(oldServer.url, '/apis', { headers: aggregated })).items.some((x: any) => x.metadata.name === 'example.com'));
+  t.notOk(names(j(await call(oldServer.url, '/apis', { headers: aggregated })).items, 'metadata.name').includes('example.com'));
 });
 
 t.test('close() ends watches; start() listens again on the same port', async (t) => {
@@ -354,7 +361,7 @@ t.test('close() ends watches; start() listens again on the same port', async (t)
   await t.rejects(call(s.url, '/healthz', { auth: 'none' }));
   await s.start();
   t.equal(s.port, port);
-  t.ok(j(await call(s.url, '/api/v1/namespaces')).items.length >= 4, 'the cluster outlives its servers');
+  t.ok(arr(j(await call(s.url, '/api/v1/namespaces')).items).length >= 4, 'the cluster outlives its servers');
   s.removeBuiltin('', 'v1', 'namespaces');
   t.equal((await call(s.url, '/api/v1/namespaces')).status, 404);
   s.addBuiltin({ group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false });

@@ -1,0 +1,89 @@
+// Lint for the whole tree (npm test runs it). Beyond typescript-eslint's recommended rules, two
+// import boundaries the design rests on (docs/design.md, "Parts and their rooms"):
+//   1. the service (src/) never imports the harness (harness/), the tests or the benchmarks;
+//   2. the pure core — classification, discovery's parse/merge/snapshot, the decision ladder,
+//      identity's parsing and verification — imports no I/O: no network, files, processes, logger
+//      or the modules that do those, and reads no clock or randomness of its own.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const NOT_THE_HARNESS = {
+  group: ['**/harness/**', '**/test/**', '**/bench/**'],
+  message: 'src/ is the service: it never imports the harness, the tests or the benchmarks (docs/design.md).',
+};
+
+const PURE = [
+  'src/k8s/**/*.ts',
+  'src/routing/**/*.ts',
+  'src/discovery/parse.ts',
+  'src/discovery/merge.ts',
+  'src/discovery/snapshot.ts',
+  'src/discovery/peer-discovery.ts',
+  'src/discovery/types.ts',
+  'src/discovery/freeze.ts',
+  'src/discovery/relative-order.ts',
+  'src/discovery/apiserver-identity.ts',
+  'src/discovery/aggregated-model.ts',
+  'src/identity/xfcc.ts',
+  'src/identity/x509-subject.ts',
+  'src/identity/client-identity.ts',
+  'src/identity/front-proxy-headers.ts',
+  'src/extproc/responses.ts',
+  'src/extproc/headers.ts',
+];
+
+const IO_MODULES = {
+  group: [
+    'node:fs', 'node:fs/*', 'node:net', 'node:http', 'node:https', 'node:http2', 'node:child_process', 'node:dgram', 'node:dns', 'node:dns/*', 'node:timers', 'node:timers/*',
+    'undici', '@grpc/*', 'pino', '@opentelemetry/*',
+    '**/discovery/client.js', '**/discovery/service.js', '**/discovery/credentials.js', '**/discovery/watch.js',
+    '**/extproc/server.js', '**/extproc/stream.js', '**/extproc/health.js', '**/extproc/proto.js', '**/extproc/observer.js',
+    '**/telemetry/*', '**/cli/*', '**/envoy/process.js', '**/identity/client-ca.js', '**/log.js', '**/app.js',
+  ],
+  message: 'a pure module (docs/design.md): no network, files, processes, logger or telemetry; take what you need as an argument.',
+};
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.cache/**', '.tap/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { ecmaVersion: 2022, sourceType: 'module' },
+    rules: {
+      // `_`-prefixed names are deliberately unused (a required parameter, a discarded tuple slot).
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [NOT_THE_HARNESS] }],
+      // import() too: a lazily loaded command would still put the harness in the service.
+      'no-restricted-syntax': ['error', { selector: 'ImportExpression[source.value=/(^|\\/)(harness|test|bench)\\//]', message: NOT_THE_HARNESS.message }],
+    },
+  },
+  {
+    files: ['src/routing/router.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [NOT_THE_HARNESS, IO_MODULES] }] },
+  },
+  {
+    files: PURE,
+    // The seam: createRouter reads the clock and randomness per request and hands them to the
+    // pure routeRequest (same file); its imports are held to the pure rule all the same.
+    ignores: ['src/routing/router.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [NOT_THE_HARNESS, IO_MODULES] }],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'pure modules take the clock as an argument' },
+        { object: 'Math', property: 'random', message: 'pure modules take randomness as an argument' },
+      ],
+      'no-restricted-globals': ['error', { name: 'setTimeout', message: 'pure modules set no timers' }, { name: 'setInterval', message: 'pure modules set no timers' }, { name: 'process', message: 'pure modules read no environment' }],
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+  },
+);
