@@ -37,29 +37,13 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
  && npm cache clean --force
 
-# ---- pki: the compose demo's one-shot PKI init (`skewgate-lab lab pki`) --------------------
-# Not the service image: it holds the harness. Docker fills a new named volume from the image's
-# directory, owner included, and this is the first container to mount the PKI volume and the
-# ext_proc socket volume: both must be writable by uid 1000, which skewgate and this init run as.
-FROM node:20.19.4-alpine3.22 AS pki
-RUN apk add --no-cache openssl \
- && mkdir -p /pki /run/skewgate \
- && chown node:node /pki /run/skewgate
-WORKDIR /app
-ENV NODE_ENV=production
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build-harness /app/dist ./dist
-COPY package.json ./
-USER node
-ENTRYPOINT ["node", "/app/dist/harness/cli/main.js"]
-CMD ["lab", "pki", "--dir", "/pki"]
-
-# ---- runtime: the service ------------------------------------------------------------------
-FROM node:20.19.4-alpine3.22
-# `skewgate gateway-cert` shells out to the openssl CLI. Not pinned to an apk revision: Alpine
-# keeps only the newest build of a package per branch, so an exact pin breaks the build at the
-# next security fix; the branch (3.22) is pinned through the base tag.
-# The same two folders as the pki stage, in case this image is the first to mount the volumes.
+# ---- runtime-base: what both images run on ----------------------------------------------
+# openssl: `skewgate gateway-cert` and `skewgate-lab lab pki` shell out to the openssl CLI. Not
+# pinned to an apk revision: Alpine keeps only the newest build of a package per branch, so an
+# exact pin breaks the build at the next security fix; the branch (3.22) is pinned through the tag.
+# Docker fills a new named volume from the image's directory, owner included: the PKI volume and
+# the ext_proc socket volume must be writable by uid 1000, which skewgate and the PKI init run as.
+FROM node:20.19.4-alpine3.22 AS runtime-base
 RUN apk add --no-cache openssl \
  && mkdir -p /pki /run/skewgate \
  && chown node:node /pki /run/skewgate
@@ -67,11 +51,22 @@ WORKDIR /app
 ENV NODE_ENV=production
 # Owned by root and read-only for `node`: the process cannot rewrite its own code.
 COPY --from=deps /app/node_modules ./node_modules
+# packageRoot() recognises the install by its name, and telemetry reports its version.
+COPY package.json ./
+
+# ---- pki: the compose demo's one-shot PKI init (`skewgate-lab lab pki`) --------------------
+# Not the service image: it holds the harness (the first container to mount the two volumes).
+FROM runtime-base AS pki
+COPY --from=build-harness /app/dist ./dist
+USER node
+ENTRYPOINT ["node", "/app/dist/harness/cli/main.js"]
+CMD ["lab", "pki", "--dir", "/pki"]
+
+# ---- runtime: the service ------------------------------------------------------------------
+FROM runtime-base
 COPY --from=build /app/dist/src ./dist/src
 # Loaded from disk at start-up by src/extproc/proto.ts (found by walking up to proto/).
 COPY proto ./proto
-# packageRoot() recognises the install by its name, and telemetry reports its version.
-COPY package.json ./
 # uid 1000 in the node images.
 USER node
 # Prometheus metrics, when the config's telemetry section enables them (the compose demo does).

@@ -2,40 +2,28 @@
 // request with a client certificate, one whose certificate cannot be stated — is sent through a
 // REAL Envoy + skewgate and given to `skewgate explain` (its own discovery round of the same fake
 // apiservers); outcome and reason must agree, and what the gateway did must show it.
-// Envoy missing → startStack throws and the test fails (it never skips).
+// Envoy missing → the stack fixture throws and the test fails (it never skips).
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { MEDIA_AGGREGATED_V2, REASON_HEADER } from '../../src/constants.js';
 import { packageRoot } from '../../src/envoy/process.js';
-import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { send } from '../helpers/envoy-fixtures.js';
+import { stackFixture } from '../helpers/stack-fixture.js';
 
 const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 /** What kubectl 1.36 sends for GET /apis (aggregated v2, then the legacy list). */
 const KUBECTL_ACCEPT = `${MEDIA_AGGREGATED_V2},application/json`;
 
-const dir = mkdtempSync(join(tmpdir(), 'sg-explain-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-
-let stack: Stack;
-t.before(async () => {
-  stack = await startStack({
-    dir: join(dir, 'stack'),
-    servers: [
-      { name: 'apiserver-a', builtins: BUILTINS_OLD },
-      { name: 'apiserver-b', builtins: BUILTINS_NEW },
-    ],
-    failureMode: 'open',
-  });
-});
-t.teardown(async () => {
-  await stack?.close();
+const fixture = stackFixture(t, 'explain', {
+  servers: [
+    { name: 'apiserver-a', builtins: BUILTINS_OLD },
+    { name: 'apiserver-b', builtins: BUILTINS_NEW },
+  ],
+  failureMode: 'open',
 });
 
 interface Explained {
@@ -44,15 +32,15 @@ interface Explained {
 }
 
 async function explain(method: string, path: string, ...extra: string[]): Promise<Explained> {
-  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', stack.configFile, '--json', ...extra, method, path], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', fixture.stack().configFile, '--json', ...extra, method, path], { timeout: 60_000 });
   return JSON.parse(stdout) as Explained;
 }
 
-const port = (): number => Number(new URL(stack.gatewayUrl).port);
-const bearer = (): string => `Bearer ${stack.pki.token}`;
+const port = (): number => Number(new URL(fixture.stack().gatewayUrl).port);
+const bearer = (): string => `Bearer ${fixture.stack().pki.token}`;
 
 t.test("GET /apis with kubectl's Accept: both answer the merged document, with the same ETag", async (t) => {
-  const reply = await send(port(), stack.pki, 'GET', '/apis', { accept: KUBECTL_ACCEPT, authorization: bearer() });
+  const reply = await send(port(), fixture.stack().pki, 'GET', '/apis', { accept: KUBECTL_ACCEPT, authorization: bearer() });
   t.equal(reply.status, 200);
   t.equal(reply.headers[REASON_HEADER], 'merged_apis', 'the gateway answered it itself');
   t.equal(reply.headers['x-fake-apiserver'], undefined, 'no apiserver answered');
@@ -60,7 +48,7 @@ t.test("GET /apis with kubectl's Accept: both answer the merged document, with t
   t.match(e.decision, { outcome: 'discovery', reason: 'merged_apis' });
   t.equal(e.decision.etag, reply.headers.etag, 'the same document: explain merged what the gateway merged');
   // Without the Accept header both hand /apis to an apiserver (the legacy list).
-  const plain = await send(port(), stack.pki, 'GET', '/apis', { authorization: bearer() });
+  const plain = await send(port(), fixture.stack().pki, 'GET', '/apis', { authorization: bearer() });
   t.equal(plain.headers[REASON_HEADER], undefined, 'the gateway did not answer it');
   t.ok(plain.headers['x-fake-apiserver'], 'an apiserver did');
   t.match((await explain('GET', '/apis', '-H', `Authorization: ${bearer()}`)).decision, { outcome: 'passthrough', reason: 'non_resource' });
@@ -69,12 +57,12 @@ t.test("GET /apis with kubectl's Accept: both answer the merged document, with t
 });
 
 t.test('a client certificate: explain states the identity the gateway states, and routes where it routes', async (t) => {
-  const jane = stack.pki.clients.limited;
-  for (const a of stack.apiservers) a.clearRequests();
-  const reply = await send(port(), stack.pki, 'GET', SKEWED, {}, jane);
+  const jane = fixture.stack().pki.clients.limited;
+  for (const a of fixture.stack().apiservers) a.clearRequests();
+  const reply = await send(port(), fixture.stack().pki, 'GET', SKEWED, {}, jane);
   t.equal(reply.status, 200);
   const answeredBy = String(reply.headers['x-fake-apiserver']);
-  const seen = stack.apiservers.flatMap((a) => a.requests.filter((r) => r.path === SKEWED));
+  const seen = fixture.stack().apiservers.flatMap((a) => a.requests.filter((r) => r.path === SKEWED));
   t.equal(seen.length, 1, 'one apiserver saw it');
   const e = await explain('GET', SKEWED, '--client-cert', jane.certFile);
   t.match(e.decision, { outcome: 'routed', reason: 'served_by_subset', upstream: answeredBy }, `routed to ${answeredBy}, as the gateway did`);
@@ -83,12 +71,12 @@ t.test('a client certificate: explain states the identity the gateway states, an
 });
 
 t.test('a certificate whose identity cannot be stated: both refuse it with the same reason', async (t) => {
-  const noCn = stack.pki.clients.noCommonName;
-  for (const a of stack.apiservers) a.clearRequests();
-  const reply = await send(port(), stack.pki, 'GET', SKEWED, { authorization: bearer() }, noCn);
+  const noCn = fixture.stack().pki.clients.noCommonName;
+  for (const a of fixture.stack().apiservers) a.clearRequests();
+  const reply = await send(port(), fixture.stack().pki, 'GET', SKEWED, { authorization: bearer() }, noCn);
   t.equal(reply.status, 401);
   t.equal(reply.headers[REASON_HEADER], 'client_identity_unstated');
-  t.equal(stack.apiservers.flatMap((a) => a.requests.filter((r) => r.path === SKEWED)).length, 0, 'no apiserver saw it');
+  t.equal(fixture.stack().apiservers.flatMap((a) => a.requests.filter((r) => r.path === SKEWED)).length, 0, 'no apiserver saw it');
   const e = await explain('GET', SKEWED, '--client-cert', noCn.certFile, '-H', `Authorization: ${bearer()}`);
   t.match(e.decision, { outcome: 'rejected', reason: 'client_identity_unstated', problem: /no common name/ });
   t.match(e.identity, { kind: 'unstated' });
@@ -96,7 +84,7 @@ t.test('a certificate whose identity cannot be stated: both refuse it with the s
 
 t.test('explain refuses a header line it cannot read, and says which headers Envoy would strip', async (t) => {
   await t.rejects(explain('GET', '/api', '-H', 'no colon here'), { code: 2, stderr: /not a header line/ });
-  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', stack.configFile, '-H', 'X-Remote-User: admin', '-H', 'x-skewgate-upstream: apiserver-a', 'GET', SKEWED], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', fixture.stack().configFile, '-H', 'X-Remote-User: admin', '-H', 'x-skewgate-upstream: apiserver-a', 'GET', SKEWED], { timeout: 60_000 });
   t.match(stdout, /stripped:\s+x-remote-user, x-skewgate-upstream/);
   t.match(stdout, /identity:\s+none/, 'a forged X-Remote-User states nothing');
 });

@@ -4,9 +4,8 @@
 // Envoy missing → startStack throws and the test fails (it never skips).
 import t, { type Test } from 'tap';
 import { createHash, X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { connect as h2connect } from 'node:http2';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, PEER_PROXIED_HEADER, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
@@ -14,28 +13,24 @@ import { renderBootstrap, type JsonObject } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, validateBootstrap } from '../../src/envoy/process.js';
 import { BUILTINS_NEW, BUILTINS_OLD, type FakeApiServer, type KeyPairFiles, type RecordedRequest } from '../../harness/fake/index.js';
 import { send, type Reply } from '../helpers/envoy-fixtures.js';
+import { stackFixture } from '../helpers/stack-fixture.js';
 import { eventually } from '../helpers/http.js';
 
 const COMMON = '/api/v1/namespaces/default/configmaps';
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const CREDENTIAL_ID = 'x-remote-extra-authentication.kubernetes.io%2fcredential-id';
 
-const dir = mkdtempSync(join(tmpdir(), 'sg-identity-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-
-let stack: Stack;
-t.before(async () => {
-  stack = await startStack({
-    dir: join(dir, 'open'),
-    servers: [
-      { name: 'apiserver-a', builtins: BUILTINS_OLD },
-      { name: 'apiserver-b', builtins: BUILTINS_NEW },
-    ],
-    failureMode: 'open',
-  });
+const fixture = stackFixture(t, 'identity', {
+  servers: [
+    { name: 'apiserver-a', builtins: BUILTINS_OLD },
+    { name: 'apiserver-b', builtins: BUILTINS_NEW },
+  ],
+  failureMode: 'open',
 });
-t.teardown(async () => {
-  await stack?.close();
+const dir = fixture.dir;
+let stack: Stack;
+t.before(() => {
+  stack = fixture.stack();
 });
 
 const port = (s: Stack): number => Number(new URL(s.gatewayUrl).port);

@@ -95,6 +95,13 @@ function copies(stage: Stage): Copy[] {
   });
 }
 
+/** The image a stage makes: its own instructions after those of the stages it is built FROM. */
+function effective(stage: Stage): Stage {
+  if (stage.parent === undefined) return stage;
+  const base = effective(stage.parent);
+  return { image: base.image, name: stage.name, instructions: [...base.instructions, ...stage.instructions], parent: undefined };
+}
+
 /** The stage's WORKDIR after each of its instructions (the node images start in /; a stage built FROM another starts in that one's). */
 function workdirs(stage: Stage): string[] {
   const parent = stage.parent;
@@ -154,6 +161,8 @@ function dockerignore(text: string): (path: string) => boolean {
 
 const read = (p: string): string => readFileSync(join(root, p), 'utf8');
 const rootStages = parseDockerfile(read(ROOT_DOCKERFILE));
+/** The service image: the final stage with what it inherits. */
+const serviceImage = effective(rootStages.at(-1) as Stage);
 const clientStages = parseDockerfile(read(CLIENT_DOCKERFILE));
 
 t.test('the pin check itself tells pinned from floating', async (t) => {
@@ -169,7 +178,7 @@ for (const [file, stages] of [[ROOT_DOCKERFILE, rootStages], [CLIENT_DOCKERFILE,
       if (names.has(s.image.toLowerCase())) continue; // FROM an earlier stage
       t.ok(pinned(s.image), `FROM ${s.image} is pinned to an exact version`);
     }
-    const final = stages.at(-1) as Stage;
+    const final = effective(stages.at(-1) as Stage);
     const user = lastUser(final);
     t.ok(user !== undefined && !isRoot(user), `final stage runs as ${user ?? '(no USER: root)'}`);
     for (const c of copies(final)) {
@@ -179,7 +188,7 @@ for (const [file, stages] of [[ROOT_DOCKERFILE, rootStages], [CLIENT_DOCKERFILE,
 }
 
 t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
-  const final = rootStages.at(-1) as Stage;
+  const final = serviceImage;
   const argv = [...(execForm(final, 'ENTRYPOINT') ?? []), ...(execForm(final, 'CMD') ?? [])];
   t.same(argv, ['node', '/app/dist/src/cli/main.js', 'serve', '--config', '/deploy/skewgate.yaml'], 'ENTRYPOINT + CMD (exec form)');
   t.equal(lastUser(final), 'node', 'USER node (uid 1000 in the node images)');
@@ -191,7 +200,7 @@ t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
 
 t.test(`${ROOT_DOCKERFILE}: installs from the lock file, production packages only in the final stage`, async (t) => {
   const byName = new Map(rootStages.filter((s) => s.name !== undefined).map((s) => [s.name as string, s]));
-  const final = rootStages.at(-1) as Stage;
+  const final = serviceImage;
   const nodeModules = copyTargets(final).find((c) => c.target === '/app/node_modules');
   t.ok(nodeModules?.copy.from, 'node_modules comes from a stage');
   const depsStage = byName.get(nodeModules?.copy.from ?? '');
@@ -231,7 +240,7 @@ t.test('every file a COPY names exists (repository, build output) and the contex
   check(ROOT_DOCKERFILE, rootStages, '');
   check(CLIENT_DOCKERFILE, clientStages, CLIENT_DIR);
 
-  const final = rootStages.at(-1) as Stage;
+  const final = serviceImage;
   const targets = copyTargets(final).map((c) => c.target).sort();
   t.same(targets, ['/app/dist/src', '/app/node_modules', '/app/package.json', '/app/proto'], 'the final stage holds only what runs skewgate (no dist/harness)');
   t.ok(existsSync(join(root, 'dist/src/cli/main.js')), 'the entry point is in the local build');
@@ -312,7 +321,7 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
   const image = await mkdtemp(join(tmpdir(), 'skewgate-image-'));
   t.teardown(() => rm(image, { recursive: true, force: true }));
   const app = join(image, 'app');
-  const final = rootStages.at(-1) as Stage;
+  const final = serviceImage;
   await layOut(t, final, app);
   const node = nodeIn(image);
   const help = node([join(app, 'dist/src/cli/main.js'), '--help']);
@@ -342,8 +351,8 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
 t.test('the pki stage (compose PKI init) runs `skewgate-lab lab pki` as the compose file asks', async (t) => {
   const found = rootStages.find((s) => s.name === 'pki');
   t.ok(found, 'the Dockerfile has a stage named pki');
-  const stage = found as Stage;
-  t.not(stage, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
+  t.not(found, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
+  const stage = effective(found as Stage);
   t.equal(lastUser(stage), 'node', 'USER node: it writes the PKI volume as uid 1000, as skewgate reads it');
   t.ok(stage.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate/.test(i.args)), 'openssl, and the two volume folders owned by node');
   const image = await mkdtemp(join(tmpdir(), 'skewgate-pki-image-'));
