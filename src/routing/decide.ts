@@ -1,4 +1,4 @@
-// The decision table of DESIGN.md as a pure function: RequestInfo × Snapshot × clock × rng → Decision.
+// The decision table of docs/design.md as a pure function: RequestInfo × Snapshot × clock × rng → Decision.
 // An early-return ladder, one rung per row of the table; the rungs are ordered so that skewgate
 // only ever answers 404 when every apiserver's view is fresh and none can serve the request.
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
