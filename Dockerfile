@@ -4,8 +4,9 @@
 #
 # The final stage holds only the service: compiled JavaScript of src/, production dependencies,
 # the .proto files and package.json. The compiler, tap, the sources and the harness (harness/: the
-# lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's PKI init runs
-# the harness from a stage of its own, `--target pki` (docker-compose.yml asks for it by name).
+# lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's one-shots that
+# need the harness (the PKI, Envoy's bootstraps) run from a stage of their own, `--target harness`
+# (docker-compose.yml asks for it by name).
 # Every base is the same pinned tag: one Node and one musl for build and run (no native addon is
 # built, but a mismatch would be a trap the day one is).
 
@@ -24,7 +25,7 @@ COPY src ./src
 # The local compiler from the lock file (npx could otherwise go looking on the registry).
 RUN node_modules/.bin/tsc -p tsconfig.json
 
-# ---- build-harness: src/ and harness/, for the PKI init only -------------------------------
+# ---- build-harness: src/ and harness/, for the compose one-shots only ----------------------
 FROM build AS build-harness
 COPY harness ./harness
 RUN node_modules/.bin/tsc -p tsconfig.json
@@ -37,14 +38,16 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
  && npm cache clean --force
 
-# ---- pki: the compose demo's one-shot PKI init (`skewgate-lab lab pki`) --------------------
-# Not the service image: it holds the harness. Docker fills a new named volume from the image's
-# directory, owner included, and this is the first container to mount the PKI volume and the
-# ext_proc socket volume: both must be writable by uid 1000, which skewgate and this init run as.
-FROM node:20.19.4-alpine3.22 AS pki
+# ---- harness: the compose demo's one-shots ---------------------------------------------------
+# `skewgate-lab lab pki` (the default command) writes the PKI; `skewgate envoy-config` and
+# `skewgate-lab envoy-baseline` render both Envoys' bootstraps at start. Not the service image: it
+# holds the harness. Docker fills a new named volume from the image's directory, owner included,
+# and these are the first containers to mount the PKI, ext_proc socket and bootstrap volumes: all
+# must be writable by uid 1000, which skewgate and these one-shots run as.
+FROM node:20.19.4-alpine3.22 AS harness
 RUN apk add --no-cache openssl \
- && mkdir -p /pki /run/skewgate \
- && chown node:node /pki /run/skewgate
+ && mkdir -p /pki /run/skewgate /run/envoy \
+ && chown node:node /pki /run/skewgate /run/envoy
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=deps /app/node_modules ./node_modules
@@ -59,7 +62,7 @@ FROM node:20.19.4-alpine3.22
 # `skewgate gateway-cert` shells out to the openssl CLI. Not pinned to an apk revision: Alpine
 # keeps only the newest build of a package per branch, so an exact pin breaks the build at the
 # next security fix; the branch (3.22) is pinned through the base tag.
-# The same two folders as the pki stage, in case this image is the first to mount the volumes.
+# The PKI and socket folders of the harness stage, in case this image is the first to mount them.
 RUN apk add --no-cache openssl \
  && mkdir -p /pki /run/skewgate \
  && chown node:node /pki /run/skewgate
