@@ -4,8 +4,9 @@
 #
 # The final stage holds only the service: compiled JavaScript of src/, production dependencies,
 # the .proto files and package.json. The compiler, tap, the sources and the harness (harness/: the
-# lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's PKI init runs
-# the harness from a stage of its own, `--target pki` (docker-compose.yml asks for it by name).
+# lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's one-shots that
+# need the harness (the PKI, Envoy's bootstraps) run from a stage of their own, `--target harness`
+# (docker-compose.yml asks for it by name).
 # Every base is the same pinned tag: one Node and one musl for build and run (no native addon is
 # built, but a mismatch would be a trap the day one is).
 
@@ -24,7 +25,7 @@ COPY src ./src
 # The local compiler from the lock file (npx could otherwise go looking on the registry).
 RUN node_modules/.bin/tsc -p tsconfig.json
 
-# ---- build-harness: src/ and harness/, for the PKI init only -------------------------------
+# ---- build-harness: src/ and harness/, for the compose one-shots only ----------------------
 FROM build AS build-harness
 COPY harness ./harness
 RUN node_modules/.bin/tsc -p tsconfig.json
@@ -41,12 +42,13 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
 # openssl: `skewgate gateway-cert` and `skewgate-lab lab pki` shell out to the openssl CLI. Not
 # pinned to an apk revision: Alpine keeps only the newest build of a package per branch, so an
 # exact pin breaks the build at the next security fix; the branch (3.22) is pinned through the tag.
-# Docker fills a new named volume from the image's directory, owner included: the PKI volume and
-# the ext_proc socket volume must be writable by uid 1000, which skewgate and the PKI init run as.
+# Docker fills a new named volume from the image's directory, owner included, and the compose
+# demo's one-shots (harness stage) are the first containers to mount the PKI, ext_proc socket and
+# Envoy bootstrap volumes: all must be writable by uid 1000, which skewgate and they run as.
 FROM node:20.19.4-alpine3.22 AS runtime-base
 RUN apk add --no-cache openssl \
- && mkdir -p /pki /run/skewgate \
- && chown node:node /pki /run/skewgate
+ && mkdir -p /pki /run/skewgate /run/envoy \
+ && chown node:node /pki /run/skewgate /run/envoy
 WORKDIR /app
 ENV NODE_ENV=production
 # Owned by root and read-only for `node`: the process cannot rewrite its own code.
@@ -54,9 +56,11 @@ COPY --from=deps /app/node_modules ./node_modules
 # packageRoot() recognises the install by its name, and telemetry reports its version.
 COPY package.json ./
 
-# ---- pki: the compose demo's one-shot PKI init (`skewgate-lab lab pki`) --------------------
-# Not the service image: it holds the harness (the first container to mount the two volumes).
-FROM runtime-base AS pki
+# ---- harness: the compose demo's one-shots ---------------------------------------------------
+# `skewgate-lab lab pki` (the default command) writes the PKI; `skewgate envoy-config` and
+# `skewgate-lab envoy-baseline` render both Envoys' bootstraps at start. Not the service image: it
+# holds the harness.
+FROM runtime-base AS harness
 COPY --from=build-harness /app/dist ./dist
 USER node
 ENTRYPOINT ["node", "/app/dist/harness/cli/main.js"]

@@ -140,7 +140,7 @@ const schema = z
         listen: listenAddress.default('127.0.0.1:9002'),
         /** Envoy's per-message timeout for the ext_proc call. */
         messageTimeout: duration.default(500),
-        /** open: Envoy keeps balancing when skewgate is unreachable (invariant 4); closed: 503. */
+        /** open: Envoy keeps balancing when skewgate is unreachable (docs/design.md, invariant 4); closed: 503. */
         failureMode: z.enum(['open', 'closed']).default('open'),
         /** How long graceful shutdown waits for open streams before closing them. */
         shutdownGrace: duration.default(5000),

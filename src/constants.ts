@@ -23,7 +23,7 @@ export const AUTHORIZATION_HEADER = 'authorization';
 export const PEER_PROXIED_HEADER = 'x-kubernetes-peer-proxied';
 
 /**
- * Headers a client must never be able to set (DESIGN invariant 3). Envoy strips them before
+ * Headers a client must never be able to set (docs/design.md, invariant 3). Envoy strips them before
  * the ext_proc filter runs, so the list holds even when skewgate is down. Lower case.
  */
 export const SANITIZED_REQUEST_HEADERS: readonly string[] = Object.freeze([

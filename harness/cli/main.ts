@@ -31,6 +31,13 @@ program
   .option('--out <dir>', 'the repository root to write into', '.')
   .action(async (o: { out: string }) => { process.exitCode = await (await import('./compose.js')).runCompose(o.out); });
 
+program
+  .command('envoy-baseline')
+  .description('print the bootstrap of a plain Envoy without skewgate: envoy-config\'s, the ext_proc filter removed (the compose demo\'s baseline)')
+  .requiredOption('-c, --config <file>', 'skewgate YAML config file')
+  .option('--service-name <name>', 'service name of Envoy\'s tracer, which reports as <name>-envoy (default: the config\'s telemetry.serviceName)')
+  .action(async (o: { config: string; serviceName?: string }) => { process.exitCode = await (await import('./envoy-baseline.js')).runEnvoyBaseline(o.config, o.serviceName); });
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {

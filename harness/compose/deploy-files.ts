@@ -1,16 +1,13 @@
 // The files the compose services read from deploy/compose/ (mounted at /deploy): skewgate's config,
-// both Envoy bootstraps, kube-apiserver's tracing config and the RBAC objects. Built from the same
-// functions as the lab's. Pure.
+// kube-apiserver's tracing config and the RBAC objects. Built from the same functions as the lab's.
+// Envoy's two bootstraps are rendered from skewgate's config when the demo starts (the envoy-config
+// one-shot, document.ts). Pure.
 import { stringify } from 'yaml';
-import { parseConfig, type Config } from '../../src/config.js';
-import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { withoutExtProc } from '../demo/stack.js';
 import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {
-  DEPLOY_DIR, DEPLOY_FILES, ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
-  apiServerUrlOnNetwork, deployPath, frontedApiServers, pkiFiles,
+  ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
+  apiServerUrlOnNetwork, frontedApiServers, pkiFiles,
 } from './layout.js';
 import type { ComposeVersions } from './versions.js';
 
@@ -50,21 +47,8 @@ export function skewgateConfigDocument(v: ComposeVersions): Record<string, unkno
   };
 }
 
-/** The config as skewgate reads it from /deploy/skewgate.yaml. */
-export function skewgateConfig(doc: Record<string, unknown>): Config {
-  return parseConfig(doc, deployPath(DEPLOY_FILES.skewgate), DEPLOY_DIR);
-}
-
-/** Same config, another service name for Envoy's tracer. */
-export function baselineConfigDocument(doc: Record<string, unknown>): Record<string, unknown> {
-  const telemetry = doc['telemetry'] as Record<string, unknown>;
-  return { ...doc, telemetry: { ...telemetry, serviceName: BASELINE_SERVICE_NAME } };
-}
-
 export interface DeployFileTexts {
   readonly skewgate: string;
-  readonly envoy: string;
-  readonly envoyBaseline: string;
   readonly tracing: string;
   readonly rbac: string;
 }
@@ -72,11 +56,8 @@ export interface DeployFileTexts {
 /** Each file's text without the generated-file header (render.ts adds it). */
 export function renderDeployFiles(v: ComposeVersions): DeployFileTexts {
   const doc = skewgateConfigDocument(v);
-  const baseline = withoutExtProc(renderBootstrap(skewgateConfig(baselineConfigDocument(doc))));
   return {
     skewgate: stringify(doc, { lineWidth: 0 }),
-    envoy: renderBootstrapYaml(skewgateConfig(doc)),
-    envoyBaseline: stringify(baseline, { lineWidth: 0, indent: 2 }),
     tracing: apiserverTracingConfig(OTLP_ENDPOINT),
     rbac: labRbacObjects().map((o) => stringify(o.body, { lineWidth: 0 })).join('---\n'),
   };

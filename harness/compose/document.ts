@@ -1,10 +1,12 @@
 // docker-compose.yml as a document: services, the network with static apiserver addresses, the
 // named volumes. Every command line comes from the lab's own functions (harness/lab/flags.ts). Pure.
 import { apiServerArgs, etcdArgs, etcdUrl } from '../lab/flags.js';
+import { BASELINE_SERVICE_NAME } from './deploy-files.js';
 import {
-  APISERVER_CERT_DIR, APP_USER, BASELINE_URL, CLIENT_BUILD_DIR, CLIENT_SCRIPT, DEPLOY_DIR, DEPLOY_FILES, DEPLOY_HOST_DIR, ENVOY_ADMIN_PORT,
-  ETCD_SPEC, GATEWAY_PORT, GATEWAY_URL, HOST_IP, HOST_PORTS, JAEGER_UI_PORT, METRICS_PORT, NETWORK, PKI_DIR, PKI_VOLUME, SERVICES,
-  SOCKET_DIR, SOCKET_VOLUME, SUBNET, composeApiServers, composeExtraSans, deployPath, pkiFiles, type ComposeApiServer,
+  APISERVER_CERT_DIR, APP_USER, BASELINE_URL, BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_VOLUME, CLIENT_BUILD_DIR, CLIENT_SCRIPT, DEPLOY_DIR,
+  DEPLOY_FILES, DEPLOY_HOST_DIR, ENVOY_ADMIN_PORT, ETCD_SPEC, GATEWAY_PORT, GATEWAY_URL, HOST_IP, HOST_PORTS, JAEGER_UI_PORT, METRICS_PORT,
+  NETWORK, PKI_DIR, PKI_VOLUME, SERVICES, SOCKET_DIR, SOCKET_VOLUME, SUBNET, bootstrapPath, composeApiServers, composeExtraSans, deployPath,
+  pkiFiles, type ComposeApiServer,
 } from './layout.js';
 import type { ComposeVersions } from './versions.js';
 
@@ -30,10 +32,27 @@ const onNetwork = { [NETWORK]: {} };
 const pkiRo = `${PKI_VOLUME}:${PKI_DIR}:ro`;
 const deployRo = `./${DEPLOY_HOST_DIR}:${DEPLOY_DIR}:ro`;
 const socketRw = `${SOCKET_VOLUME}:${SOCKET_DIR}`;
+const bootstrapRw = `${BOOTSTRAP_VOLUME}:${BOOTSTRAP_DIR}`;
+const bootstrapRo = `${bootstrapRw}:ro`;
 const publish = (hostPort: number, containerPort: number): string => `${HOST_IP}:${hostPort}:${containerPort}`;
 const skewgateBuild = { context: '.', dockerfile: 'Dockerfile' };
-/** The harness stage of the same Dockerfile: `skewgate-lab lab pki`, never in the service image. */
-const pkiBuild = { ...skewgateBuild, target: 'pki' };
+/** The harness stage of the same Dockerfile (the PKI and bootstrap one-shots), never in the service image. */
+const harnessBuild = { ...skewgateBuild, target: 'harness' };
+/** The CLIs as the images hold them (WORKDIR /app): the service's and the harness's. */
+const SKEWGATE_CLI = 'node /app/dist/src/cli/main.js';
+const HARNESS_CLI = 'node /app/dist/harness/cli/main.js';
+
+/**
+ * The envoy-config one-shot's shell line: the gateway's bootstrap exactly as `skewgate envoy-config`
+ * prints it for the config skewgate serves, then the baseline's (the same without ext_proc).
+ */
+export function renderBootstrapsLine(): string {
+  const config = deployPath(DEPLOY_FILES.skewgate);
+  return [
+    `${SKEWGATE_CLI} envoy-config --config ${config} > ${bootstrapPath(BOOTSTRAP_FILES.gateway)}`,
+    `${HARNESS_CLI} envoy-baseline --config ${config} --service-name ${BASELINE_SERVICE_NAME} > ${bootstrapPath(BOOTSTRAP_FILES.baseline)}`,
+  ].join(' && ');
+}
 const clientBuild = { context: `./${CLIENT_BUILD_DIR}` };
 
 function apiServerService(a: ComposeApiServer, v: ComposeVersions): ComposeService {
@@ -59,19 +78,28 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
     image: img.envoy,
     user: APP_USER,
     // The image's entrypoint runs envoy with these arguments.
-    command: ['-c', deployPath(bootstrap), '--log-level', 'warn', '--disable-hot-restart'],
-    volumes: bootstrap === DEPLOY_FILES.envoy ? [pkiRo, socketRw, deployRo] : [pkiRo, deployRo],
+    command: ['-c', bootstrapPath(bootstrap), '--log-level', 'warn', '--disable-hot-restart'],
+    volumes: bootstrap === BOOTSTRAP_FILES.gateway ? [pkiRo, socketRw, bootstrapRo] : [pkiRo, bootstrapRo],
     networks: onNetwork,
     ports,
-    depends_on: { [SERVICES.pki]: completed },
+    depends_on: { [SERVICES.pki]: completed, [SERVICES.envoyConfig]: completed },
     restart: 'unless-stopped',
   });
   const services: Record<string, ComposeService> = {
     [SERVICES.pki]: {
-      build: pkiBuild,
+      build: harnessBuild,
       command: ['lab', 'pki', '--dir', PKI_DIR, ...composeExtraSans(v).flatMap((s) => ['--san', s])],
       // Mounted here first, so both volumes start from the skewgate image's folders (owned by its user).
       volumes: [`${PKI_VOLUME}:${PKI_DIR}`, socketRw],
+      network_mode: 'none',
+      restart: 'no',
+    },
+    [SERVICES.envoyConfig]: {
+      build: harnessBuild,
+      entrypoint: ['sh', '-c'],
+      command: [renderBootstrapsLine()],
+      // The image's folder, owned by its user, fills the new volume: the renderer may write there.
+      volumes: [deployRo, bootstrapRw],
       network_mode: 'none',
       restart: 'no',
     },
@@ -111,8 +139,8 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
       },
       restart: 'unless-stopped',
     },
-    [SERVICES.envoy]: envoy(DEPLOY_FILES.envoy, [publish(HOST_PORTS.gateway, GATEWAY_PORT), publish(HOST_PORTS.envoyAdmin, ENVOY_ADMIN_PORT)]),
-    [SERVICES.baseline]: envoy(DEPLOY_FILES.envoyBaseline, [publish(HOST_PORTS.baseline, GATEWAY_PORT)]),
+    [SERVICES.envoy]: envoy(BOOTSTRAP_FILES.gateway, [publish(HOST_PORTS.gateway, GATEWAY_PORT), publish(HOST_PORTS.envoyAdmin, ENVOY_ADMIN_PORT)]),
+    [SERVICES.baseline]: envoy(BOOTSTRAP_FILES.baseline, [publish(HOST_PORTS.baseline, GATEWAY_PORT)]),
     [SERVICES.jaeger]: {
       image: img.jaeger,
       // The image's default too: OTLP and the UI on every interface of the container.
@@ -135,6 +163,6 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
   return {
     services,
     networks: { [NETWORK]: { ipam: { config: [{ subnet: SUBNET }] } } },
-    volumes: { [PKI_VOLUME]: {}, [SOCKET_VOLUME]: {} },
+    volumes: { [PKI_VOLUME]: {}, [SOCKET_VOLUME]: {}, [BOOTSTRAP_VOLUME]: {} },
   };
 }

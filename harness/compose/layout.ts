@@ -10,10 +10,17 @@ export const COMPOSE_FILE = 'docker-compose.yml';
 export const DEPLOY_HOST_DIR = 'deploy/compose';
 export const DEPLOY_FILES = {
   skewgate: 'skewgate.yaml',
-  envoy: 'envoy.yaml',
-  envoyBaseline: 'envoy-baseline.yaml',
   tracing: 'tracing.yaml',
   rbac: 'rbac.yaml',
+} as const;
+/**
+ * Envoy's bootstraps are not among them: the envoy-config one-shot renders both at every start,
+ * from skewgate.yaml, into a volume the two Envoys read (nothing rendered is committed twice).
+ */
+export const BOOTSTRAP_DIR = '/run/envoy';
+export const BOOTSTRAP_FILES = {
+  gateway: 'envoy.yaml',
+  baseline: 'envoy-baseline.yaml',
 } as const;
 /** The client image (deploy/compose/client/Dockerfile): its build context and the script on its PATH. */
 export const CLIENT_BUILD_DIR = 'deploy/compose/client';
@@ -29,11 +36,13 @@ export const APISERVER_CERT_DIR = '/var/run/kubernetes';
 export const ETCD_DATA_DIR = '/var/lib/etcd';
 
 export const deployPath = (file: string): string => `${DEPLOY_DIR}/${file}`;
+export const bootstrapPath = (file: string): string => `${BOOTSTRAP_DIR}/${file}`;
 export const pkiFiles = (): LabPkiFiles => labPkiFiles(PKI_DIR);
 
 /** Volumes and the network. */
 export const PKI_VOLUME = 'pki';
 export const SOCKET_VOLUME = 'skewgate-socket';
+export const BOOTSTRAP_VOLUME = 'envoy-bootstrap';
 export const NETWORK = 'skewgate';
 /**
  * A fixed /24 for the static addresses, in the last of the /16s Docker hands out by default
@@ -48,6 +57,7 @@ export const APP_USER = '1000:1000';
 /** Service names (also DNS names on the network). */
 export const SERVICES = {
   pki: 'pki',
+  envoyConfig: 'envoy-config',
   etcd: 'etcd',
   setup: 'setup',
   skewgate: 'skewgate',

@@ -2,8 +2,8 @@
 // Same versions, same bytes: no timestamps, keys in insertion order, no line folding. Pure.
 import { Document, isMap, isScalar } from 'yaml';
 import { composeDocument } from './document.js';
-import { BASELINE_SERVICE_NAME, renderDeployFiles } from './deploy-files.js';
-import { COMPOSE_FILE, DEPLOY_FILES, DEPLOY_HOST_DIR, HOST_PORTS, SERVICES, UPGRADE_PROFILE, composeApiServers } from './layout.js';
+import { renderDeployFiles } from './deploy-files.js';
+import { BOOTSTRAP_FILES, BOOTSTRAP_VOLUME, COMPOSE_FILE, DEPLOY_FILES, DEPLOY_HOST_DIR, HOST_PORTS, SERVICES, UPGRADE_PROFILE, bootstrapPath, composeApiServers } from './layout.js';
 import type { ComposeVersions } from './versions.js';
 
 export const REGENERATE_COMMAND = 'npm run build && node dist/harness/cli/main.js compose --out .';
@@ -25,6 +25,7 @@ function serviceComments(v: ComposeVersions): Record<string, string> {
   const kasFlags = ' flags: apiServerArgs (harness/lab/flags.ts), as in the lab; bound on 0.0.0.0, advertising its static address';
   return {
     [SERVICES.pki]: ' one-shot: the lab\'s PKI (`skewgate-lab lab pki`) in the pki volume, with the names of this network on the serving certificates',
+    [SERVICES.envoyConfig]: ` one-shot, at every start: both Envoy bootstraps rendered from ${DEPLOY_FILES.skewgate} into the ${BOOTSTRAP_VOLUME} volume:\n the gateway's by \`skewgate envoy-config\`, the baseline's by \`skewgate-lab envoy-baseline\` (the same without ext_proc)`,
     [SERVICES.etcd]: ' flags: etcdArgs (harness/lab/flags.ts), as in the lab',
     ...(first === undefined ? {} : { [first.service]: kasFlags }),
     ...(upgraded === undefined
@@ -32,7 +33,7 @@ function serviceComments(v: ComposeVersions): Record<string, string> {
       : { [upgraded.service]: ` the upgrade step: docker compose stop ${upgraded.spec.name} && docker compose --profile ${UPGRADE_PROFILE} up -d ${upgraded.service}\n same hostname, address and DNS name as ${upgraded.spec.name}, v${upgraded.spec.version}` }),
     [SERVICES.setup]: ' one-shot: RBAC objects (rbac.yaml) with the admin token, through the gateway (Envoy balances while skewgate is not up yet)',
     [SERVICES.skewgate]: ` ext_proc on a unix socket in the skewgate-socket volume (only Envoy mounts it); metrics on http://127.0.0.1:${HOST_PORTS.metrics}/metrics`,
-    [SERVICES.envoy]: ` the gateway: https://127.0.0.1:${HOST_PORTS.gateway} (bootstrap ${DEPLOY_FILES.envoy}, rendered from ${DEPLOY_FILES.skewgate}); admin http://127.0.0.1:${HOST_PORTS.envoyAdmin}`,
+    [SERVICES.envoy]: ` the gateway: https://127.0.0.1:${HOST_PORTS.gateway} (bootstrap ${bootstrapPath(BOOTSTRAP_FILES.gateway)}, rendered by ${SERVICES.envoyConfig}); admin http://127.0.0.1:${HOST_PORTS.envoyAdmin}`,
     [SERVICES.baseline]: ` the baseline: https://127.0.0.1:${HOST_PORTS.baseline}, the same Envoy without skewgate (plain round robin)`,
     [SERVICES.jaeger]: ` traces of skewgate, both Envoys and the apiservers: UI http://127.0.0.1:${HOST_PORTS.jaegerUi}`,
     [SERVICES.client]: ' one-shot: the scripted demo through the gateway and through the baseline',
@@ -58,15 +59,13 @@ function composeYaml(v: ComposeVersions): string {
   return header + doc.toString({ lineWidth: 0 });
 }
 
-/** docker-compose.yml and deploy/compose/*.yaml. */
+/** docker-compose.yml and deploy/compose/*.yaml (Envoy's bootstraps are rendered at start, not here). */
 export function renderComposeFiles(v: ComposeVersions): ReadonlyMap<string, string> {
   const d = renderDeployFiles(v);
   const deploy = (file: string): string => `${DEPLOY_HOST_DIR}/${file}`;
   return new Map([
     [COMPOSE_FILE, composeYaml(v)],
     [deploy(DEPLOY_FILES.skewgate), generatedHeader('skewgate\'s config in the compose demo (/deploy/skewgate.yaml), from the lab\'s gatewayConfigDocument.') + d.skewgate],
-    [deploy(DEPLOY_FILES.envoy), generatedHeader(`The gateway's Envoy bootstrap: \`skewgate envoy-config --config ${DEPLOY_FILES.skewgate}\`.`) + d.envoy],
-    [deploy(DEPLOY_FILES.envoyBaseline), generatedHeader(`The baseline Envoy's bootstrap: ${DEPLOY_FILES.envoy} without the ext_proc filter (plain round robin, as the lab's baseline); its tracer reports as "${BASELINE_SERVICE_NAME}-envoy".`) + d.envoyBaseline],
     [deploy(DEPLOY_FILES.tracing), generatedHeader('kube-apiserver --tracing-config-file: OTLP/gRPC to Jaeger.') + d.tracing],
     [deploy(DEPLOY_FILES.rbac), generatedHeader('RBAC objects of the lab (skewgate\'s discovery reader, jane\'s configmap reader), applied by the setup service.') + d.rbac],
   ]);

@@ -321,7 +321,7 @@ export class Lab {
 
   /**
    * Stops only the gateway's skewgate: its Envoy keeps running and, with the lab's fail-open
-   * config, keeps balancing (invariant 4). Resolves once Envoy's health check marks it down.
+   * config, keeps balancing (docs/design.md, invariant 4). Resolves once Envoy's health check marks it down.
    */
   async stopSkewgate(name: string): Promise<void> {
     const envoy = await this.gatewayEnvoy(name);

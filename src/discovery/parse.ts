@@ -1,6 +1,6 @@
 // Pure parsing of kube-apiserver discovery documents into a ServerView. Documents come from the
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
-// document and the field, never a TypeError deep inside routing (DESIGN invariant 5).
+// document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
 import { type ResourceCapability, type ServerView, gvKey, gvrKey } from './types.js';
 import { deepFreezeJson, frozenMap, frozenSet } from './freeze.js';
 

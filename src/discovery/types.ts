@@ -27,7 +27,7 @@ export interface ServerState {
   /** Config name, also the Envoy cluster name. */
   readonly name: string;
   readonly url: string;
-  /** The last good view; kept across failed fetches (DESIGN invariant 5). */
+  /** The last good view; kept across failed fetches (docs/design.md, invariant 5). */
   readonly view: ServerView | null;
   /** Epoch ms of the last successful discovery fetch (a 304 counts). */
   readonly lastSuccessAt: number | null;

@@ -1,5 +1,5 @@
 // Watches CustomResourceDefinitions and APIServices through any healthy apiserver, so that a new
-// API is learnt within a second (DESIGN invariant 1) instead of at the next poll. Every change
+// API is learnt within a second (docs/design.md, invariant 1) instead of at the next poll. Every change
 // only triggers a discovery refresh: discovery documents stay the single source of truth.
 import type { Logger } from 'pino';
 import { type ServerTarget, getText, openStream } from './client.js';

@@ -29,7 +29,7 @@ export const FRONT_PROXY_SUFFIX = '_front-proxy';
 
 /**
  * Request headers stripped besides the shared identity list. x-envoy-* would let a client steer
- * Envoy itself (x-envoy-retry-on could make a write retried, breaking invariant 2); Envoy strips
+ * Envoy itself (x-envoy-retry-on could make a write retried, breaking docs/design.md, invariant 2); Envoy strips
  * them only from requests it deems external, and loopback counts as internal. kube-apiserver's
  * audit log lists X-Forwarded-For and X-Real-Ip entries as source IPs: the client's are dropped
  * by the early mutation, which runs before Envoy appends the real peer address (verified with
@@ -41,7 +41,7 @@ export const ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object
 /** Runtime guard (off by default in Envoy 1.34–1.40) for half-closing, not resetting, ext_proc streams. */
 export const EXTPROC_GRACEFUL_CLOSE = 'envoy.reloadable_features.ext_proc_graceful_grpc_close';
 
-/** Methods that are safe to retry when the connection could not be made (invariant 2). */
+/** Methods that are safe to retry when the connection could not be made (docs/design.md, invariant 2). */
 const READ_METHODS_REGEX = '^(GET|HEAD)$';
 /** Only failures where no request byte reached an apiserver. Never "reset" or "5xx". */
 export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request';
@@ -265,7 +265,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
       request_headers_timeout: '10s',
       // Runs before route selection and before any filter: the route cache is computed from
       // sanitised headers, so a forged x-skewgate-upstream can never select a route, even when
-      // skewgate is down and ext_proc fails open (invariant 3).
+      // skewgate is down and ext_proc fails open (docs/design.md, invariant 3).
       early_header_mutation_extensions: [
         {
           name: 'envoy.http.early_header_mutation.header_mutation',
@@ -325,7 +325,7 @@ function extprocFilter(config: Config): JsonObject {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
       grpc_service: { envoy_grpc: { cluster_name: EXTPROC_CLUSTER } },
-      // open: skewgate unreachable means plain balancing over all apiservers (invariant 4).
+      // open: skewgate unreachable means plain balancing over all apiservers (docs/design.md, invariant 4).
       failure_mode_allow: config.extproc.failureMode === 'open',
       // One round trip per request, headers only; the stream closes right after the answer.
       processing_mode: {
@@ -429,7 +429,7 @@ function route(name: string, headers: readonly JsonObject[], cluster: string, re
       // No route timeout and no idle timeout: see stream_idle_timeout above.
       timeout: '0s',
       idle_timeout: '0s',
-      // Writes (every non-GET/HEAD) get no retry policy at all: exactly one attempt (invariant 2).
+      // Writes (every non-GET/HEAD) get no retry policy at all: exactly one attempt (docs/design.md, invariant 2).
       ...(retry === undefined ? {} : { retry_policy: retry }),
     },
   };
@@ -552,7 +552,7 @@ function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: Cluste
  * Every apiserver, balanced. Each endpoint gets its own TLS settings through
  * transport_socket_matches, so apiservers with different CAs or names can share the cluster.
  * Envoy's default panic threshold (50 %) is kept: with most apiservers failing /readyz it keeps
- * trying all of them rather than refusing everything (invariant 4 favours availability).
+ * trying all of them rather than refusing everything (docs/design.md, invariant 4 favours availability).
  */
 function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, set: ClusterSet): JsonObject {
   const first = upstreams[0];

@@ -292,14 +292,24 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   const configFile = join(dir, 'skewgate.yaml');
   await writeFile(configFile, stringify(mapped));
 
-  // The README's rendering command, through the CLI.
-  const bootstrapFile = join(dir, 'envoy.yaml');
-  const rendered = await runProcess(process.execPath, [skewgateMain, 'envoy-config', '--config', configFile]);
-  t.equal(rendered.code, 0, `skewgate envoy-config: ${rendered.stderr.trim()}`);
-  await writeFile(bootstrapFile, rendered.stdout);
-
   const pod = (await yamlDocs(STATIC_POD))[0] as Obj;
   const containers = (obj(pod.spec).containers as Obj[]);
+
+  // Envoy's bootstrap as the pod renders it at start: the init container's command line, its
+  // paths mapped to this machine (node, the image's CLI script, the config, the emptyDir's file).
+  const bootstrapFile = join(dir, 'envoy.yaml');
+  const initC = (obj(pod.spec).initContainers as Obj[]).find((c) => c.name === 'render-envoy-bootstrap') as Obj;
+  const initCmd = initC.command as string[];
+  t.same(initCmd.slice(0, 2), ['sh', '-c'], 'the init container runs a shell line');
+  const initMap = new Map([['node', process.execPath], ['/app/dist/src/cli/main.js', skewgateMain], ['/etc/skewgate/skewgate.yaml', configFile], ['/run/envoy/envoy.yaml', bootstrapFile]]);
+  const initWords = String(initCmd[2]).split(' ');
+  t.same(initWords.filter((w) => !initMap.has(w) && !['envoy-config', '--config', '>'].includes(w)), [], `every path of the line is mapped: ${String(initCmd[2])}`);
+  const quote = (w: string): string => (initMap.has(w) ? `'${String(initMap.get(w)).replaceAll("'", "'\\''")}'` : w);
+  const rendered = await runProcess('sh', ['-c', initWords.map(quote).join(' ')]);
+  t.equal(rendered.code, 0, `the init container's skewgate envoy-config: ${rendered.stderr.trim()}`);
+  const bootstrap = await readFile(bootstrapFile, 'utf8');
+  const direct = await runProcess(process.execPath, [skewgateMain, 'envoy-config', '--config', configFile]);
+  t.equal(bootstrap, direct.stdout, 'it wrote what `skewgate envoy-config` prints for the config');
   const envoyC = containers.find((c) => c.name === 'envoy') as Obj;
   const skewgateC = containers.find((c) => c.name === 'skewgate') as Obj;
   const deploymentDocs = await yamlDocs(DEPLOYMENT);
@@ -347,7 +357,8 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   await probePasses(t, liveness, 'skewgate serving');
 
   // Envoy, with the manifest's command line (bootstrap path mapped).
-  const envoyArgs = (envoyC.args as string[]).map((a) => (a === '/etc/skewgate/envoy.yaml' ? bootstrapFile : a));
+  const envoyArgs = (envoyC.args as string[]).map((a) => (a === '/run/envoy/envoy.yaml' ? bootstrapFile : a));
+  t.ok(envoyArgs.includes(bootstrapFile), 'Envoy starts from the file the init container wrote');
   const envoy = startChild('envoy', envoyBin, envoyArgs);
   const admin = `http://127.0.0.1:${adminPort}`;
   const stat = async (name: string): Promise<string | undefined> => {

@@ -1,4 +1,4 @@
-// Identity at the edge (issue 5, DESIGN invariant 3) against real kube-apiservers: two of
+// Identity at the edge (issue 5, docs/design.md, invariant 3) against real kube-apiservers: two of
 // KUBE_OLD and one of KUBE_NEW on one etcd, Envoy + skewgate in front, the built kubectl. Every
 // claim is checked on what the apiservers saw: `kubectl auth whoami` / SelfSubjectReview answers
 // and their audit logs. Uses 127.0.0.10-12 and etcd ports 23802/23812 (free of the other cluster

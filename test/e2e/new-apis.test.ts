@@ -1,4 +1,4 @@
-// DESIGN invariant 1 through a real Envoy: a new CRD is learnt within 1 s, never a false 404.
+// docs/design.md, invariant 1, through a real Envoy: a new CRD is learnt within 1 s, never a false 404.
 // Discovery polls only every 60 s here, so only the CRD/APIService watch can explain the result.
 import t from 'tap';
 import { mkdtempSync } from 'node:fs';

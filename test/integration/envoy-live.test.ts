@@ -56,7 +56,7 @@ t.test('skewgate down, failureMode open: Envoy balances over all apiservers and 
   const port = envoy.listenPort as number;
 
   const plain = await send(port, pki, 'GET', '/api/v1/namespaces');
-  t.equal(plain.status, 200, 'a GET reaches an apiserver without skewgate (invariant 4)');
+  t.equal(plain.status, 200, 'a GET reaches an apiserver without skewgate (docs/design.md, invariant 4)');
 
   const bodies: string[] = [];
   for (let i = 0; i < 6; i++) {

@@ -1,4 +1,7 @@
-// Rendered bootstraps pass the REAL Envoy's `--mode validate`; envoy/envoy.yaml is current.
+// Rendered bootstraps pass the REAL Envoy's `--mode validate`; the golden rendering of
+// examples/skewgate.yaml (test/fixtures/envoy/example-bootstrap.yaml) is current and validates.
+// The golden file is the one committed bootstrap: a renderer change shows as one diff of real
+// Envoy config in review (the deployments render theirs at start).
 import t from 'tap';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -59,18 +62,20 @@ t.test('validation really loads the files the bootstrap names', async (t) => {
   t.match(res.output, /missing-ca\.crt/);
 });
 
-t.test('envoy/envoy.yaml is the output of `skewgate envoy-config` for examples/skewgate.yaml', async (t) => {
+const GOLDEN = 'test/fixtures/envoy/example-bootstrap.yaml';
+
+t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewgate.yaml`, async (t) => {
   const cli = join(root, 'dist/src/cli/main.js');
   const { stdout: expected } = await execFileP(process.execPath, [cli, 'envoy-config', '--config', 'examples/skewgate.yaml', '--relative-to', '.'], { cwd: root });
   t.equal(expected, renderBootstrapYaml(loadConfig(join(root, 'examples/skewgate.yaml')), { relativeTo: root }), 'the command prints the renderer\'s output');
-  const file = join(root, 'envoy/envoy.yaml');
+  const file = join(root, GOLDEN);
   let actual = '';
   try {
     actual = readFileSync(file, 'utf8');
   } catch {
     // compared below
   }
-  t.equal(actual, expected, 'envoy/envoy.yaml is stale: run `npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > envoy/envoy.yaml`');
+  t.equal(actual, expected, `${GOLDEN} is stale: review the difference, then \`npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > ${GOLDEN}\``);
 
   // Envoy resolves its relative paths from the working directory: give it a stand-in repo root.
   const cwd = mkdtempSync(join(tmpdir(), 'skewgate-example-'));
@@ -85,5 +90,5 @@ t.test('envoy/envoy.yaml is the output of `skewgate envoy-config` for examples/s
   };
   for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
   const res = await validateBootstrap(actual, { cwd });
-  t.ok(res.ok, `envoy/envoy.yaml validates from the repository root:\n${res.output}`);
+  t.ok(res.ok, `${GOLDEN} validates from the repository root:\n${res.output}`);
 });

@@ -7,7 +7,7 @@ import type { ReadySpan, Timeline } from './timeline.js';
 export interface AccountingRules {
   /** Which apiserver (name, version) serves each kind of resource. */
   readonly serves: Readonly<Record<ResourceKind, (server: string, version: string) => boolean>>;
-  /** A 404 is false once a capable apiserver has been ready this long (DESIGN invariant 1: 1 s). */
+  /** A 404 is false once a capable apiserver has been ready this long (docs/design.md, invariant 1: 1 s). */
   readonly graceMs: number;
 }
 

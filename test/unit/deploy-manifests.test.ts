@@ -1,6 +1,8 @@
 // deploy/ (not deploy/compose/): every manifest parses, images are pinned to the versions the
 // tests use, every container has probes and resources, the skewgate configs in them pass
-// parseConfig and render, and the files each container needs are mounted where the config says.
+// parseConfig and render, each pod renders Envoy's bootstrap at start from its own config (an init
+// container running `skewgate envoy-config`), and the files each container needs are mounted where
+// the config says.
 // test/cluster/deploy-manifests.test.ts sends the same manifests to a real kube-apiserver.
 import t from 'tap';
 import type { Test } from 'tap';
@@ -10,7 +12,6 @@ import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { packageRoot } from '../../src/envoy/process.js';
 import { skewgateRbac } from '../../harness/lab/gateway-config.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
@@ -38,12 +39,11 @@ const ENVOY_IMAGE = `envoyproxy/envoy:v${ENVOY_VERSION ?? '?'}`;
 const SKEWGATE_IMAGE = `skewgate:${SKEWGATE_VERSION}`;
 
 const STATIC_CONFIG = join(DEPLOY, 'static-pods/skewgate.yaml');
-const STATIC_BOOTSTRAP = join(DEPLOY, 'static-pods/envoy.yaml');
 const STATIC_POD = join(DEPLOY, 'static-pods/skewgate-gateway.yaml');
 const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
 const DEPLOYMENT = join(DEPLOY, 'kubernetes/deployment.yaml');
-/** Files that are not Kubernetes objects: a skewgate config and its rendered bootstrap. */
-const NOT_MANIFESTS = new Set([STATIC_CONFIG, STATIC_BOOTSTRAP]);
+/** Files that are not Kubernetes objects: a skewgate config. */
+const NOT_MANIFESTS = new Set([STATIC_CONFIG]);
 
 function parseYamlFile(file: string): Obj[] {
   const docs = parseAllDocuments(readFileSync(file, 'utf8'));
@@ -183,8 +183,10 @@ function checkHealthProbes(t: Test, spec: Obj, c: Obj, configPath: string, envoy
 // ---------------------------------------------------------------------------------------------
 
 t.test('every YAML file under deploy/ (compose excepted) parses, and is a manifest or a known config', async (t) => {
-  t.ok(files.length >= 5, `found ${files.length} files: ${files.map(rel).join(', ')}`);
-  for (const f of [STATIC_CONFIG, STATIC_BOOTSTRAP, STATIC_POD, RBAC, DEPLOYMENT]) t.ok(files.includes(f), `${rel(f)} is there`);
+  t.ok(files.length >= 4, `found ${files.length} files: ${files.map(rel).join(', ')}`);
+  for (const f of [STATIC_CONFIG, STATIC_POD, RBAC, DEPLOYMENT]) t.ok(files.includes(f), `${rel(f)} is there`);
+  // Rendered at start by each pod (checkRenderedAtStart), never committed: one diff per renderer change, not one per variant.
+  t.same(files.filter((f) => /envoy.*\.ya?ml$/.test(rel(f))), [], 'no rendered Envoy bootstrap is committed under deploy/');
   for (const f of files) {
     const docs = parseYamlFile(f);
     t.ok(docs.length > 0, `${rel(f)}: ${docs.length} document(s), no YAML errors or warnings`);
@@ -293,10 +295,42 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
   t.equal(at(ext, 'typed_config.failure_mode_allow'), config.extproc.failureMode === 'open', `${where}: failure_mode_allow follows failureMode`);
 }
 
-t.test('the static pod\'s Envoy bootstrap: the committed file is the rendering, with the key properties', async (t) => {
+/**
+ * Envoy's bootstrap is rendered when the pod starts: the init container render-envoy-bootstrap runs
+ * the image's CLI, `envoy-config --config <the skewgate container's own config>`, from the same
+ * volume skewgate reads it from, into an emptyDir that Envoy starts from. Returns the init container.
+ */
+function checkRenderedAtStart(t: Test, spec: Obj, configPath: string, where: string): Obj {
+  const init = container(spec, 'render-envoy-bootstrap');
+  const skewgate = container(spec, 'skewgate');
+  const envoy = container(spec, 'envoy');
+  t.same(initContainersOf(spec).map((c) => c.name), ['render-envoy-bootstrap'], `${where}: one init container`);
+  t.equal(init.image, SKEWGATE_IMAGE, `${where}: rendered by the skewgate image the pod runs`);
+  const cmd = arr(init.command).map((x) => str(x));
+  t.same(cmd.slice(0, 2), ['sh', '-c'], `${where}: a shell, for the redirection`);
+  const line = cmd.slice(2).join(' ');
+  const rendered = /^(\S+ \S+) envoy-config --config (\S+) > (\S+)$/.exec(line);
+  t.ok(rendered, `${where}: the init container runs skewgate envoy-config: ${line}`);
+  t.equal(rendered?.[1], ENTRYPOINT.join(' '), `${where}: through the image's CLI, as its ENTRYPOINT runs it`);
+  t.equal(rendered?.[2], configPath, `${where}: from the skewgate container's own config file`);
+  const configMount = mountFor(spec, init, rendered?.[2] ?? '');
+  t.equal(configMount?.volume.name, mountFor(spec, skewgate, configPath)?.volume.name, `${where}: from the same volume skewgate reads it from`);
+  const envoyArgs = arr(envoy.args).map((a) => str(a));
+  const bootstrapPath = envoyArgs[envoyArgs.indexOf('-c') + 1] ?? '';
+  t.equal(bootstrapPath, rendered?.[3], `${where}: Envoy starts from the rendered bootstrap`);
+  const written = mountFor(spec, init, bootstrapPath);
+  const read = mountFor(spec, envoy, bootstrapPath);
+  t.ok(written && read && written.volume.name === read.volume.name, `${where}: on a volume the two share`);
+  t.ok(written?.volume.emptyDir !== undefined, `${where}: an emptyDir, so every start renders afresh`);
+  t.not(written?.mount.readOnly, true, `${where}: writable by the init container`);
+  t.equal(read?.mount.readOnly, true, `${where}: read-only for Envoy`);
+  t.notOk(mountFor(spec, skewgate, bootstrapPath), `${where}: skewgate does not need it`);
+  return init;
+}
+
+t.test('the static pod\'s Envoy bootstrap: rendered from its config with the key properties', async (t) => {
   const config = loadConfig(STATIC_CONFIG);
-  t.equal(readFileSync(STATIC_BOOTSTRAP, 'utf8'), renderBootstrapYaml(config),
-    'deploy/static-pods/envoy.yaml is current (re-render: skewgate envoy-config --config deploy/static-pods/skewgate.yaml > deploy/static-pods/envoy.yaml)');
+  // The init container (checkRenderedAtStart) prints this rendering: `skewgate envoy-config` on the same file.
   checkBootstrap(t, config, 'static pod');
 });
 
@@ -326,9 +360,12 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
     const hp = m === undefined ? undefined : m.volume.hostPath;
     return hp === undefined ? undefined : posix.join(str(at(hp, 'path')), m?.rest ?? '');
   };
-  t.equal(hostPathOf(envoy, bootstrapPath), '/etc/skewgate/envoy.yaml', `Envoy reads ${bootstrapPath} = the node's /etc/skewgate/envoy.yaml`);
   t.equal(hostPathOf(skewgate, configPath), '/etc/skewgate/skewgate.yaml', `skewgate reads ${configPath} = the node's /etc/skewgate/skewgate.yaml`);
   t.equal(configPath, '/etc/skewgate/skewgate.yaml', 'the config sits where its own paths assume');
+  const init = checkRenderedAtStart(t, spec, configPath, 'static pod');
+  t.equal(hostPathOf(init, configPath), '/etc/skewgate/skewgate.yaml', `the init container renders from the node's /etc/skewgate/skewgate.yaml`);
+  t.notOk(mountFor(spec, envoy, configPath), `Envoy does not see ${configPath} (nor the discovery credential beside it)`);
+  t.equal(mountFor(spec, envoy, bootstrapPath)?.volume.hostPath, undefined, `Envoy reads ${bootstrapPath} from no file on the node`);
 
   for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
     for (const f of filesNeeded(config, role)) {
@@ -365,7 +402,6 @@ t.test('the Deployment: config valid and rendered by the init container, replica
   const spec = obj(at(dep, 'spec.template.spec'));
   const skewgate = container(spec, 'skewgate');
   const envoy = container(spec, 'envoy');
-  const init = container(spec, 'render-envoy-bootstrap');
   const configPath = str(arr(skewgate.args)[arr(skewgate.args).indexOf('--config') + 1]);
   const m = mountFor(spec, skewgate, configPath);
   t.equal(at(m?.volume, 'configMap.name'), 'skewgate-gateway', `skewgate reads ${configPath} from the ConfigMap`);
@@ -379,15 +415,8 @@ t.test('the Deployment: config valid and rendered by the init container, replica
   for (const s of config.apiservers) t.ok(s.credentials?.tokenFile, `${s.name}: the pod's ServiceAccount token`);
   checkBootstrap(t, config, 'Deployment');
 
-  const cmd = arr(init.command).map((x) => str(x)).join(' ');
-  const rendered = /envoy-config --config (\S+) > (\S+)$/.exec(cmd);
-  t.ok(rendered, `the init container runs skewgate envoy-config: ${cmd}`);
-  t.equal(rendered?.[1], configPath, 'from the same config file');
-  t.equal(mountFor(spec, init, rendered?.[1] ?? '')?.volume.name, m?.volume.name, 'the same ConfigMap volume');
-  const envoyArgs = arr(envoy.args).map((a) => str(a));
-  const bootstrapPath = envoyArgs[envoyArgs.indexOf('-c') + 1] ?? '';
-  t.equal(bootstrapPath, rendered?.[2], 'Envoy starts from the rendered bootstrap');
-  t.equal(mountFor(spec, envoy, bootstrapPath)?.volume.name, mountFor(spec, init, bootstrapPath)?.volume.name, 'on an emptyDir the two share');
+  const init = checkRenderedAtStart(t, spec, configPath, 'Deployment');
+  t.equal(mountFor(spec, init, configPath)?.volume.name, m?.volume.name, 'the init container renders from the same ConfigMap volume');
 
   for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
     for (const f of filesNeeded(config, role)) t.ok(mountFor(spec, c, f), `${role} can read ${f}`);

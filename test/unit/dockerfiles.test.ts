@@ -2,7 +2,8 @@
 // pinned, multi-stage, non-root, skewgate's command line, every file the final stage copies present
 // in the repository or the local build, the build context allow-list, and demo.sh parsed by sh.
 // The final stage's file set is then laid out in a temp dir the way the Dockerfile assembles it
-// (production packages only, as `npm ci --omit=dev` installs them) and skewgate is run from there.
+// (production packages only, as `npm ci --omit=dev` installs them) and skewgate is run from there;
+// so is the harness stage, with the compose demo's one-shots (the PKI, Envoy's bootstraps).
 import t, { type Test } from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { packageRoot } from '../../src/envoy/process.js';
 import { EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE } from '../../src/extproc/proto.js';
 import { labVersions } from '../../harness/lab/versions.js';
@@ -348,13 +350,13 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
   t.comment(`${productionPackages().length} production packages; image tree at ${relative(tmpdir(), image)}`);
 });
 
-t.test('the pki stage (compose PKI init) runs `skewgate-lab lab pki` as the compose file asks', async (t) => {
-  const found = rootStages.find((s) => s.name === 'pki');
-  t.ok(found, 'the Dockerfile has a stage named pki');
+t.test('the harness stage (compose one-shots) runs `skewgate-lab lab pki` and renders both bootstraps as the compose file asks', async (t) => {
+  const found = rootStages.find((s) => s.name === 'harness');
+  t.ok(found, 'the Dockerfile has a stage named harness');
   t.not(found, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
   const stage = effective(found as Stage);
   t.equal(lastUser(stage), 'node', 'USER node: it writes the PKI volume as uid 1000, as skewgate reads it');
-  t.ok(stage.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate/.test(i.args)), 'openssl, and the two volume folders owned by node');
+  t.ok(stage.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate \/run\/envoy/.test(i.args)), 'openssl, and the three volume folders owned by node');
   const image = await mkdtemp(join(tmpdir(), 'skewgate-pki-image-'));
   t.teardown(() => rm(image, { recursive: true, force: true }));
   const app = join(image, 'app');
@@ -365,4 +367,21 @@ t.test('the pki stage (compose PKI init) runs `skewgate-lab lab pki` as the comp
   const pki = nodeIn(image)([join(app, posix.relative('/app', entry[1] ?? '')), 'lab', 'pki', '--dir', join(image, 'pki'), '--san', 'DNS:kas-1']);
   t.equal(pki.status, 0, `skewgate-lab lab pki: ${String(pki.stderr)}`);
   t.ok(existsSync(join(image, 'pki', 'ca.crt')) && existsSync(join(image, 'pki', 'admin.token')), 'lab pki wrote ca.crt and admin.token (what demo.sh reads)');
+
+  // The envoy-config service's line, as docker-compose.yml gives it, inside the laid-out image:
+  // /app is the image's, /deploy the repository's deploy/compose, /run/envoy a folder of the image.
+  const compose = parseYaml(read('docker-compose.yml'), { version: '1.1' }) as { services: Record<string, { entrypoint?: string[]; command?: string[] }> };
+  const envoyConfig = compose.services['envoy-config'];
+  t.same(envoyConfig?.entrypoint, ['sh', '-c'], 'envoy-config: a shell line');
+  const line = envoyConfig?.command?.[0] ?? '';
+  const out = join(image, 'run', 'envoy');
+  await mkdir(out, { recursive: true });
+  const mapped = line.replaceAll('/app/', `${app}/`).replaceAll('/deploy/', `${join(root, 'deploy/compose')}/`).replaceAll('/run/envoy/', `${out}/`)
+    .replace(/(^|&& )node /g, `$1${process.execPath} --preserve-symlinks --preserve-symlinks-main `);
+  const rendered = spawnSync('sh', ['-c', mapped], { encoding: 'utf8', cwd: image, timeout: 60_000, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' } });
+  t.equal(rendered.status, 0, `envoy-config's line runs in the image: ${line}\n${String(rendered.stderr)}`);
+  for (const f of ['envoy.yaml', 'envoy-baseline.yaml']) {
+    const text = existsSync(join(out, f)) ? readFileSync(join(out, f), 'utf8') : '';
+    t.match(text, /^static_resources:$/m, `${f} written: an Envoy bootstrap`);
+  }
 });

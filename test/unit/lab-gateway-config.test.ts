@@ -28,7 +28,7 @@ t.test('the lab gateway verifies client certificates and presents the front-prox
   const config = parseConfig(doc, 'lab.yaml', '/');
   t.equal(config.envoy.tls.clientCaFile, pki.caFile, 'src/config.ts accepts it');
   t.equal(config.envoy.upstreamClientCert?.certFile, pki.frontProxyClientCertFile);
-  t.equal(config.extproc.failureMode, 'open', 'fail-open: the lab shows invariant 4');
+  t.equal(config.extproc.failureMode, 'open', 'fail-open: the lab shows docs/design.md, invariant 4');
 });
 
 t.test('kubeconfig: the old contexts, one per user through the gateway, and direct ones', async (t) => {
