@@ -316,7 +316,14 @@ t.test('Envoy\'s bootstraps: rendered at start by envoy-config from skewgate.yam
   t.ok(s.volumes?.includes(DEPLOY), 'reads deploy/compose at /deploy');
   t.ok(s.volumes?.includes(BOOTSTRAP_VOLUME), 'writes the bootstrap volume');
   t.equal(s.restart, 'no', 'a one-shot');
-  const harnessStage = readFileSync(join(root, 'Dockerfile'), 'utf8').split(/^FROM /m).find((x) => / AS harness\s*$/m.test(x.split('\n')[0] ?? '')) ?? '';
+  // The stage's text with that of the stages it is built FROM (runtime-base holds the RUN).
+  const stages = readFileSync(join(root, 'Dockerfile'), 'utf8').split(/^FROM /m).slice(1);
+  const stageText = (name: string): string => {
+    const text = stages.find((x) => new RegExp(` AS ${name}\\s*$`, 'm').test(x.split('\n')[0] ?? '')) ?? '';
+    const parent = /^(\S+)/.exec(text)?.[1] ?? '';
+    return stages.some((x) => new RegExp(` AS ${parent}\\s*$`, 'm').test(x.split('\n')[0] ?? '')) ? stageText(parent) + text : text;
+  };
+  const harnessStage = stageText('harness');
   t.match(harnessStage, /mkdir -p [^\n]*\/run\/envoy[\s\S]*chown node:node [^\n]*\/run\/envoy/, 'the harness stage has /run/envoy owned by its user: the new volume is writable by the renderer');
 
   const { gateway, baseline } = await renderedBootstraps();
