@@ -68,7 +68,7 @@ ENV NODE_ENV=production
 # Owned by root and read-only for `node`: the process cannot rewrite its own code.
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
-# Loaded from disk at start-up by src/extproc/proto.ts (found by walking up to proto/).
+# Loaded from disk at start-up by src/extproc/proto.ts: proto/ beside package.json (the package root).
 COPY proto ./proto
 # packageRoot() recognises the install by its name, and telemetry reports its version.
 COPY package.json ./

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../src/envoy/process.js';
+import { packageRoot } from '../src/package-root.js';
 
 export const JAEGER_BIN_ENV = 'SKEWGATE_JAEGER_BIN';
 

@@ -2,7 +2,7 @@
 // puts the binaries built from them.
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 
 export interface LabVersions {
   readonly kubeOld: string;

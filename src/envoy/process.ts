@@ -1,12 +1,12 @@
 // Runs the real Envoy binary: start and wait until LIVE, stop, and `--mode validate`.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, createWriteStream, existsSync, openSync, readFileSync, type WriteStream } from 'node:fs';
+import { accessSync, constants as fsConstants, createWriteStream, openSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
+import { packageRoot } from '../package-root.js';
 
 /** Where scripts/install-envoy.sh puts the binary, relative to the package root. */
 export const ENVOY_BIN_RELATIVE = '.tools/envoy/current/envoy/_bin/envoy';
@@ -25,24 +25,6 @@ export class EnvoyStartError extends Error {
   constructor(message: string, readonly logTail: string) {
     super(`${message}\n--- envoy log (tail) ---\n${logTail}`);
     this.name = 'EnvoyStartError';
-  }
-}
-
-/** The folder holding skewgate's package.json, found upwards from this module (src or dist). */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg)) {
-      try {
-        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: unknown }).name === 'skewgate') return dir;
-      } catch {
-        // not ours; keep climbing
-      }
-    }
-    const up = dirname(dir);
-    if (up === dir) throw new Error('cannot find the skewgate package root');
-    dir = up;
   }
 }
 

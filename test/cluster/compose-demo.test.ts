@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { labRbacObjects } from '../../harness/lab/gateway-config.js';
 import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';

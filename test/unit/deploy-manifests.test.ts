@@ -11,7 +11,7 @@ import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { skewgateRbac } from '../../harness/lab/gateway-config.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';

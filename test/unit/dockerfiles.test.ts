@@ -10,7 +10,7 @@ import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE } from '../../src/extproc/proto.js';
 import { labVersions } from '../../harness/lab/versions.js';
 
