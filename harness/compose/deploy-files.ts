@@ -5,7 +5,7 @@ import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { withoutExtProc } from '../demo/stack.js';
+import { withoutExtProc } from '../baseline-envoy.js';
 import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {

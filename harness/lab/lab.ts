@@ -14,7 +14,7 @@ import { parseConfig } from '../../src/config.js';
 import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
-import { withoutExtProc } from '../demo/stack.js';
+import { withoutExtProc } from '../baseline-envoy.js';
 import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
 import { JANE_NAMESPACE, gatewayConfigDocument, gatewayKubeconfig, labRbacObjects, type GatewayApiServer } from './gateway-config.js';
 import { createLabPki, type LabPki } from './pki.js';

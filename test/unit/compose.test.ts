@@ -17,7 +17,7 @@ import { loadConfig } from '../../src/config.js';
 import { composeApiServers } from '../../harness/compose/layout.js';
 import { renderComposeFiles } from '../../harness/compose/render.js';
 import { readComposeVersions } from '../../harness/compose/versions.js';
-import { withoutExtProc } from '../../harness/demo/stack.js';
+import { withoutExtProc } from '../../harness/baseline-envoy.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
