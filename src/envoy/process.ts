@@ -1,11 +1,12 @@
 // Runs the real Envoy binary: start and wait until LIVE, stop, and `--mode validate`.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, createWriteStream, openSync, type WriteStream } from 'node:fs';
+import { createWriteStream, openSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
+import { findBinary } from '../find-binary.js';
 import { packageRoot } from '../package-root.js';
 
 /** Where scripts/install-envoy.sh puts the binary, relative to the package root. */
@@ -30,14 +31,7 @@ export class EnvoyStartError extends Error {
 
 /** Explicit path, else $SKEWGATE_ENVOY_BIN, else the project-local install. Throws when not executable. */
 export function findEnvoyBinary(explicit?: string): string {
-  const fromEnv = process.env[ENVOY_BIN_ENV];
-  const bin = explicit ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : join(packageRoot(), ENVOY_BIN_RELATIVE));
-  try {
-    accessSync(bin, fsConstants.X_OK);
-  } catch {
-    throw new EnvoyNotFoundError(bin);
-  }
-  return bin;
+  return findBinary({ explicit, env: ENVOY_BIN_ENV, fallback: () => join(packageRoot(), ENVOY_BIN_RELATIVE), missing: (bin) => new EnvoyNotFoundError(bin) });
 }
 
 export interface StartEnvoyOptions {
