@@ -6,7 +6,8 @@ import { parseConfig, type Config } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { withoutExtProc } from '../baseline-envoy.js';
-import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
+import { gatewayConfigDocument } from '../lab/gateway-config.js';
+import { labRbacObjects } from '../lab/rbac.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {
   DEPLOY_DIR, DEPLOY_FILES, ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,

@@ -15,7 +15,7 @@ import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
 import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { labRbacObjects } from '../../harness/lab/gateway-config.js';
+import { labRbacObjects } from '../../harness/lab/rbac.js';
 import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

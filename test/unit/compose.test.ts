@@ -23,7 +23,8 @@ import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
 import { apiServerArgs, etcdArgs } from '../../harness/lab/flags.js';
-import { gatewayConfigDocument, labRbacObjects } from '../../harness/lab/gateway-config.js';
+import { gatewayConfigDocument } from '../../harness/lab/gateway-config.js';
+import { labRbacObjects } from '../../harness/lab/rbac.js';
 import { LAB_PKI_FILES, LAB_SANS, labPkiFiles } from '../../harness/lab/pki.js';
 import { parseEnvFile } from '../../harness/lab/versions.js';
 
