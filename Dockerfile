@@ -69,7 +69,7 @@ CMD ["lab", "pki", "--dir", "/pki"]
 # ---- runtime: the service ------------------------------------------------------------------
 FROM runtime-base
 COPY --from=build /app/dist/src ./dist/src
-# Loaded from disk at start-up by src/extproc/proto.ts (found by walking up to proto/).
+# Loaded from disk at start-up by src/extproc/proto.ts: proto/ beside package.json (the package root).
 COPY proto ./proto
 # uid 1000 in the node images.
 USER node

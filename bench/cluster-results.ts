@@ -4,7 +4,7 @@
 // section over verbatim: see extractClusterSection.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { packageRoot } from '../src/envoy/process.js';
+import { packageRoot } from '../src/package-root.js';
 import { NO_ANSWER, type Accounting } from '../test/load/accounting.js';
 import type { ClientCheck } from '../test/load/clients.js';
 import type { LatencySummary } from '../test/load/latency.js';

@@ -2,7 +2,7 @@
 // progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed.
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { packageRoot } from '../src/envoy/process.js';
+import { packageRoot } from '../src/package-root.js';
 import { stopAllChildren } from './child-ipc.js';
 import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';

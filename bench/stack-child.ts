@@ -6,7 +6,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { startStack, type Stack } from '../harness/demo/stack.js';
-import { packageRoot } from '../src/envoy/process.js';
+import { packageRoot } from '../src/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../harness/fake/index.js';
 import { serveParent } from './child-ipc.js';
 import { STACK_DIR, type StackChildReady, type StackCpuSample } from './protocol.js';

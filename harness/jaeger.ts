@@ -1,13 +1,15 @@
 // A real Jaeger v2 (built by lab/build-jaeger.sh) on loopback ports with in-memory storage, and
 // a small client for its query HTTP API. Used by the tracing end-to-end test and the lab.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../src/envoy/process.js';
+import { findBinary } from '../src/find-binary.js';
+import { packageRoot } from '../src/package-root.js';
+import { LAB_BIN_RELATIVE, parseEnvFile, VERSIONS_FILE_RELATIVE } from './lab/versions.js';
 
 export const JAEGER_BIN_ENV = 'SKEWGATE_JAEGER_BIN';
 
@@ -21,22 +23,19 @@ export class JaegerNotFoundError extends Error {
 
 /** The version pinned in lab/versions.env (JAEGER_VERSION=…). */
 export function pinnedJaegerVersion(root = packageRoot()): string {
-  const m = /^JAEGER_VERSION=(\S+)\s*$/m.exec(readFileSync(join(root, 'lab/versions.env'), 'utf8'));
-  if (!m?.[1]) throw new Error('lab/versions.env has no JAEGER_VERSION line');
-  return m[1];
+  const version = parseEnvFile(readFileSync(join(root, VERSIONS_FILE_RELATIVE), 'utf8')).get('JAEGER_VERSION');
+  if (!version) throw new Error(`${VERSIONS_FILE_RELATIVE} has no JAEGER_VERSION line`);
+  return version;
 }
 
 /** Explicit path, else $SKEWGATE_JAEGER_BIN, else .tools/lab/bin/jaeger-<pinned version>. */
 export function findJaegerBinary(explicit?: string): string {
-  const fromEnv = process.env[JAEGER_BIN_ENV];
   const root = packageRoot();
-  const bin = explicit ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : join(root, '.tools/lab/bin', `jaeger-${pinnedJaegerVersion(root)}`));
-  try {
-    accessSync(bin, fsConstants.X_OK);
-  } catch {
-    throw new JaegerNotFoundError(bin);
-  }
-  return bin;
+  return findBinary({
+    explicit, env: JAEGER_BIN_ENV,
+    fallback: () => join(root, LAB_BIN_RELATIVE, `jaeger-${pinnedJaegerVersion(root)}`),
+    missing: (bin) => new JaegerNotFoundError(bin),
+  });
 }
 
 /** A span as Jaeger's query API returns it, with tags flattened. */

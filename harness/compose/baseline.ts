@@ -6,7 +6,7 @@ import { basename } from 'node:path';
 import { stringify } from 'yaml';
 import type { Config } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { withoutExtProc } from '../demo/stack.js';
+import { withoutExtProc } from '../baseline-envoy.js';
 
 /** serviceName: telemetry.serviceName for Envoy's tracer (it reports as "<name>-envoy"); default the config's. */
 export function renderBaselineYaml(config: Config, serviceName?: string): string {

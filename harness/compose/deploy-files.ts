@@ -3,7 +3,8 @@
 // Envoy's two bootstraps are rendered from skewgate's config when the demo starts (the envoy-config
 // one-shot, document.ts). Pure.
 import { stringify } from 'yaml';
-import { gatewayConfigDocument, labRbacObjects } from '../lab/gateway-config.js';
+import { gatewayConfigDocument } from '../lab/gateway-config.js';
+import { labRbacObjects } from '../lab/rbac.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {
   ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,

@@ -6,8 +6,9 @@ import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../../src/config.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app.js';
-import { renderBootstrap, type JsonObject } from '../../src/envoy/bootstrap.js';
+import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
+import { withoutExtProc } from '../baseline-envoy.js';
 import { FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
 export interface StackServer {
@@ -57,16 +58,6 @@ export interface Stack {
   stopSkewgate(): Promise<void>;
   startSkewgate(): Promise<void>;
   close(): Promise<void>;
-}
-
-/** The same bootstrap with the ext_proc filter taken out: Envoy balancing alone. */
-export function withoutExtProc(bootstrap: JsonObject): JsonObject {
-  const strip = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.filter((f) => !(f && typeof f === 'object' && (f as { name?: unknown }).name === 'envoy.filters.http.ext_proc')).map(strip);
-    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strip(x)]));
-    return v;
-  };
-  return strip(bootstrap) as JsonObject;
 }
 
 function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServer[], extprocPort: number, gatewayPort: number): object {

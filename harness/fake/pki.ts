@@ -1,9 +1,10 @@
 // A throw-away PKI for the fake control plane and the gateway, made with the openssl CLI.
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { certValidFor, ensureGenerated, filesPresent, issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { ensurePkiSet } from '../pki-set.js';
 
 export type { KeyPairFiles };
 
@@ -72,33 +73,23 @@ const KEY_PAIRS = ['ca', 'server', 'client', 'gateway', 'front-proxy-ca', 'front
 
 const FILES = [...KEY_PAIRS.flatMap((n) => [`${n}.crt`, `${n}.key`]), 'token', 'kubeconfig']; // kubeconfig last: it marks a complete set
 
-async function complete(dir: string): Promise<boolean> {
-  // A set about to expire is regenerated rather than failing handshakes later.
-  return (await filesPresent(FILES.map((name) => join(dir, name)))) && certValidFor(join(dir, 'ca.crt'), 86_400);
-}
-
-async function generate(dir: string): Promise<void> {
-  const tmp = await mkdtemp(join(dir, '.gen-'));
-  try {
-    const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-fake-ca', usage: 'ca' });
-    await issueCert({ dir: tmp, name: 'server', subject: '/CN=kube-apiserver', usage: 'server', ca, sans: SANS });
-    await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans: SANS });
-    await issueCert({ dir: tmp, name: 'client', subject: '/O=system:masters/CN=skewgate-admin', usage: 'client', ca });
-    const frontProxyCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-fake-front-proxy-ca', usage: 'ca' });
-    await issueCert({ dir: tmp, name: 'front-proxy-client', subject: '/CN=front-proxy-client', usage: 'client', ca: frontProxyCa });
-    await issueCert({ dir: tmp, name: 'jane', subject: '/O=dev-viewers/O=team-b/CN=jane', usage: 'client', ca });
-    await issueCert({ dir: tmp, name: 'comma', subject: '/O=team-c/CN=doe, jane', usage: 'client', ca });
-    await issueCert({ dir: tmp, name: 'no-cn', subject: '/O=team-b', usage: 'client', ca });
-    await issueCert({ dir: tmp, name: 'server-only', subject: '/O=system:masters/CN=server-only', usage: 'server', ca, sans: ['DNS:server-only.example'] });
-    const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=skewgate-fake-foreign-ca', usage: 'ca' });
-    await issueCert({ dir: tmp, name: 'foreign', subject: '/O=system:masters/CN=system:admin', usage: 'client', ca: foreignCa });
-    const pki = layout(resolve(dir), randomBytes(24).toString('hex'));
-    await writeFile(join(tmp, 'token'), pki.token, { mode: 0o600 });
-    await writeFile(join(tmp, 'kubeconfig'), kubeconfig(pki), { mode: 0o600 });
-    for (const name of FILES) await rename(join(tmp, name), join(dir, name));
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
-  }
+/** Writes the set into tmp (kubeconfig last); its paths name the files where they will be, in dir. */
+async function generate(tmp: string, dir: string): Promise<void> {
+  const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-fake-ca', usage: 'ca' });
+  await issueCert({ dir: tmp, name: 'server', subject: '/CN=kube-apiserver', usage: 'server', ca, sans: SANS });
+  await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans: SANS });
+  await issueCert({ dir: tmp, name: 'client', subject: '/O=system:masters/CN=skewgate-admin', usage: 'client', ca });
+  const frontProxyCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-fake-front-proxy-ca', usage: 'ca' });
+  await issueCert({ dir: tmp, name: 'front-proxy-client', subject: '/CN=front-proxy-client', usage: 'client', ca: frontProxyCa });
+  await issueCert({ dir: tmp, name: 'jane', subject: '/O=dev-viewers/O=team-b/CN=jane', usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'comma', subject: '/O=team-c/CN=doe, jane', usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'no-cn', subject: '/O=team-b', usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'server-only', subject: '/O=system:masters/CN=server-only', usage: 'server', ca, sans: ['DNS:server-only.example'] });
+  const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=skewgate-fake-foreign-ca', usage: 'ca' });
+  await issueCert({ dir: tmp, name: 'foreign', subject: '/O=system:masters/CN=system:admin', usage: 'client', ca: foreignCa });
+  const pki = layout(resolve(dir), randomBytes(24).toString('hex'));
+  await writeFile(join(tmp, 'token'), pki.token, { mode: 0o600 });
+  await writeFile(join(tmp, 'kubeconfig'), kubeconfig(pki), { mode: 0o600 });
 }
 
 function kubeconfig(p: Pki): string {
@@ -120,14 +111,12 @@ function kubeconfig(p: Pki): string {
 
 /**
  * Creates (or reuses, when complete) the PKI in dir. A lock directory keeps concurrent test
- * processes from interleaving two half-written sets.
+ * processes from interleaving two half-written sets; a set about to expire is made again rather
+ * than failing handshakes later.
  */
 export async function createPki(dir: string): Promise<Pki> {
   const abs = resolve(dir);
-  await ensureGenerated(abs, () => complete(abs), async () => {
-    await rm(join(abs, 'kubeconfig'), { force: true });
-    await generate(abs);
-  }, 'createPki');
+  await ensurePkiSet(abs, { files: FILES, caFile: 'ca.crt', generate, label: 'createPki' });
   return load(abs);
 }
 

@@ -1,7 +1,6 @@
-// The documents a lab gateway is made of: skewgate's YAML config and the kubeconfig for clients,
-// plus the RBAC objects skewgate's token and the lab's limited user need. Pure.
+// The documents a lab gateway is made of: skewgate's YAML config and the kubeconfig for clients
+// (the RBAC objects its users need are in rbac.ts). Pure.
 import type { LabPki, LabPkiFiles } from './pki.js';
-import { JANE_USER, SKEWGATE_GROUP } from './pki.js';
 
 export interface GatewayApiServer {
   readonly name: string;
@@ -103,67 +102,4 @@ export function gatewayKubeconfig(o: KubeconfigInput): Record<string, unknown> {
     ],
     'current-context': 'token',
   };
-}
-export const SKEWGATE_ROLE = 'skewgate:discovery';
-
-/**
- * Discovery documents and /readyz are open to every authenticated user by default
- * (system:discovery, system:public-info-viewer); the CRD and APIService watch needs this role.
- */
-export function skewgateRbac(): { clusterRole: Record<string, unknown>; clusterRoleBinding: Record<string, unknown> } {
-  return {
-    clusterRole: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: SKEWGATE_ROLE },
-      rules: [
-        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch'] },
-        { apiGroups: ['apiregistration.k8s.io'], resources: ['apiservices'], verbs: ['get', 'list', 'watch'] },
-      ],
-    },
-    clusterRoleBinding: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: SKEWGATE_ROLE },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SKEWGATE_ROLE },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }],
-    },
-  };
-}
-
-/** jane's only permission: read configmaps in this namespace. */
-export const JANE_NAMESPACE = 'default';
-export const JANE_ROLE = 'lab:configmap-reader';
-
-/** A Role and RoleBinding: jane (token or certificate) may get and list configmaps in `default`, nothing else. */
-export function janeRbac(): { role: Record<string, unknown>; roleBinding: Record<string, unknown> } {
-  const metadata = { name: JANE_ROLE, namespace: JANE_NAMESPACE };
-  return {
-    role: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata,
-      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }],
-    },
-    roleBinding: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata,
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: JANE_ROLE },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: JANE_USER }],
-    },
-  };
-}
-
-/** Every RBAC object the lab creates, with the collection it is POSTed to, in creation order. */
-export function labRbacObjects(): { path: string; body: Record<string, unknown> }[] {
-  const { clusterRole, clusterRoleBinding } = skewgateRbac();
-  const { role, roleBinding } = janeRbac();
-  const ns = `/apis/rbac.authorization.k8s.io/v1/namespaces/${JANE_NAMESPACE}`;
-  return [
-    { path: '/apis/rbac.authorization.k8s.io/v1/clusterroles', body: clusterRole },
-    { path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', body: clusterRoleBinding },
-    { path: `${ns}/roles`, body: role },
-    { path: `${ns}/rolebindings`, body: roleBinding },
-  ];
 }

@@ -3,14 +3,11 @@
 // cert and a static token file; plus the client certificates the identity tests present (a
 // limited user, a UID, a hard subject, and two that must not authenticate). Made once per run dir
 // and reused while complete.
-import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { DEFAULT_DAYS, certValidFor, ensureGenerated, filesPresent, generateRsaKeyPair, issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
-
-const run = promisify(execFile);
+import { generateRsaKeyPair, issueCert } from '../../src/pki/openssl.js';
+import { ensurePkiSet } from '../pki-set.js';
 
 export interface LabPki extends LabPkiFiles {
   readonly adminToken: string;
@@ -161,9 +158,9 @@ export function tokenAuthCsv(tokens: readonly StaticToken[]): string {
 }
 
 /**
- * openssl config for a client certificate whose subject src/pki/openssl.ts cannot write: -subj
- * read as UTF-8 (not Latin-1), and a name for kube-apiserver's UID attribute (openssl skips an
- * attribute type it has no name for). Pure.
+ * openssl config (issueCert's utf8Config) for a client certificate whose subject the default
+ * config cannot write: -subj read as UTF-8 (not Latin-1), and a name for kube-apiserver's UID
+ * attribute (openssl skips an attribute type it has no name for). Pure.
  */
 export function subjectCertOpensslConfig(): string {
   return [
@@ -178,23 +175,6 @@ export function subjectCertOpensslConfig(): string {
     'extendedKeyUsage = clientAuth',
     '',
   ].join('\n');
-}
-
-/** A clientAuth certificate with a UTF-8 subject (attribute `kubernetesUID` allowed), signed by ca. */
-async function issueSubjectCert(dir: string, name: string, subject: string, ca: KeyPairFiles): Promise<void> {
-  const f = (suffix: string): string => join(dir, `${name}.${suffix}`);
-  const cnf = f('openssl.cnf');
-  await writeFile(cnf, subjectCertOpensslConfig());
-  try {
-    await run('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-utf8',
-      '-keyout', f('key'), '-out', f('csr'), '-subj', subject, '-config', cnf]);
-    await run('openssl', ['x509', '-req', '-in', f('csr'), '-CA', ca.certFile, '-CAkey', ca.keyFile,
-      '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-days', String(DEFAULT_DAYS), '-out', f('crt'),
-      '-extfile', cnf, '-extensions', 'ext']);
-  } finally {
-    await rm(cnf, { force: true });
-    await rm(f('csr'), { force: true });
-  }
 }
 
 /**
@@ -212,40 +192,35 @@ export function checkSanEntries(sans: readonly string[]): void {
   }
 }
 
-async function complete(dir: string, extraSans: readonly string[]): Promise<boolean> {
-  if (!(await filesPresent(LAB_PKI_FILES.map((n) => join(dir, n))))) return false;
+/** A complete set is reused only when its marker names this layout and the same extra SANs. */
+async function sameLayout(dir: string, extraSans: readonly string[]): Promise<boolean> {
   const marker = (await readFile(join(dir, MARKER), 'utf8').catch(() => '')).trim().split(' ');
-  return marker[0] === LAYOUT && (marker[2] ?? '') === extraSansTag(extraSans) && (await certValidFor(join(dir, 'ca.crt'), 86_400));
+  return marker[0] === LAYOUT && (marker[2] ?? '') === extraSansTag(extraSans);
 }
 
-async function generate(dir: string, extraSans: readonly string[]): Promise<void> {
-  const tmp = await mkdtemp(join(dir, '.gen-'));
-  try {
-    const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-lab-ca', usage: 'ca' });
-    const fpCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-lab-front-proxy-ca', usage: 'ca' });
-    const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=not-the-cluster-ca', usage: 'ca' });
-    const sans = [...LAB_SANS, ...extraSans];
-    await issueCert({ dir: tmp, name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'server', ca, sans });
-    await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans });
-    await issueCert({ dir: tmp, name: 'front-proxy-client', subject: `/CN=${FRONT_PROXY_CLIENT_CN}`, usage: 'client', ca: fpCa });
-    await issueCert({ dir: tmp, name: 'admin', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca });
-    await issueCert({ dir: tmp, name: 'jane', subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`, usage: 'client', ca });
-    await issueSubjectCert(tmp, 'bob', `/O=${BOB_GROUP}/CN=${BOB_USER}/kubernetesUID=${BOB_UID}`, ca);
-    await issueSubjectCert(tmp, 'tricky', TRICKY_SUBJECT, ca);
-    await issueCert({ dir: tmp, name: 'server-only', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'server', ca });
-    await issueCert({ dir: tmp, name: 'foreign', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca: foreignCa });
-    await generateRsaKeyPair(join(tmp, 'sa.key'), join(tmp, 'sa.pub'));
-    const tokens = { admin: randomBytes(24).toString('hex'), jane: randomBytes(24).toString('hex'), skewgate: randomBytes(24).toString('hex') };
-    await writeFile(join(tmp, 'admin.token'), tokens.admin, { mode: 0o600 });
-    await writeFile(join(tmp, 'jane.token'), tokens.jane, { mode: 0o600 });
-    await writeFile(join(tmp, 'skewgate.token'), tokens.skewgate, { mode: 0o600 });
-    await writeFile(join(tmp, 'tokens.csv'), tokenAuthCsv(labStaticTokens(tokens)), { mode: 0o600 });
-    const tag = extraSansTag(extraSans);
-    await writeFile(join(tmp, MARKER), `${LAYOUT} ${new Date().toISOString()}${tag === '' ? '' : ` ${tag}`}\n`);
-    for (const name of LAB_PKI_FILES) await rename(join(tmp, name), join(dir, name)); // the marker last
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
-  }
+/** Writes the set into tmp, the marker last. */
+async function generate(tmp: string, extraSans: readonly string[]): Promise<void> {
+  const ca = await issueCert({ dir: tmp, name: 'ca', subject: '/CN=skewgate-lab-ca', usage: 'ca' });
+  const fpCa = await issueCert({ dir: tmp, name: 'front-proxy-ca', subject: '/CN=skewgate-lab-front-proxy-ca', usage: 'ca' });
+  const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=not-the-cluster-ca', usage: 'ca' });
+  const sans = [...LAB_SANS, ...extraSans];
+  await issueCert({ dir: tmp, name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'server', ca, sans });
+  await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans });
+  await issueCert({ dir: tmp, name: 'front-proxy-client', subject: `/CN=${FRONT_PROXY_CLIENT_CN}`, usage: 'client', ca: fpCa });
+  await issueCert({ dir: tmp, name: 'admin', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'jane', subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`, usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'bob', subject: `/O=${BOB_GROUP}/CN=${BOB_USER}/kubernetesUID=${BOB_UID}`, usage: 'client', ca, utf8Config: subjectCertOpensslConfig() });
+  await issueCert({ dir: tmp, name: 'tricky', subject: TRICKY_SUBJECT, usage: 'client', ca, utf8Config: subjectCertOpensslConfig() });
+  await issueCert({ dir: tmp, name: 'server-only', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'server', ca });
+  await issueCert({ dir: tmp, name: 'foreign', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca: foreignCa });
+  await generateRsaKeyPair(join(tmp, 'sa.key'), join(tmp, 'sa.pub'));
+  const tokens = { admin: randomBytes(24).toString('hex'), jane: randomBytes(24).toString('hex'), skewgate: randomBytes(24).toString('hex') };
+  await writeFile(join(tmp, 'admin.token'), tokens.admin, { mode: 0o600 });
+  await writeFile(join(tmp, 'jane.token'), tokens.jane, { mode: 0o600 });
+  await writeFile(join(tmp, 'skewgate.token'), tokens.skewgate, { mode: 0o600 });
+  await writeFile(join(tmp, 'tokens.csv'), tokenAuthCsv(labStaticTokens(tokens)), { mode: 0o600 });
+  const tag = extraSansTag(extraSans);
+  await writeFile(join(tmp, MARKER), `${LAYOUT} ${new Date().toISOString()}${tag === '' ? '' : ` ${tag}`}\n`);
 }
 
 /**
@@ -257,10 +232,11 @@ export async function createLabPki(dir: string, options: LabPkiOptions = {}): Pr
   const extraSans = [...(options.extraSans ?? [])];
   checkSanEntries(extraSans);
   const abs = resolve(dir);
-  await ensureGenerated(abs, () => complete(abs, extraSans), async () => {
-    await rm(join(abs, MARKER), { force: true });
-    await generate(abs, extraSans);
-  }, 'createLabPki');
+  await ensurePkiSet(abs, {
+    files: LAB_PKI_FILES, caFile: 'ca.crt', label: 'createLabPki',
+    reusable: (d) => sameLayout(d, extraSans),
+    generate: (tmp) => generate(tmp, extraSans),
+  });
   const read = async (name: string): Promise<string> => (await readFile(join(abs, name), 'utf8')).trim();
   return { ...labPkiFiles(abs), adminToken: await read('admin.token'), janeToken: await read('jane.token'), skewgateToken: await read('skewgate.token') };
 }

@@ -1,8 +1,9 @@
 // The lab's pinned versions (lab/versions.env, the one source of truth) and where lab/build.sh
 // puts the binaries built from them.
-import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/envoy/process.js';
+import { pathFromEnv, requireExecutable } from '../../src/find-binary.js';
+import { packageRoot } from '../../src/package-root.js';
 
 export interface LabVersions {
   readonly kubeOld: string;
@@ -55,17 +56,10 @@ export function defaultLabDir(): string {
 }
 
 export function labBinDir(): string {
-  const fromEnv = process.env[LAB_BIN_DIR_ENV];
-  return fromEnv !== undefined && fromEnv !== '' ? fromEnv : join(packageRoot(), LAB_BIN_RELATIVE);
+  return pathFromEnv(LAB_BIN_DIR_ENV, () => join(packageRoot(), LAB_BIN_RELATIVE));
 }
 
 /** `<bin dir>/<name>-<version>`; throws LabBinaryMissingError when it is not an executable. */
 export function labBinary(name: LabBinaryName, version: string): string {
-  const bin = join(labBinDir(), `${name}-${version}`);
-  try {
-    accessSync(bin, fsConstants.X_OK);
-  } catch {
-    throw new LabBinaryMissingError(bin);
-  }
-  return bin;
+  return requireExecutable(join(labBinDir(), `${name}-${version}`), (bin) => new LabBinaryMissingError(bin));
 }

@@ -1,13 +1,14 @@
 // Discovery's TLS and authentication towards one apiserver. Files are re-read when they change
 // (a rotated token or a renewed certificate is picked up without a restart). Server certificate
 // verification is always on. Nothing here ever logs or puts secret material in an error message.
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent } from 'undici';
 import type { Dispatcher } from 'undici';
 import { parse as parseYaml } from 'yaml';
 import type { Config } from '../config.js';
+import { fileStamp } from '../file-stamp.js';
 
 export type ApiServerSettings = Config['apiservers'][number];
 
@@ -163,16 +164,6 @@ function sameBuffer(a: Buffer | undefined, b: Buffer | undefined): boolean {
 
 function sameTls(a: Material, b: Material): boolean {
   return sameBuffer(a.ca, b.ca) && sameBuffer(a.cert, b.cert) && sameBuffer(a.key, b.key) && a.servername === b.servername;
-}
-
-/** A file's identity for change detection: a rename-into-place (kubelet's ..data swap) changes ino. */
-export async function fileStamp(file: string): Promise<string> {
-  try {
-    const st = await stat(file);
-    return `${st.mtimeMs}:${st.size}:${st.ino}`;
-  } catch (err) {
-    return `missing:${errText(err)}`;
-  }
 }
 
 class FileBackedCredentials implements ServerCredentials {

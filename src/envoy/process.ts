@@ -1,12 +1,13 @@
 // Runs the real Envoy binary: start and wait until LIVE, stop, and `--mode validate`.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, createWriteStream, existsSync, openSync, readFileSync, type WriteStream } from 'node:fs';
+import { createWriteStream, openSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
+import { findBinary } from '../find-binary.js';
+import { packageRoot } from '../package-root.js';
 
 /** Where scripts/install-envoy.sh puts the binary, relative to the package root. */
 export const ENVOY_BIN_RELATIVE = '.tools/envoy/current/envoy/_bin/envoy';
@@ -28,34 +29,9 @@ export class EnvoyStartError extends Error {
   }
 }
 
-/** The folder holding skewgate's package.json, found upwards from this module (src or dist). */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg)) {
-      try {
-        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: unknown }).name === 'skewgate') return dir;
-      } catch {
-        // not ours; keep climbing
-      }
-    }
-    const up = dirname(dir);
-    if (up === dir) throw new Error('cannot find the skewgate package root');
-    dir = up;
-  }
-}
-
 /** Explicit path, else $SKEWGATE_ENVOY_BIN, else the project-local install. Throws when not executable. */
 export function findEnvoyBinary(explicit?: string): string {
-  const fromEnv = process.env[ENVOY_BIN_ENV];
-  const bin = explicit ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : join(packageRoot(), ENVOY_BIN_RELATIVE));
-  try {
-    accessSync(bin, fsConstants.X_OK);
-  } catch {
-    throw new EnvoyNotFoundError(bin);
-  }
-  return bin;
+  return findBinary({ explicit, env: ENVOY_BIN_ENV, fallback: () => join(packageRoot(), ENVOY_BIN_RELATIVE), missing: (bin) => new EnvoyNotFoundError(bin) });
 }
 
 export interface StartEnvoyOptions {

@@ -1,9 +1,9 @@
-// The hook through which every decision leaves the stream: a log line, and (src/telemetry/) a span
-// and metrics.
+// The hook through which every decision leaves the stream: a log line, and (src/telemetry/ implements
+// DecisionObserver) a span and metrics.
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RoutingResult } from '../routing/router.js';
-import { parseTraceparent } from '../telemetry/traceparent.js';
+import { parseTraceparent } from './traceparent.js';
 import { redactHeaders } from './headers.js';
 
 /** What is known when the request headers arrive, before routing. */

@@ -1,10 +1,9 @@
-// Loads skewgate's hand-written protos once. The proto/ folder sits at the package root; this file
-// runs from src/extproc (tsx, tests) or dist/src/extproc (built), so the root is found by walking up.
+// Loads skewgate's hand-written protos once, from the proto/ folder at the package root.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { packageRoot } from '../package-root.js';
 
 export const EXTPROC_PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto';
 export const HEALTH_PROTO_FILE = 'grpc/health/v1/health.proto';
@@ -20,16 +19,11 @@ export const PROTO_LOADER_OPTIONS: protoLoader.Options = Object.freeze({
   oneofs: true,
 });
 
-/** The folder holding envoy/ and grpc/ protos, found by walking up from `from` (a file URL or path). */
-export function findProtoRoot(from: string = import.meta.url): string {
-  let dir = path.dirname(from.startsWith('file:') ? fileURLToPath(from) : from);
-  for (;;) {
-    const candidate = path.join(dir, 'proto');
-    if (existsSync(path.join(candidate, EXTPROC_PROTO_FILE))) return candidate;
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`skewgate: no proto/${EXTPROC_PROTO_FILE} above ${from}`);
-    dir = parent;
-  }
+/** The folder holding envoy/ and grpc/ protos: proto/ at the package root. */
+export function findProtoRoot(): string {
+  const root = path.join(packageRoot(), 'proto');
+  if (!existsSync(path.join(root, EXTPROC_PROTO_FILE))) throw new Error(`skewgate: no ${EXTPROC_PROTO_FILE} in ${root}`);
+  return root;
 }
 
 export interface LoadedProtos {

@@ -3,7 +3,7 @@
 // longer parses is logged and the last good one kept. The only I/O of the identity module.
 import { readFile } from 'node:fs/promises';
 import type { Logger } from '../log.js';
-import { fileStamp } from '../discovery/credentials.js';
+import { fileStamp } from '../file-stamp.js';
 import { ClientIdentityVerifier, parsePemCertificates, type ClientTrust } from './client-identity.js';
 
 export class ClientCaError extends Error {

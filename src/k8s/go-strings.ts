@@ -1,4 +1,5 @@
-// Go's string order, which kube-apiserver's sorting and selection rules follow. Pure.
+// Go's string rules that kube-apiserver follows: the order of its sorting and selection, and which
+// numbers strconv.ParseInt accepts. Pure.
 
 /**
  * Go compares strings byte by byte (UTF-8). UTF-16 code units give the same order except when a
@@ -17,4 +18,24 @@ export function compareGoStrings(a: string, b: string): number {
     return x < y ? -1 : 1;
   }
   return a.length < b.length ? -1 : a.length > b.length ? 1 : 0;
+}
+
+/** strconv.ParseInt(s, 10, 64) succeeds. */
+export function isInt64(s: string): boolean {
+  let i = 0;
+  let negative = false;
+  const sign = s.charCodeAt(0);
+  if (sign === 0x2b || sign === 0x2d) {
+    negative = sign === 0x2d;
+    i = 1;
+  }
+  if (i >= s.length) return false;
+  for (let j = i; j < s.length; j++) {
+    const c = s.charCodeAt(j);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  while (i < s.length - 1 && s.charCodeAt(i) === 0x30) i++;
+  const digits = s.length - i;
+  if (digits !== 19) return digits < 19;
+  return s.slice(i) <= (negative ? '9223372036854775808' : '9223372036854775807');
 }

@@ -1,9 +1,8 @@
-// Certificate issuance with the openssl CLI, shared by the fake PKI (tests, demo) and the lab PKI
-// (real kube-apiservers). Also the directory lock that keeps concurrent processes from
-// interleaving two half-written sets.
+// Certificate issuance with the openssl CLI: `skewgate gateway-cert`, and the harness's PKI sets
+// (harness/pki-set.ts builds the fake and the lab PKI from these).
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -30,6 +29,13 @@ export interface IssueOptions {
   /** subjectAltName entries, e.g. ["DNS:localhost", "IP:127.0.0.1"] (server and client usages). */
   readonly sans?: readonly string[];
   readonly days?: number;
+  /**
+   * A whole openssl config to use instead of the one made from usage and sans ([req] with
+   * `distinguished_name = dn` and `prompt = no`, an empty [dn], the extensions in [ext]), with
+   * -subj read as UTF-8: for subjects the default cannot write (non-ASCII, an attribute type that
+   * needs a name from an oid_section).
+   */
+  readonly utf8Config?: string;
 }
 
 const KEY_ARGS = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -52,13 +58,14 @@ export async function issueCert(o: IssueOptions): Promise<KeyPairFiles> {
   const f = (suffix: string): string => join(o.dir, `${o.name}.${suffix}`);
   const cnf = f('openssl.cnf');
   const days = String(o.days ?? DEFAULT_DAYS);
-  await writeFile(cnf, opensslConfig(o.usage, o.sans));
+  const utf8 = o.utf8Config === undefined ? [] : ['-utf8'];
+  await writeFile(cnf, o.utf8Config ?? opensslConfig(o.usage, o.sans));
   try {
     if (o.ca === undefined) {
-      await run('openssl', ['req', '-x509', '-new', ...KEY_ARGS, '-keyout', f('key'), '-out', f('crt'),
+      await run('openssl', ['req', '-x509', '-new', ...KEY_ARGS, ...utf8, '-keyout', f('key'), '-out', f('crt'),
         '-days', days, '-subj', o.subject, '-config', cnf, '-extensions', 'ext']);
     } else {
-      await run('openssl', ['req', '-new', ...KEY_ARGS, '-keyout', f('key'), '-out', f('csr'), '-subj', o.subject, '-config', cnf]);
+      await run('openssl', ['req', '-new', ...KEY_ARGS, ...utf8, '-keyout', f('key'), '-out', f('csr'), '-subj', o.subject, '-config', cnf]);
       await run('openssl', ['x509', '-req', '-in', f('csr'), '-CA', o.ca.certFile, '-CAkey', o.ca.keyFile,
         '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-days', days, '-out', f('crt'),
         '-extfile', cnf, '-extensions', 'ext']);
@@ -83,41 +90,5 @@ export async function certValidFor(certFile: string, seconds: number): Promise<b
     return true;
   } catch {
     return false;
-  }
-}
-
-/** True when every file exists and is not empty. */
-export async function filesPresent(files: readonly string[]): Promise<boolean> {
-  try {
-    for (const file of files) if ((await stat(file)).size === 0) return false;
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Runs `generate` under a lock directory in `dir` unless `complete()` already holds; waits while
- * another process holds the lock. A lock older than a minute was left by a killed process.
- */
-export async function ensureGenerated(dir: string, complete: () => Promise<boolean>, generate: () => Promise<void>, label = 'pki'): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  const lock = join(dir, '.lock');
-  for (const started = Date.now(); ;) {
-    if (await complete()) return;
-    try {
-      await mkdir(lock);
-    } catch {
-      const age = await stat(lock).then((s) => Date.now() - s.mtimeMs, () => 0);
-      if (age > 60_000) await rmdir(lock).catch(() => undefined);
-      if (Date.now() - started > 120_000) throw new Error(`${label}: ${lock} stays locked`);
-      await new Promise((r) => setTimeout(r, 100));
-      continue;
-    }
-    try {
-      if (!(await complete())) await generate();
-    } finally {
-      await rmdir(lock).catch(() => undefined);
-    }
   }
 }

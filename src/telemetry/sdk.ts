@@ -28,7 +28,7 @@ import { OTLPTraceExporter as OtlpHttpTraceExporter } from '@opentelemetry/expor
 import { OTLPMetricExporter as OtlpGrpcMetricExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { OTLPMetricExporter as OtlpHttpMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { packageRoot } from '../envoy/process.js';
+import { packageRoot } from '../package-root.js';
 import { ATTR, SCOPE } from './names.js';
 import type { OtlpTarget, SamplerSpec, TelemetrySettings } from './settings.js';
 

@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { labRbacObjects } from '../../harness/lab/gateway-config.js';
+import { labRbacObjects } from '../../harness/lab/rbac.js';
 import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

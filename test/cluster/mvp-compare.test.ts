@@ -6,7 +6,7 @@
 // answers 404 or 503 while it is away and right after it is back.
 import t from 'tap';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total } from '../load/accounting.js';
 import { wallClockMs } from '../load/clock.js';

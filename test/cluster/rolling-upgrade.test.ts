@@ -6,7 +6,7 @@
 import t from 'tap';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total, type Accounting } from '../load/accounting.js';
 import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../load/clients.js';

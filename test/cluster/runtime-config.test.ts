@@ -3,7 +3,7 @@
 // a 404 (they go to the two servers that serve it); through plain round robin about a third do.
 import t from 'tap';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total } from '../load/accounting.js';
 import { wallClockMs } from '../load/clock.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { parseConfig, type Config } from '../../src/config.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { createExtProcServer } from '../../src/extproc/server.js';
 import { createPki, type Pki } from '../../harness/fake/pki.js';
 import type { RequestRouter } from '../../src/routing/router.js';

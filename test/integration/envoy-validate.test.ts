@@ -11,7 +11,8 @@ import { promisify } from 'node:util';
 import { loadConfig } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { findEnvoyBinary, packageRoot, validateBootstrap } from '../../src/envoy/process.js';
+import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { scratchDir, sharedPki, testConfig } from '../helpers/envoy-fixtures.js';
 
 const execFileP = promisify(execFile);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { sanEntry } from '../../src/cli/gateway-cert.js';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { checkServingTls } from '../../src/envoy/tls-check.js';
 import { parseConfig } from '../../src/config.js';
 import { issueCert } from '../../src/pki/openssl.js';

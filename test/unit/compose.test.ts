@@ -19,12 +19,14 @@ import { loadConfig } from '../../src/config.js';
 import { composeApiServers } from '../../harness/compose/layout.js';
 import { renderComposeFiles } from '../../harness/compose/render.js';
 import { readComposeVersions } from '../../harness/compose/versions.js';
-import { withoutExtProc } from '../../harness/demo/stack.js';
+import { withoutExtProc } from '../../harness/baseline-envoy.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { findEnvoyBinary, packageRoot, validateBootstrap } from '../../src/envoy/process.js';
+import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { apiServerArgs, etcdArgs } from '../../harness/lab/flags.js';
-import { gatewayConfigDocument, labRbacObjects } from '../../harness/lab/gateway-config.js';
+import { gatewayConfigDocument } from '../../harness/lab/gateway-config.js';
+import { labRbacObjects } from '../../harness/lab/rbac.js';
 import { LAB_PKI_FILES, LAB_SANS, labPkiFiles } from '../../harness/lab/pki.js';
 import { parseEnvFile } from '../../harness/lab/versions.js';
 

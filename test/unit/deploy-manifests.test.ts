@@ -12,8 +12,8 @@ import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { packageRoot } from '../../src/envoy/process.js';
-import { skewgateRbac } from '../../harness/lab/gateway-config.js';
+import { packageRoot } from '../../src/package-root.js';
+import { skewgateRbac } from '../../harness/lab/rbac.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
@@ -464,7 +464,7 @@ t.test('the Deployment: config valid and rendered by the init container, replica
 t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both credentials', async (t) => {
   const want = skewgateRbac();
   const role = find(RBAC, 'ClusterRole');
-  t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (harness/lab/gateway-config.ts skewgateRbac)');
+  t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (harness/lab/rbac.ts skewgateRbac)');
   const group = find(RBAC, 'ClusterRoleBinding');
   t.same(group.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: at(role, 'metadata.name') });
   t.same(group.subjects, [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }], `the static pods' certificates: group ${SKEWGATE_GROUP}`);

@@ -9,7 +9,7 @@ import {
 import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { arr, at, obj, type Obj } from '../helpers/json.js';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 
 interface Opts {
   failureMode?: 'open' | 'closed';

@@ -1,9 +1,8 @@
 import t from 'tap';
 import { parseConfig } from '../../src/config.js';
 import { apiServerArgs } from '../../harness/lab/flags.js';
-import {
-  JANE_NAMESPACE, JANE_ROLE, LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig, janeRbac, labRbacObjects,
-} from '../../harness/lab/gateway-config.js';
+import { LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig } from '../../harness/lab/gateway-config.js';
+import { JANE_NAMESPACE, JANE_ROLE, janeRbac, labRbacObjects } from '../../harness/lab/rbac.js';
 import type { LabPki } from '../../harness/lab/pki.js';
 
 const f = (n: string): string => `/pki/${n}`;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, parseConfig, type Config } from '../../src/config.js';
-import { packageRoot } from '../../src/envoy/process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { assertEnvoyTls, assertFrontProxySafe, checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems } from '../../src/envoy/tls-check.js';
 import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
 

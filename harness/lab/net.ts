@@ -1,0 +1,35 @@
+// Loopback ports and sockets for the lab: is a port free, does a listener accept yet, a free port.
+import { connect, createServer } from 'node:net';
+import { LabError } from './errors.js';
+
+/** True once `listen` (host:port or unix:/path) accepts a connection. */
+export function canConnect(listen: string): Promise<boolean> {
+  return new Promise((res) => {
+    const m = /^(.*):(\d+)$/.exec(listen);
+    const sock = listen.startsWith('unix:') ? connect(listen.slice(5)) : connect(Number(m?.[2]), m?.[1] ?? '127.0.0.1');
+    sock.once('connect', () => { sock.destroy(); res(true); });
+    sock.once('error', () => res(false));
+  });
+}
+
+/** A clear error now rather than a process that dies on bind while a stranger answers our checks. */
+export async function assertPortFree(host: string, port: number, what: string): Promise<void> {
+  const free = await new Promise<boolean>((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen({ host, port, exclusive: true }, () => srv.close(() => res(true)));
+  });
+  if (!free) throw new LabError(`${what}: ${host}:${port} is already in use (another lab? \`skewgate-lab lab status\`, or \`ss -ltnp\`)`);
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
+    });
+  });
+}

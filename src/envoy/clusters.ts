@@ -1,0 +1,204 @@
+// The bootstrap's clusters: each apiserver on its own and all of them balanced (the default), once
+// per way of connecting (with or without the front-proxy certificate), with upstream TLS, /readyz
+// health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
+import type { Config } from '../config.js';
+import { EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
+import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
+import { statesIdentity, type Upstream } from './upstreams.js';
+
+/** Cluster names skewgate renders itself (the config rejects them as apiserver names). */
+export const DEFAULT_CLUSTER = 'default';
+export const EXTPROC_CLUSTER = 'skewgate-extproc';
+/**
+ * Suffix of the clusters that connect with the front-proxy certificate (an apiserver name is a
+ * DNS label, so "_" can never clash with one).
+ */
+export const FRONT_PROXY_SUFFIX = '_front-proxy';
+
+/** Each in-flight request holds an upstream HTTP/1.1 connection (watches last minutes) and one ext_proc stream. */
+export const HIGH_LIMIT = 100_000;
+
+/**
+ * One set of apiserver clusters per way of connecting. With client certificates re-stated, a
+ * request carrying a stated identity goes over connections that present the front-proxy
+ * certificate, and every other request over connections that present none: kube-apiserver
+ * authenticates a token or an anonymous request exactly as if the client had connected directly
+ * (on a front-proxy connection without X-Remote-User it would answer 401 to anonymous requests,
+ * its x509 authenticator rejecting the front-proxy certificate). Without client certificates
+ * there is one set, with upstreamClientCert if configured.
+ */
+interface ClusterSet {
+  readonly suffix: string;
+  readonly clientCert: { readonly certFile: string; readonly keyFile: string } | undefined;
+  /** The front-proxy clusters' /readyz checks need a user: the health-check identity, default rights only. */
+  readonly healthCheckHeaders: readonly JsonObject[];
+}
+
+function clusterSets(config: Config): ClusterSet[] {
+  if (!statesIdentity(config)) return [{ suffix: '', clientCert: config.envoy.upstreamClientCert, healthCheckHeaders: [] }];
+  return [
+    { suffix: '', clientCert: undefined, healthCheckHeaders: [] },
+    {
+      suffix: FRONT_PROXY_SUFFIX,
+      clientCert: config.envoy.upstreamClientCert,
+      healthCheckHeaders: [{ header: { key: REMOTE_USER_HEADER, value: HEALTH_CHECK_USER }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
+    },
+  ];
+}
+
+/** Every apiserver's own cluster and the balanced default, once per way of connecting. */
+export function apiserverClusters(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject[] {
+  return clusterSets(config).flatMap((set) => [...upstreams.map((u) => apiserverCluster(config, u, file, set)), defaultCluster(config, upstreams, file, set)]);
+}
+
+function upstreamTls(u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
+  if (u.caFile === undefined) {
+    // Verification cannot be turned off, and a system trust store is machine-specific.
+    throw new BootstrapError(`apiserver "${u.name}": caFile is required to render the Envoy bootstrap (Envoy verifies every apiserver's serving certificate)`);
+  }
+  const client = set.clientCert;
+  return {
+    name: 'envoy.transport_sockets.tls',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+      // SNI carries DNS names only (RFC 6066); an IP URL without serverName sends none.
+      ...(u.verifyIsIp ? {} : { sni: u.verifyName }),
+      common_tls_context: {
+        // HTTP/1.1 so that SPDY and WebSocket upgrades pass through to the apiserver.
+        alpn_protocols: ['http/1.1'],
+        validation_context: {
+          trusted_ca: { filename: file(u.caFile) },
+          match_typed_subject_alt_names: [{ san_type: u.verifyIsIp ? 'IP_ADDRESS' : 'DNS', matcher: { exact: u.verifyName } }],
+        },
+        ...(client === undefined
+          ? {}
+          : { tls_certificates: [{ certificate_chain: { filename: file(client.certFile) }, private_key: { filename: file(client.keyFile) } }] }),
+      },
+    },
+  };
+}
+
+function endpoint(u: Upstream, metadata: boolean): JsonObject {
+  return {
+    endpoint: {
+      address: { socket_address: { address: u.host, port_value: u.port } },
+      // Host header of the /readyz check.
+      health_check_config: { hostname: u.verifyName },
+    },
+    ...(metadata ? { metadata: { filter_metadata: { 'envoy.transport_socket_match': { apiserver: u.name } } } } : {}),
+  };
+}
+
+function circuitBreakers(): JsonObject {
+  return {
+    thresholds: [
+      { priority: 'DEFAULT', max_connections: HIGH_LIMIT, max_pending_requests: HIGH_LIMIT, max_requests: HIGH_LIMIT, max_retries: 1000 },
+    ],
+  };
+}
+
+function readyz(set: ClusterSet): JsonObject {
+  return { http_health_check: { path: '/readyz', ...(set.healthCheckHeaders.length > 0 ? { request_headers_to_add: set.healthCheckHeaders } : {}) } };
+}
+
+function healthCheck(config: Config, check: JsonObject): JsonObject {
+  const hc = config.envoy.healthCheck;
+  return {
+    timeout: duration(hc.timeout),
+    interval: duration(hc.interval),
+    // Envoy checks a cluster that saw no traffic only once a minute by default; routed-only
+    // clusters may see none for long, and their health must stay current.
+    no_traffic_interval: duration(hc.interval),
+    no_traffic_healthy_interval: duration(hc.interval),
+    unhealthy_threshold: hc.unhealthyThreshold,
+    healthy_threshold: hc.healthyThreshold,
+    ...check,
+  };
+}
+
+
+function http1Options(): JsonObject {
+  return {
+    'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+      '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+      explicit_http_config: { http_protocol_options: {} },
+    },
+  };
+}
+
+function discoveryType(upstreams: readonly Upstream[]): JsonObject {
+  return upstreams.every((u) => u.ip) ? { type: 'STATIC' } : { type: 'STRICT_DNS', dns_lookup_family: 'V4_PREFERRED' };
+}
+
+function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
+  const name = `${u.name}${set.suffix}`;
+  return {
+    name,
+    ...discoveryType([u]),
+    connect_timeout: duration(config.envoy.connectTimeout),
+    lb_policy: 'ROUND_ROBIN',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [endpoint(u, false)] }] },
+    transport_socket: upstreamTls(u, file, set),
+    typed_extension_protocol_options: http1Options(),
+    circuit_breakers: circuitBreakers(),
+    health_checks: [healthCheck(config, readyz(set))],
+  };
+}
+
+/**
+ * Every apiserver, balanced. Each endpoint gets its own TLS settings through
+ * transport_socket_matches, so apiservers with different CAs or names can share the cluster.
+ * Envoy's default panic threshold (50 %) is kept: with most apiservers failing /readyz it keeps
+ * trying all of them rather than refusing everything (docs/design.md, invariant 4 favours availability).
+ */
+function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, set: ClusterSet): JsonObject {
+  const first = upstreams[0];
+  if (first === undefined) throw new BootstrapError('at least one apiserver is required');
+  const name = `${DEFAULT_CLUSTER}${set.suffix}`;
+  return {
+    name,
+    ...discoveryType(upstreams),
+    connect_timeout: duration(config.envoy.connectTimeout),
+    lb_policy: 'ROUND_ROBIN',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: upstreams.map((u) => endpoint(u, true)) }] },
+    transport_socket_matches: upstreams.map((u) => ({ name: u.name, match: { apiserver: u.name }, transport_socket: upstreamTls(u, file, set) })),
+    // Never plaintext, even for an endpoint no match would cover.
+    transport_socket: upstreamTls(first, file, set),
+    typed_extension_protocol_options: http1Options(),
+    circuit_breakers: circuitBreakers(),
+    health_checks: [healthCheck(config, readyz(set))],
+  };
+}
+
+function extprocAddress(listen: string, file: PathFn): JsonObject {
+  if (listen.startsWith('unix:')) return { pipe: { path: file(listen.slice('unix:'.length)) } };
+  const m = /^\[?(.*?)\]?:(\d+)$/.exec(listen);
+  if (!m) throw new BootstrapError(`extproc.listen "${listen}" is neither host:port nor unix:/path`);
+  return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
+}
+
+/**
+ * skewgate itself, gRPC over HTTP/2. Its gRPC health (grpc.health.v1, service
+ * EXTPROC_SERVICE_NAME) gates use: with panic threshold 0, a NOT_SERVING or absent skewgate
+ * is skipped at once (fail open: plain balancing; fail closed: status_on_error) instead of
+ * every request paying for a failed stream.
+ */
+export function extprocCluster(config: Config, file: PathFn): JsonObject {
+  return {
+    name: EXTPROC_CLUSTER,
+    type: 'STATIC',
+    // A local process or socket: either it answers at once or it is not there.
+    connect_timeout: '0.25s',
+    lb_policy: 'ROUND_ROBIN',
+    load_assignment: { cluster_name: EXTPROC_CLUSTER, endpoints: [{ lb_endpoints: [{ endpoint: { address: extprocAddress(config.extproc.listen, file) } }] }] },
+    typed_extension_protocol_options: {
+      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+        '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+        explicit_http_config: { http2_protocol_options: { connection_keepalive: { interval: '30s', timeout: '5s' } } },
+      },
+    },
+    circuit_breakers: circuitBreakers(),
+    common_lb_config: { healthy_panic_threshold: { value: 0 } },
+    health_checks: [healthCheck(config, { grpc_health_check: { service_name: EXTPROC_SERVICE_NAME } })],
+  };
+}

@@ -1,0 +1,202 @@
+// The bootstrap's listener: downstream TLS (client certificates optional), the HTTP connection
+// manager and its filter chain — header sanitiser, skewgate's ext_proc filter, router. Pure.
+import type { Config } from '../config.js';
+import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
+import { EXTPROC_CLUSTER } from './clusters.js';
+import { duration, type JsonObject, type PathFn } from './json.js';
+import { routeConfig } from './routes.js';
+import { envoyTracing, tracingConfig } from './tracing.js';
+import { statesIdentity, type Upstream } from './upstreams.js';
+
+export const LISTENER_NAME = 'skewgate';
+/** The ext_proc filter's name in the chain (the baseline gateway is the bootstrap without it). */
+export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
+
+/**
+ * Request headers stripped besides the shared identity list. x-envoy-* would let a client steer
+ * Envoy itself (x-envoy-retry-on could make a write retried, breaking docs/design.md, invariant 2); Envoy strips
+ * them only from requests it deems external, and loopback counts as internal. kube-apiserver's
+ * audit log lists X-Forwarded-For and X-Real-Ip entries as source IPs: the client's are dropped
+ * by the early mutation, which runs before Envoy appends the real peer address (verified with
+ * 1.40; use_remote_address below), so the list an apiserver sees starts with the true peer.
+ */
+export const ENVOY_SANITIZED_REQUEST_HEADERS: readonly string[] = Object.freeze(['x-forwarded-for', 'x-real-ip']);
+export const ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freeze(['x-envoy-']);
+
+/**
+ * The removals, once for the early mutation and once for the filter. The filter runs after Envoy
+ * appended the true peer to X-Forwarded-For and, with client certificates, set its own
+ * x-forwarded-client-cert (SANITIZE_SET), so only the early pass may remove those two: a client's
+ * copies are gone before Envoy writes its own.
+ */
+function removals(early: boolean, envoyXfcc: boolean): JsonObject[] {
+  const names = [
+    ...SANITIZED_REQUEST_HEADERS.filter((h) => early || !envoyXfcc || h !== CLIENT_CERT_HEADER),
+    ...ENVOY_SANITIZED_REQUEST_HEADERS.filter((h) => early || h !== 'x-forwarded-for'),
+  ];
+  const prefixes = [...SANITIZED_REQUEST_HEADER_PREFIXES, ...ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES];
+  return [
+    ...names.map((h) => ({ remove: h })),
+    ...prefixes.map((p) => ({ remove_on_match: { key_matcher: { prefix: p } } })),
+  ];
+}
+
+export function listener(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
+  const clientCa = config.envoy.tls.clientCaFile;
+  return {
+    name: LISTENER_NAME,
+    address: { socket_address: { address: config.envoy.listen.address, port_value: config.envoy.listen.port } },
+    filter_chains: [
+      {
+        transport_socket: {
+          name: 'envoy.transport_sockets.tls',
+          typed_config: {
+            '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
+            common_tls_context: {
+              alpn_protocols: ['h2', 'http/1.1'],
+              tls_params: { tls_minimum_protocol_version: 'TLSv1_2' },
+              tls_certificates: [
+                { certificate_chain: { filename: file(config.envoy.tls.certFile) }, private_key: { filename: file(config.envoy.tls.keyFile) } },
+              ],
+              // Asked for, verified against the cluster's client CA; a certificate that does not
+              // verify fails the handshake, so no request ever carries an unverified one.
+              ...(clientCa === undefined ? {} : { validation_context: { trusted_ca: { filename: file(clientCa) } } }),
+            },
+            // Optional: bearer tokens (no certificate) must keep working.
+            ...(clientCa === undefined ? {} : { require_client_certificate: false }),
+          },
+        },
+        filters: [httpConnectionManager(config, upstreams)],
+      },
+    ],
+  };
+}
+
+function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): JsonObject {
+  return {
+    name: 'envoy.filters.network.http_connection_manager',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+      stat_prefix: 'skewgate',
+      codec_type: 'AUTO',
+      // Our own peer address is the only one an apiserver's audit log may see; no hop is trusted.
+      use_remote_address: true,
+      xff_num_trusted_hops: 0,
+      skip_xff_append: false,
+      // Without client certificates nobody may send x-forwarded-client-cert on. With them, Envoy
+      // alone writes it (after the early mutation dropped a client's copy), for skewgate to
+      // re-verify the certificate and state its identity; the routes remove it before any apiserver.
+      ...(statesIdentity(config)
+        ? { forward_client_cert_details: 'SANITIZE_SET', set_current_client_cert_details: { cert: true, chain: true } }
+        : { forward_client_cert_details: 'SANITIZE' }),
+      // Same path for skewgate's classification, Envoy's routing and the apiserver (Go decodes %2F).
+      normalize_path: true,
+      merge_slashes: true,
+      path_with_escaped_slashes_action: 'UNESCAPE_AND_FORWARD',
+      // Go would not read X_Remote_User as X-Remote-User, but other hops might: drop such names.
+      common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
+      // Extended CONNECT lets WebSocket (kubectl exec v5) ride an HTTP/2 client connection.
+      http2_protocol_options: { allow_connect: true },
+      // kubectl exec/attach/port-forward: SPDY/3.1 (older) or WebSocket upgrades.
+      upgrade_configs: [{ upgrade_type: 'websocket' }, { upgrade_type: 'spdy/3.1' }],
+      // Watches and `logs -f` sit idle for minutes; exec sessions for hours. Envoy must never cut
+      // them: kube-apiserver bounds ordinary requests itself (--request-timeout, 60 s) and
+      // watches with its own randomised --min-request-timeout, so a second clock here only adds
+      // spurious failures. Only the header phase is bounded, against slow-loris clients.
+      stream_idle_timeout: '0s',
+      request_timeout: '0s',
+      request_headers_timeout: '10s',
+      // Runs before route selection and before any filter: the route cache is computed from
+      // sanitised headers, so a forged x-skewgate-upstream can never select a route, even when
+      // skewgate is down and ext_proc fails open (docs/design.md, invariant 3).
+      early_header_mutation_extensions: [
+        {
+          name: 'envoy.http.early_header_mutation.header_mutation',
+          typed_config: {
+            '@type': 'type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation',
+            mutations: removals(true, statesIdentity(config)),
+          },
+        },
+      ],
+      access_log: [
+        {
+          name: 'envoy.access_loggers.stdout',
+          typed_config: {
+            '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+            log_format: {
+              json_format: {
+                start: '%START_TIME%',
+                method: '%REQ(:METHOD)%',
+                path: '%REQ(:PATH)%',
+                status: '%RESPONSE_CODE%',
+                details: '%RESPONSE_CODE_DETAILS%',
+                flags: '%RESPONSE_FLAGS%',
+                upstream: '%UPSTREAM_CLUSTER%',
+                upstream_host: '%UPSTREAM_HOST%',
+                duration_ms: '%DURATION%',
+                request_id: '%REQ(X-REQUEST-ID)%',
+              },
+            },
+          },
+        },
+      ],
+      route_config: routeConfig(upstreams, statesIdentity(config)),
+      http_filters: [sanitiserFilter(statesIdentity(config)), extprocFilter(config), routerFilter()],
+      ...(envoyTracing(config) ? { tracing: tracingConfig(config) } : {}),
+    },
+  };
+}
+
+/**
+ * Defence in depth: the same removals as the early mutation, first in the filter chain, so the
+ * chain itself states that ext_proc never sees a client's identity or routing headers (Envoy's
+ * own X-Forwarded-For and x-forwarded-client-cert excepted, see removals).
+ */
+function sanitiserFilter(envoyXfcc: boolean): JsonObject {
+  return {
+    name: 'envoy.filters.http.header_mutation',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation',
+      mutations: { request_mutations: removals(false, envoyXfcc) },
+    },
+  };
+}
+
+function extprocFilter(config: Config): JsonObject {
+  return {
+    name: EXTPROC_FILTER,
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
+      grpc_service: { envoy_grpc: { cluster_name: EXTPROC_CLUSTER } },
+      // open: skewgate unreachable means plain balancing over all apiservers (docs/design.md, invariant 4).
+      failure_mode_allow: config.extproc.failureMode === 'open',
+      // One round trip per request, headers only; the stream closes right after the answer.
+      processing_mode: {
+        request_header_mode: 'SEND',
+        response_header_mode: 'SKIP',
+        request_body_mode: 'NONE',
+        response_body_mode: 'NONE',
+        request_trailer_mode: 'SKIP',
+        response_trailer_mode: 'SKIP',
+      },
+      message_timeout: duration(config.extproc.messageTimeout),
+      // Re-select the route after skewgate sets x-skewgate-upstream (needs a header mutation).
+      route_cache_action: 'CLEAR',
+      // Defaults already allow x-skewgate-upstream and the headers of an immediate response;
+      // pseudo-headers, host and x-envoy-* stay off limits. A violation is dropped and counted.
+      mutation_rules: { disallow_system: true, allow_envoy: false, disallow_is_error: false },
+      status_on_error: { code: 'ServiceUnavailable' },
+    },
+  };
+}
+
+function routerFilter(): JsonObject {
+  return {
+    name: 'envoy.filters.http.router',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
+      // No x-envoy-* request or response headers: apiservers and clients need none of them.
+      suppress_envoy_headers: true,
+    },
+  };
+}

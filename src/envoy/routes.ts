@@ -1,0 +1,113 @@
+// The bootstrap's routes: one per apiserver (and way of connecting) selected by skewgate's
+// x-skewgate-upstream header, the balanced default, read retries, and the backstop answering 401
+// to a client certificate whose identity nobody stated. Pure.
+import { CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import { statusBody } from '../k8s/status.js';
+import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
+import type { JsonObject } from './json.js';
+import type { Upstream } from './upstreams.js';
+
+/** The first route when client certificates are verified: a certificate whose identity nobody stated. */
+export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
+
+/** Methods that are safe to retry when the connection could not be made (docs/design.md, invariant 2). */
+const READ_METHODS_REGEX = '^(GET|HEAD)$';
+/** Only failures where no request byte reached an apiserver. Never "reset" or "5xx". */
+export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request';
+export const READ_NUM_RETRIES = 2;
+
+/**
+ * One route per apiserver matching x-skewgate-upstream exactly, rather than cluster_header: only
+ * names rendered from the config can ever be honoured (cluster_header would let any value pick
+ * any cluster, skewgate-extproc included), and each route carries its own retry policy. A
+ * value matching no apiserver falls through to the balanced default, as when skewgate is down.
+ */
+export function routeConfig(upstreams: readonly Upstream[], identity: boolean): JsonObject {
+  const routes: JsonObject[] = identity ? [identityBackstop()] : [];
+  // A stated identity (X-Remote-User: only skewgate can set it, a client's copy is gone) goes
+  // over the front-proxy clusters; everything else over the direct ones.
+  const variants = identity ? [{ suffix: FRONT_PROXY_SUFFIX, when: [remoteUserPresent()] }, { suffix: '', when: [] }] : [{ suffix: '', when: [] }];
+  for (const v of variants) {
+    for (const u of upstreams) {
+      const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
+      routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, readMethod()], `${u.name}${v.suffix}`, readRetry(false)));
+      routes.push(route(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined));
+    }
+    routes.push(route(`default${v.suffix}-read`, [...v.when, readMethod()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
+    routes.push(route(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined));
+  }
+  return {
+    name: 'skewgate',
+    // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
+    // when skewgate is down and did not remove x-forwarded-client-cert itself.
+    request_headers_to_remove: [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
+    virtual_hosts: [{ name: 'kube-apiserver', domains: ['*'], routes }],
+  };
+}
+
+/**
+ * A request over a connection with a (verified) client certificate must reach an apiserver with
+ * that certificate's identity stated, or not at all: skewgate states X-Remote-User (and clears the
+ * route cache) once it has re-verified the certificate. Without it — skewgate down, timed out or
+ * failing open — this route answers 401 itself, so the request fails authentication instead of
+ * arriving without the client's identity (anonymous, or as a token it sent along). A client's own
+ * X-Remote-User never gets this far (early mutation).
+ */
+function identityBackstop(): JsonObject {
+  const body = statusBody('Unauthorized', 'Unauthorized: the client certificate could not be stated as front-proxy identity (skewgate unavailable)');
+  return {
+    name: IDENTITY_BACKSTOP_ROUTE,
+    match: {
+      prefix: '/',
+      tls_context: { presented: true },
+      headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
+    },
+    direct_response: { status: body.code, body: { inline_string: JSON.stringify(body) } },
+    response_headers_to_add: [
+      { header: { key: 'content-type', value: MEDIA_JSON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+      { header: { key: REASON_HEADER, value: IDENTITY_UNSTATED_REASON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    ],
+  };
+}
+
+function remoteUserPresent(): JsonObject {
+  return { name: REMOTE_USER_HEADER, present_match: true };
+}
+
+function readMethod(): JsonObject {
+  return { name: ':method', string_match: { safe_regex: { regex: READ_METHODS_REGEX } } };
+}
+
+function route(name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): JsonObject {
+  return {
+    name,
+    match: headers.length === 0 ? { prefix: '/' } : { prefix: '/', headers },
+    route: {
+      cluster,
+      // No route timeout and no idle timeout: see stream_idle_timeout (listener.ts).
+      timeout: '0s',
+      idle_timeout: '0s',
+      // Writes (every non-GET/HEAD) get no retry policy at all: exactly one attempt (docs/design.md, invariant 2).
+      ...(retry === undefined ? {} : { retry_policy: retry }),
+    },
+  };
+}
+
+function readRetry(otherHost: boolean): JsonObject {
+  return {
+    retry_on: READ_RETRY_ON,
+    num_retries: READ_NUM_RETRIES,
+    // On the balanced default, a retry goes to another apiserver than the one that failed.
+    ...(otherHost
+      ? {
+          retry_host_predicate: [
+            {
+              name: 'envoy.retry_host_predicates.previous_hosts',
+              typed_config: { '@type': 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate' },
+            },
+          ],
+          host_selection_retry_max_attempts: 5,
+        }
+      : {}),
+  };
+}
