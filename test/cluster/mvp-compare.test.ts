@@ -6,7 +6,7 @@
 // answers 404 or 503 while it is away and right after it is back.
 import t from 'tap';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { account, total } from '../load/accounting.js';
+import { account, describe503, total, unexplained503s, type AccountingRules } from '../load/accounting.js';
 import { interleavedRun, type TimedRequest } from '../load/interleaved.js';
 import { summariseLatency } from '../load/latency.js';
 import { sumCounter } from '../load/metrics.js';
@@ -14,7 +14,7 @@ import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { collectionPath, configMaps, labNamespace, mutatingAdmissionPolicies, objectPath, type Workload } from '../load/workload.js';
 import { false404Table, latencyRow, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
-import { withLoadLab } from '../helpers/load-lab.js';
+import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
 
 const ROUNDS = 500;
 const RATE_PER_ARM = 10;
@@ -130,9 +130,10 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     await sleep(Math.max(0, back + 15_000 - clock()));
     await run.stop();
     const final = await listFinal(session.direct, url('kas-3'), workload, ARMS);
+    const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
     const a = account({
       timeline: timeline.snapshot(), requests: run.log.requests, watch: run.log.watch, final,
-      rules: { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 },
+      rules,
     });
 
     const md = [
@@ -170,6 +171,11 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     t.equal(sgSkewed.proxied, 0, 'skewgate arm: no request took a second hop');
     t.equal(sgSkewed.unknown, 0, 'skewgate arm: every answer found in an audit log');
     t.equal(total(a, 'false404s', 'skewgate'), 0, 'restart: no false 404 through skewgate');
+    // While kas-3, the only server of the skewed resource, is away skewgate answers 503: only then.
+    const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
+    const unexplained = unexplained503s({ timeline: timeline.snapshot(), requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
+    t.comment(`restart, skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+    t.same(unexplained.map(describe503), [], 'restart: every 503 through skewgate fell in a window when no capable apiserver was ready (or, not skewgate\'s own, while one was going down)');
     t.equal(total(a, 'lostWrites'), 0, 'restart: no lost write in either arm');
     t.equal(total(a, 'duplicatedWrites'), 0, 'restart: no duplicated write in either arm');
   });

@@ -7,13 +7,13 @@ import t from 'tap';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { account, total, type Accounting } from '../load/accounting.js';
+import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
 import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../load/clients.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
 import { clientChecksTable, false404Table, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
-import { withLoadLab } from '../helpers/load-lab.js';
+import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
 
 const RATE_PER_ARM = 12;
 /** How long each phase runs after its new apiserver is ready. */
@@ -81,9 +81,10 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
     await run.stop();
     const final = await listFinal(session.direct, lab.apiServerUrl('kas-1'), workload, ARMS);
     const tl = timeline.snapshot();
+    const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
     const a: Accounting = account({
       timeline: tl, requests: run.log.requests, watch: run.log.watch, final,
-      rules: { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 },
+      rules,
     });
 
     const mergedEverywhere = checks.filter((c) => c.arm === 'skewgate' && c.phase !== 'P0 via skewgate').every((c) => c.listed === DISCOVERY_TRIES);
@@ -117,6 +118,11 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
     progress('results written to bench/RESULTS.md');
 
     // ---- the claims ----
+    // Every 503 through skewgate is bounded by the timeline: none while a capable apiserver was ready.
+    const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
+    const unexplained = unexplained503s({ timeline: tl, requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
+    t.comment(`skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+    t.same(unexplained.map(describe503), [], 'skewgate arm: every 503 fell in a window when no capable apiserver was ready (or, not skewgate\'s own, while one was going down)');
     for (const phase of a.phases) {
       const sg = a.rows.find((r) => r.phase === phase && r.arm === 'skewgate');
       t.equal(sg?.false404s, 0, `${phase}: no false 404 through skewgate`);

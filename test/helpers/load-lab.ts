@@ -12,6 +12,14 @@ import { LabSession } from '../load/session.js';
 import type { TimelineRecorder } from '../load/timeline.js';
 import { requireLabParts, type LabParts } from './lab-parts.js';
 
+/**
+ * How long after an apiserver's first /readyz 200 (the timeline's "ready") skewgate may still count
+ * it unready, and after it exited Envoy may still pick it: one discovery round of the lab's
+ * gateway (discovery.interval 1 s + discovery.timeout 2 s, harness/lab/gateway-config.ts), which
+ * also covers Envoy's health checks there (every 1 s, unhealthy after 2).
+ */
+export const LAB_READINESS_LAG_MS = 3000;
+
 export interface LoadLab {
   readonly parts: LabParts;
   /** The lab's run dir, .cache/lab-<name>: PKI, logs, and room for the test's own files. */
