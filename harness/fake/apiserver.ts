@@ -70,6 +70,7 @@ export class FakeApiServer {
   private readonly log: RecordedRequest[] = [];
   private ready = true;
   private fault: DiscoveryFault = 'none';
+  private apisDocument: unknown = null;
 
   constructor(private readonly opts: FakeApiServerOptions) {
     this.name = opts.name;
@@ -88,6 +89,12 @@ export class FakeApiServer {
   clearRequests(): void { this.log.length = 0; }
   setReady(ready: boolean): void { this.ready = ready; }
   setDiscoveryFault(fault: DiscoveryFault): void { this.fault = fault; }
+  /**
+   * Serve this document as the aggregated `GET /apis` instead of the one built from the
+   * built-ins (null: built again), e.g. a real kube-apiserver's, so that a test can compare with
+   * what kube-apiserver made of it. The legacy documents and the resources themselves stay the built-ins'.
+   */
+  setAggregatedApis(document: unknown): void { this.apisDocument = document; }
 
   addBuiltin(r: FakeResource): void {
     this.removeBuiltin(r.group, r.version, r.resource);
@@ -220,7 +227,7 @@ export class FakeApiServer {
     const groups = groupDocs(this.served());
     const aggregated = segs.length === 1 && this.opts.discovery !== 'legacy' && acceptsAggregated(req.headers.accept);
     const doc = aggregated
-      ? aggregatedList(groups.filter((g) => (g.group === '') === (segs[0] === 'api')))
+      ? (segs[0] === 'apis' && this.apisDocument !== null ? this.apisDocument : aggregatedList(groups.filter((g) => (g.group === '') === (segs[0] === 'api'))))
       : legacyDoc(segs, groups, `${this.opts.host ?? '127.0.0.1'}:${this.boundPort}`);
     if (doc === null) throw NO_RESOURCE();
     let body = JSON.stringify(doc);

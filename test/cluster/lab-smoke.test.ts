@@ -13,7 +13,8 @@ import { Lab, freePort } from '../../harness/lab/lab.js';
 import { labBinary } from '../../harness/lab/versions.js';
 import { judge, readStat, sample, type ProcIdentity } from '../../harness/lab/procfs.js';
 import { apiServerArgs, etcdArgs } from '../../harness/lab/flags.js';
-import { MEDIA_AGGREGATED_V2_NOPEER } from '../../src/constants.js';
+import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
+import { eventually } from '../helpers/http.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 
 const run = promisify(execFile);
@@ -94,9 +95,9 @@ await t.test('ownership by pid + start time + boot: an exec (empty command line)
  * Samples the run dir's records of `names` as fast as it can while they start: a process alive
  * with its recorded start time must never be judged gone (the exec chain included).
  */
-function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples: number; empty: number; programs: Set<string>; misjudged: string[] }> } {
+function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples: number; perName: Map<string, number>; empty: number; programs: Set<string>; misjudged: string[] }> } {
   let stopped = false;
-  const result = { samples: 0, empty: 0, programs: new Set<string>(), misjudged: [] as string[] };
+  const result = { samples: 0, perName: new Map<string, number>(), empty: 0, programs: new Set<string>(), misjudged: [] as string[] };
   const done = (async () => {
     const firstSeen = new Map<string, number>();
     while (!stopped) {
@@ -109,6 +110,7 @@ function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples:
         if (Date.now() - seen > 4000) continue; // the execs are over by then
         const s = await sample(rec.pid);
         result.samples++;
+        result.perName.set(name, (result.perName.get(name) ?? 0) + 1);
         if (s.cmdline !== null && s.cmdline.length === 0) result.empty++;
         if (s.cmdline?.[0] !== undefined) result.programs.add(s.cmdline[0].replace(/^.*\//, ''));
         const live = s.stat !== null && s.stat.state !== 'Z' && s.stat.startTime === rec.startTime;
@@ -131,6 +133,8 @@ await t.test('etcd and two kube-apiservers of different versions', async (t) => 
   } finally {
     const w = await watcher.stop();
     t.comment(`exec chain while starting: ${w.samples} samples, ${w.empty} with an empty command line, programs seen ${[...w.programs].join(", ")}`);
+    // Without samples of each, "never misjudged" would hold of nothing.
+    for (const name of [OLD.name, NEW.name]) t.ok((w.perName.get(name) ?? 0) > 0, `${name} was sampled while it started (${w.perName.get(name) ?? 0} samples)`);
     t.same(w.misjudged, [], 'a live apiserver is never judged gone while it starts (exec chain included)');
   }
   t.comment(`both apiservers ready ${((Date.now() - started) / 1000).toFixed(1)} s after start (in parallel)`);
@@ -210,26 +214,20 @@ await t.test('skewgate routes the skewed resource; plain Envoy gives false 404s'
     const raw = await k('get', '--raw', MAP);
     t.equal((JSON.parse(raw.stdout) as { kind: string }).kind, 'MutatingAdmissionPolicyList', `kubectl get --raw ${MAP} (${i + 1})`);
   }
-  // kubectl resolves the resource name through /apis, which the gateway passes to whichever
-  // apiserver Envoy picks (a peer-aggregated /apis at the edge is issue 6): when the old one
-  // answers, kubectl says the resource type does not exist. Envoy's round robin over two hosts
-  // alternates, and kubectl makes much the same requests every time, so a failed try could
-  // repeat forever: one or two (at random) extra balanced requests shift the rotation. Each try
-  // uses a fresh discovery cache.
-  const failures: string[] = [];
-  let ok: { stdout: string; stderr: string } | undefined;
-  for (let i = 0; i < 20 && ok === undefined; i++) {
-    try {
-      ok = await k('--cache-dir', join(dir, `kubectl-cache-${i}`), 'get', 'mutatingadmissionpolicies');
-    } catch (err) {
-      failures.push((err as { stderr?: string }).stderr?.trim() ?? String(err));
-      for (let n = Math.random() < 0.5 ? 1 : 2; n > 0; n--) await get(`${gw.url}/version`);
-    }
+  // kubectl resolves the resource name through /apis. skewgate answers it with the merged
+  // document (listing the resource the old apiserver lacks) once it has a current view of every
+  // ready apiserver; before that the balanced pool answers and the old apiserver's own /apis would
+  // make kubectl say the type does not exist. Wait for the merged answer (the only retry), then
+  // kubectl must work every time, each with a fresh discovery cache.
+  await eventually('the merged /apis at the gateway', async () => {
+    const res = await request(`${gw.url}/apis`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: `${MEDIA_AGGREGATED_V2},application/json` }, signal: AbortSignal.timeout(10_000) });
+    await res.body.text();
+    return res.headers[REASON_HEADER] === 'merged_apis';
+  }, 30_000, 250);
+  for (let i = 0; i < 5; i++) {
+    const got = await k('--cache-dir', join(dir, `kubectl-cache-${i}`), 'get', 'mutatingadmissionpolicies').catch((err: unknown) => ({ stdout: '', stderr: `failed: ${(err as { stderr?: string }).stderr?.trim() ?? String(err)}` }));
+    t.match(got.stderr, /No resources found/, `kubectl get mutatingadmissionpolicies through the gateway, try ${i + 1} of 5 (fresh discovery cache)`);
   }
-  t.ok(ok, 'kubectl get mutatingadmissionpolicies through the gateway');
-  t.match(ok?.stderr ?? '', /No resources found/);
-  t.comment(`kubectl get needed ${failures.length + 1} tries (discovery from the old apiserver before that)`);
-  for (const f of failures) t.match(f, /the server doesn't have a resource type "mutatingadmissionpolicies"/, 'a failure is only the discovery race');
 });
 
 await t.test('an apiserver with open watches stops within seconds', async (t) => {

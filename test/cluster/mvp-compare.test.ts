@@ -5,21 +5,16 @@
 // Same client, same run, requests interleaved. Then the new server restarts under load: who
 // answers 404 or 503 while it is away and right after it is back.
 import t from 'tap';
-import { join } from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { account, total } from '../load/accounting.js';
-import { wallClockMs } from '../load/clock.js';
-import { LoadHttp } from '../load/http.js';
+import { account, describe503, total, unexplained503s, type AccountingRules } from '../load/accounting.js';
 import { interleavedRun, type TimedRequest } from '../load/interleaved.js';
 import { summariseLatency } from '../load/latency.js';
 import { sumCounter } from '../load/metrics.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
-import { LabSession } from '../load/session.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { collectionPath, configMaps, labNamespace, mutatingAdmissionPolicies, objectPath, type Workload } from '../load/workload.js';
 import { false404Table, latencyRow, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
-import { requireLabParts } from '../helpers/lab-parts.js';
+import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
 
 const ROUNDS = 500;
 const RATE_PER_ARM = 10;
@@ -28,28 +23,13 @@ const PROBE = 'lat-probe';
 const REROUTED = 'apiserver_rerouted_request_total';
 const PEER_ERRORS = 'apiserver_peer_proxy_errors_total';
 
-const t0 = Date.now();
-const progress = (line: string): void => {
-  process.stderr.write(`[mvp-compare +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
-};
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const ms = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? 'n/a' : `${v.toFixed(2)} ms`);
 
 t.setTimeout(8 * 60_000);
 
 t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
-  // Fail (never skip) without the binaries: they throw naming the command that builds them.
-  const { versions: v } = requireLabParts();
-
-  const dir = join(packageRoot(), '.cache', 'lab-mvp-compare');
-  const clock = wallClockMs;
-  const session = await LabSession.open(dir, clock, progress);
-  const { lab, timeline } = session;
-  const http = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 10_000, connections: 16 });
-  let run: LoadRun | undefined;
-  try {
-    await lab.startEtcd();
-    const origin = clock();
+  await withLoadLab('mvp-compare', { connections: 16 }, async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
     const specs: ApiServerSpec[] = [
       { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true },
       { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true },
@@ -139,7 +119,7 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     progress(`latency run done: MVP arm ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests proxied; skewgate arm ${sgSkewed.proxied}/${sgSkewed.n}`);
 
     // ---- (2) the new server restarts under load ----
-    run = new LoadRun({ arms, http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(5), watch: ['skewed'] });
+    const run = track(new LoadRun({ arms, http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(5), watch: ['skewed'] }));
     timeline.phase('steady');
     run.start();
     await sleep(8000);
@@ -150,9 +130,10 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     await sleep(Math.max(0, back + 15_000 - clock()));
     await run.stop();
     const final = await listFinal(session.direct, url('kas-3'), workload, ARMS);
+    const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
     const a = account({
       timeline: timeline.snapshot(), requests: run.log.requests, watch: run.log.watch, final,
-      rules: { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 },
+      rules,
     });
 
     const md = [
@@ -178,7 +159,7 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
       '',
       render(timelineTable(timeline.snapshot(), origin)),
       '',
-      `Run time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
+      `Run time ${runSeconds().toFixed(0)} s.`,
     ].join('\n');
     await writeClusterPart('mvp-compare', md);
     t.comment(md);
@@ -190,12 +171,12 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
     t.equal(sgSkewed.proxied, 0, 'skewgate arm: no request took a second hop');
     t.equal(sgSkewed.unknown, 0, 'skewgate arm: every answer found in an audit log');
     t.equal(total(a, 'false404s', 'skewgate'), 0, 'restart: no false 404 through skewgate');
+    // While kas-3, the only server of the skewed resource, is away skewgate answers 503: only then.
+    const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
+    const unexplained = unexplained503s({ timeline: timeline.snapshot(), requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
+    t.comment(`restart, skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+    t.same(unexplained.map(describe503), [], 'restart: every 503 through skewgate fell in a window when no capable apiserver was ready (or, not skewgate\'s own, while one was going down)');
     t.equal(total(a, 'lostWrites'), 0, 'restart: no lost write in either arm');
     t.equal(total(a, 'duplicatedWrites'), 0, 'restart: no duplicated write in either arm');
-  } finally {
-    if (run) await run.stop().catch(() => undefined);
-    await http.close().catch(() => undefined);
-    await session.down();
-    progress('done');
-  }
+  });
 });

@@ -6,6 +6,7 @@
 // part is missing. Uses 127.0.0.6-8 and etcd ports 23796/23806 (other labs: 127.0.0.1-5, 23790/23794).
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,14 +106,21 @@ function kubectlIn(gw: GatewayInfo, cacheDir: string, ...args: string[]): Promis
   return run(kubectl, ['--kubeconfig', gw.kubeconfigFile, '--cache-dir', cacheDir, ...args], { timeout: 60_000 });
 }
 
-/** Decision lines of the gateway's skewgate with this reason, from its JSON log. */
 /**
  * Answers skewgate gave with this reason, counted in Envoy's access log (its response-code
- * details are `skewgate_<reason>`); skewgate itself logs discovery answers at debug only.
+ * details are `skewgate_<reason>`); skewgate itself logs discovery answers at debug only. Envoy
+ * writes a line when a request ends and flushes the file every 0.2 s (lab flag): a marker request
+ * sent after everything to be counted has ended is logged after it, so once the marker's line is
+ * in the file, all of theirs are.
  */
-async function decisions(gw: string, reason: string): Promise<number> {
-  await new Promise((r) => setTimeout(r, 400)); // Envoy flushes its access log every 0.2 s (lab flag)
-  const text = await readFile(lab.logFile(`envoy-${gw}`), 'utf8').catch(() => '');
+async function decisions(gw: GatewayInfo, name: string, reason: string): Promise<number> {
+  const marker = `/version?access-log-marker=${randomUUID()}`;
+  await get(`${gw.url}${marker}`);
+  let text = '';
+  for (const deadline = Date.now() + 15_000; !text.includes(marker); await sleep(100)) {
+    if (Date.now() > deadline) throw new Error(`Envoy's access log (envoy-${name}) never showed ${marker}`);
+    text = await readFile(lab.logFile(`envoy-${name}`), 'utf8').catch(() => '');
+  }
   return text.split('\n').filter((l) => l.includes(`"details":"skewgate_${reason}"`)).length;
 }
 
@@ -207,13 +215,13 @@ await t.test('kubectl through the gateway: api-resources and get of skewed resou
 
 await t.test("client-go's discovery cache revalidates by ETag: a second kubectl run gets 304", async (t) => {
   const cache = join(dir, 'kubectl-revalidate');
-  const before = await decisions('pd', 'merged_apis_not_modified');
+  const before = await decisions(gw, 'pd', 'merged_apis_not_modified');
   await kubectlIn(gw, cache, 'api-resources');
-  const afterFirst = await decisions('pd', 'merged_apis_not_modified');
+  const afterFirst = await decisions(gw, 'pd', 'merged_apis_not_modified');
   t.equal(afterFirst, before, 'first run (empty cache): no If-None-Match');
   const second = await kubectlIn(gw, cache, 'api-resources', '-v=6');
   t.match(second.stdout, /mutatingadmissionpolicies/, 'the second run lists the union (from its revalidated cache)');
-  const afterSecond = await decisions('pd', 'merged_apis_not_modified');
+  const afterSecond = await decisions(gw, 'pd', 'merged_apis_not_modified');
   t.ok(afterSecond > afterFirst, `second run: If-None-Match answered 304 by skewgate (${afterSecond - afterFirst} in its log)`);
   // kubectl itself logs 200: its HTTP cache turns the 304 into the cached response.
   t.comment(second.stderr.split('\n').filter((l) => l.includes('/apis?')).slice(0, 2).join('\n'));

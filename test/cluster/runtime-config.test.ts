@@ -2,18 +2,13 @@
 // them with --runtime-config=batch/v1=false. Through skewgate no request for batch/v1 ever gets
 // a 404 (they go to the two servers that serve it); through plain round robin about a third do.
 import t from 'tap';
-import { join } from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total } from '../load/accounting.js';
-import { wallClockMs } from '../load/clock.js';
-import { LoadHttp } from '../load/http.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
-import { LabSession } from '../load/session.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, groupVersionPath, jobs, labNamespace, type Workload } from '../load/workload.js';
 import { false404Table, phaseTable, problemsTable, render, writeClusterPart } from '../../bench/cluster-results.js';
-import { requireLabParts } from '../helpers/lab-parts.js';
+import { withLoadLab } from '../helpers/load-lab.js';
 
 const RATE_PER_ARM = 12;
 const LOAD_MS = 30_000;
@@ -22,26 +17,11 @@ const ARMS = ['skewgate', 'baseline'] as const;
 const SWITCHED_OFF = 'batch/v1';
 const OFF_SERVER = 'kas-3';
 
-const t0 = Date.now();
-const progress = (line: string): void => {
-  process.stderr.write(`[runtime-config +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
-};
 
 t.setTimeout(8 * 60_000);
 
 t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
-  // Fail (never skip) without the binaries: they throw naming the command that builds them.
-  const { versions: v } = requireLabParts();
-
-  const dir = join(packageRoot(), '.cache', 'lab-runtime-config');
-  const clock = wallClockMs;
-  const session = await LabSession.open(dir, clock, progress);
-  const { lab, timeline } = session;
-  const http = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 10_000, connections: 24 });
-  let run: LoadRun | undefined;
-  try {
-    await lab.startEtcd();
-    const origin = clock();
+  await withLoadLab('runtime-config', { connections: 24 }, async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
     const specs: ApiServerSpec[] = ['kas-1', 'kas-2', 'kas-3'].map((name, i) => ({
       name, version: v.kubeNew, ip: `127.0.0.${i + 1}`, port: 6443,
       ...(name === OFF_SERVER ? { runtimeConfig: `${SWITCHED_OFF}=false` } : {}),
@@ -62,7 +42,7 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
     const workload: Workload = { skewed: jobs, common: configMaps, namespace: labNamespace };
     for (const arm of ARMS) await ensureNamespace(session.direct, lab.apiServerUrl('kas-1'), labNamespace(arm));
 
-    run = new LoadRun({ arms: ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url })), http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(6) });
+    const run = track(new LoadRun({ arms: ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url })), http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(6) }));
     timeline.phase('steady');
     progress(`load ${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s: ${SWITCHED_OFF} jobs (off on ${OFF_SERVER}) and configmaps`);
     run.start();
@@ -76,7 +56,7 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       rules: { serves: { skewed: (server) => server !== OFF_SERVER, common: () => true }, graceMs: 1000 },
     });
     const share = (arm: string): { n: number; notFound: number } => {
-      const rs = run?.log.requests.filter((r) => r.arm === arm && r.kind === 'skewed' && r.op !== 'watch') ?? [];
+      const rs = run.log.requests.filter((r) => r.arm === arm && r.kind === 'skewed' && r.op !== 'watch');
       return { n: rs.length, notFound: rs.filter((r) => r.status === 404).length };
     };
     const sg = share('skewgate');
@@ -96,7 +76,7 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       '',
       render(false404Table(a, origin, 5, await session.auditIds())),
       '',
-      `Run time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
+      `Run time ${runSeconds().toFixed(0)} s.`,
     ].join('\n');
     await writeClusterPart('runtime-config', md);
     t.comment(md);
@@ -109,10 +89,5 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
     const baseShare = base.notFound / Math.max(1, base.n);
     t.ok(baseShare > 0.15 && baseShare < 0.55, `plain round robin: ${pct(base)} 404s, about a third`);
     t.ok(total(a, 'false404s', 'baseline') > 0, 'the baseline shows false 404s');
-  } finally {
-    if (run) await run.stop().catch(() => undefined);
-    await http.close().catch(() => undefined);
-    await session.down();
-    progress('done');
-  }
+  });
 });

@@ -4,8 +4,10 @@ import t from 'tap';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from 'node:tls';
 import { Agent, request } from 'undici';
 import { readFileSync } from 'node:fs';
+import { REASON_HEADER } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
@@ -43,6 +45,21 @@ const servedBy = async (method: string, path: string, n: number, headers: Record
   return seen;
 };
 
+/** Envoy's admin counters whose names match `filter` (a regex, as /stats?filter= takes it). */
+const envoyStats = async (filter: string): Promise<Map<string, number>> => {
+  const text = await (await fetch(`${stack.envoy.adminUrl}/stats?filter=${encodeURIComponent(filter)}`)).text();
+  return new Map(text.split('\n').filter((l) => l.includes(': ')).map((l) => { const [k = '', v = ''] = l.split(': '); return [k, Number(v)]; }));
+};
+const statDelta = (before: Map<string, number>, after: Map<string, number>, name: string): number => {
+  // A counter that is not there is a misspelt name, not a zero.
+  if (!after.has(name)) throw new Error(`Envoy has no stat ${name}: ${[...after.keys()].join(', ')}`);
+  return (after.get(name) ?? 0) - (before.get(name) ?? 0);
+};
+
+/** Requests for a path, as the fakes recorded them (skewgate's own discovery and Envoy's /readyz checks aside). */
+const apiserverSaw = (pred: (path: string) => boolean): string[] =>
+  stack.apiservers.flatMap((s) => s.requests.filter((r) => pred(r.path)).map((r) => `${s.name} ${r.method} ${r.path}`));
+
 t.test('routed: a resource only the new apiserver serves always reaches it, reads and writes', async (t) => {
   t.same([...(await servedBy('GET', SKEWED, 15))], [['200 apiserver-c', 15]]);
   const created = await servedBy('POST', SKEWED, 5, {}, (i) => ({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy', metadata: { name: `map-${i}` }, spec: {} }));
@@ -75,6 +92,81 @@ t.test('not_found: a resource nobody serves is a 404 Status from the edge, no up
   const sub = await client.send('GET', stack.gatewayUrl + '/api/v1/namespaces/default/pods/p/frobnicate');
   t.equal(sub.status, 404);
   t.match(sub.json(), { kind: 'Status', code: 404 });
+});
+
+/** One HTTP/1.1 request with the request line's bytes exactly as given (undici refuses raw control bytes). */
+function rawGet(path: Buffer): Promise<{ status: number; head: string; body: string }> {
+  const { hostname, port } = new URL(stack.gatewayUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port), ca: readFileSync(stack.pki.caFile), servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () => {
+      socket.end(Buffer.concat([Buffer.from('GET '), path, Buffer.from(` HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer ${stack.pki.token}\r\nconnection: close\r\n\r\n`)]));
+    });
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const cut = text.indexOf('\r\n\r\n');
+      const head = cut < 0 ? text : text.slice(0, cut);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1] ?? NaN), head, body: cut < 0 ? '' : text.slice(cut + 4) });
+    });
+  });
+}
+
+t.test('malformed paths: a 400 Status from skewgate, or Envoy\'s own 400 before it; never an apiserver', async (t) => {
+  // Invariant 5. A namespace of their own, so that any trace of them at an apiserver is found.
+  const base = '/api/v1/namespaces/malformed/pods/';
+  const atApiservers = (): string[] => apiserverSaw((p) => p.includes('/namespaces/malformed/'));
+  const stats = (): Promise<Map<string, number>> => envoyStats('^http\\.skewgate\\.');
+  const STREAMS = 'http.skewgate.ext_proc.streams_started';
+  const IMMEDIATE = 'http.skewgate.ext_proc.immediate_responses_sent';
+  for (const s of stack.apiservers) s.clearRequests();
+
+  // Reach skewgate: Envoy's normalisation leaves these escapes alone, skewgate cannot decode them.
+  const bySkewgate: [string, RegExp][] = [
+    ['%zz', /invalid URL escape "%zz"/],
+    ['%ff', /percent-encoded bytes in the path are not valid UTF-8/],
+    ['%E0%A4', /percent-encoded bytes in the path are not valid UTF-8/],
+    ['nginx%', /invalid URL escape "%"/],
+  ];
+  for (const [tail, problem] of bySkewgate) {
+    const before = await stats();
+    const a = await client.send('GET', `${stack.gatewayUrl}${base}${tail}`);
+    const after = await stats();
+    t.equal(a.status, 400, `${tail}: 400`);
+    t.equal(a.headers[REASON_HEADER], 'malformed_path', `${tail}: skewgate's reason`);
+    t.match(a.headers['content-type'], /^application\/json/, `${tail}: JSON`);
+    t.match(a.json(), { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400 }, `${tail}: a Kubernetes Status`);
+    t.match((a.json() as { message?: string }).message, problem, `${tail}: says why`);
+    t.equal(a.server, undefined, `${tail}: no apiserver answered`);
+    t.equal(statDelta(before, after, STREAMS), 1, `${tail}: went through ext_proc`);
+    t.equal(statDelta(before, after, IMMEDIATE), 1, `${tail}: answered by skewgate itself`);
+  }
+
+  // %00: Envoy's path normalisation refuses it (no ext_proc stream), an empty 400 of its own.
+  {
+    const before = await stats();
+    const a = await client.send('GET', `${stack.gatewayUrl}${base}a%00b`);
+    const after = await stats();
+    t.equal(a.status, 400, '%00: 400');
+    t.equal(a.text, '', '%00: Envoy\'s empty body');
+    t.equal(a.headers[REASON_HEADER], undefined, '%00: not skewgate');
+    t.equal(statDelta(before, after, 'http.skewgate.downstream_rq_failed_path_normalization'), 1, '%00: refused by path normalisation');
+    t.equal(statDelta(before, after, STREAMS), 0, '%00: skewgate was not asked');
+  }
+
+  // Raw NUL and a raw non-UTF-8 byte on the request line: Envoy's HTTP/1 codec refuses them.
+  for (const [what, tail] of [['raw NUL', Buffer.from([0x61, 0x00, 0x62])], ['raw 0xff', Buffer.from([0xff])]] as const) {
+    const before = await stats();
+    const a = await rawGet(Buffer.concat([Buffer.from(base), tail]));
+    const after = await stats();
+    t.equal(a.status, 400, `${what}: 400`);
+    t.notMatch(a.head.toLowerCase(), REASON_HEADER, `${what}: not skewgate`);
+    t.equal(statDelta(before, after, 'http.skewgate.downstream_cx_protocol_error'), 1, `${what}: a codec error`);
+    t.equal(statDelta(before, after, STREAMS), 0, `${what}: skewgate was not asked`);
+  }
+
+  t.same(atApiservers(), [], 'no apiserver saw any of them');
 });
 
 t.test('passthrough: non-resource paths go to the balanced default', async (t) => {
@@ -135,10 +227,13 @@ t.test('unavailable: the only capable apiserver unready → 503 Status with Retr
   c.setReady(false);
   t.teardown(() => c.setReady(true));
   await eventually('skewgate to see apiserver-c unready', () => stack.skewgate()?.discovery.current().servers[2]?.ready === false);
-  const started = Date.now();
+  for (const s of stack.apiservers) s.clearRequests();
   const a = await client.send('GET', stack.gatewayUrl + SKEWED);
   t.equal(a.status, 503);
-  t.ok(Date.now() - started < 1000, 'no timeout');
+  // "At once": skewgate's own answer, with no upstream hop that could time out.
+  t.equal(a.headers[REASON_HEADER], 'no_healthy_capable_server', 'answered by skewgate');
+  t.equal(a.server, undefined, 'no apiserver answered');
+  t.same(apiserverSaw((p) => p.startsWith(SKEWED)), [], 'no apiserver was asked');
   t.equal(a.headers['retry-after'], '1');
   t.match(a.json(), { kind: 'Status', reason: 'ServiceUnavailable', code: 503 });
   c.setReady(true);
@@ -147,10 +242,22 @@ t.test('unavailable: the only capable apiserver unready → 503 Status with Retr
 });
 
 t.test('skewgate down: Envoy keeps balancing (fail open), and routing resumes when it is back', async (t) => {
+  const FAIL_OPEN = 'http.skewgate.ext_proc.failure_mode_allowed';
+  const before = await envoyStats('ext_proc');
+  for (const s of stack.apiservers) s.clearRequests();
   await stack.stopSkewgate();
   const common = await servedBy('GET', COMMON, 9);
   t.same([...common.keys()].every((k) => k.startsWith('200 ')), true, `all 200: ${JSON.stringify([...common])}`);
   t.ok(common.size >= 2, 'still balanced');
+  // Only the new apiserver serves SKEWED: with skewgate up every one goes there (the routed test
+  // above). Down, Envoy balances it like anything else, so the old ones get it and say 404 themselves.
+  const skewed = await servedBy('GET', SKEWED, 9);
+  t.ok((skewed.get('404 apiserver-a') ?? 0) + (skewed.get('404 apiserver-b') ?? 0) > 0, `an old apiserver answered the skewed request: ${JSON.stringify([...skewed])}`);
+  t.notOk([...skewed.keys()].some((k) => k.endsWith(' edge')), 'nothing was answered at the edge');
+  t.ok(apiserverSaw((p) => p.startsWith(SKEWED)).some((r) => /^apiserver-[ab] /.test(r)), 'the fakes logged it on an old apiserver');
+  // Envoy's own count of requests let through without the processor: every one sent while down.
+  const down = await envoyStats('ext_proc');
+  t.equal(statDelta(before, down, FAIL_OPEN), 18, `${FAIL_OPEN}: one per request sent while skewgate was down`);
   await stack.startSkewgate();
   await eventually('routing back', async () => (await client.send('GET', stack.gatewayUrl + SKEWED)).server === 'apiserver-c');
   t.same([...(await servedBy('GET', SKEWED, 6))], [['200 apiserver-c', 6]]);
@@ -172,10 +279,7 @@ t.test('a malformed discovery document keeps the last good view: routing goes on
 });
 
 t.test('2,000 requests: every ext_proc stream ends cleanly, the gRPC connection to skewgate is kept', async (t) => {
-  const stats = async (): Promise<Map<string, number>> => {
-    const text = await (await fetch(`${stack.envoy.adminUrl}/stats?filter=ext_proc|skewgate-extproc`)).text();
-    return new Map(text.split('\n').filter((l) => l.includes(': ')).map((l) => { const [k = '', v = ''] = l.split(': '); return [k, Number(v)]; }));
-  };
+  const stats = (): Promise<Map<string, number>> => envoyStats('ext_proc|skewgate-extproc');
   const before = await stats();
   const parallel = 20;
   let routed = 0;
@@ -185,7 +289,7 @@ t.test('2,000 requests: every ext_proc stream ends cleanly, the gRPC connection 
   }
   t.equal(routed, 2000, 'every one routed');
   const after = await stats();
-  const delta = (k: string): number => (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  const delta = (k: string): number => statDelta(before, after, k);
   t.equal(delta('http.skewgate.ext_proc.streams_started'), 2000);
   t.equal(delta('http.skewgate.ext_proc.streams_failed'), 0, 'no stream failed');
   t.equal(delta('http.skewgate.ext_proc.failure_mode_allowed'), 0, 'never fell through to fail-open');

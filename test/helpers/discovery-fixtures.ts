@@ -62,3 +62,27 @@ export function waitForSnapshot(
 
 export { FakeApiServer, FakeCluster };
 export type { Pki };
+
+/**
+ * Resolves once skewgate's discovery has sent none of these fakes a request (open watches aside)
+ * for `quietMs`: the start-up refreshes and the follow-ups of a watch event (250 and 750 ms after
+ * it, test/unit/discovery-watch.test.ts) are over, so the next fetch has a cause the test gave
+ * it. A precondition, not a measure: `timeoutMs` only bounds a hang.
+ */
+export async function discoveryQuiet(servers: readonly FakeApiServer[], quietMs = 1000, timeoutMs = 15_000): Promise<void> {
+  const count = (): number => servers.reduce((n, s) => n + s.requests.filter((r) => r.headers['user-agent'] === 'skewgate-discovery' && !r.path.includes('watch=1')).length, 0);
+  const start = Date.now();
+  let last = count();
+  let since = Date.now();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 50));
+    const n = count();
+    if (n !== last) {
+      last = n;
+      since = Date.now();
+    } else if (Date.now() - since >= quietMs) {
+      return;
+    }
+    if (Date.now() - start > timeoutMs) throw new Error(`discovery never went quiet for ${quietMs} ms within ${timeoutMs} ms`);
+  }
+}

@@ -41,7 +41,7 @@ export interface ProcessExchange {
   readonly status: grpc.StatusObject;
 }
 
-type ProcessStream = grpc.ClientDuplexStream<Record<string, unknown>, ProcessingResponseMsg>;
+export type ProcessStream = grpc.ClientDuplexStream<Record<string, unknown>, ProcessingResponseMsg>;
 
 export interface ExtProcTestClient {
   process(req: EnvoyRequest, opts?: ProcessOptions): Promise<ProcessExchange>;

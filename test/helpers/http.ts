@@ -39,3 +39,16 @@ export async function eventually(what: string, fn: () => boolean | Promise<boole
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/** Resolves or rejects as p does, or rejects after ms: a guard against a hang, never a measure. */
+export async function within<T>(what: string, p: Promise<T>, ms = 15_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([p, guard]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -8,6 +8,7 @@ import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/serv
 import type { ApiServerSettings } from '../../src/discovery/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import { eventually } from '../helpers/http.js';
 
 const pki = await testPki();
 
@@ -71,10 +72,8 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
   await svc.close();
   await svc.close();
   t.pass('close() is idempotent');
-  const gen = svc.current().generation;
-  svc.refresh();
-  await new Promise((r) => setTimeout(r, 50));
-  t.equal(svc.current().generation, gen, 'nothing runs after close()');
+  // That nothing runs after close() (refresh() included) is shown with a fake clock, over ten
+  // intervals, in test/unit/discovery-watch.test.ts: a sleep here could only fail to see it.
   await t.rejects(svc.start(), /closed/);
 });
 
@@ -143,16 +142,20 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   const good = server(svc.current(), 'dead').view;
   t.ok(good);
   await s.close();
+  // Every failed round, in order: the count grows by one per round, each refused.
+  const rounds: { failures: number; error: string | null }[] = [];
+  const off = svc.onRound((e) => rounds.push({ failures: e.after.consecutiveFailures, error: e.after.lastError }));
+  t.teardown(off);
   svc.refresh();
-  const started = Date.now();
-  const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 5000, 'four failures');
-  const elapsed = Date.now() - started;
+  // The retry schedule itself (50, 100, 200 ms …, capped at the interval) is pinned with a fake
+  // clock in test/unit/discovery-watch.test.ts; here the wait only guards against a hang.
+  const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 15_000, 'four failures');
   const st = server(snap, 'dead');
   t.equal(st.view, good, 'view kept');
   t.equal(st.ready, false);
   t.match(st.lastError, /ECONNREFUSED/);
-  // Retries at 50, 100, 200 ms (backoff), not hammering and not waiting a full interval each.
-  t.ok(elapsed >= 300 && elapsed < 3000, `four failures took ${elapsed}ms`);
+  t.same(rounds.slice(0, 4).map((r) => r.failures), [1, 2, 3, 4], 'one more failure per round, retried without a new cause');
+  t.ok(rounds.slice(0, 4).every((r) => /ECONNREFUSED/.test(r.error ?? '')), 'each refused');
 
   await s.start(); // same port
   const back = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures === 0, 3000, 'recovery');
@@ -180,17 +183,17 @@ t.test('start() resolves even when a server hangs (timeout), close() aborts in-f
   const s = await startFake(t, { name: 'hang', pki, cluster, builtins: BUILTINS_OLD });
   s.setDiscoveryFault('hang');
   const svc = service(t, discoveryConfig([tokenServer(s, pki)], { timeout: 300 }));
-  const started = Date.now();
+  // The server never answers: only the timeout can end the first round.
   await svc.start();
-  t.ok(Date.now() - started < 2000, 'first round ended by the timeout');
-  t.match(server(svc.current(), 'hang').lastError, /timed out after 300ms/);
+  t.match(server(svc.current(), 'hang').lastError, /timed out after 300ms/, 'first round ended by the timeout');
 
-  // A second service whose first round is still hanging when closed.
-  const svc2 = new DiscoveryService(discoveryConfig([tokenServer(s, pki)], { timeout: 10_000 }));
+  // A second service whose first round is hanging when closed, with a timeout far beyond the
+  // test's own: close() can only return by aborting the fetch, never by waiting it out.
+  s.clearRequests();
+  const svc2 = new DiscoveryService(discoveryConfig([tokenServer(s, pki)], { timeout: 3_600_000 }));
   const startP = svc2.start();
-  await new Promise((r) => setTimeout(r, 100));
-  const closeStarted = Date.now();
+  await eventually('the hanging discovery request to arrive', () => s.requests.some((r) => r.path === '/api' || r.path === '/apis'));
   await svc2.close();
   await startP;
-  t.ok(Date.now() - closeStarted < 1000, 'close() did not wait for the 10 s timeout');
+  t.pass('close() aborted the hanging fetch instead of waiting for its timeout');
 });

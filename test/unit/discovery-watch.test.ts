@@ -5,6 +5,8 @@ import type { FetchInit, FetchLike, FetchResponseLike } from '../../src/discover
 import { createCredentials } from '../../src/discovery/credentials.js';
 import { ApiWatcher, jsonLines } from '../../src/discovery/watch.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
+import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
+import { installFakeClock } from '../helpers/fake-clock.js';
 
 const enc = new TextEncoder();
 
@@ -100,36 +102,100 @@ t.test('watch: list → watch from its resourceVersion; ERROR 410 → relist; ju
   t.match(watches[0], /allowWatchBookmarks=true/);
 });
 
-t.test('service: failures back off up to the interval; refresh() goes through at once', async (t) => {
+t.test('service: failures back off up to the interval; refresh() goes through at once; nothing after close()', async (t) => {
+  // Fake time: the schedule is exact, whatever the machine's load.
+  const clock = installFakeClock(t);
   const calls: number[] = [];
-  const t0 = performance.now();
   const fetchImpl: FetchLike = async (url) => {
-    if (url.endsWith('/api')) calls.push(performance.now() - t0);
+    if (url.endsWith('/api')) calls.push(clock.now());
     throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
   };
   const svc = new DiscoveryService(
     { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200 } },
-    { fetchImpl, minRetryMs: 25 },
+    { fetchImpl, minRetryMs: 25, now: clock.now },
   );
-  t.teardown(() => svc.close());
-  const keepAlive = setInterval(() => undefined, 1000);
-  t.teardown(() => clearInterval(keepAlive));
   await svc.start();
   t.equal(svc.current().servers[0]?.consecutiveFailures, 1);
   t.match(svc.current().servers[0]?.lastError, /GET https:\/\/127\.0\.0\.1:6443\/apis?: connect ECONNREFUSED 127\.0\.0\.1:6443 \(ECONNREFUSED\)/);
-  await new Promise((r) => setTimeout(r, 1300));
+  await clock.advance(1175);
   const gaps = calls.slice(1).map((c, i) => c - (calls[i] ?? 0));
-  // 25, 50, 100, 200, 400, 400 ...: growing, never above the interval (plus scheduling slack).
-  t.ok(calls.length >= 4 && calls.length <= 9, `${calls.length} attempts in 1.3 s: ${gaps.map((g) => g.toFixed(0)).join(', ')}`);
-  t.ok((gaps[0] ?? 0) < 250, 'first retry is quick');
-  t.ok(gaps.every((g) => g < 400 + 300), 'never waits (much) longer than the interval');
-  t.ok((gaps.at(-1) ?? 0) >= 300, 'backed off to about the interval');
+  // Doubling from minRetryMs, capped at the interval.
+  t.same(gaps, [25, 50, 100, 200, 400, 400], `retries at ${calls.join(', ')} ms`);
+  await clock.advance(399);
+  t.equal(calls.length, 7, 'nothing before the next attempt is due');
 
-  const before = calls.length;
   svc.refresh();
-  for (let i = 0; i < 50 && calls.length === before; i++) await new Promise((r) => setTimeout(r, 5));
-  t.equal(calls.length, before + 1, 'refresh() fetched at once despite the backoff');
-  t.ok((calls.at(-1) ?? 0) - (calls.at(-2) ?? 0) < 400, 'sooner than the next scheduled attempt');
-  t.ok((svc.current().servers[0]?.consecutiveFailures ?? 0) >= 6);
+  await clock.flush();
+  t.equal(calls.length, 8, 'refresh() fetched at once despite the backoff');
+  t.equal(calls.at(-1), 1574, 'with no time passing');
+  t.equal(svc.current().servers[0]?.consecutiveFailures, 8);
   t.equal(svc.current().servers[0]?.view, null);
+
+  await svc.close();
+  const gen = svc.current().generation;
+  svc.refresh();
+  await clock.advance(10 * 400);
+  t.equal(calls.length, 8, 'no fetch after close(), not even a refresh()');
+  t.equal(svc.current().generation, gen, 'no new snapshot after close()');
+  t.same(clock.pending(), [], 'no timer left behind');
+});
+
+/** A JSON answer with the headers discovery reads. */
+function answer(status: number, body: AsyncIterable<Uint8Array> | string, headers: Record<string, string> = {}): FetchResponseLike {
+  const h: Record<string, string> = { 'content-type': 'application/json', ...headers };
+  return { status, statusText: '', headers: { get: (n: string) => h[n.toLowerCase()] ?? null }, body: typeof body === 'string' ? chunks([body]) : body, text: async () => (typeof body === 'string' ? body : '') };
+}
+
+t.test('service: a watch event refreshes discovery at once and again after 250 and 750 ms; then nothing until the poll', async (t) => {
+  const clock = installFakeClock(t);
+  const apisFetched: number[] = [];
+  let pushCrdEvent: (line: string) => void = () => undefined;
+  const emptyList = JSON.stringify({ kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v2', metadata: {}, items: [] });
+  const fetchImpl: FetchLike = async (url, init) => {
+    const u = new URL(url);
+    if (u.pathname === '/readyz') return answer(200, 'ok', { 'content-type': 'text/plain' });
+    if (u.pathname === '/api' || u.pathname === '/apis') {
+      if (u.pathname === '/apis') apisFetched.push(clock.now());
+      return answer(200, emptyList, { 'content-type': MEDIA_AGGREGATED_V2, etag: '"1"' });
+    }
+    if (u.searchParams.get('watch') !== '1') return answer(200, JSON.stringify({ kind: 'List', metadata: { resourceVersion: '5' }, items: [] }));
+    // A watch that stays open; the CRD one delivers what the test pushes.
+    const lines: string[] = [];
+    let wake: () => void = () => undefined;
+    if (u.pathname.endsWith('/customresourcedefinitions')) pushCrdEvent = (l) => { lines.push(l); wake(); };
+    return answer(200, (async function* () {
+      for (;;) {
+        while (lines.length > 0) yield enc.encode(`${lines.shift() as string}\n`);
+        await new Promise<void>((resolve, reject) => {
+          wake = resolve;
+          if (init.signal.aborted) reject(new Error('aborted'));
+          init.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+        });
+      }
+    })());
+  };
+  const svc = new DiscoveryService(
+    { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 60_000, timeout: 1000, watch: true, staleAfter: 180_000 } },
+    { fetchImpl, now: clock.now },
+  );
+  await svc.start();
+  // The watches' first lists are RELIST events too: let their refreshes and follow-ups pass.
+  await clock.advance(1000);
+  t.ok(apisFetched.length >= 2, `start-up: the first round and the relist refreshes (${apisFetched.join(', ')} ms)`);
+  apisFetched.length = 0;
+  const at = clock.now();
+  pushCrdEvent(JSON.stringify({ type: 'ADDED', object: { kind: 'CustomResourceDefinition', metadata: { name: 'crontabs.stable.example.com', resourceVersion: '6' } } }));
+  await clock.flush();
+  t.same(apisFetched, [at], 'fetched at once: no time passed');
+  await clock.advance(249);
+  t.same(apisFetched, [at], 'nothing before the first follow-up');
+  await clock.advance(1);
+  t.same(apisFetched, [at, at + 250], 'the first follow-up at 250 ms');
+  await clock.advance(500);
+  t.same(apisFetched, [at, at + 250, at + 750], 'the second at 750 ms: a CRD published late is still learnt within 1 s');
+  await clock.advance(59_000);
+  t.same(apisFetched, [at, at + 250, at + 750], 'then nothing until the 60 s poll');
+  await clock.advance(1000);
+  t.same(apisFetched, [at, at + 250, at + 750, at + 750 + 60_000], 'which comes an interval after the last round');
+  await svc.close();
 });

@@ -154,6 +154,8 @@ t.test('client certificates: a stated identity goes over front-proxy connections
   const cs = clusters(b).filter((x) => x.name !== 'skewgate-extproc');
   const names = cs.map((c) => String(c.name));
   const fp = names.filter((n) => n.endsWith(FRONT_PROXY_SUFFIX));
+  // Non-empty first: the comparisons and loops below would pass on nothing at all.
+  t.equal(fp.length, config({ clientCa: true }).apiservers.length + 1, 'one front-proxy twin per apiserver and one for default');
   t.same(fp, names.filter((n) => !n.endsWith(FRONT_PROXY_SUFFIX)).map((n) => `${n}${FRONT_PROXY_SUFFIX}`), 'a front-proxy twin of every apiserver cluster and of default');
   for (const c of cs) {
     const front = String(c.name).endsWith(FRONT_PROXY_SUFFIX);
@@ -164,7 +166,9 @@ t.test('client certificates: a stated identity goes over front-proxy connections
     if (front) t.same(arr(hc).map((h) => [at(h, 'header.key'), at(h, 'header.value')]), [[REMOTE_USER_HEADER, HEALTH_CHECK_USER]], `${String(c.name)}: /readyz as the health-check user`);
     else t.equal(hc, undefined, `${String(c.name)}: anonymous /readyz`);
   }
-  for (const m of arr(at(cluster(b, `default${FRONT_PROXY_SUFFIX}`), 'transport_socket_matches'))) {
+  const matches = arr(at(cluster(b, `default${FRONT_PROXY_SUFFIX}`), 'transport_socket_matches'));
+  t.equal(matches.length, config({ clientCa: true }).apiservers.length, 'default front-proxy: a transport socket per apiserver');
+  for (const m of matches) {
     t.same(at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, `default front-proxy: ${String(at(m, 'name'))}`);
   }
   // Routes: backstop, then X-Remote-User present → front-proxy twins, then the direct ones.
@@ -174,7 +178,9 @@ t.test('client certificates: a stated identity goes over front-proxy connections
   t.same(stated.map((r) => at(r, 'route.cluster')), stated.map((r) => String(at(r, 'route.cluster'))).filter((c) => c.endsWith(FRONT_PROXY_SUFFIX)), 'every route on a stated identity goes to a front-proxy cluster');
   t.equal(stated.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'one read and one write route per apiserver and for default');
   const lastStated = rs.indexOf(stated.at(-1) as Obj);
-  t.ok(rs.slice(lastStated + 1).every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)), 'the direct routes come after, and never use the front-proxy certificate');
+  const direct = rs.slice(lastStated + 1);
+  t.equal(direct.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'and as many direct routes');
+  t.ok(direct.every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)), 'the direct routes come after, and never use the front-proxy certificate');
   const plain = renderBootstrap(config({ clientCert: true }));
   t.notOk(clusters(plain).some((c) => String(c.name).endsWith(FRONT_PROXY_SUFFIX)), 'without clientCaFile: one set of clusters');
   t.ok(at(cluster(plain, 'default'), 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), 'and upstreamClientCert on it, as configured');
@@ -231,11 +237,13 @@ t.test('retries: reads only, connect-level failures only; writes never', async (
     return m === undefined ? undefined : new RegExp(String(at(m, 'string_match.safe_regex.regex')));
   };
   let reads = 0;
+  let writes = 0;
   for (const r of rs) {
     const re = methodRegex(r);
     const retry = at(r, 'route.retry_policy');
     if (re === undefined) {
       t.equal(retry, undefined, `${String(r.name)}: a route that admits writes has no retry policy`);
+      writes++;
       continue;
     }
     reads++;
@@ -244,7 +252,10 @@ t.test('retries: reads only, connect-level failures only; writes never', async (
     t.equal(at(retry, 'retry_on'), READ_RETRY_ON);
     t.equal(at(retry, 'num_retries'), READ_NUM_RETRIES);
   }
-  t.equal(reads, rs.length / 2, 'every read route precedes its write twin');
+  // Counted, so that an empty route table cannot pass: one read and one write route per apiserver and for default.
+  t.equal(reads, config().apiservers.length + 1, 'a read route (with retries) per apiserver and for default');
+  t.equal(writes, reads, 'every read route has a write twin (no retries)');
+  t.equal(reads + writes, rs.length, 'and nothing else');
   const conditions = READ_RETRY_ON.split(',');
   t.same(conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request'].includes(c)), [], 'no condition that may fire after bytes were sent');
   const defaultRead = rs.find((r) => r.name === 'default-read') as Obj;
