@@ -3,7 +3,11 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-interface Request { readonly id: number; readonly type: string; readonly payload?: unknown }
+interface Request {
+  readonly id: number;
+  readonly type: string;
+  readonly payload?: unknown;
+}
 type Reply =
   | { readonly id: number; readonly ok: true; readonly result: unknown }
   | { readonly id: number; readonly ok: false; readonly error: string };
@@ -38,10 +42,12 @@ process.on('exit', () => {
 
 /** Stops every child still running; for signal handlers and error paths. */
 export async function stopAllChildren(): Promise<void> {
-  await Promise.all([...live].map(async (l) => {
-    l.child.send?.({ id: -1, type: 'stop' }, () => undefined);
-    await exitOrKill(l.child, 8000, l.alsoKill);
-  }));
+  await Promise.all(
+    [...live].map(async (l) => {
+      l.child.send?.({ id: -1, type: 'stop' }, () => undefined);
+      await exitOrKill(l.child, 8000, l.alsoKill);
+    }),
+  );
 }
 
 function exitOrKill(child: ChildProcess, timeoutMs: number, alsoKill: () => readonly number[]): Promise<void> {
@@ -62,14 +68,20 @@ function exitOrKill(child: ChildProcess, timeoutMs: number, alsoKill: () => read
  * Forks a compiled bench module (a sibling of this file in dist/bench) and waits for its 'ready'.
  * `alsoKill` names extra processes (the child's own children) to SIGKILL if it must be killed.
  */
-export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutMs: number; execArgv?: string[]; alsoKill?: (ready: Ready) => readonly number[] }): Promise<ChildHandle<Ready>> {
+export async function forkChild<Ready>(
+  moduleFile: string,
+  opts: { readyTimeoutMs: number; execArgv?: string[]; alsoKill?: (ready: Ready) => readonly number[] },
+): Promise<ChildHandle<Ready>> {
   const child = fork(fileURLToPath(new URL(moduleFile, import.meta.url)), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: opts.execArgv ?? [],
   });
   // Set once the child says hello; alsoKill may run before that (a child killed while starting).
   const started: { ready?: Ready } = {};
-  const entry = { child, alsoKill: (): readonly number[] => (started.ready !== undefined && opts.alsoKill ? opts.alsoKill(started.ready) : []) };
+  const entry = {
+    child,
+    alsoKill: (): readonly number[] => (started.ready !== undefined && opts.alsoKill ? opts.alsoKill(started.ready) : []),
+  };
   live.add(entry);
   child.once('exit', () => live.delete(entry));
 
@@ -90,7 +102,10 @@ export async function forkChild<Ready>(moduleFile: string, opts: { readyTimeoutM
   });
 
   const ready = await new Promise<Ready>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`bench child ${moduleFile} not ready within ${opts.readyTimeoutMs} ms`)), opts.readyTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`bench child ${moduleFile} not ready within ${opts.readyTimeoutMs} ms`)),
+      opts.readyTimeoutMs,
+    );
     const onMessage = (m: Reply | Hello): void => {
       if ('id' in m) return;
       clearTimeout(timer);
@@ -175,7 +190,7 @@ export function serveParent(handlers: Handlers, onStop: () => Promise<void>): { 
   return {
     ready: (info) => send({ type: 'ready', info }),
     failed: (err) => {
-      send({ type: 'failed', error: err instanceof Error ? err.stack ?? err.message : String(err) });
+      send({ type: 'failed', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
       void stop();
     },
   };

@@ -62,19 +62,48 @@ const sec = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 export function statusCounts(m: ReadonlyMap<string, number>): string {
   if (m.size === 0) return '—';
-  return [...m].sort((a, b) => (a[0] === NO_ANSWER ? 1 : b[0] === NO_ANSWER ? -1 : a[0] < b[0] ? -1 : 1)).map(([k, c]) => `${k}×${n(c)}`).join(' ');
+  return [...m]
+    .sort((a, b) => (a[0] === NO_ANSWER ? 1 : b[0] === NO_ANSWER ? -1 : a[0] < b[0] ? -1 : 1))
+    .map(([k, c]) => `${k}×${n(c)}`)
+    .join(' ');
 }
 
 export function phaseTable(a: Accounting, caption?: string): Table {
   return {
     ...(caption === undefined ? {} : { caption }),
-    headers: ['phase', 'arm', 'requests', 'status codes', 'skewed ok', 'common ok', 'false 404s', 'true 404s', 'no answer', '5xx', 'creates acked', 'lost writes', 'duplicated writes', 'watch events', 'watch interruptions'],
+    headers: [
+      'phase',
+      'arm',
+      'requests',
+      'status codes',
+      'skewed ok',
+      'common ok',
+      'false 404s',
+      'true 404s',
+      'no answer',
+      '5xx',
+      'creates acked',
+      'lost writes',
+      'duplicated writes',
+      'watch events',
+      'watch interruptions',
+    ],
     rows: a.rows.map((r) => [
-      r.phase, r.arm, n(r.requests), statusCounts(r.statuses),
-      `${n(r.skewedOk)}/${n(r.skewedRequests)}`, `${n(r.commonOk)}/${n(r.commonRequests)}`,
-      r.false404s === 0 ? '0' : `**${n(r.false404s)}**`, n(r.true404s), n(r.noAnswer), n(r.server5xx),
-      n(r.createsAcked), r.lostWrites === 0 ? '0' : `**${n(r.lostWrites)}**`, r.duplicatedWrites === 0 ? '0' : `**${n(r.duplicatedWrites)}**`,
-      n(r.watchEvents), n(r.watchInterruptions),
+      r.phase,
+      r.arm,
+      n(r.requests),
+      statusCounts(r.statuses),
+      `${n(r.skewedOk)}/${n(r.skewedRequests)}`,
+      `${n(r.commonOk)}/${n(r.commonRequests)}`,
+      r.false404s === 0 ? '0' : `**${n(r.false404s)}**`,
+      n(r.true404s),
+      n(r.noAnswer),
+      n(r.server5xx),
+      n(r.createsAcked),
+      r.lostWrites === 0 ? '0' : `**${n(r.lostWrites)}**`,
+      r.duplicatedWrites === 0 ? '0' : `**${n(r.duplicatedWrites)}**`,
+      n(r.watchEvents),
+      n(r.watchInterruptions),
     ]),
   };
 }
@@ -83,7 +112,11 @@ export function phaseTable(a: Accounting, caption?: string): Table {
 export function problemsTable(a: Accounting): Table {
   const rows: string[][] = [];
   for (const r of a.rows) for (const [cause, c] of [...r.problems].sort((x, y) => y[1] - x[1])) rows.push([r.phase, r.arm, cause, n(c)]);
-  return { caption: 'Answers other than 2xx and 404 (and requests without an answer), by cause:', headers: ['phase', 'arm', 'cause', 'requests'], rows: rows.length > 0 ? rows : [['—', '—', 'none', '0']] };
+  return {
+    caption: 'Answers other than 2xx and 404 (and requests without an answer), by cause:',
+    headers: ['phase', 'arm', 'cause', 'requests'],
+    rows: rows.length > 0 ? rows : [['—', '—', 'none', '0']],
+  };
 }
 
 export function timelineTable(tl: Timeline, originMs: number): Table {
@@ -104,14 +137,36 @@ export function clientChecksTable(byPhase: readonly { readonly phase: string; re
 
 /** `answeredBy`: the apiservers whose audit log holds an Audit-ID (see test/load/audit.ts). */
 export function false404Table(a: Accounting, originMs: number, limit = 10, answeredBy?: ReadonlyMap<string, ReadonlySet<string>>): Table {
-  const by = (id: string | undefined): string => (id === undefined ? 'skewgate or Envoy' : [...(answeredBy?.get(id) ?? [])].sort().join(' → ') || '?');
+  const by = (id: string | undefined): string =>
+    id === undefined ? 'skewgate or Envoy' : [...(answeredBy?.get(id) ?? [])].sort().join(' → ') || '?';
   return {
     caption: `False 404s (first ${limit} per arm):`,
-    headers: ['t', 'arm', 'phase', 'kind', 'op', 'why', 'capable apiserver ready for', 'skewgate reason', '404 from', 'object (created on)'],
-    rows: a.arms.flatMap((arm) => a.false404s.filter((f) => f.arm === arm).slice(0, limit)).map((f) => [
-      sec(f.atMs - originMs), f.arm, f.phase, f.kind, f.op, f.why, Number.isFinite(f.capableReadyForMs) ? sec(f.capableReadyForMs) : '—', f.reason ?? '—', by(f.auditId),
-      f.name === undefined ? '—' : `${f.name}${f.createdAuditId !== undefined ? ` (${by(f.createdAuditId)})` : ''}`,
-    ]),
+    headers: [
+      't',
+      'arm',
+      'phase',
+      'kind',
+      'op',
+      'why',
+      'capable apiserver ready for',
+      'skewgate reason',
+      '404 from',
+      'object (created on)',
+    ],
+    rows: a.arms
+      .flatMap((arm) => a.false404s.filter((f) => f.arm === arm).slice(0, limit))
+      .map((f) => [
+        sec(f.atMs - originMs),
+        f.arm,
+        f.phase,
+        f.kind,
+        f.op,
+        f.why,
+        Number.isFinite(f.capableReadyForMs) ? sec(f.capableReadyForMs) : '—',
+        f.reason ?? '—',
+        by(f.auditId),
+        f.name === undefined ? '—' : `${f.name}${f.createdAuditId !== undefined ? ` (${by(f.createdAuditId)})` : ''}`,
+      ]),
   };
 }
 

@@ -43,8 +43,13 @@ function withCrds(doc: unknown, skew: number): unknown {
     for (let r = 0; r < n + (g % 7 === 0 && skew === 2 ? 1 : 0); r++) {
       const kind = `Kind${g}x${r}`;
       resources.push({
-        resource: `kind${g}x${r}s`, responseKind: { group: '', version: '', kind }, scope: r % 3 === 0 ? 'Cluster' : 'Namespaced',
-        singularResource: `kind${g}x${r}`, verbs: VERBS, ...(r % 4 === 0 ? { shortNames: [`k${g}x${r}`] } : {}), categories: ['all'],
+        resource: `kind${g}x${r}s`,
+        responseKind: { group: '', version: '', kind },
+        scope: r % 3 === 0 ? 'Cluster' : 'Namespaced',
+        singularResource: `kind${g}x${r}`,
+        verbs: VERBS,
+        ...(r % 4 === 0 ? { shortNames: [`k${g}x${r}`] } : {}),
+        categories: ['all'],
         subresources: [{ subresource: 'status', responseKind: { group: '', version: '', kind }, verbs: ['get', 'patch', 'update'] }],
       });
     }
@@ -59,8 +64,13 @@ const CORE = { kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v
 
 function snapshotOf(docs: readonly ServerDocument[], now: number): Snapshot {
   const states: ServerState[] = docs.map((d, i) => ({
-    name: `apiserver-${i}`, url: `https://127.0.0.${i + 1}`, view: parseAggregatedDiscovery(CORE, d.document),
-    lastSuccessAt: now, consecutiveFailures: 0, lastError: null, ready: true,
+    name: `apiserver-${i}`,
+    url: `https://127.0.0.${i + 1}`,
+    view: parseAggregatedDiscovery(CORE, d.document),
+    lastSuccessAt: now,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
   }));
   return buildSnapshot(states, 1);
 }
@@ -96,10 +106,15 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
   const labDocs = labDocuments();
   const sets = [
     { label: '3 lab apiservers (v1.35.4 + 2 × v1.36.3)', docs: labDocs, runs: 100 },
-    { label: 'the same + 250 CRD groups each', docs: labDocs.map((d, i) => ({ serverId: d.serverId, document: withCrds(d.document, i) })), runs: 12 },
+    {
+      label: 'the same + 250 CRD groups each',
+      docs: labDocs.map((d, i) => ({ serverId: d.serverId, document: withCrds(d.document, i) })),
+      runs: 12,
+    },
   ];
   // Frozen copies, as ServerViews hold them; a fresh set per run so that none is decoded yet.
-  const frozenCopies = (docs: readonly ServerDocument[]): ServerDocument[] => docs.map((d) => ({ serverId: d.serverId, document: deepFreezeJson(structuredClone(d.document)) }));
+  const frozenCopies = (docs: readonly ServerDocument[]): ServerDocument[] =>
+    docs.map((d) => ({ serverId: d.serverId, document: deepFreezeJson(structuredClone(d.document)) }));
   const build = (docs: readonly ServerDocument[]): number => {
     const enc = encodeItems(mergePeerDiscovery(docs));
     return computeEtag(enc).length + Buffer.from(discoveryBody(enc), 'utf8').length;
@@ -119,44 +134,90 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
     const whole = timeMs(() => build(fresh[i++] as ServerDocument[]), set.runs, 3);
     const one = fresh[0] as ServerDocument[];
     const again = timeMs(() => build(one), set.runs, 3);
-    const encode = timeMs(() => {
-      const enc = encodeItems(items);
-      return computeEtag(enc).length + discoveryBody(enc).length;
-    }, set.runs, 3);
+    const encode = timeMs(
+      () => {
+        const enc = encodeItems(items);
+        return computeEtag(enc).length + discoveryBody(enc).length;
+      },
+      set.runs,
+      3,
+    );
     if (set.docs === labDocs) realDocs = one;
-    mergeRows.push([set.label, `${(bytes / 1024).toFixed(0)} KiB`, String(resources), `${(body / 1024).toFixed(0)} KiB`,
-      `${fmt(whole.med)} ms`, `${fmt(whole.p99)} ms`, `${fmt(again.med)} ms`, `${fmt(encode.med)} ms`]);
-    targets.push({ metric: `merge + ETag + body, ${set.label}, all documents new (median)`, target: '—', measured: `${fmt(whole.med)} ms`, met: null });
+    mergeRows.push([
+      set.label,
+      `${(bytes / 1024).toFixed(0)} KiB`,
+      String(resources),
+      `${(body / 1024).toFixed(0)} KiB`,
+      `${fmt(whole.med)} ms`,
+      `${fmt(whole.p99)} ms`,
+      `${fmt(again.med)} ms`,
+      `${fmt(encode.med)} ms`,
+    ]);
+    targets.push({
+      metric: `merge + ETag + body, ${set.label}, all documents new (median)`,
+      target: '—',
+      measured: `${fmt(whole.med)} ms`,
+      met: null,
+    });
   }
 
   progress('(d) timing the request path');
   const snap = snapshotOf(realDocs, now);
   const router = createRouter({ current: () => snap }, { staleAfterMs: 180_000, retryAfterSeconds: 1, now: () => now });
-  const headers = new Map([['authorization', 'Bearer x'], ['accept', `${MEDIA_AGGREGATED_V2},application/json`]]);
+  const headers = new Map([
+    ['authorization', 'Bearer x'],
+    ['accept', `${MEDIA_AGGREGATED_V2},application/json`],
+  ]);
   const first = router.route('GET', '/apis', headers);
-  if (first.decision.outcome !== 'discovery') throw new Error(`expected the discovery outcome, got ${first.decision.outcome}/${first.decision.reason}`);
+  if (first.decision.outcome !== 'discovery')
+    throw new Error(`expected the discovery outcome, got ${first.decision.outcome}/${first.decision.reason}`);
   const etag = first.decision.document.quotedEtag;
   const revalidate = new Map([...headers, ['if-none-match', etag]]);
-  const resourceHeaders = new Map([['authorization', 'Bearer x'], ['accept', 'application/json']]);
-  const served = timeNs(() => {
-    const r = router.route('GET', '/apis', headers);
-    const reply = responseFor(r, 1);
-    return 'immediate_response' in reply ? 1 : 0;
-  }, 1000, 300);
-  const notModified = timeNs(() => {
-    const r = router.route('GET', '/apis', revalidate);
-    return r.decision.reason.length + ('immediate_response' in responseFor(r, 1) ? 1 : 0);
-  }, 1000, 300);
-  const resource = timeNs(() => router.route('GET', '/apis/apps/v1/namespaces/default/deployments', resourceHeaders).decision.candidates.length, 1000, 300);
+  const resourceHeaders = new Map([
+    ['authorization', 'Bearer x'],
+    ['accept', 'application/json'],
+  ]);
+  const served = timeNs(
+    () => {
+      const r = router.route('GET', '/apis', headers);
+      const reply = responseFor(r, 1);
+      return 'immediate_response' in reply ? 1 : 0;
+    },
+    1000,
+    300,
+  );
+  const notModified = timeNs(
+    () => {
+      const r = router.route('GET', '/apis', revalidate);
+      return r.decision.reason.length + ('immediate_response' in responseFor(r, 1) ? 1 : 0);
+    },
+    1000,
+    300,
+  );
+  const resource = timeNs(
+    () => router.route('GET', '/apis/apps/v1/namespaces/default/deployments', resourceHeaders).decision.candidates.length,
+    1000,
+    300,
+  );
   // A new snapshot with the same views (the usual 304 poll): buildSnapshot compares, does not merge.
   const polls = Array.from({ length: 64 }, (_, i) => snap.servers.map((s) => ({ ...s, lastSuccessAt: now + i })));
   let p = 0;
-  const samePoll = timeNs(() => (buildSnapshot(polls[p++ % polls.length] as ServerState[], p + 2, snap).peerDiscovery === snap.peerDiscovery ? 1 : 0), 64, 500);
-  if (buildSnapshot(polls[0] as ServerState[], 2, snap).peerDiscovery !== snap.peerDiscovery) throw new Error('a poll with unchanged views rebuilt the document');
+  const samePoll = timeNs(
+    () => (buildSnapshot(polls[p++ % polls.length] as ServerState[], p + 2, snap).peerDiscovery === snap.peerDiscovery ? 1 : 0),
+    64,
+    500,
+  );
+  if (buildSnapshot(polls[0] as ServerState[], 2, snap).peerDiscovery !== snap.peerDiscovery)
+    throw new Error('a poll with unchanged views rebuilt the document');
 
   const us = (ns: number): string => `${fmt(ns / 1000)} µs`;
   targets.push(
-    { metric: 'GET /apis answered (route + ImmediateResponse), median', target: '≤ 2 µs, no merge, no I/O', measured: us(served.med), met: served.med <= 2000 },
+    {
+      metric: 'GET /apis answered (route + ImmediateResponse), median',
+      target: '≤ 2 µs, no merge, no I/O',
+      measured: us(served.med),
+      met: served.med <= 2000,
+    },
     { metric: 'GET /apis with a matching If-None-Match (304), median', target: '—', measured: us(notModified.med), met: null },
   );
   return {
@@ -166,12 +227,22 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
       'The whole build of the cached document (`mergePeerDiscovery`, the Go-compatible encoding, the SHA-512 ETag, the body Buffer) is timed in-process on the real nopeer `/apis` documents of three lab kube-apiservers ' +
       '(test/fixtures/peer-discovery/cases.json) and on the same documents with 250 CRD-like groups added to each (every 10th with an extra version on two servers, every 7th with an extra resource on one), frozen as ServerViews hold them; ' +
       '"all new" uses a fresh copy of every document per run, "decoded" the same documents again. ' +
-      'The request path is the real `createRouter(...).route()` plus `responseFor()` (the ImmediateResponse) for `GET /apis` with kubectl\'s Accept, the document having been built when the snapshot was published; timed in batches of 1,000 calls.',
+      "The request path is the real `createRouter(...).route()` plus `responseFor()` (the ImmediateResponse) for `GET /apis` with kubectl's Accept, the document having been built when the snapshot was published; timed in batches of 1,000 calls.",
     targets,
     tables: [
       {
-        caption: 'Once per change of a healthy server\'s view or of readiness: the whole build (merge, Go-compatible encoding, SHA-512 ETag, body Buffer) with every document new, and with the documents already decoded (a readiness change; an unchanged view\'s document is decoded once):',
-        headers: ['Servers', 'input JSON', 'merged resources', 'body', 'all new: median', 'all new: p99', 'decoded: median', 'encode + ETag only'],
+        caption:
+          "Once per change of a healthy server's view or of readiness: the whole build (merge, Go-compatible encoding, SHA-512 ETag, body Buffer) with every document new, and with the documents already decoded (a readiness change; an unchanged view's document is decoded once):",
+        headers: [
+          'Servers',
+          'input JSON',
+          'merged resources',
+          'body',
+          'all new: median',
+          'all new: p99',
+          'decoded: median',
+          'encode + ETag only',
+        ],
         rows: mergeRows,
       },
       {
@@ -186,7 +257,7 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
       },
     ],
     notes: [
-      'The document is merged when discovery publishes a snapshot in which a view object or a readiness changed (the router subscribes to snapshot changes); a poll answered 304 by every apiserver only compares the servers\' views and readiness with the last build.',
+      "The document is merged when discovery publishes a snapshot in which a view object or a readiness changed (the router subscribes to snapshot changes); a poll answered 304 by every apiserver only compares the servers' views and readiness with the last build.",
       'Serving hands Envoy the same Buffer every time; the body is never re-serialised per request.',
     ],
   };

@@ -51,7 +51,16 @@ interface ArmStats {
 
 const newPath = (): PathStats => ({ latNs: [], statuses: new Map(), servers: new Map(), errors: new Map() });
 const newArm = (): ArmStats => ({
-  common: newPath(), skewed: newPath(), lagNs: [], sent: 0, completed: 0, wallNs: 0, envoyCpuUs: 0, nodeCpuUs: 0, genCpuUs: 0, roundP99Ms: [],
+  common: newPath(),
+  skewed: newPath(),
+  lagNs: [],
+  sent: 0,
+  completed: 0,
+  wallNs: 0,
+  envoyCpuUs: 0,
+  nodeCpuUs: 0,
+  genCpuUs: 0,
+  roundP99Ms: [],
 });
 
 interface Arm {
@@ -65,7 +74,13 @@ function headerText(v: string | string[] | undefined): string | undefined {
 }
 
 /** One window of open-loop load on one arm; latency runs from the due time to the last body byte. */
-async function runWindow(arm: Arm, o: EnvoyBenchOptions, durationMs: number, headers: Record<string, string>, record: boolean): Promise<void> {
+async function runWindow(
+  arm: Arm,
+  o: EnvoyBenchOptions,
+  durationMs: number,
+  headers: Record<string, string>,
+  record: boolean,
+): Promise<void> {
   const s = arm.stats;
   const windowLat: number[] = [];
   let lastEnd = 0;
@@ -118,7 +133,10 @@ async function waitUntilReady(arms: readonly Arm[], headers: Record<string, stri
     const seen = new Set<string>();
     let routedInARow = 0;
     while (seen.size < 3 || (arm.name === 'with' && routedInARow < 10)) {
-      if (Date.now() > deadline) throw new Error(`the ${ARM_LABEL[arm.name]} Envoy did not become ready within 30 s (servers seen: ${[...seen].join(', ') || 'none'})`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the ${ARM_LABEL[arm.name]} Envoy did not become ready within 30 s (servers seen: ${[...seen].join(', ') || 'none'})`,
+        );
       const a = await get(arm.pool, COMMON_PATH);
       if (a.status === 200 && a.server) seen.add(a.server);
       if (arm.name === 'with') {
@@ -147,7 +165,14 @@ export async function benchEnvoy(progress: (msg: string) => void, o: EnvoyBenchO
     const r = child.ready;
     const ca = readFileSync(r.caFile, 'utf8');
     const pool = (url: string): Pool => {
-      const p = new Pool(url, { connect: { ca }, connections: 64, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      const p = new Pool(url, {
+        connect: { ca },
+        connections: 64,
+        pipelining: 1,
+        keepAliveTimeout: 60_000,
+        headersTimeout: 10_000,
+        bodyTimeout: 10_000,
+      });
       pools.push(p);
       return p;
     };
@@ -188,7 +213,9 @@ export async function benchEnvoy(progress: (msg: string) => void, o: EnvoyBenchO
       progress(`(c) round ${round + 1}/${o.rounds}: common-path p99 with ${fmt(w)} ms, without ${fmt(b)} ms`);
     }
 
-    const envoyStats = await stackChild.call<Record<string, number>>('envoyStats').catch((err: unknown) => ({ [`unavailable: ${String(err)}`]: 0 }));
+    const envoyStats = await stackChild
+      .call<Record<string, number>>('envoyStats')
+      .catch((err: unknown) => ({ [`unavailable: ${String(err)}`]: 0 }));
     return report(arms, o, envoyStats);
   } finally {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
@@ -212,7 +239,11 @@ function report(arms: Record<ArmName, Arm>, o: EnvoyBenchOptions, envoyStats: Re
   const false404 = (s: ArmStats): number => s.skewed.statuses.get('404') ?? 0;
   const armRows = (name: ArmName): string[][] => {
     const s = arms[name].stats;
-    return [latencyRow(ARM_LABEL[name], 'common', sum(s.common)), latencyRow(ARM_LABEL[name], 'skewed', sum(s.skewed)), latencyRow(ARM_LABEL[name], 'both', all(s))];
+    return [
+      latencyRow(ARM_LABEL[name], 'common', sum(s.common)),
+      latencyRow(ARM_LABEL[name], 'skewed', sum(s.skewed)),
+      latencyRow(ARM_LABEL[name], 'both', all(s)),
+    ];
   };
   const lag = (s: ArmStats): string => {
     const l = summarise(s.lagNs);
@@ -226,12 +257,28 @@ function report(arms: Record<ArmName, Arm>, o: EnvoyBenchOptions, envoyStats: Re
     },
     {
       caption: 'Load and answers:',
-      headers: ['Arm', 'sent', 'achieved rate', 'generator lag p50 / p99 (ms)', 'common: status × count', 'skewed: status × count', 'skewed: answered by', 'errors'],
+      headers: [
+        'Arm',
+        'sent',
+        'achieved rate',
+        'generator lag p50 / p99 (ms)',
+        'common: status × count',
+        'skewed: status × count',
+        'skewed: answered by',
+        'errors',
+      ],
       rows: (['with', 'without'] as const).map((n) => {
         const s = arms[n].stats;
-        return [ARM_LABEL[n], s.sent.toLocaleString('en-US'), `${fmt(s.completed / (s.wallNs / 1e9))} req/s`, lag(s),
-          formatCounts(s.common.statuses), formatCounts(s.skewed.statuses), formatCounts(s.skewed.servers),
-          formatCounts(new Map([...s.common.errors, ...s.skewed.errors]))];
+        return [
+          ARM_LABEL[n],
+          s.sent.toLocaleString('en-US'),
+          `${fmt(s.completed / (s.wallNs / 1e9))} req/s`,
+          lag(s),
+          formatCounts(s.common.statuses),
+          formatCounts(s.skewed.statuses),
+          formatCounts(s.skewed.servers),
+          formatCounts(new Map([...s.common.errors, ...s.skewed.errors])),
+        ];
       }),
     },
     {
@@ -248,9 +295,11 @@ function report(arms: Record<ArmName, Arm>, o: EnvoyBenchOptions, envoyStats: Re
       rows: w.roundP99Ms.map((x, i) => [String(i + 1), fmt(x), fmt(b.roundP99Ms[i] ?? NaN), ms(x - (b.roundP99Ms[i] ?? NaN))]),
     },
     {
-      caption: 'Envoy\'s own ext_proc counters in the ext_proc arm (non-zero, whole run including warm-up and readiness checks):',
+      caption: "Envoy's own ext_proc counters in the ext_proc arm (non-zero, whole run including warm-up and readiness checks):",
       headers: ['counter', 'value'],
-      rows: Object.entries(envoyStats).sort((x, y) => (x[0] < y[0] ? -1 : 1)).map(([k, v]) => [k, v.toLocaleString('en-US')]),
+      rows: Object.entries(envoyStats)
+        .sort((x, y) => (x[0] < y[0] ? -1 : 1))
+        .map(([k, v]) => [k, v.toLocaleString('en-US')]),
     },
   ];
   const skewedTotal = b.skewed.latNs.length;
@@ -269,21 +318,43 @@ function report(arms: Record<ArmName, Arm>, o: EnvoyBenchOptions, envoyStats: Re
       `An open-loop generator in this process sends at a fixed ${o.rate} req/s (each send scheduled by the clock, latency measured from the scheduled time, so stalls are not hidden) over HTTPS keep-alive (undici Pool, the stack's CA, bearer token); ${o.skewedEvery - 1} in ${o.skewedEvery} requests go to the common path, 1 in ${o.skewedEvery} to the skewed one. ` +
       `The two arms alternate in ${o.rounds} rounds × 2 arms × ${o.windowMs / 1000} s (order swapped every round) after ${o.warmupMs / 1000} s of warm-up each, so the generator's overhead and the machine's state are the same for both.`,
     targets: [
-      { metric: `p99 added at ${o.rate} req/s, common path: p99(with) − p99(without)`, target: '≤ 2 ms', measured: `${ms(addedP99)} (${fmt(wc.p99 / 1e6)} vs ${fmt(bc.p99 / 1e6)} ms)`, met: addedP99 <= TARGET_ADDED_P99_MS },
+      {
+        metric: `p99 added at ${o.rate} req/s, common path: p99(with) − p99(without)`,
+        target: '≤ 2 ms',
+        measured: `${ms(addedP99)} (${fmt(wc.p99 / 1e6)} vs ${fmt(bc.p99 / 1e6)} ms)`,
+        met: addedP99 <= TARGET_ADDED_P99_MS,
+      },
       { metric: 'p50 added, common path', target: '—', measured: ms(addedP50), met: null },
       { metric: 'p99 added, both paths pooled', target: '—', measured: ms((all(w).p99 - all(b).p99) / 1e6), met: null },
       { metric: 'p99 added, median over rounds', target: '—', measured: ms(percentile(roundDiffs, 50)), met: null },
-      { metric: 'CPU added per request (its Envoy; fakes + skewgate process)', target: '—', measured: `+${fmt((w.envoyCpuUs / Math.max(1, w.sent)) - (b.envoyCpuUs / Math.max(1, b.sent)))} µs; +${fmt((w.nodeCpuUs / Math.max(1, w.sent)) - (b.nodeCpuUs / Math.max(1, b.sent)))} µs`, met: null },
-      { metric: 'ext_proc streams failed / failed open (Envoy counters, whole run)', target: '—', measured: `${failed.toLocaleString('en-US')} / ${failOpen.toLocaleString('en-US')} of ${streams.toLocaleString('en-US')}`, met: null },
-      { metric: 'false 404s on the skewed path (with / without)', target: '0 with skewgate', measured: `${false404(w).toLocaleString('en-US')} / ${baseline404.toLocaleString('en-US')} of ${skewedTotal.toLocaleString('en-US')} (${fmt((100 * baseline404) / Math.max(1, skewedTotal))} % without)`, met: false404(w) === 0 },
+      {
+        metric: 'CPU added per request (its Envoy; fakes + skewgate process)',
+        target: '—',
+        measured: `+${fmt(w.envoyCpuUs / Math.max(1, w.sent) - b.envoyCpuUs / Math.max(1, b.sent))} µs; +${fmt(w.nodeCpuUs / Math.max(1, w.sent) - b.nodeCpuUs / Math.max(1, b.sent))} µs`,
+        met: null,
+      },
+      {
+        metric: 'ext_proc streams failed / failed open (Envoy counters, whole run)',
+        target: '—',
+        measured: `${failed.toLocaleString('en-US')} / ${failOpen.toLocaleString('en-US')} of ${streams.toLocaleString('en-US')}`,
+        met: null,
+      },
+      {
+        metric: 'false 404s on the skewed path (with / without)',
+        target: '0 with skewgate',
+        measured: `${false404(w).toLocaleString('en-US')} / ${baseline404.toLocaleString('en-US')} of ${skewedTotal.toLocaleString('en-US')} (${fmt((100 * baseline404) / Math.max(1, skewedTotal))} % without)`,
+        met: false404(w) === 0,
+      },
     ],
     tables,
     notes: [
-      'Everything shares the same cores: the load generator (this process), the fakes and skewgate (one Node process, so in the ext_proc arm skewgate competes with the fakes for one event loop), and both Envoys (each with worker threads). Absolute latencies are therefore mostly the machine\'s; the with − without differences are what matters, and they include the CPU contention that skewgate\'s extra work causes.',
+      "Everything shares the same cores: the load generator (this process), the fakes and skewgate (one Node process, so in the ext_proc arm skewgate competes with the fakes for one event loop), and both Envoys (each with worker threads). Absolute latencies are therefore mostly the machine's; the with − without differences are what matters, and they include the CPU contention that skewgate's extra work causes.",
       `The generator wakes on timers (≈1 ms granularity) rather than spinning; its lateness (the lag column) is in every latency of both arms alike.`,
       'In the baseline arm the skewed path is balanced over all three apiservers, so the two old ones answer 404 (the problem skewgate solves); in the ext_proc arm every skewed request is routed to apiserver-c.',
       ...(connections > 1
-        ? [`Envoy needed ${connections} gRPC connections to skewgate for ${streams.toLocaleString('en-US')} ext_proc streams (${resets.toLocaleString('en-US')} reset). Health checks use connections of their own; a reset stream counts towards Node's HTTP/2 rapid-reset protection, which closes a connection after about 1,000 of them — the bootstrap turns on Envoy's graceful ext_proc close to avoid exactly that.`]
+        ? [
+            `Envoy needed ${connections} gRPC connections to skewgate for ${streams.toLocaleString('en-US')} ext_proc streams (${resets.toLocaleString('en-US')} reset). Health checks use connections of their own; a reset stream counts towards Node's HTTP/2 rapid-reset protection, which closes a connection after about 1,000 of them — the bootstrap turns on Envoy's graceful ext_proc close to avoid exactly that.`,
+          ]
         : []),
       `Envoy access logs and the stack's files are in ${STACK_DIR}/.`,
     ],

@@ -2,7 +2,13 @@
 // child process; this process drives it exactly as Envoy does and reads the child's CPU time.
 import { randomUUID } from 'node:crypto';
 import { UPSTREAM_HEADER } from '../src/constants.js';
-import { createExtProcClient, replyHeader, type EnvoyRequest, type ExtProcTestClient, type ProcessExchange } from '../test/helpers/extproc-client.js';
+import {
+  createExtProcClient,
+  replyHeader,
+  type EnvoyRequest,
+  type ExtProcTestClient,
+  type ProcessExchange,
+} from '../test/helpers/extproc-client.js';
 import { forkChild } from './child-ipc.js';
 import type { CpuSample, ExtProcChildReady } from './protocol.js';
 import { openLoop } from './open-loop.js';
@@ -23,7 +29,14 @@ export interface ExtProcBenchOptions {
   readonly pacedRate: number;
 }
 
-export const DEFAULT_EXTPROC_OPTIONS: ExtProcBenchOptions = { requests: 20_000, concurrency: 32, warmup: 3000, serial: 2000, paced: 2500, pacedRate: 500 };
+export const DEFAULT_EXTPROC_OPTIONS: ExtProcBenchOptions = {
+  requests: 20_000,
+  concurrency: 32,
+  warmup: 3000,
+  serial: 2000,
+  paced: 2500,
+  pacedRate: 500,
+};
 
 /** The headers Envoy forwards for a kubectl request, after skewgate's sanitiser filter. */
 function envoyRequests(): EnvoyRequest[] {
@@ -42,7 +55,12 @@ function envoyRequests(): EnvoyRequest[] {
       'kubectl-session': session,
       'x-forwarded-proto': 'https',
       'x-request-id': randomUUID(),
-      ...(r.method === 'GET' || r.method === 'DELETE' ? {} : { 'content-type': r.method === 'PATCH' ? 'application/strategic-merge-patch+json' : 'application/json', 'content-length': '412' }),
+      ...(r.method === 'GET' || r.method === 'DELETE'
+        ? {}
+        : {
+            'content-type': r.method === 'PATCH' ? 'application/strategic-merge-patch+json' : 'application/json',
+            'content-length': '412',
+          }),
     },
   }));
 }
@@ -55,7 +73,13 @@ interface DriveResult {
 }
 
 /** N exchanges, `concurrency` streams at a time, each: open, request_headers, the reply, half-close. */
-async function drive(client: ExtProcTestClient, reqs: readonly EnvoyRequest[], total: number, concurrency: number, offset: number): Promise<DriveResult> {
+async function drive(
+  client: ExtProcTestClient,
+  reqs: readonly EnvoyRequest[],
+  total: number,
+  concurrency: number,
+  offset: number,
+): Promise<DriveResult> {
   const rttNs = new Float64Array(total);
   const replies = new Map<string, number>();
   const failures = new Map<string, number>();
@@ -150,18 +174,45 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
         `This process drives it as Envoy does, with \`test/helpers/extproc-client.ts\`: one Process stream per request carrying kubectl-like request_headers (the ${reqs.length.toLocaleString('en-US')}-path mix of (a)), wait for the reply, then half-close — what Envoy does with the bootstrap skewgate renders (runtime guard \`ext_proc_graceful_grpc_close\` on; without it Envoy resets each stream, and Node's HTTP/2 rapid-reset protection then drops the connection about every 1,000 requests); ${o.concurrency} streams in flight. ` +
         `Server CPU per request = the child's \`process.cpuUsage()\` (user + system) delta over ${o.requests.toLocaleString('en-US')} exchanges / ${o.requests.toLocaleString('en-US')}, after ${o.warmup.toLocaleString('en-US')} warm-up exchanges.`,
       targets: [
-        { metric: `server CPU per ext_proc request, concurrency ${o.concurrency}`, target: '≤ 100 µs', measured: `${fmt(cpuPerReqUs)} µs`, met: cpuPerReqUs <= TARGET_US },
-        { metric: `server CPU per ext_proc request, open loop at ${o.pacedRate}/s`, target: '≤ 100 µs', measured: `${fmt(pacedCpuUs)} µs`, met: pacedCpuUs <= TARGET_US },
-        { metric: `round trip p50 / p99 (concurrency ${o.concurrency})`, target: '—', measured: `${ms(l.p50)} / ${ms(l.p99)} ms`, met: null },
+        {
+          metric: `server CPU per ext_proc request, concurrency ${o.concurrency}`,
+          target: '≤ 100 µs',
+          measured: `${fmt(cpuPerReqUs)} µs`,
+          met: cpuPerReqUs <= TARGET_US,
+        },
+        {
+          metric: `server CPU per ext_proc request, open loop at ${o.pacedRate}/s`,
+          target: '≤ 100 µs',
+          measured: `${fmt(pacedCpuUs)} µs`,
+          met: pacedCpuUs <= TARGET_US,
+        },
+        {
+          metric: `round trip p50 / p99 (concurrency ${o.concurrency})`,
+          target: '—',
+          measured: `${ms(l.p50)} / ${ms(l.p99)} ms`,
+          met: null,
+        },
       ],
       tables: [
         {
           caption: 'Server CPU and throughput:',
           headers: ['Phase', 'exchanges', 'server CPU / request', 'client CPU / request', 'exchanges / s'],
           rows: [
-            [`concurrency ${o.concurrency}`, o.requests.toLocaleString('en-US'), `${fmt(cpuPerReqUs)} µs`, `${fmt(clientPerReqUs)} µs`, fmt(rate)],
+            [
+              `concurrency ${o.concurrency}`,
+              o.requests.toLocaleString('en-US'),
+              `${fmt(cpuPerReqUs)} µs`,
+              `${fmt(clientPerReqUs)} µs`,
+              fmt(rate),
+            ],
             ['concurrency 1', o.serial.toLocaleString('en-US'), `${fmt(serialCpuUs)} µs`, '', fmt(o.serial / (serial.wallNs / 1e9))],
-            [`open loop, ${o.pacedRate}/s`, o.paced.toLocaleString('en-US'), `${fmt(pacedCpuUs)} µs`, '', fmt(o.paced / (paced.wallNs / 1e9))],
+            [
+              `open loop, ${o.pacedRate}/s`,
+              o.paced.toLocaleString('en-US'),
+              `${fmt(pacedCpuUs)} µs`,
+              '',
+              fmt(o.paced / (paced.wallNs / 1e9)),
+            ],
           ],
         },
         {
@@ -186,7 +237,7 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
       notes: [
         `The per-request CPU depends on how requests arrive: with ${o.concurrency} streams in flight the server handles many per event-loop wake-up; one at a time, or spaced out at ${o.pacedRate}/s as Envoy sends them at that request rate, every exchange pays for its own wake-up, reads and writes. The routing itself (classify + decide) is the ~1 µs of (a); the rest is the gRPC/HTTP/2 transport (a CPU profile of the server shows grpc-js and Node's http2 and stream code on top).`,
         `Idle server CPU (timers, keepalive): ${fmt(idleUsPerS)} µs per second, negligible here. Server RSS after the run: ${fmt(after.rssBytes / 2 ** 20)} MiB.`,
-        'The client (grpc-js) and the server share the machine\'s cores, so round-trip times include the client\'s own work; the CPU figures are the server process alone.',
+        "The client (grpc-js) and the server share the machine's cores, so round-trip times include the client's own work; the CPU figures are the server process alone.",
         ...(loaded.failures.size + serial.failures.size + paced.failures.size > 0
           ? ['Failures: see the Replies table for their gRPC status.']
           : []),

@@ -16,7 +16,8 @@ export function benchIdentity(progress: (msg: string) => void): Section {
   const certs = join(packageRoot(), 'test/fixtures/x509-identity/certs');
   const pem = (n: string): string => readFileSync(join(certs, `${n}.crt`), 'utf8');
   const trust: ClientTrust = { cas: parsePemCertificates(pem('client-ca')), source: 'client-ca.crt' };
-  const xfcc = (leaf: string, chain?: string): string => `Hash=00;Cert="${encodeURIComponent(leaf)}"${chain ? `;Chain="${encodeURIComponent(chain)}"` : ''}`;
+  const xfcc = (leaf: string, chain?: string): string =>
+    `Hash=00;Cert="${encodeURIComponent(leaf)}"${chain ? `;Chain="${encodeURIComponent(chain)}"` : ''}`;
   const jane = xfcc(pem('jane'));
   const chained = xfcc(pem('via-intermediate'), pem('via-intermediate') + pem('intermediate'));
 
@@ -26,9 +27,18 @@ export function benchIdentity(progress: (msg: string) => void): Section {
   const mix = requestMix(plane);
   const n = mix.length;
   const verifier = new ClientIdentityVerifier(trust);
-  const router = createRouter({ current: () => snap }, { staleAfterMs: 180_000, retryAfterSeconds: 1, clientIdentity: (x, now) => verifier.state(x, now) });
-  const tokenHeaders = new Map([['authorization', 'Bearer abc'], [':authority', 'kubernetes.default.svc']]);
-  const certHeaders = new Map([['x-forwarded-client-cert', jane], [':authority', 'kubernetes.default.svc']]);
+  const router = createRouter(
+    { current: () => snap },
+    { staleAfterMs: 180_000, retryAfterSeconds: 1, clientIdentity: (x, now) => verifier.state(x, now) },
+  );
+  const tokenHeaders = new Map([
+    ['authorization', 'Bearer abc'],
+    [':authority', 'kubernetes.default.svc'],
+  ]);
+  const certHeaders = new Map([
+    ['x-forwarded-client-cert', jane],
+    [':authority', 'kubernetes.default.svc'],
+  ]);
   if (router.route('GET', '/api/v1/pods', certHeaders).identity.kind !== 'stated') throw new Error('the fixture certificate is not stated');
 
   const opts = { warmup: 100, maxBatches: 1500, minBatches: 200, budgetMs: 2500 };
@@ -52,11 +62,16 @@ export function benchIdentity(progress: (msg: string) => void): Section {
   const med = (k: string): number => percentile(Float64Array.from(rounds[k]!.flatMap((b) => [...b.perOpNs])).sort(), 50);
 
   progress('(e) timing first-sight verification (no cache)');
-  const once = (x: string) => timeBatches(() => {
-    let acc = 0;
-    for (let i = 0; i < 50; i++) acc += stateClientIdentity(x, trust, Date.now()).kind.length;
-    return acc;
-  }, 50, { warmup: 5, maxBatches: 200, minBatches: 40, budgetMs: 2000 });
+  const once = (x: string) =>
+    timeBatches(
+      () => {
+        let acc = 0;
+        for (let i = 0; i < 50; i++) acc += stateClientIdentity(x, trust, Date.now()).kind.length;
+        return acc;
+      },
+      50,
+      { warmup: 5, maxBatches: 200, minBatches: 40, budgetMs: 2000 },
+    );
   const direct = once(jane);
   const viaIntermediate = once(chained);
 

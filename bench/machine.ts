@@ -11,7 +11,11 @@ async function envoyVersion(): Promise<string> {
   try {
     const { stdout } = await run(findEnvoyBinary(), ['--version'], { timeout: 10_000 });
     // "envoy  version: <sha>/1.40.0/Clean/RELEASE/BoringSSL"
-    const line = stdout.trim().split('\n').find((l) => l.includes('version:')) ?? stdout.trim();
+    const line =
+      stdout
+        .trim()
+        .split('\n')
+        .find((l) => l.includes('version:')) ?? stdout.trim();
     return line.replace(/^.*version:\s*/, '');
   } catch (err) {
     return `unavailable (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`;

@@ -8,7 +8,12 @@ import { nowNs } from './stats.js';
  * Calls `fire(i, dueNs)` for i = 0..total-1 at `rate` per second, then waits for every returned
  * promise (at most `drainTimeoutMs`). Returns the start time (the due time of request 0).
  */
-export async function openLoop(total: number, rate: number, fire: (i: number, dueNs: number) => Promise<unknown>, drainTimeoutMs = 15_000): Promise<number> {
+export async function openLoop(
+  total: number,
+  rate: number,
+  fire: (i: number, dueNs: number) => Promise<unknown>,
+  drainTimeoutMs = 15_000,
+): Promise<number> {
   const intervalNs = 1e9 / rate;
   const start = nowNs() + 1e6;
   const inflight = new Set<Promise<unknown>>();
@@ -16,7 +21,9 @@ export async function openLoop(total: number, rate: number, fire: (i: number, du
   while (i < total) {
     const now = nowNs();
     while (i < total && start + i * intervalNs <= now) {
-      const p: Promise<unknown> = fire(i, start + i * intervalNs).catch(() => undefined).finally(() => inflight.delete(p));
+      const p: Promise<unknown> = fire(i, start + i * intervalNs)
+        .catch(() => undefined)
+        .finally(() => inflight.delete(p));
       inflight.add(p);
       i++;
     }

@@ -25,7 +25,11 @@ export interface BatchTiming {
  * Runs `batch` (which performs `size` operations) for a warm-up, then repeatedly until
  * `maxBatches` or `budgetMs`, timing each batch as a whole with the monotonic clock.
  */
-export function timeBatches(batch: () => number, size: number, o: { warmup: number; maxBatches: number; minBatches: number; budgetMs: number }): BatchTiming {
+export function timeBatches(
+  batch: () => number,
+  size: number,
+  o: { warmup: number; maxBatches: number; minBatches: number; budgetMs: number },
+): BatchTiming {
   for (let i = 0; i < o.warmup; i++) sink ^= batch();
   const times: number[] = [];
   const deadline = nowNs() + o.budgetMs * 1e6;
@@ -45,7 +49,10 @@ export function benchRoute(progress: (msg: string) => void): Section {
   const mix = requestMix(plane);
   const methods = mix.map((r) => r.method);
   const paths = mix.map((r) => r.path);
-  const headers: ReadonlyMap<string, string> = new Map([[':authority', 'kubernetes.default.svc'], [':scheme', 'https']]);
+  const headers: ReadonlyMap<string, string> = new Map([
+    [':authority', 'kubernetes.default.svc'],
+    [':scheme', 'https'],
+  ]);
   const router = createRouter({ current: () => snap }, { staleAfterMs: STALE_AFTER_MS, retryAfterSeconds: 1 });
   const n = mix.length;
 
@@ -58,31 +65,47 @@ export function benchRoute(progress: (msg: string) => void): Section {
 
   const opts = { warmup: 150, maxBatches: 2000, minBatches: 300, budgetMs: 3000 };
   progress(`(a) timing router.route() over ${n} paths`);
-  const route = timeBatches(() => {
-    let acc = 0;
-    for (let i = 0; i < n; i++) acc += router.route(methods[i] as string, paths[i] as string, headers).decision.candidates.length;
-    return acc;
-  }, n, opts);
+  const route = timeBatches(
+    () => {
+      let acc = 0;
+      for (let i = 0; i < n; i++) acc += router.route(methods[i] as string, paths[i] as string, headers).decision.candidates.length;
+      return acc;
+    },
+    n,
+    opts,
+  );
 
   progress('(a) timing classifyRequest() alone');
-  const classify = timeBatches(() => {
-    let acc = 0;
-    for (let i = 0; i < n; i++) acc += classifyRequest(methods[i] as string, paths[i] as string).kind.length;
-    return acc;
-  }, n, { ...opts, budgetMs: 1500 });
+  const classify = timeBatches(
+    () => {
+      let acc = 0;
+      for (let i = 0; i < n; i++) acc += classifyRequest(methods[i] as string, paths[i] as string).kind.length;
+      return acc;
+    },
+    n,
+    { ...opts, budgetMs: 1500 },
+  );
 
   progress('(a) timing decide() alone');
   const NO_HEADERS: ReadonlyMap<string, string> = new Map();
   const NO_IDENTITY = { kind: 'none' } as const;
   const infos: RequestInfo[] = mix.map((r) => classifyRequest(r.method, r.path));
   const rng = Math.random;
-  const decideOnly = timeBatches(() => {
-    let acc = 0;
-    for (let i = 0; i < n; i++) {
-      acc += decide({ info: infos[i] as RequestInfo, headers: NO_HEADERS, identity: NO_IDENTITY }, snap, { now: Date.now(), staleAfterMs: STALE_AFTER_MS, rng }).candidates.length;
-    }
-    return acc;
-  }, n, { ...opts, budgetMs: 1500 });
+  const decideOnly = timeBatches(
+    () => {
+      let acc = 0;
+      for (let i = 0; i < n; i++) {
+        acc += decide({ info: infos[i] as RequestInfo, headers: NO_HEADERS, identity: NO_IDENTITY }, snap, {
+          now: Date.now(),
+          staleAfterMs: STALE_AFTER_MS,
+          rng,
+        }).candidates.length;
+      }
+      return acc;
+    },
+    n,
+    { ...opts, budgetMs: 1500 },
+  );
 
   progress('(a) timing route() per kind of request');
   const kinds = new Map<RequestKind, SynthRequest[]>();
@@ -92,15 +115,25 @@ export function benchRoute(progress: (msg: string) => void): Section {
     const m = reqs.map((r) => r.method);
     const p = reqs.map((r) => r.path);
     const k = reqs.length;
-    const t = timeBatches(() => {
-      let acc = 0;
-      for (let i = 0; i < k; i++) acc += router.route(m[i] as string, p[i] as string, headers).decision.candidates.length;
-      return acc;
-    }, k, { warmup: 50, maxBatches: 400, minBatches: 100, budgetMs: 250 });
+    const t = timeBatches(
+      () => {
+        let acc = 0;
+        for (let i = 0; i < k; i++) acc += router.route(m[i] as string, p[i] as string, headers).decision.candidates.length;
+        return acc;
+      },
+      k,
+      { warmup: 50, maxBatches: 400, minBatches: 100, budgetMs: 250 },
+    );
     const seen = new Map<string, number>();
     for (const r of reqs) countInto(seen, router.route(r.method, r.path, headers).decision.outcome);
-    perKind.push([kind, String(k), fmt(percentile(t.perOpNs, 50) / 1000), fmt(percentile(t.perOpNs, 99) / 1000),
-      [...seen].map(([o, c]) => `${o} ${c}`).join(', '), reqs[0]?.path ?? '']);
+    perKind.push([
+      kind,
+      String(k),
+      fmt(percentile(t.perOpNs, 50) / 1000),
+      fmt(percentile(t.perOpNs, 99) / 1000),
+      [...seen].map(([o, c]) => `${o} ${c}`).join(', '),
+      reqs[0]?.path ?? '',
+    ]);
   }
 
   progress('(a) timing buildSnapshot() (once per discovery change, not per request)');
@@ -115,7 +148,14 @@ export function benchRoute(progress: (msg: string) => void): Section {
   const med = (t: BatchTiming): number => percentile(t.perOpNs, 50);
   const p99 = (t: BatchTiming): number => percentile(t.perOpNs, 99);
   const us = (ns: number): string => `${fmt(ns / 1000)} µs`;
-  const row = (what: string, t: BatchTiming): string[] => [what, us(med(t)), us(p99(t)), us(t.perOpNs[t.perOpNs.length - 1] ?? NaN), String(t.perOpNs.length), t.ops.toLocaleString('en-US')];
+  const row = (what: string, t: BatchTiming): string[] => [
+    what,
+    us(med(t)),
+    us(p99(t)),
+    us(t.perOpNs[t.perOpNs.length - 1] ?? NaN),
+    String(t.perOpNs.length),
+    t.ops.toLocaleString('en-US'),
+  ];
   const counts = plane.resourceCounts;
 
   return {
@@ -123,7 +163,11 @@ export function benchRoute(progress: (msg: string) => void): Section {
     title: 'classify + decide per request',
     method:
       `The real \`createRouter(...).route(method, path, headers)\` (classify, then decide, plus reading the clock and the view age) is called in-process over a snapshot built with \`buildSnapshot\` from three synthetic apiserver views ` +
-      `(${Object.entries(counts).map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`).join(', ')} resources; ${plane.groupCount} groups incl. core; status/scale/log subresources; C has ${plane.newOnly.length} resources and pods/resize the others lack, A and B ${plane.oldOnly.length} that C dropped) ` +
+      `(${Object.entries(counts)
+        .map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`)
+        .join(
+          ', ',
+        )} resources; ${plane.groupCount} groups incl. core; status/scale/log subresources; C has ${plane.newOnly.length} resources and pods/resize the others lack, A and B ${plane.oldOnly.length} that C dropped) ` +
       `and a deterministic mix of ${n.toLocaleString('en-US')} request paths (gets, lists with selectors, watches with resourceVersion, writes, subresources, skewed, unknown and non-resource paths). ` +
       `After a warm-up, each batch runs the whole mix once and is timed with \`process.hrtime.bigint()\`; per-request time = batch time / ${n}, and the median and p99 are taken over the batches (GC pauses included).`,
     targets: [

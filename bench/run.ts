@@ -58,9 +58,10 @@ async function main(): Promise<number> {
     try {
       const s = await b.run(progress);
       sections.push(s);
-      for (const t of s.targets) progress(`(${b.id}) ${t.metric}: ${t.measured}${t.met === null ? '' : t.met ? ' — target met' : ` — target ${t.target} MISSED`}`);
+      for (const t of s.targets)
+        progress(`(${b.id}) ${t.metric}: ${t.measured}${t.met === null ? '' : t.met ? ' — target met' : ` — target ${t.target} MISSED`}`);
     } catch (err) {
-      const error = err instanceof Error ? err.stack ?? err.message : String(err);
+      const error = err instanceof Error ? (err.stack ?? err.message) : String(err);
       progress(`(${b.id}) FAILED: ${error}`);
       failures.push({ id: b.id, title: b.title, error });
       await stopAllChildren();
@@ -70,14 +71,17 @@ async function main(): Promise<number> {
   const file = join(packageRoot(), 'bench', 'RESULTS.md');
   // The real-cluster results (npm run test:cluster) live in the same file; keep them.
   const cluster = extractClusterSection(await readFile(file, 'utf8').catch(() => ''));
-  await writeFile(file, renderResults({
-    machine,
-    command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
-    sections,
-    failures,
-    skipped: BENCHMARKS.filter((b) => !chosen.includes(b)).map((b) => `(${b.id}) ${b.title}`),
-    durationS: (Date.now() - started) / 1000,
-  }) + (cluster === null ? '' : `\n${cluster}\n`));
+  await writeFile(
+    file,
+    renderResults({
+      machine,
+      command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
+      sections,
+      failures,
+      skipped: BENCHMARKS.filter((b) => !chosen.includes(b)).map((b) => `(${b.id}) ${b.title}`),
+      durationS: (Date.now() - started) / 1000,
+    }) + (cluster === null ? '' : `\n${cluster}\n`),
+  );
   progress(`wrote ${file}`);
   return failures.length > 0 ? 1 : 0;
 }
@@ -88,7 +92,7 @@ main()
     process.exit(code);
   })
   .catch(async (err: unknown) => {
-    progress(`fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    progress(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     await stopAllChildren();
     process.exit(1);
   });

@@ -33,7 +33,9 @@ function procCpuUs(pid: number): number {
 
 /** Envoy's own counters about the ext_proc filter and its gRPC cluster, non-zero ones only. */
 async function extProcStats(adminUrl: string): Promise<Record<string, number>> {
-  const res = await fetch(`${adminUrl}/stats?format=json&filter=${encodeURIComponent('ext_proc\\.|skewgate-extproc\\.(upstream_(cx|rq)_|internal)')}`);
+  const res = await fetch(
+    `${adminUrl}/stats?format=json&filter=${encodeURIComponent('ext_proc\\.|skewgate-extproc\\.(upstream_(cx|rq)_|internal)')}`,
+  );
   const body = (await res.json()) as { stats?: { name?: string; value?: number }[] };
   const out: Record<string, number> = {};
   for (const s of body.stats ?? []) {
@@ -85,21 +87,28 @@ async function main(): Promise<void> {
     // A few objects, so that the lists carry a body of realistic size.
     for (let i = 0; i < 8; i++) {
       stack.cluster.create({ group: '', resource: 'configmaps' }, 'default', {
-        apiVersion: 'v1', kind: 'ConfigMap',
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
         metadata: { name: `bench-${i}`, namespace: 'default', labels: { app: 'bench', index: String(i) } },
         data: { 'config.yaml': `key: value-${i}\n`.repeat(20) },
       });
       stack.cluster.create({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }, '', {
-        apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy',
-        metadata: { name: `bench-${i}` }, spec: { failurePolicy: 'Fail', reinvocationPolicy: 'Never' },
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'MutatingAdmissionPolicy',
+        metadata: { name: `bench-${i}` },
+        spec: { failurePolicy: 'Fail', reinvocationPolicy: 'Never' },
       });
     }
     const baselineUrl = stack.baselineUrl;
     const baselineEnvoyPid = stack.baselineEnvoy?.process.pid;
     if (baselineUrl === undefined || baselineEnvoyPid === undefined) throw new Error('the stack started without its baseline Envoy');
     ipc.ready({
-      gatewayUrl: stack.gatewayUrl, baselineUrl, caFile: stack.pki.caFile, token: stack.pki.token,
-      envoyPid: stack.envoy.process.pid ?? -1, baselineEnvoyPid,
+      gatewayUrl: stack.gatewayUrl,
+      baselineUrl,
+      caFile: stack.pki.caFile,
+      token: stack.pki.token,
+      envoyPid: stack.envoy.process.pid ?? -1,
+      baselineEnvoyPid,
     } satisfies StackChildReady);
   } catch (err) {
     ipc.failed(err);

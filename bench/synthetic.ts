@@ -42,8 +42,16 @@ function core(resource: string, namespaced: boolean, verbs: readonly string[], s
 }
 
 const CORE: readonly SynthResource[] = [
-  core('pods', true, ALL_VERBS, [STATUS, ['log', ['get']], ['exec', ['create', 'get']], ['eviction', ['create']], ['binding', ['create']],
-    ['ephemeralcontainers', ['get', 'patch', 'update']], ['portforward', ['create', 'get']], PROXY]),
+  core('pods', true, ALL_VERBS, [
+    STATUS,
+    ['log', ['get']],
+    ['exec', ['create', 'get']],
+    ['eviction', ['create']],
+    ['binding', ['create']],
+    ['ephemeralcontainers', ['get', 'patch', 'update']],
+    ['portforward', ['create', 'get']],
+    PROXY,
+  ]),
   core('services', true, NO_COLLECTION, [STATUS, PROXY]),
   core('namespaces', false, NO_COLLECTION, [STATUS, ['finalize', ['update']]]),
   core('nodes', false, ALL_VERBS, [STATUS, PROXY]),
@@ -58,9 +66,36 @@ const CORE: readonly SynthResource[] = [
 ];
 
 const NOUNS = [
-  'widget', 'gadget', 'policy', 'binding', 'route', 'gateway', 'certificate', 'issuer', 'backup', 'restore',
-  'snapshot', 'volume', 'cluster', 'machine', 'template', 'secretstore', 'listener', 'endpoint', 'profile', 'rule',
-  'alert', 'monitor', 'pipeline', 'task', 'run', 'trigger', 'bucket', 'database', 'user', 'role',
+  'widget',
+  'gadget',
+  'policy',
+  'binding',
+  'route',
+  'gateway',
+  'certificate',
+  'issuer',
+  'backup',
+  'restore',
+  'snapshot',
+  'volume',
+  'cluster',
+  'machine',
+  'template',
+  'secretstore',
+  'listener',
+  'endpoint',
+  'profile',
+  'rule',
+  'alert',
+  'monitor',
+  'pipeline',
+  'task',
+  'run',
+  'trigger',
+  'bucket',
+  'database',
+  'user',
+  'role',
 ];
 const TLDS = ['example.com', 'k8s.io', 'x-k8s.io', 'io', 'dev', 'cloud.example.org'];
 
@@ -104,18 +139,24 @@ export interface SyntheticPlane {
   readonly groupCount: number;
 }
 
-function toView(resources: readonly SynthResource[], extraSubs: ReadonlyMap<string, readonly (readonly [string, readonly string[]])[]> = new Map()): ServerView {
+function toView(
+  resources: readonly SynthResource[],
+  extraSubs: ReadonlyMap<string, readonly (readonly [string, readonly string[]])[]> = new Map(),
+): ServerView {
   const map = new Map<string, ResourceCapability>();
   const gvs = new Set<string>();
   for (const r of resources) {
     const key = gvrKey(r.group, r.version, r.resource);
     const subs = [...r.subresources, ...(extraSubs.get(key) ?? [])];
     // Each server's parse makes its own objects, as the real discovery parser does.
-    map.set(key, Object.freeze({
-      verbs: frozenSet(r.verbs),
-      subresources: frozenMap(subs.map(([n, v]) => [n, frozenSet(v)] as const)),
-      namespaced: r.namespaced,
-    }));
+    map.set(
+      key,
+      Object.freeze({
+        verbs: frozenSet(r.verbs),
+        subresources: frozenMap(subs.map(([n, v]) => [n, frozenSet(v)] as const)),
+        namespaced: r.namespaced,
+      }),
+    );
     gvs.add(gvKey(r.group, r.version));
   }
   return Object.freeze({ source: 'aggregated' as const, resources: frozenMap(map), groupVersions: frozenSet(gvs) });
@@ -147,11 +188,19 @@ export function syntheticPlane(seed = 42, now = Date.now()): SyntheticPlane {
   const newSubs = new Map([[gvrKey('', 'v1', 'pods'), [['resize', ['get', 'patch', 'update']] as const]]]);
   const views = [toView([...common, ...oldOnly]), toView([...common, ...oldOnly]), toView([...common, ...newOnly], newSubs)];
   const servers: ServerState[] = SERVER_NAMES.map((name, i) => ({
-    name, url: `https://127.0.0.${i + 1}:6443`, view: views[i] ?? null,
-    lastSuccessAt: now, consecutiveFailures: 0, lastError: null, ready: true,
+    name,
+    url: `https://127.0.0.${i + 1}:6443`,
+    view: views[i] ?? null,
+    lastSuccessAt: now,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
   }));
   return {
-    common, oldOnly, newOnly, servers,
+    common,
+    oldOnly,
+    newOnly,
+    servers,
     snapshot: buildSnapshot(servers, 1),
     resourceCounts: Object.fromEntries(SERVER_NAMES.map((n, i) => [n, views[i]?.resources.size ?? 0])),
     groupCount: groups,
@@ -165,10 +214,23 @@ export interface SynthRequest {
   readonly kind: RequestKind;
 }
 
-export type RequestKind =
-  | 'get' | 'list' | 'watch' | 'write' | 'subresource' | 'skewed-new' | 'skewed-old' | 'unknown' | 'non-resource';
+export type RequestKind = 'get' | 'list' | 'watch' | 'write' | 'subresource' | 'skewed-new' | 'skewed-old' | 'unknown' | 'non-resource';
 
-const NON_RESOURCE = ['/healthz', '/readyz', '/livez', '/version', '/api', '/apis', '/api/v1', '/openapi/v2', '/openapi/v3', '/openapi/v3/apis/apps/v1?hash=5A1B0C', '/metrics', '/readyz?verbose', '/.well-known/openid-configuration'];
+const NON_RESOURCE = [
+  '/healthz',
+  '/readyz',
+  '/livez',
+  '/version',
+  '/api',
+  '/apis',
+  '/api/v1',
+  '/openapi/v2',
+  '/openapi/v3',
+  '/openapi/v3/apis/apps/v1?hash=5A1B0C',
+  '/metrics',
+  '/readyz?verbose',
+  '/.well-known/openid-configuration',
+];
 
 function pick<T>(rng: () => number, xs: readonly T[]): T {
   return xs[Math.floor(rng() * xs.length)] as T;
@@ -185,15 +247,23 @@ function collection(r: SynthResource, ns: string | null): string {
 
 /** The weights follow what a busy cluster sees: mostly gets, lists and watches from controllers. */
 const KINDS: readonly (readonly [RequestKind, number])[] = [
-  ['get', 22], ['list', 16], ['watch', 14], ['write', 12], ['subresource', 10],
-  ['skewed-new', 8], ['skewed-old', 3], ['unknown', 5], ['non-resource', 10],
+  ['get', 22],
+  ['list', 16],
+  ['watch', 14],
+  ['write', 12],
+  ['subresource', 10],
+  ['skewed-new', 8],
+  ['skewed-old', 3],
+  ['unknown', 5],
+  ['non-resource', 10],
 ];
 
 export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): SynthRequest[] {
   const rng = seededRandom(seed);
   const total = KINDS.reduce((n, [, w]) => n + w, 0);
   const namespaces = ['default', 'kube-system', 'team-a', 'team-b', 'monitoring', 'payments-prod', 'ci'];
-  const name = (): string => pick(rng, ['web', 'api', 'db', 'cache', 'worker', 'system:node:node-17', 'cert-7f9c2']) + `-${Math.floor(rng() * 1000)}`;
+  const name = (): string =>
+    pick(rng, ['web', 'api', 'db', 'cache', 'worker', 'system:node:node-17', 'cert-7f9c2']) + `-${Math.floor(rng() * 1000)}`;
   // Controllers and kubectl mostly touch a few hot resources: weight the core group and apps-like ones.
   const hot = plane.common.filter((r) => r.group === '' || rng() < 0.1);
   const anyCommon = (): SynthResource => (rng() < 0.6 ? pick(rng, hot) : pick(rng, plane.common));
@@ -202,7 +272,10 @@ export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): Synth
     let roll = rng() * total;
     let kind: RequestKind = 'get';
     for (const [k, w] of KINDS) {
-      if ((roll -= w) < 0) { kind = k; break; }
+      if ((roll -= w) < 0) {
+        kind = k;
+        break;
+      }
     }
     const ns = pick(rng, namespaces);
     const r = kind === 'skewed-new' ? pick(rng, plane.newOnly) : kind === 'skewed-old' ? pick(rng, plane.oldOnly) : anyCommon();
@@ -213,14 +286,24 @@ export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): Synth
         out.push({ kind, method: 'GET', path: `${collection(r, ns)}/${enc(name())}` });
         break;
       case 'list': {
-        const q = pick(rng, ['', '?limit=500', '?labelSelector=app%3Dweb%2Ctier%20in%20%28frontend%2Cbackend%29&limit=500',
-          `?fieldSelector=metadata.name%3D${name()}`, '?resourceVersion=0', `?fieldSelector=spec.nodeName%3Dnode-${Math.floor(rng() * 50)}&limit=500`]);
+        const q = pick(rng, [
+          '',
+          '?limit=500',
+          '?labelSelector=app%3Dweb%2Ctier%20in%20%28frontend%2Cbackend%29&limit=500',
+          `?fieldSelector=metadata.name%3D${name()}`,
+          '?resourceVersion=0',
+          `?fieldSelector=spec.nodeName%3Dnode-${Math.floor(rng() * 50)}&limit=500`,
+        ]);
         out.push({ kind, method: 'GET', path: `${collection(r, rng() < 0.2 ? null : ns)}${q}` });
         break;
       }
       case 'watch': {
-        const q = pick(rng, [`?watch=1&resourceVersion=${rv}`, `?allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=${300 + Math.floor(rng() * 300)}&watch=true`,
-          `?fieldSelector=metadata.name%3D${name()}&resourceVersion=${rv}&watch=true`, `?labelSelector=app%3Dweb&watch=1&resourceVersion=${rv}`]);
+        const q = pick(rng, [
+          `?watch=1&resourceVersion=${rv}`,
+          `?allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=${300 + Math.floor(rng() * 300)}&watch=true`,
+          `?fieldSelector=metadata.name%3D${name()}&resourceVersion=${rv}&watch=true`,
+          `?labelSelector=app%3Dweb&watch=1&resourceVersion=${rv}`,
+        ]);
         const legacy = rng() < 0.05;
         const path = legacy ? `${base(r)}/watch/${r.namespaced ? `namespaces/${ns}/` : ''}${r.resource}` : `${collection(r, ns)}${q}`;
         out.push({ kind, method: 'GET', path });
@@ -228,15 +311,22 @@ export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): Synth
       }
       case 'write': {
         const method = pick(rng, ['POST', 'PUT', 'PATCH', 'DELETE', 'PATCH', 'PUT']);
-        const path = method === 'POST' ? collection(r, ns) : `${collection(r, ns)}/${enc(name())}${method === 'PATCH' && rng() < 0.3 ? '?fieldManager=kubectl-client-side-apply&fieldValidation=Strict' : ''}`;
+        const path =
+          method === 'POST'
+            ? collection(r, ns)
+            : `${collection(r, ns)}/${enc(name())}${method === 'PATCH' && rng() < 0.3 ? '?fieldManager=kubectl-client-side-apply&fieldValidation=Strict' : ''}`;
         out.push({ kind, method, path });
         break;
       }
       case 'subresource': {
-        const withSubs = rng() < 0.5 ? plane.common.filter((c) => c.group === '' && c.subresources.length > 0) : plane.common.filter((c) => c.subresources.length > 0);
+        const withSubs =
+          rng() < 0.5
+            ? plane.common.filter((c) => c.group === '' && c.subresources.length > 0)
+            : plane.common.filter((c) => c.subresources.length > 0);
         const s = pick(rng, withSubs);
         const [sub, verbs] = pick(rng, s.subresources);
-        const method = verbs.includes('get') && rng() < 0.5 ? 'GET' : verbs.includes('patch') ? 'PATCH' : verbs.includes('update') ? 'PUT' : 'POST';
+        const method =
+          verbs.includes('get') && rng() < 0.5 ? 'GET' : verbs.includes('patch') ? 'PATCH' : verbs.includes('update') ? 'PUT' : 'POST';
         const query = sub === 'log' ? '?container=app&follow=true&tailLines=100' : '';
         out.push({ kind, method, path: `${collection(s, ns)}/${enc(name())}/${sub}${query}` });
         break;
@@ -244,9 +334,12 @@ export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): Synth
       case 'skewed-new':
       case 'skewed-old': {
         const variant = rng();
-        const path = variant < 0.35 ? collection(r, ns)
-          : variant < 0.7 ? `${collection(r, ns)}/${name()}`
-            : `${collection(r, ns)}?watch=1&resourceVersion=${rv}`;
+        const path =
+          variant < 0.35
+            ? collection(r, ns)
+            : variant < 0.7
+              ? `${collection(r, ns)}/${name()}`
+              : `${collection(r, ns)}?watch=1&resourceVersion=${rv}`;
         // pods/resize exists on C only: a skewed subresource
         const sub = kind === 'skewed-new' && rng() < 0.1 ? `/api/v1/namespaces/${ns}/pods/${name()}/resize` : path;
         out.push({ kind, method: rng() < 0.8 ? 'GET' : 'PATCH', path: sub });
@@ -254,9 +347,12 @@ export function requestMix(plane: SyntheticPlane, count = 2000, seed = 7): Synth
       }
       case 'unknown': {
         const u = rng();
-        const path = u < 0.4 ? `${base(r)}/namespaces/${ns}/nosuchthings/${name()}`
-          : u < 0.7 ? `/apis/gone${Math.floor(rng() * 9)}.example.com/v1alpha1/namespaces/${ns}/olds`
-            : `${collection(r, ns)}/${name()}/frobnicate`;
+        const path =
+          u < 0.4
+            ? `${base(r)}/namespaces/${ns}/nosuchthings/${name()}`
+            : u < 0.7
+              ? `/apis/gone${Math.floor(rng() * 9)}.example.com/v1alpha1/namespaces/${ns}/olds`
+              : `${collection(r, ns)}/${name()}/frobnicate`;
         out.push({ kind, method: 'GET', path });
         break;
       }

@@ -32,7 +32,8 @@ export function pinnedJaegerVersion(root = packageRoot()): string {
 export function findJaegerBinary(explicit?: string): string {
   const root = packageRoot();
   return findBinary({
-    explicit, env: JAEGER_BIN_ENV,
+    explicit,
+    env: JAEGER_BIN_ENV,
     fallback: () => join(root, LAB_BIN_RELATIVE, `jaeger-${pinnedJaegerVersion(root)}`),
     missing: (bin) => new JaegerNotFoundError(bin),
   });
@@ -95,7 +96,12 @@ function jaegerConfig(p: { grpc: number; http: number; query: number; queryGrpc:
       telemetry: { metrics: { level: 'none' }, logs: { level: 'info' } },
     },
     extensions: {
-      jaeger_query: { storage: { traces: 'memstore' }, enable_tracing: false, http: { endpoint: ep(p.query) }, grpc: { endpoint: ep(p.queryGrpc) } },
+      jaeger_query: {
+        storage: { traces: 'memstore' },
+        enable_tracing: false,
+        http: { endpoint: ep(p.query) },
+        grpc: { endpoint: ep(p.queryGrpc) },
+      },
       jaeger_storage: { backends: { memstore: { memory: { max_traces: 100_000 } } } },
       healthcheckv2: { use_v2: true, http: { endpoint: ep(p.health) } },
     },
@@ -122,7 +128,8 @@ interface RawTrace {
   processes: Record<string, { serviceName: string }>;
 }
 
-const kv = (list: { key: string; value: unknown }[] | undefined): Record<string, unknown> => Object.fromEntries((list ?? []).map((t) => [t.key, t.value]));
+const kv = (list: { key: string; value: unknown }[] | undefined): Record<string, unknown> =>
+  Object.fromEntries((list ?? []).map((t) => [t.key, t.value]));
 
 function toTrace(raw: RawTrace): JaegerTrace {
   return {
@@ -142,7 +149,13 @@ function toTrace(raw: RawTrace): JaegerTrace {
 
 export async function startJaeger(o: StartJaegerOptions): Promise<JaegerHandle> {
   const bin = findJaegerBinary(o.binary);
-  const ports = { grpc: await freePort(), http: await freePort(), query: await freePort(), queryGrpc: await freePort(), health: await freePort() };
+  const ports = {
+    grpc: await freePort(),
+    http: await freePort(),
+    query: await freePort(),
+    queryGrpc: await freePort(),
+    health: await freePort(),
+  };
   const configFile = join(o.dir, 'jaeger.yaml');
   const logFile = join(o.dir, 'jaeger.log');
   writeFileSync(configFile, stringify(jaegerConfig(ports)));

@@ -21,16 +21,23 @@ export interface PkiSetSpec {
 
 /** Makes the set in `dir` (an absolute path) unless a complete, reusable one is there. */
 export async function ensurePkiSet(dir: string, spec: PkiSetSpec): Promise<void> {
-  await ensureGenerated(dir, () => complete(dir, spec), async () => {
-    await rm(join(dir, spec.files.at(-1) ?? ''), { force: true });
-    await generate(dir, spec);
-  }, spec.label);
+  await ensureGenerated(
+    dir,
+    () => complete(dir, spec),
+    async () => {
+      await rm(join(dir, spec.files.at(-1) ?? ''), { force: true });
+      await generate(dir, spec);
+    },
+    spec.label,
+  );
 }
 
 async function complete(dir: string, spec: PkiSetSpec): Promise<boolean> {
-  return (await filesPresent(spec.files.map((name) => join(dir, name))))
-    && (spec.reusable === undefined || (await spec.reusable(dir)))
-    && certValidFor(join(dir, spec.caFile), 86_400);
+  return (
+    (await filesPresent(spec.files.map((name) => join(dir, name)))) &&
+    (spec.reusable === undefined || (await spec.reusable(dir))) &&
+    certValidFor(join(dir, spec.caFile), 86_400)
+  );
 }
 
 async function generate(dir: string, spec: PkiSetSpec): Promise<void> {
@@ -55,7 +62,10 @@ async function ensureGenerated(dir: string, complete: () => Promise<boolean>, ge
     try {
       await mkdir(lock);
     } catch {
-      const age = await stat(lock).then((s) => Date.now() - s.mtimeMs, () => 0);
+      const age = await stat(lock).then(
+        (s) => Date.now() - s.mtimeMs,
+        () => 0,
+      );
       if (age > 60_000) await rmdir(lock).catch(() => undefined);
       if (Date.now() - started > 120_000) throw new Error(`${label}: ${lock} stays locked`);
       await new Promise((r) => setTimeout(r, 100));

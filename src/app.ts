@@ -73,7 +73,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await clientCa.start();
       await discovery.start();
       const bound = await server.start(config.extproc.listen);
-      logger.info({ listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) }, 'skewgate serving ext_proc');
+      logger.info(
+        { listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) },
+        'skewgate serving ext_proc',
+      );
       return bound;
     },
     close(opts = {}) {

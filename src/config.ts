@@ -34,7 +34,10 @@ const credentials = z
   .superRefine((c, ctx) => {
     const kinds = [c.tokenFile && 'tokenFile', c.clientCertFile && 'clientCertFile', c.kubeconfig && 'kubeconfig'].filter(Boolean);
     if (kinds.length > 1 && !(kinds.length === 2 && c.tokenFile && c.clientCertFile)) {
-      ctx.addIssue({ code: 'custom', message: `choose one of tokenFile, clientCertFile/clientKeyFile or kubeconfig (got ${kinds.join(', ')})` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `choose one of tokenFile, clientCertFile/clientKeyFile or kubeconfig (got ${kinds.join(', ')})`,
+      });
     }
     if (Boolean(c.clientCertFile) !== Boolean(c.clientKeyFile)) {
       ctx.addIssue({ code: 'custom', message: 'clientCertFile and clientKeyFile go together' });
@@ -99,7 +102,10 @@ const telemetry = z
     metrics: z
       .object({
         /** Serve /metrics in the Prometheus text format on host:port (port 0 picks one). */
-        prometheus: z.object({ listen: z.string().regex(/^[^:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'must be host:port') }).strict().optional(),
+        prometheus: z
+          .object({ listen: z.string().regex(/^[^:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'must be host:port') })
+          .strict()
+          .optional(),
         /** Push metrics over OTLP; endpoint, protocol, headers and caFile default to tracing's. */
         otlp: z
           .object({
@@ -156,7 +162,10 @@ const schema = z
       .default({ retryAfterSeconds: 1 }),
     envoy: z
       .object({
-        listen: z.object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6443) }).strict().default({ address: '0.0.0.0', port: 6443 }),
+        listen: z
+          .object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6443) })
+          .strict()
+          .default({ address: '0.0.0.0', port: 6443 }),
         tls: z
           .object({
             /** The gateway's own serving certificate and key (downstream TLS). */
@@ -171,11 +180,22 @@ const schema = z
             clientCaFile: path.optional(),
           })
           .strict(),
-        admin: z.object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) }).strict().default({ address: '127.0.0.1', port: 9901 }),
+        admin: z
+          .object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) })
+          .strict()
+          .default({ address: '127.0.0.1', port: 9901 }),
         /** Connect timeout to an apiserver. */
         connectTimeout: duration.default(2000),
         /** Active /readyz health checks on every apiserver cluster. */
-        healthCheck: z.object({ interval: duration.default(2000), timeout: duration.default(1000), unhealthyThreshold: z.number().int().positive().default(2), healthyThreshold: z.number().int().positive().default(1) }).strict().default({ interval: 2000, timeout: 1000, unhealthyThreshold: 2, healthyThreshold: 1 }),
+        healthCheck: z
+          .object({
+            interval: duration.default(2000),
+            timeout: duration.default(1000),
+            unhealthyThreshold: z.number().int().positive().default(2),
+            healthyThreshold: z.number().int().positive().default(1),
+          })
+          .strict()
+          .default({ interval: 2000, timeout: 1000, unhealthyThreshold: 2, healthyThreshold: 1 }),
         /**
          * The front-proxy client certificate Envoy presents on every upstream connection (requests
          * and /readyz checks): issued by the apiservers' --requestheader-client-ca-file CA, its CN in
@@ -188,15 +208,24 @@ const schema = z
       .strict()
       .refine((e) => e.tls.clientCaFile === undefined || e.upstreamClientCert !== undefined, {
         path: ['upstreamClientCert'],
-        message: 'required with tls.clientCaFile: client certificates are re-stated as front-proxy identity, which the apiservers accept only from this front-proxy client certificate (issued by their --requestheader-client-ca-file CA)',
+        message:
+          'required with tls.clientCaFile: client certificates are re-stated as front-proxy identity, which the apiservers accept only from this front-proxy client certificate (issued by their --requestheader-client-ca-file CA)',
         // Also when a sibling field is wrong, so that this problem is listed with the others.
         when: (p) => {
           const v = p.value as { tls?: unknown } | null;
-          return typeof v === 'object' && v !== null && typeof v.tls === 'object' && v.tls !== null
-            && !p.issues.some((i) => i.path?.[0] === 'tls' || i.path?.[0] === 'upstreamClientCert');
+          return (
+            typeof v === 'object' &&
+            v !== null &&
+            typeof v.tls === 'object' &&
+            v.tls !== null &&
+            !p.issues.some((i) => i.path?.[0] === 'tls' || i.path?.[0] === 'upstreamClientCert')
+          );
         },
       }),
-    log: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
+    log: z
+      .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') })
+      .strict()
+      .default({ level: 'info' }),
     telemetry,
   })
   .strict()
@@ -204,10 +233,19 @@ const schema = z
     const seen = new Map<string, number>();
     c.apiservers.forEach((s, i) => {
       const first = seen.get(s.name);
-      if (first !== undefined) ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `duplicate name "${s.name}" (also apiservers[${first}])` });
+      if (first !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['apiservers', i, 'name'],
+          message: `duplicate name "${s.name}" (also apiservers[${first}])`,
+        });
       else seen.set(s.name, i);
       if (s.name === 'default' || s.name === 'skewgate-extproc' || s.name === 'skewgate-otel') {
-        ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'name'], message: `"${s.name}" is reserved for a cluster skewgate renders itself` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['apiservers', i, 'name'],
+          message: `"${s.name}" is reserved for a cluster skewgate renders itself`,
+        });
       }
     });
   });
@@ -219,7 +257,11 @@ export type Config = DeepReadonly<Parsed & { discovery: Parsed['discovery'] & { 
   readonly source: string;
 };
 
-type DeepReadonly<T> = T extends (infer U)[] ? readonly DeepReadonly<U>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
+type DeepReadonly<T> = T extends (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
 
 /** One problem in a config: where, and what is wrong. */
 export interface ConfigProblem {
@@ -229,8 +271,13 @@ export interface ConfigProblem {
 
 export class ConfigError extends Error {
   readonly code = 'SKEWGATE_ERR_CONFIG';
-  constructor(readonly source: string, readonly problems: readonly ConfigProblem[]) {
-    super(`${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p.path || '(top)'}: ${p.message}`).join('\n')}`);
+  constructor(
+    readonly source: string,
+    readonly problems: readonly ConfigProblem[],
+  ) {
+    super(
+      `${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p.path || '(top)'}: ${p.message}`).join('\n')}`,
+    );
     this.name = 'ConfigError';
   }
 }
@@ -243,7 +290,10 @@ function formatPath(path: readonly PropertyKey[]): string {
 export function parseConfig(doc: unknown, source: string, baseDir: string): Config {
   const result = schema.safeParse(doc ?? {});
   if (!result.success) {
-    throw new ConfigError(source, result.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })));
+    throw new ConfigError(
+      source,
+      result.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+    );
   }
   const c = result.data;
   const abs = (p: string): string => resolve(baseDir, p);
@@ -263,16 +313,28 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
       },
     })),
     discovery: { ...c.discovery, staleAfter: c.discovery.staleAfter ?? Math.max(3 * c.discovery.interval, 3000) },
-    extproc: { ...c.extproc, listen: c.extproc.listen.startsWith('unix:') && !c.extproc.listen.startsWith('unix:/') ? `unix:${abs(c.extproc.listen.slice(5))}` : c.extproc.listen },
+    extproc: {
+      ...c.extproc,
+      listen:
+        c.extproc.listen.startsWith('unix:') && !c.extproc.listen.startsWith('unix:/')
+          ? `unix:${abs(c.extproc.listen.slice(5))}`
+          : c.extproc.listen,
+    },
     envoy: {
       ...c.envoy,
       tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile), clientCaFile: absOpt(c.envoy.tls.clientCaFile) },
-      upstreamClientCert: c.envoy.upstreamClientCert && { certFile: abs(c.envoy.upstreamClientCert.certFile), keyFile: abs(c.envoy.upstreamClientCert.keyFile) },
+      upstreamClientCert: c.envoy.upstreamClientCert && {
+        certFile: abs(c.envoy.upstreamClientCert.certFile),
+        keyFile: abs(c.envoy.upstreamClientCert.keyFile),
+      },
     },
     telemetry: {
       ...c.telemetry,
       tracing: { ...c.telemetry.tracing, caFile: absOpt(c.telemetry.tracing.caFile) },
-      metrics: { ...c.telemetry.metrics, otlp: c.telemetry.metrics.otlp && { ...c.telemetry.metrics.otlp, caFile: absOpt(c.telemetry.metrics.otlp.caFile) } },
+      metrics: {
+        ...c.telemetry.metrics,
+        otlp: c.telemetry.metrics.otlp && { ...c.telemetry.metrics.otlp, caFile: absOpt(c.telemetry.metrics.otlp.caFile) },
+      },
     },
   };
   return deepFreeze(resolved) as Config;

@@ -35,10 +35,7 @@ export const SANITIZED_REQUEST_HEADERS: readonly string[] = Object.freeze([
   CLIENT_CERT_HEADER,
 ]);
 /** Header prefixes stripped likewise (X-Remote-Extra-*, any other x-skewgate-*). */
-export const SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freeze([
-  REMOTE_EXTRA_HEADER_PREFIX,
-  'x-skewgate-',
-]);
+export const SANITIZED_REQUEST_HEADER_PREFIXES: readonly string[] = Object.freeze([REMOTE_EXTRA_HEADER_PREFIX, 'x-skewgate-']);
 
 /**
  * The one identity Envoy states by itself: its /readyz checks over front-proxy connections (where

@@ -34,7 +34,9 @@ async function tally(url: string, path: string, token: string, ca: string, n: nu
 }
 
 export async function runDemo(o: DemoOptions): Promise<number> {
-  const log = (s: string): void => { process.stdout.write(`${s}\n`); };
+  const log = (s: string): void => {
+    process.stdout.write(`${s}\n`);
+  };
   log('skewgate-lab demo: starting 3 fake apiservers (2 × "v1.35", 1 × "v1.36"), skewgate and Envoy …');
   const stack = await startStack({
     dir: o.dir,
@@ -47,7 +49,9 @@ export async function runDemo(o: DemoOptions): Promise<number> {
     ],
     logLevel: 'info',
   });
-  const stop = async (): Promise<void> => { await stack.close(); };
+  const stop = async (): Promise<void> => {
+    await stack.close();
+  };
   try {
     const ca = await readFile(stack.pki.caFile, 'utf8');
     const token = stack.pki.token;
@@ -61,14 +65,22 @@ export async function runDemo(o: DemoOptions): Promise<number> {
     log(`  GET ${COMMON}`);
     log(`    through skewgate:  ${await tally(stack.gatewayUrl, COMMON, token, ca, 12)}`);
     log(`  GET /apis/nothing.example/v1/widgets`);
-    log(`    through skewgate:  ${await tally(stack.gatewayUrl, '/apis/nothing.example/v1/widgets', token, ca, 3)}   (a true 404, answered at the edge)`);
+    log(
+      `    through skewgate:  ${await tally(stack.gatewayUrl, '/apis/nothing.example/v1/widgets', token, ca, 3)}   (a true 404, answered at the edge)`,
+    );
     const rel = (p: string): string => relative(process.cwd(), p) || p;
     log('\ntry:');
-    log(`  curl --cacert ${rel(stack.pki.caFile)} -H "Authorization: Bearer $(cat ${rel(stack.pki.tokenFile)})" ${stack.gatewayUrl}${SKEWED}`);
-    log(`  curl --cacert ${rel(stack.pki.caFile)} -H "Authorization: Bearer $(cat ${rel(stack.pki.tokenFile)})" ${stack.baselineUrl ?? ''}${SKEWED}`);
+    log(
+      `  curl --cacert ${rel(stack.pki.caFile)} -H "Authorization: Bearer $(cat ${rel(stack.pki.tokenFile)})" ${stack.gatewayUrl}${SKEWED}`,
+    );
+    log(
+      `  curl --cacert ${rel(stack.pki.caFile)} -H "Authorization: Bearer $(cat ${rel(stack.pki.tokenFile)})" ${stack.baselineUrl ?? ''}${SKEWED}`,
+    );
     log(`  node dist/src/cli/main.js skew --config ${rel(stack.configFile)}`);
     log(`  node dist/src/cli/main.js explain --config ${rel(stack.configFile)} POST ${SKEWED}`);
-    log(`  kubectl --kubeconfig ${rel(stack.pki.kubeconfigFile)} --server ${stack.gatewayUrl} get mutatingadmissionpolicies   (if you have kubectl)`);
+    log(
+      `  kubectl --kubeconfig ${rel(stack.pki.kubeconfigFile)} --server ${stack.gatewayUrl} get mutatingadmissionpolicies   (if you have kubectl)`,
+    );
     log(`\nlogs: ${rel(o.dir)}/envoy.log; skewgate logs on stderr. Ctrl-C stops everything.`);
     await new Promise<void>((resolveWait) => {
       process.once('SIGINT', () => resolveWait());

@@ -7,7 +7,9 @@ import { defaultLabDir } from '../lab/versions.js';
 export const LAB_GATEWAY_PORT = 16443;
 
 export function registerLabCommand(program: Command): void {
-  const lab = program.command('lab').description('a real mixed-version control plane on loopback: etcd, 3 kube-apiservers, Envoy + skewgate');
+  const lab = program
+    .command('lab')
+    .description('a real mixed-version control plane on loopback: etcd, 3 kube-apiservers, Envoy + skewgate');
   const dirOption = ['--dir <dir>', 'run dir: PKI, pid files, logs, configs', defaultLabDir()] as const;
   lab
     .command('up')
@@ -19,8 +21,14 @@ export function registerLabCommand(program: Command): void {
     .option('--first-ip <ip>', 'address of kas-1; kas-2 and kas-3 take the next two', '127.0.0.1')
     .option('--etcd-port <port>', 'etcd client port (peer port: this + 10)', '23790')
     .action(async (o: { dir: string; mixed?: boolean; port: string; baselinePort?: string; firstIp: string; etcdPort: string }) => {
-      process.exitCode = await (await import('./lab.js')).runLabUp({
-        dir: o.dir, mixed: Boolean(o.mixed), port: Number(o.port), firstIp: o.firstIp, etcdPort: Number(o.etcdPort),
+      process.exitCode = await (
+        await import('./lab.js')
+      ).runLabUp({
+        dir: o.dir,
+        mixed: Boolean(o.mixed),
+        port: Number(o.port),
+        firstIp: o.firstIp,
+        etcdPort: Number(o.etcdPort),
         baselinePort: o.baselinePort === undefined ? undefined : Number(o.baselinePort),
       });
     });
@@ -28,16 +36,27 @@ export function registerLabCommand(program: Command): void {
     .command('down')
     .description('stop every process of the lab and verify that none is left')
     .option(...dirOption)
-    .action(async (o: { dir: string }) => { process.exitCode = await (await import('./lab.js')).runLabDown(o.dir); });
+    .action(async (o: { dir: string }) => {
+      process.exitCode = await (await import('./lab.js')).runLabDown(o.dir);
+    });
   lab
     .command('pki')
-    .description('write the lab\'s PKI (CA, serving, front-proxy, client certificates, tokens) into a folder; a complete set is reused')
+    .description("write the lab's PKI (CA, serving, front-proxy, client certificates, tokens) into a folder; a complete set is reused")
     .requiredOption('--dir <dir>', 'folder for the files, e.g. /pki')
-    .option('--san <name>', 'another name on the serving certificates (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
-    .action(async (o: { dir: string; san: string[] }) => { process.exitCode = await (await import('./lab.js')).runLabPki(o.dir, o.san); });
+    .option(
+      '--san <name>',
+      'another name on the serving certificates (DNS:name, IP:addr, or bare); repeat',
+      (v: string, acc: string[]) => [...acc, v],
+      [] as string[],
+    )
+    .action(async (o: { dir: string; san: string[] }) => {
+      process.exitCode = await (await import('./lab.js')).runLabPki(o.dir, o.san);
+    });
   lab
     .command('status')
-    .description('the lab\'s processes: pid, alive, version, address, readiness')
+    .description("the lab's processes: pid, alive, version, address, readiness")
     .option(...dirOption)
-    .action(async (o: { dir: string }) => { process.exitCode = await (await import('./lab.js')).runLabStatus(o.dir); });
+    .action(async (o: { dir: string }) => {
+      process.exitCode = await (await import('./lab.js')).runLabStatus(o.dir);
+    });
 }

@@ -25,7 +25,9 @@ export interface LabUpOptions {
   readonly etcdPort?: number;
 }
 
-const out = (s: string): void => { process.stdout.write(`${s}\n`); };
+const out = (s: string): void => {
+  process.stdout.write(`${s}\n`);
+};
 const rel = (p: string): string => {
   const r = relative(process.cwd(), p);
   return r === '' || r.startsWith('..') ? p : r;
@@ -36,7 +38,10 @@ export function labUpSpecs(mixed: boolean, firstIp = '127.0.0.1'): ApiServerSpec
   const v = labVersions();
   const m = /^127\.(\d+)\.(\d+)\.(\d+)$/.exec(firstIp);
   const last = Number(m?.[3]);
-  if (!m || last < 1 || last > LAB_MAX_LOOPBACK - 2) throw new Error(`--first-ip must be 127.x.y.z with z from 1 to ${LAB_MAX_LOOPBACK - 2} (the serving certificate covers 127.0.0.1-${LAB_MAX_LOOPBACK}), got ${firstIp}`);
+  if (!m || last < 1 || last > LAB_MAX_LOOPBACK - 2)
+    throw new Error(
+      `--first-ip must be 127.x.y.z with z from 1 to ${LAB_MAX_LOOPBACK - 2} (the serving certificate covers 127.0.0.1-${LAB_MAX_LOOPBACK}), got ${firstIp}`,
+    );
   return [1, 2, 3].map((i) => ({
     name: `kas-${i}`,
     version: mixed && i === 3 ? v.kubeNew : v.kubeOld,
@@ -59,7 +64,8 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     // One at a time: in parallel they take about as long on 2 cores, and a failure is clearer.
     for (const spec of specs) await lab.startApiServer(spec);
     const gw = await lab.startGateway({ name: 'gateway', withSkewgate: true, port: o.port });
-    const baseline = o.baselinePort === undefined ? undefined : await lab.startGateway({ name: 'baseline', withSkewgate: false, port: o.baselinePort });
+    const baseline =
+      o.baselinePort === undefined ? undefined : await lab.startGateway({ name: 'baseline', withSkewgate: false, port: o.baselinePort });
     const v = labVersions();
     const kubectl = `${labBinDir()}/kubectl-${v.kubeNew}`;
     const k = existsSync(kubectl) ? rel(kubectl) : 'kubectl';
@@ -112,7 +118,9 @@ export async function runLabPki(dir: string, sans: readonly string[]): Promise<n
   const entries = sans.map((s) => [s, sanEntry(s)] as const);
   const bad = entries.filter(([, e]) => e === null).map(([raw]) => raw);
   if (bad.length > 0) {
-    process.stderr.write(`skewgate-lab lab pki: ${bad.map((b) => `--san ${JSON.stringify(b)}: not a DNS name or IP address (DNS:name, IP:addr)`).join('; ')}\n`);
+    process.stderr.write(
+      `skewgate-lab lab pki: ${bad.map((b) => `--san ${JSON.stringify(b)}: not a DNS name or IP address (DNS:name, IP:addr)`).join('; ')}\n`,
+    );
     return EXIT_BAD_CONFIG;
   }
   const extraSans = [...new Set(entries.map(([, e]) => e as string))];
@@ -123,7 +131,10 @@ export async function runLabPki(dir: string, sans: readonly string[]): Promise<n
 }
 
 function statusRows(rows: Awaited<ReturnType<Lab['status']>>): string[][] {
-  return [['NAME', 'PID', 'ALIVE', 'DETAIL'], ...rows.map((r) => [r.name, r.pid === null ? '-' : String(r.pid), r.alive ? 'yes' : 'no', r.detail])];
+  return [
+    ['NAME', 'PID', 'ALIVE', 'DETAIL'],
+    ...rows.map((r) => [r.name, r.pid === null ? '-' : String(r.pid), r.alive ? 'yes' : 'no', r.detail]),
+  ];
 }
 
 /** Adds `lab up|down|status` to the skewgate program. */

@@ -20,23 +20,34 @@ program
   .option('--port <port>', 'gateway port', '8443')
   .option('--exit-after <seconds>', 'stop by itself after this many seconds (for scripted runs)')
   .action(async (o: { dir: string; port: string; exitAfter?: string }) => {
-    process.exitCode = await (await import('./demo.js')).runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
+    process.exitCode = await (
+      await import('./demo.js')
+    ).runDemo({ dir: o.dir, port: Number(o.port), exitAfterSeconds: o.exitAfter === undefined ? undefined : Number(o.exitAfter) });
   });
 
 registerLabCommand(program);
 
 program
   .command('compose')
-  .description('write the docker-compose demo (docker-compose.yml, deploy/compose/*.yaml) rendered from the lab\'s flags and configs')
+  .description("write the docker-compose demo (docker-compose.yml, deploy/compose/*.yaml) rendered from the lab's flags and configs")
   .option('--out <dir>', 'the repository root to write into', '.')
-  .action(async (o: { out: string }) => { process.exitCode = await (await import('./compose.js')).runCompose(o.out); });
+  .action(async (o: { out: string }) => {
+    process.exitCode = await (await import('./compose.js')).runCompose(o.out);
+  });
 
 program
   .command('envoy-baseline')
-  .description('print the bootstrap of a plain Envoy without skewgate: envoy-config\'s, the ext_proc filter removed (the compose demo\'s baseline)')
+  .description(
+    "print the bootstrap of a plain Envoy without skewgate: envoy-config's, the ext_proc filter removed (the compose demo's baseline)",
+  )
   .requiredOption('-c, --config <file>', 'skewgate YAML config file')
-  .option('--service-name <name>', 'service name of Envoy\'s tracer, which reports as <name>-envoy (default: the config\'s telemetry.serviceName)')
-  .action(async (o: { config: string; serviceName?: string }) => { process.exitCode = await (await import('./envoy-baseline.js')).runEnvoyBaseline(o.config, o.serviceName); });
+  .option(
+    '--service-name <name>',
+    "service name of Envoy's tracer, which reports as <name>-envoy (default: the config's telemetry.serviceName)",
+  )
+  .action(async (o: { config: string; serviceName?: string }) => {
+    process.exitCode = await (await import('./envoy-baseline.js')).runEnvoyBaseline(o.config, o.serviceName);
+  });
 
 try {
   await program.parseAsync(process.argv);

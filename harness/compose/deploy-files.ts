@@ -7,8 +7,16 @@ import { gatewayConfigDocument } from '../lab/gateway-config.js';
 import { labRbacObjects } from '../lab/rbac.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 import {
-  ENVOY_ADMIN_PORT, EXTPROC_LISTEN, GATEWAY_PORT, METRICS_PORT, OTLP_ENDPOINT, OTLP_GRPC_PORT, SERVICES,
-  apiServerUrlOnNetwork, frontedApiServers, pkiFiles,
+  ENVOY_ADMIN_PORT,
+  EXTPROC_LISTEN,
+  GATEWAY_PORT,
+  METRICS_PORT,
+  OTLP_ENDPOINT,
+  OTLP_GRPC_PORT,
+  SERVICES,
+  apiServerUrlOnNetwork,
+  frontedApiServers,
+  pkiFiles,
 } from './layout.js';
 import type { ComposeVersions } from './versions.js';
 
@@ -39,7 +47,12 @@ export function skewgateConfigDocument(v: ComposeVersions): Record<string, unkno
   return {
     ...base,
     // hostname: the identity lease kube-apiserver names after it, which orders the merged /apis.
-    apiservers: (base['apiservers'] as Record<string, unknown>[]).map((a) => ({ name: a['name'], url: a['url'], hostname: a['name'], ...a })),
+    apiservers: (base['apiservers'] as Record<string, unknown>[]).map((a) => ({
+      name: a['name'],
+      url: a['url'],
+      hostname: a['name'],
+      ...a,
+    })),
     envoy: {
       ...envoy,
       listen: { address: '0.0.0.0', port: GATEWAY_PORT },
@@ -60,6 +73,8 @@ export function renderDeployFiles(v: ComposeVersions): DeployFileTexts {
   return {
     skewgate: stringify(doc, { lineWidth: 0 }),
     tracing: apiserverTracingConfig(OTLP_ENDPOINT),
-    rbac: labRbacObjects().map((o) => stringify(o.body, { lineWidth: 0 })).join('---\n'),
+    rbac: labRbacObjects()
+      .map((o) => stringify(o.body, { lineWidth: 0 }))
+      .join('---\n'),
   };
 }

@@ -130,7 +130,9 @@ export function composeApiServers(v: ComposeVersions): ComposeApiServer[] {
 
 /** The apiservers skewgate and Envoy front: every one that runs without a profile. */
 export function frontedApiServers(v: ComposeVersions): ApiServerSpec[] {
-  return composeApiServers(v).filter((a) => a.profile === undefined).map((a) => a.spec);
+  return composeApiServers(v)
+    .filter((a) => a.profile === undefined)
+    .map((a) => a.spec);
 }
 
 export function apiServerUrlOnNetwork(spec: Pick<ApiServerSpec, 'name' | 'port'>): string {

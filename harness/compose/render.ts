@@ -3,7 +3,18 @@
 import { Document, isMap, isScalar } from 'yaml';
 import { composeDocument } from './document.js';
 import { renderDeployFiles } from './deploy-files.js';
-import { BOOTSTRAP_FILES, BOOTSTRAP_VOLUME, COMPOSE_FILE, DEPLOY_FILES, DEPLOY_HOST_DIR, HOST_PORTS, SERVICES, UPGRADE_PROFILE, bootstrapPath, composeApiServers } from './layout.js';
+import {
+  BOOTSTRAP_FILES,
+  BOOTSTRAP_VOLUME,
+  COMPOSE_FILE,
+  DEPLOY_FILES,
+  DEPLOY_HOST_DIR,
+  HOST_PORTS,
+  SERVICES,
+  UPGRADE_PROFILE,
+  bootstrapPath,
+  composeApiServers,
+} from './layout.js';
 import type { ComposeVersions } from './versions.js';
 
 export const REGENERATE_COMMAND = 'npm run build && node dist/harness/cli/main.js compose --out .';
@@ -24,14 +35,18 @@ function serviceComments(v: ComposeVersions): Record<string, string> {
   const first = composeApiServers(v)[0];
   const kasFlags = ' flags: apiServerArgs (harness/lab/flags.ts), as in the lab; bound on 0.0.0.0, advertising its static address';
   return {
-    [SERVICES.pki]: ' one-shot: the lab\'s PKI (`skewgate-lab lab pki`) in the pki volume, with the names of this network on the serving certificates',
+    [SERVICES.pki]:
+      " one-shot: the lab's PKI (`skewgate-lab lab pki`) in the pki volume, with the names of this network on the serving certificates",
     [SERVICES.envoyConfig]: ` one-shot, at every start: both Envoy bootstraps rendered from ${DEPLOY_FILES.skewgate} into the ${BOOTSTRAP_VOLUME} volume:\n the gateway's by \`skewgate envoy-config\`, the baseline's by \`skewgate-lab envoy-baseline\` (the same without ext_proc)`,
     [SERVICES.etcd]: ' flags: etcdArgs (harness/lab/flags.ts), as in the lab',
     ...(first === undefined ? {} : { [first.service]: kasFlags }),
     ...(upgraded === undefined
       ? {}
-      : { [upgraded.service]: ` the upgrade step: docker compose stop ${upgraded.spec.name} && docker compose --profile ${UPGRADE_PROFILE} up -d ${upgraded.service}\n same hostname, address and DNS name as ${upgraded.spec.name}, v${upgraded.spec.version}` }),
-    [SERVICES.setup]: ' one-shot: RBAC objects (rbac.yaml) with the admin token, through the gateway (Envoy balances while skewgate is not up yet)',
+      : {
+          [upgraded.service]: ` the upgrade step: docker compose stop ${upgraded.spec.name} && docker compose --profile ${UPGRADE_PROFILE} up -d ${upgraded.service}\n same hostname, address and DNS name as ${upgraded.spec.name}, v${upgraded.spec.version}`,
+        }),
+    [SERVICES.setup]:
+      ' one-shot: RBAC objects (rbac.yaml) with the admin token, through the gateway (Envoy balances while skewgate is not up yet)',
     [SERVICES.skewgate]: ` ext_proc on a unix socket in the skewgate-socket volume (only Envoy mounts it); metrics on http://127.0.0.1:${HOST_PORTS.metrics}/metrics`,
     [SERVICES.envoy]: ` the gateway: https://127.0.0.1:${HOST_PORTS.gateway} (bootstrap ${bootstrapPath(BOOTSTRAP_FILES.gateway)}, rendered by ${SERVICES.envoyConfig}); admin http://127.0.0.1:${HOST_PORTS.envoyAdmin}`,
     [SERVICES.baseline]: ` the baseline: https://127.0.0.1:${HOST_PORTS.baseline}, the same Envoy without skewgate (plain round robin)`,
@@ -53,9 +68,12 @@ function composeYaml(v: ComposeVersions): string {
     }
   }
   const byVersion = new Map<string, string[]>();
-  for (const a of composeApiServers(v).filter((x) => x.profile === undefined)) byVersion.set(a.spec.version, [...(byVersion.get(a.spec.version) ?? []), a.service]);
+  for (const a of composeApiServers(v).filter((x) => x.profile === undefined))
+    byVersion.set(a.spec.version, [...(byVersion.get(a.spec.version) ?? []), a.service]);
   const kas = [...byVersion].map(([version, names]) => `${names.join(', ')} v${version}`).join('; ');
-  const header = generatedHeader(`skewgate's demo: etcd; kube-apiservers ${kas}; Envoy + skewgate; a plain Envoy; Jaeger. Start: docker compose up`);
+  const header = generatedHeader(
+    `skewgate's demo: etcd; kube-apiservers ${kas}; Envoy + skewgate; a plain Envoy; Jaeger. Start: docker compose up`,
+  );
   return header + doc.toString({ lineWidth: 0 });
 }
 
@@ -65,8 +83,15 @@ export function renderComposeFiles(v: ComposeVersions): ReadonlyMap<string, stri
   const deploy = (file: string): string => `${DEPLOY_HOST_DIR}/${file}`;
   return new Map([
     [COMPOSE_FILE, composeYaml(v)],
-    [deploy(DEPLOY_FILES.skewgate), generatedHeader('skewgate\'s config in the compose demo (/deploy/skewgate.yaml), from the lab\'s gatewayConfigDocument.') + d.skewgate],
+    [
+      deploy(DEPLOY_FILES.skewgate),
+      generatedHeader("skewgate's config in the compose demo (/deploy/skewgate.yaml), from the lab's gatewayConfigDocument.") + d.skewgate,
+    ],
     [deploy(DEPLOY_FILES.tracing), generatedHeader('kube-apiserver --tracing-config-file: OTLP/gRPC to Jaeger.') + d.tracing],
-    [deploy(DEPLOY_FILES.rbac), generatedHeader('RBAC objects of the lab (skewgate\'s discovery reader, jane\'s configmap reader), applied by the setup service.') + d.rbac],
+    [
+      deploy(DEPLOY_FILES.rbac),
+      generatedHeader("RBAC objects of the lab (skewgate's discovery reader, jane's configmap reader), applied by the setup service.") +
+        d.rbac,
+    ],
   ]);
 }

@@ -27,11 +27,13 @@ export function parseComposeVersions(versionsEnv: string, installEnvoySh: string
   const env = parseEnvFile(versionsEnv);
   const get = (key: string, pattern: RegExp): string => {
     const v = env.get(key);
-    if (v === undefined || !pattern.test(v)) throw new Error(`${VERSIONS_FILE_RELATIVE}: ${key} must match ${String(pattern)} (got ${v ?? 'nothing'})`);
+    if (v === undefined || !pattern.test(v))
+      throw new Error(`${VERSIONS_FILE_RELATIVE}: ${key} must match ${String(pattern)} (got ${v ?? 'nothing'})`);
     return v;
   };
   const envoy = /^ENVOY_VERSION="\$\{SKEWGATE_ENVOY_VERSION:-([^}"]+)\}"$/m.exec(installEnvoySh)?.[1];
-  if (envoy === undefined || !SEMVER.test(envoy)) throw new Error(`${INSTALL_ENVOY_RELATIVE}: no ENVOY_VERSION="\${SKEWGATE_ENVOY_VERSION:-X.Y.Z}" line`);
+  if (envoy === undefined || !SEMVER.test(envoy))
+    throw new Error(`${INSTALL_ENVOY_RELATIVE}: no ENVOY_VERSION="\${SKEWGATE_ENVOY_VERSION:-X.Y.Z}" line`);
   return {
     kubeOld: get('KUBE_OLD', SEMVER),
     kubeNew: get('KUBE_NEW', SEMVER),
@@ -44,5 +46,8 @@ export function parseComposeVersions(versionsEnv: string, installEnvoySh: string
 
 /** Reads both files under the package root. */
 export function readComposeVersions(root: string): ComposeVersions {
-  return parseComposeVersions(readFileSync(join(root, VERSIONS_FILE_RELATIVE), 'utf8'), readFileSync(join(root, INSTALL_ENVOY_RELATIVE), 'utf8'));
+  return parseComposeVersions(
+    readFileSync(join(root, VERSIONS_FILE_RELATIVE), 'utf8'),
+    readFileSync(join(root, INSTALL_ENVOY_RELATIVE), 'utf8'),
+  );
 }

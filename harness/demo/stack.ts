@@ -63,7 +63,13 @@ export interface Stack {
 function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServer[], extprocPort: number, gatewayPort: number): object {
   const certificates = o.clientCertificates ?? true;
   return {
-    apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } })),
+    apiservers: servers.map((s) => ({
+      name: s.name,
+      url: s.url,
+      caFile: pki.caFile,
+      serverName: 'localhost',
+      credentials: { tokenFile: pki.tokenFile },
+    })),
     discovery: { interval: o.discoveryInterval ?? 1000, timeout: 2000 },
     extproc: { listen: `127.0.0.1:${extprocPort}`, messageTimeout: 1000, failureMode: o.failureMode ?? 'open', shutdownGrace: 2000 },
     envoy: {
@@ -83,7 +89,17 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   await mkdir(dir, { recursive: true });
   const pki = await createPki(join(dir, 'pki'));
   const cluster = new FakeCluster();
-  const apiservers = o.servers.map((s) => new FakeApiServer({ name: s.name, cluster, pki, builtins: s.builtins, ...(s.discovery ? { discovery: s.discovery } : {}), ...(s.gitVersion ? { gitVersion: s.gitVersion } : {}) }));
+  const apiservers = o.servers.map(
+    (s) =>
+      new FakeApiServer({
+        name: s.name,
+        cluster,
+        pki,
+        builtins: s.builtins,
+        ...(s.discovery ? { discovery: s.discovery } : {}),
+        ...(s.gitVersion ? { gitVersion: s.gitVersion } : {}),
+      }),
+  );
   const cleanups: (() => Promise<void>)[] = [];
   const closeAll = async (): Promise<void> => {
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
@@ -98,7 +114,9 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0), join(dir, 'skewgate.yaml'), dir);
     let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
     const bound = await app.start();
-    cleanups.push(async () => { await app?.close(); });
+    cleanups.push(async () => {
+      await app?.close();
+    });
     const extprocPort = bound.port ?? 0;
     const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0);
     const configFile = join(dir, 'skewgate.yaml');
@@ -111,12 +129,20 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     let baselineEnvoy: EnvoyHandle | undefined;
     if (o.baseline) {
       const baselineConfig = parseConfig(configDocument(o, pki, apiservers, extprocPort, 0), configFile, dir);
-      baselineEnvoy = await startEnvoy({ bootstrap: withoutExtProc(renderBootstrap(baselineConfig)), logFile: join(dir, 'envoy-baseline.log') });
+      baselineEnvoy = await startEnvoy({
+        bootstrap: withoutExtProc(renderBootstrap(baselineConfig)),
+        logFile: join(dir, 'envoy-baseline.log'),
+      });
       const b = baselineEnvoy;
       cleanups.push(() => b.stop());
     }
     return {
-      pki, cluster, apiservers, config, configFile, envoy,
+      pki,
+      cluster,
+      apiservers,
+      config,
+      configFile,
+      envoy,
       gatewayUrl: `https://127.0.0.1:${envoy.listenPort ?? config.envoy.listen.port}`,
       ...(baselineEnvoy ? { baselineEnvoy, baselineUrl: `https://127.0.0.1:${baselineEnvoy.listenPort ?? 0}` } : {}),
       skewgate: () => app,

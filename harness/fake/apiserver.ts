@@ -7,7 +7,17 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
-import { DEFAULT_VERBS, isObject, metadataOf, type FakeCluster, type FakeResource, type GroupResource, type KObject, type Selection, type WatchEvent } from './cluster.js';
+import {
+  DEFAULT_VERBS,
+  isObject,
+  metadataOf,
+  type FakeCluster,
+  type FakeResource,
+  type GroupResource,
+  type KObject,
+  type Selection,
+  type WatchEvent,
+} from './cluster.js';
 import { aggregatedList, groupDocs, legacyDoc } from './discovery-docs.js';
 import { FakeApiError, badRequest } from './errors.js';
 import type { Pki } from './pki.js';
@@ -78,23 +88,35 @@ export class FakeApiServer {
     this.boundPort = opts.port ?? 0;
   }
 
-  get port(): number { return this.boundPort; }
+  get port(): number {
+    return this.boundPort;
+  }
 
   get url(): string {
     const host = this.opts.host ?? '127.0.0.1';
     return `https://${host.includes(':') ? `[${host}]` : host}:${this.boundPort}`;
   }
 
-  get requests(): readonly RecordedRequest[] { return this.log; }
-  clearRequests(): void { this.log.length = 0; }
-  setReady(ready: boolean): void { this.ready = ready; }
-  setDiscoveryFault(fault: DiscoveryFault): void { this.fault = fault; }
+  get requests(): readonly RecordedRequest[] {
+    return this.log;
+  }
+  clearRequests(): void {
+    this.log.length = 0;
+  }
+  setReady(ready: boolean): void {
+    this.ready = ready;
+  }
+  setDiscoveryFault(fault: DiscoveryFault): void {
+    this.fault = fault;
+  }
   /**
    * Serve this document as the aggregated `GET /apis` instead of the one built from the
    * built-ins (null: built again), e.g. a real kube-apiserver's, so that a test can compare with
    * what kube-apiserver made of it. The legacy documents and the resources themselves stay the built-ins'.
    */
-  setAggregatedApis(document: unknown): void { this.apisDocument = document; }
+  setAggregatedApis(document: unknown): void {
+    this.apisDocument = document;
+  }
 
   addBuiltin(r: FakeResource): void {
     this.removeBuiltin(r.group, r.version, r.resource);
@@ -116,7 +138,9 @@ export class FakeApiServer {
     const { pki } = this.opts;
     const frontProxyCa = await readFile(pki.frontProxyCaFile);
     this.tls ??= {
-      key: await readFile(pki.serverKeyFile), cert: await readFile(pki.serverCertFile), ca: [await readFile(pki.caFile), frontProxyCa],
+      key: await readFile(pki.serverKeyFile),
+      cert: await readFile(pki.serverCertFile),
+      ca: [await readFile(pki.caFile), frontProxyCa],
     };
     this.frontProxyCa ??= new X509Certificate(frontProxyCa);
     // Client certificates are optional: without one, a bearer token must authenticate. Both the
@@ -169,10 +193,14 @@ export class FakeApiServer {
     const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
     try {
       if (path === '/healthz' || path === '/livez') return text(res, 200, 'ok');
-      if (path === '/readyz') return this.ready ? text(res, 200, 'ok') : text(res, 500, '[-]fake-ready failed: setReady(false)\nreadyz check failed');
+      if (path === '/readyz')
+        return this.ready ? text(res, 200, 'ok') : text(res, 500, '[-]fake-ready failed: setReady(false)\nreadyz check failed');
       if (path === '/version') return json(res, 200, versionInfo(this.opts.gitVersion ?? 'v1.35.0'));
       if (user === null) throw new FakeApiError(401, 'Unauthorized', 'Unauthorized');
-      const segs = path.split('/').filter((s) => s !== '').map((s) => decodeURIComponent(s));
+      const segs = path
+        .split('/')
+        .filter((s) => s !== '')
+        .map((s) => decodeURIComponent(s));
       // Empty OpenAPI documents: enough for kubectl's client-side validation to pass everything.
       if (path === '/openapi/v3') return json(res, 200, { paths: {} });
       if (path === '/openapi/v2') return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end();
@@ -181,9 +209,12 @@ export class FakeApiServer {
       if (segs.length <= (prefix === 'api' ? 2 : 3)) return this.discovery(req, res, segs);
       return await this.resource(req, res, segs, query);
     } catch (err) {
-      const e = err instanceof FakeApiError ? err
-        : err instanceof URIError ? badRequest(`malformed path: ${path}`)
-          : new FakeApiError(500, 'InternalError', `fake apiserver: ${String(err)}`);
+      const e =
+        err instanceof FakeApiError
+          ? err
+          : err instanceof URIError
+            ? badRequest(`malformed path: ${path}`)
+            : new FakeApiError(500, 'InternalError', `fake apiserver: ${String(err)}`);
       if (res.headersSent) res.destroy();
       else json(res, e.code, e.toStatus());
     }
@@ -227,15 +258,21 @@ export class FakeApiServer {
     const groups = groupDocs(this.served());
     const aggregated = segs.length === 1 && this.opts.discovery !== 'legacy' && acceptsAggregated(req.headers.accept);
     const doc = aggregated
-      ? (segs[0] === 'apis' && this.apisDocument !== null ? this.apisDocument : aggregatedList(groups.filter((g) => (g.group === '') === (segs[0] === 'api'))))
+      ? segs[0] === 'apis' && this.apisDocument !== null
+        ? this.apisDocument
+        : aggregatedList(groups.filter((g) => (g.group === '') === (segs[0] === 'api')))
       : legacyDoc(segs, groups, `${this.opts.host ?? '127.0.0.1'}:${this.boundPort}`);
     if (doc === null) throw NO_RESOURCE();
     let body = JSON.stringify(doc);
     if (this.fault === 'malformed') body = body.slice(0, Math.floor(body.length / 2));
     if (!aggregated) return void res.writeHead(200, { 'content-type': 'application/json' }).end(body);
     const etag = `"${createHash('sha512').update(body).digest('hex').toUpperCase()}"`;
-    res.writeHead(req.headers['if-none-match'] === etag ? 304 : 200,
-      { 'content-type': MEDIA_AGGREGATED_V2, etag, vary: 'Accept', 'cache-control': 'public' });
+    res.writeHead(req.headers['if-none-match'] === etag ? 304 : 200, {
+      'content-type': MEDIA_AGGREGATED_V2,
+      etag,
+      vary: 'Accept',
+      'cache-control': 'public',
+    });
     res.end(req.headers['if-none-match'] === etag ? undefined : body);
   }
 
@@ -255,14 +292,17 @@ export class FakeApiServer {
     if (!r || extra.length > 0 || (watchPath && sub) || (ns && !r.namespaced) || (r.namespaced && !ns && name)) throw NO_RESOURCE();
 
     const watchQuery = !['', 'false', '0'].includes(query.get('watch') ?? '');
-    const verb = ({
-      GET: name ? (watchPath ? 'watch' : 'get') : watchPath || watchQuery ? 'watch' : 'list',
-      HEAD: name ? 'get' : 'list',
-      POST: name && !sub ? '' : 'create',
-      PUT: name ? 'update' : '',
-      PATCH: name ? 'patch' : '',
-      DELETE: name ? 'delete' : 'deletecollection',
-    } as Record<string, string>)[req.method ?? ''] ?? '';
+    const verb =
+      (
+        {
+          GET: name ? (watchPath ? 'watch' : 'get') : watchPath || watchQuery ? 'watch' : 'list',
+          HEAD: name ? 'get' : 'list',
+          POST: name && !sub ? '' : 'create',
+          PUT: name ? 'update' : '',
+          PATCH: name ? 'patch' : '',
+          DELETE: name ? 'delete' : 'deletecollection',
+        } as Record<string, string>
+      )[req.method ?? ''] ?? '';
     const allowed = sub ? r.subresources?.find((s) => s.name === sub)?.verbs : (r.verbs ?? DEFAULT_VERBS);
     if (!allowed) throw NO_RESOURCE();
     if (!verb || !allowed.includes(verb)) throw NOT_ALLOWED();
@@ -291,9 +331,9 @@ export class FakeApiServer {
       }
       case 'delete':
         return json(res, 200, out(cluster.delete(gr, ns, name)));
-      default: { // deletecollection
-        const items = cluster.list(gr, selection(ns, name, query))
-          .map((o) => out(cluster.delete(gr, ns, String(metadataOf(o)['name']))));
+      default: {
+        // deletecollection
+        const items = cluster.list(gr, selection(ns, name, query)).map((o) => out(cluster.delete(gr, ns, String(metadataOf(o)['name']))));
         return json(res, 200, listOf(r, items, cluster.resourceVersion));
       }
     }
@@ -301,7 +341,14 @@ export class FakeApiServer {
 
   /** status and log are implemented; other subresources answer 400 from the server that serves them. */
   private async subresource(
-    req: IncomingMessage, res: ServerResponse, r: FakeResource, gr: GroupResource, ns: string, name: string, sub: string, verb: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    r: FakeResource,
+    gr: GroupResource,
+    ns: string,
+    name: string,
+    sub: string,
+    verb: string,
   ): Promise<void> {
     const { cluster } = this.opts;
     const current = Object.assign({ apiVersion: gvOf(r), kind: r.kind }, cluster.get(gr, ns, name));
@@ -313,8 +360,11 @@ export class FakeApiServer {
     // Only status changes here, but a resourceVersion sent along still guards the write.
     const rv = metadataOf(next)['resourceVersion'];
     const metadata = { ...metadataOf(current), ...(rv !== undefined ? { resourceVersion: rv } : {}) };
-    return json(res, 200, Object.assign({ apiVersion: gvOf(r), kind: r.kind },
-      cluster.update(gr, ns, name, { ...current, metadata, status: next['status'] })));
+    return json(
+      res,
+      200,
+      Object.assign({ apiVersion: gvOf(r), kind: r.kind }, cluster.update(gr, ns, name, { ...current, metadata, status: next['status'] })),
+    );
   }
 
   /** A newline-delimited JSON event stream, held open until the client leaves, a timeout or close(). */
@@ -367,8 +417,14 @@ function peerCertificate(req: IncomingMessage): PeerCert | null {
 
 /** Values of one attribute in node's subject text: one "KEY=value" per line, RFC 4514 escapes. */
 function rdnValues(subject: string, key: string): string[] {
-  return subject.split('\n').filter((l) => l.startsWith(`${key}=`))
-    .map((l) => l.slice(key.length + 1).replace(/\\([0-9A-Fa-f]{2}|.)/g, (_, c: string) => (c.length === 2 ? String.fromCharCode(parseInt(c, 16)) : c)));
+  return subject
+    .split('\n')
+    .filter((l) => l.startsWith(`${key}=`))
+    .map((l) =>
+      l
+        .slice(key.length + 1)
+        .replace(/\\([0-9A-Fa-f]{2}|.)/g, (_, c: string) => (c.length === 2 ? String.fromCharCode(parseInt(c, 16)) : c)),
+    );
 }
 
 function issuedBy(cert: X509Certificate, ca: X509Certificate): boolean {
@@ -385,8 +441,12 @@ function text(res: ServerResponse, code: number, body: string): void {
   res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
 }
 
-const listOf = (r: FakeResource, items: KObject[], resourceVersion: string): KObject =>
-  ({ apiVersion: gvOf(r), kind: `${r.kind}List`, metadata: { resourceVersion }, items });
+const listOf = (r: FakeResource, items: KObject[], resourceVersion: string): KObject => ({
+  apiVersion: gvOf(r),
+  kind: `${r.kind}List`,
+  metadata: { resourceVersion },
+  items,
+});
 
 /** JSON merge patch; a strategic merge patch is treated alike (lists are replaced, not merged). */
 function applyPatch(contentType: string | undefined, target: KObject, patch: unknown): KObject {
@@ -408,8 +468,17 @@ function applyPatch(contentType: string | undefined, target: KObject, patch: unk
 
 function versionInfo(gitVersion: string): unknown {
   const m = /^v(\d+)\.(\d+)/.exec(gitVersion);
-  return { major: m?.[1] ?? '1', minor: m?.[2] ?? '0', gitVersion, gitCommit: 'fake', gitTreeState: 'clean',
-    buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.26', compiler: 'gc', platform: 'linux/amd64' };
+  return {
+    major: m?.[1] ?? '1',
+    minor: m?.[2] ?? '0',
+    gitVersion,
+    gitCommit: 'fake',
+    gitTreeState: 'clean',
+    buildDate: '2026-01-01T00:00:00Z',
+    goVersion: 'go1.26',
+    compiler: 'gc',
+    platform: 'linux/amd64',
+  };
 }
 
 /** True when the first acceptable Accept clause asks for aggregated discovery v2. */
@@ -417,8 +486,13 @@ function acceptsAggregated(accept: string | undefined): boolean {
   for (const clause of (accept ?? '').split(',')) {
     const [type = '', ...params] = clause.split(';').map((s) => s.trim());
     const p = new Map(params.map((kv) => [kv.split('=')[0]?.toLowerCase() ?? '', kv.split('=')[1] ?? '']));
-    if (type === 'application/json' && p.get('g') === 'apidiscovery.k8s.io' && p.get('v') === 'v2'
-      && p.get('as') === 'APIGroupDiscoveryList') return true;
+    if (
+      type === 'application/json' &&
+      p.get('g') === 'apidiscovery.k8s.io' &&
+      p.get('v') === 'v2' &&
+      p.get('as') === 'APIGroupDiscoveryList'
+    )
+      return true;
     if (['application/json', 'application/*', '*/*'].includes(type) && !p.has('as')) return false;
   }
   return false;

@@ -6,7 +6,10 @@ const SCALE = { name: 'scale', verbs: ['get', 'patch', 'update'] } as const;
 const NO_COLLECTION = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] as const;
 
 function r(
-  gv: string, resource: string, kind: string, namespaced: boolean,
+  gv: string,
+  resource: string,
+  kind: string,
+  namespaced: boolean,
   extra: Partial<Pick<FakeResource, 'verbs' | 'subresources' | 'shortNames'>> = {},
 ): FakeResource {
   const [group, version] = gv.includes('/') ? (gv.split('/') as [string, string]) : ['', gv];
@@ -15,13 +18,18 @@ function r(
 
 export const BUILTINS_OLD: readonly FakeResource[] = Object.freeze([
   r('v1', 'namespaces', 'Namespace', false, {
-    verbs: NO_COLLECTION, shortNames: ['ns'],
+    verbs: NO_COLLECTION,
+    shortNames: ['ns'],
     subresources: [STATUS, { name: 'finalize', verbs: ['update'] }],
   }),
   r('v1', 'pods', 'Pod', true, {
     shortNames: ['po'],
-    subresources: [STATUS, { name: 'log', verbs: ['get'] }, { name: 'exec', verbs: ['create', 'get'] },
-      { name: 'eviction', verbs: ['create'] }],
+    subresources: [
+      STATUS,
+      { name: 'log', verbs: ['get'] },
+      { name: 'exec', verbs: ['create', 'get'] },
+      { name: 'eviction', verbs: ['create'] },
+    ],
   }),
   r('v1', 'configmaps', 'ConfigMap', true, { shortNames: ['cm'] }),
   r('v1', 'secrets', 'Secret', true),
@@ -34,12 +42,13 @@ export const BUILTINS_OLD: readonly FakeResource[] = Object.freeze([
   r('apps/v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], subresources: [STATUS, SCALE] }),
   r('apps/v1', 'statefulsets', 'StatefulSet', true, { shortNames: ['sts'], subresources: [STATUS, SCALE] }),
   r('batch/v1', 'jobs', 'Job', true, { subresources: [STATUS] }),
-  r('admissionregistration.k8s.io/v1', 'validatingadmissionpolicies', 'ValidatingAdmissionPolicy', false,
-    { subresources: [STATUS] }),
+  r('admissionregistration.k8s.io/v1', 'validatingadmissionpolicies', 'ValidatingAdmissionPolicy', false, { subresources: [STATUS] }),
   r('admissionregistration.k8s.io/v1', 'validatingadmissionpolicybindings', 'ValidatingAdmissionPolicyBinding', false),
   r('admissionregistration.k8s.io/v1', 'validatingwebhookconfigurations', 'ValidatingWebhookConfiguration', false),
-  r('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false,
-    { shortNames: ['crd', 'crds'], subresources: [STATUS] }),
+  r('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false, {
+    shortNames: ['crd', 'crds'],
+    subresources: [STATUS],
+  }),
   r('coordination.k8s.io/v1', 'leases', 'Lease', true),
   r('resource.k8s.io/v1', 'deviceclasses', 'DeviceClass', false),
   r('resource.k8s.io/v1', 'resourceclaims', 'ResourceClaim', true, { subresources: [STATUS] }),

@@ -15,23 +15,44 @@ export interface FakeResource {
   readonly shortNames?: readonly string[];
 }
 
-export const DEFAULT_VERBS: readonly string[] = Object.freeze(
-  ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch']);
+export const DEFAULT_VERBS: readonly string[] = Object.freeze([
+  'create',
+  'delete',
+  'deletecollection',
+  'get',
+  'list',
+  'patch',
+  'update',
+  'watch',
+]);
 
 export type KObject = Record<string, unknown>;
-export interface WatchEvent { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: KObject }
+export interface WatchEvent {
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  readonly object: KObject;
+}
 /** Storage is per group/resource, as in etcd: every version of a resource sees the same objects. */
-export interface GroupResource { readonly group: string; readonly resource: string }
-export interface Selection { readonly namespace?: string; readonly name?: string; readonly labelSelector?: string }
+export interface GroupResource {
+  readonly group: string;
+  readonly resource: string;
+}
+export interface Selection {
+  readonly namespace?: string;
+  readonly name?: string;
+  readonly labelSelector?: string;
+}
 
-interface Watcher { readonly key: string; readonly matches: (o: KObject) => boolean; readonly send: (ev: WatchEvent) => void }
+interface Watcher {
+  readonly key: string;
+  readonly matches: (o: KObject) => boolean;
+  readonly send: (ev: WatchEvent) => void;
+}
 
 const CRDS: GroupResource = { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' };
 const LOG_SIZE = 5000;
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
-export const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 export const metadataOf = (o: KObject): Record<string, unknown> => (isObject(o['metadata']) ? o['metadata'] : {});
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const keyOf = (gr: GroupResource): string => `${gr.group}/${gr.resource}`;
@@ -58,7 +79,11 @@ export class FakeCluster {
   list(gr: GroupResource, sel: Selection = {}): KObject[] {
     const matches = matcher(sel);
     const objects = [...(this.store.get(keyOf(gr)) ?? new Map<string, KObject>()).entries()];
-    return objects.sort(([a], [b]) => (a < b ? -1 : 1)).map(([, o]) => o).filter(matches).map((o) => structuredClone(o));
+    return objects
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([, o]) => o)
+      .filter(matches)
+      .map((o) => structuredClone(o));
   }
 
   get(gr: GroupResource, namespace: string, name: string): KObject {
@@ -77,8 +102,11 @@ export class FakeCluster {
     checkNamespace(meta, namespace);
     const objects = this.objects(gr);
     if (objects.has(`${namespace}/${name}`)) {
-      throw new FakeApiError(409, 'AlreadyExists', `${qualified(gr)} "${name}" already exists`,
-        { name, group: gr.group, kind: gr.resource });
+      throw new FakeApiError(409, 'AlreadyExists', `${qualified(gr)} "${name}" already exists`, {
+        name,
+        group: gr.group,
+        kind: gr.resource,
+      });
     }
     if (keyOf(gr) === keyOf(CRDS)) establishCrd(obj, name);
     const rv = ++this.revision;
@@ -99,9 +127,13 @@ export class FakeCluster {
     }
     checkNamespace(meta, namespace);
     if (meta['resourceVersion'] !== undefined && meta['resourceVersion'] !== cur['resourceVersion']) {
-      throw new FakeApiError(409, 'Conflict', `Operation cannot be fulfilled on ${qualified(gr)} "${name}": the object ` +
-        'has been modified; please apply your changes to the latest version and try again',
-      { name, group: gr.group, kind: gr.resource });
+      throw new FakeApiError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${qualified(gr)} "${name}": the object ` +
+          'has been modified; please apply your changes to the latest version and try again',
+        { name, group: gr.group, kind: gr.resource },
+      );
     }
     if (keyOf(gr) === keyOf(CRDS)) establishCrd(obj, name);
     const rv = ++this.revision;
@@ -157,8 +189,12 @@ export class FakeCluster {
         const sub = isObject(v['subresources']) ? v['subresources'] : {};
         const shortNames = Array.isArray(names['shortNames']) ? names['shortNames'].filter((s) => typeof s === 'string') : [];
         out.push({
-          group: str(spec['group']), version: str(v['name']), resource: str(names['plural']), kind: str(names['kind']),
-          namespaced: spec['scope'] === 'Namespaced', ...(shortNames.length ? { shortNames } : {}),
+          group: str(spec['group']),
+          version: str(v['name']),
+          resource: str(names['plural']),
+          kind: str(names['kind']),
+          namespaced: spec['scope'] === 'Namespaced',
+          ...(shortNames.length ? { shortNames } : {}),
           subresources: [
             ...(sub['status'] ? [{ name: 'status', verbs: ['get', 'patch', 'update'] }] : []),
             ...(sub['scale'] ? [{ name: 'scale', verbs: ['get', 'patch', 'update'] }] : []),
@@ -193,7 +229,12 @@ export class FakeCluster {
 const now = (): string => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 
 function withIdentity(
-  meta: Record<string, unknown>, name: string, namespace: string, uid: unknown, created: unknown, rv: number,
+  meta: Record<string, unknown>,
+  name: string,
+  namespace: string,
+  uid: unknown,
+  created: unknown,
+  rv: number,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = { ...meta, name, namespace, uid, creationTimestamp: created, resourceVersion: String(rv) };
   if (!namespace) delete out['namespace'];
@@ -207,13 +248,17 @@ function checkNamespace(meta: Record<string, unknown>, namespace: string): void 
 }
 
 function matcher(sel: Selection): (o: KObject) => boolean {
-  const terms = (sel.labelSelector ?? '').split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
-    const m = /^(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*))?$/.exec(t);
-    if (!m) throw badRequest(`unable to parse requirement: "${t}" (the fake apiserver knows =, ==, != and exists)`);
-    const [, not, key = '', op, value] = m;
-    return (labels: Record<string, unknown>): boolean =>
-      op === undefined ? (key in labels) !== (not === '!') : (labels[key] === value) === (op !== '!=');
-  });
+  const terms = (sel.labelSelector ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const m = /^(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*))?$/.exec(t);
+      if (!m) throw badRequest(`unable to parse requirement: "${t}" (the fake apiserver knows =, ==, != and exists)`);
+      const [, not, key = '', op, value] = m;
+      return (labels: Record<string, unknown>): boolean =>
+        op === undefined ? key in labels !== (not === '!') : (labels[key] === value) === (op !== '!=');
+    });
   return (o) => {
     const meta = metadataOf(o);
     if (sel.namespace && meta['namespace'] !== sel.namespace) return false;
@@ -234,13 +279,15 @@ function establishCrd(obj: KObject, name: string): void {
     !str(names['kind']) && 'spec.names.kind: Required value',
     !['Namespaced', 'Cluster'].includes(str(spec['scope'])) && 'spec.scope: Unsupported value',
     (versions.length === 0 || !versions.every((v) => isObject(v) && str(v['name']))) && 'spec.versions: Required value',
-    name !== `${str(names['plural'])}.${str(spec['group'])}` && `metadata.name: Invalid value: "${name}": must be spec.names.plural+"."+spec.group`,
+    name !== `${str(names['plural'])}.${str(spec['group'])}` &&
+      `metadata.name: Invalid value: "${name}": must be spec.names.plural+"."+spec.group`,
   ].filter(Boolean);
   if (problems.length) throw invalid(`CustomResourceDefinition.apiextensions.k8s.io "${name}" is invalid: ${problems.join(', ')}`);
   const cond = (type: string, reason: string): KObject => ({ type, status: 'True', lastTransitionTime: now(), reason, message: '' });
   const storage = versions.find((v) => isObject(v) && v['storage'] === true) as KObject | undefined;
   obj['status'] = {
     conditions: [cond('NamesAccepted', 'NoConflicts'), cond('Established', 'InitialNamesAccepted')],
-    acceptedNames: names, storedVersions: [str((storage ?? versions[0] as KObject)['name'])],
+    acceptedNames: names,
+    storedVersions: [str((storage ?? (versions[0] as KObject))['name'])],
   };
 }

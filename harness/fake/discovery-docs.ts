@@ -2,14 +2,34 @@
 // (APIGroupDiscoveryList) and the legacy APIVersions / APIGroupList / APIGroup / APIResourceList.
 import { DEFAULT_VERBS, type FakeResource } from './cluster.js';
 
-interface GroupDocs { readonly group: string; readonly versions: { readonly version: string; readonly resources: FakeResource[] }[] }
+interface GroupDocs {
+  readonly group: string;
+  readonly versions: { readonly version: string; readonly resources: FakeResource[] }[];
+}
 
 /** Roughly kube-apiserver's group priorities; groups not listed (CRDs) follow, by name. */
 const GROUP_ORDER = [
-  '', 'apiregistration.k8s.io', 'apps', 'events.k8s.io', 'authentication.k8s.io', 'authorization.k8s.io',
-  'autoscaling', 'batch', 'certificates.k8s.io', 'networking.k8s.io', 'policy', 'rbac.authorization.k8s.io',
-  'storage.k8s.io', 'admissionregistration.k8s.io', 'apiextensions.k8s.io', 'scheduling.k8s.io',
-  'coordination.k8s.io', 'node.k8s.io', 'discovery.k8s.io', 'flowcontrol.apiserver.k8s.io', 'resource.k8s.io',
+  '',
+  'apiregistration.k8s.io',
+  'apps',
+  'events.k8s.io',
+  'authentication.k8s.io',
+  'authorization.k8s.io',
+  'autoscaling',
+  'batch',
+  'certificates.k8s.io',
+  'networking.k8s.io',
+  'policy',
+  'rbac.authorization.k8s.io',
+  'storage.k8s.io',
+  'admissionregistration.k8s.io',
+  'apiextensions.k8s.io',
+  'scheduling.k8s.io',
+  'coordination.k8s.io',
+  'node.k8s.io',
+  'discovery.k8s.io',
+  'flowcontrol.apiserver.k8s.io',
+  'resource.k8s.io',
 ];
 
 const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -42,11 +62,14 @@ export function groupDocs(resources: readonly FakeResource[]): GroupDocs[] {
     groups.set(r.group, versions);
     versions.set(r.version, [...(versions.get(r.version) ?? []), r]);
   }
-  return [...groups].sort(([a], [b]) => compareGroups(a, b)).map(([group, versions]) => ({
-    group,
-    versions: [...versions].sort(([a], [b]) => compareVersions(a, b))
-      .map(([version, rs]) => ({ version, resources: rs.sort((x, y) => byName(x.resource, y.resource)) })),
-  }));
+  return [...groups]
+    .sort(([a], [b]) => compareGroups(a, b))
+    .map(([group, versions]) => ({
+      group,
+      versions: [...versions]
+        .sort(([a], [b]) => compareVersions(a, b))
+        .map(([version, rs]) => ({ version, resources: rs.sort((x, y) => byName(x.resource, y.resource)) })),
+    }));
 }
 
 /** Scale is the one common subresource with a kind of its own. */
@@ -111,13 +134,23 @@ export function legacyDoc(segs: readonly string[], groups: readonly GroupDocs[],
     groupVersion: group ? `${group}/${version}` : version,
     resources: v.resources.flatMap((r) => [
       {
-        name: r.resource, singularName: r.kind.toLowerCase(), namespaced: r.namespaced, kind: r.kind,
-        verbs: [...(r.verbs ?? DEFAULT_VERBS)], ...(r.shortNames?.length ? { shortNames: [...r.shortNames] } : {}),
+        name: r.resource,
+        singularName: r.kind.toLowerCase(),
+        namespaced: r.namespaced,
+        kind: r.kind,
+        verbs: [...(r.verbs ?? DEFAULT_VERBS)],
+        ...(r.shortNames?.length ? { shortNames: [...r.shortNames] } : {}),
       },
       ...(r.subresources ?? []).map((s) => {
         const k = subKind(r, s.name);
-        return { name: `${r.resource}/${s.name}`, singularName: '', namespaced: r.namespaced,
-          ...(k.group ? { group: k.group, version: k.version } : {}), kind: k.kind, verbs: [...s.verbs] };
+        return {
+          name: `${r.resource}/${s.name}`,
+          singularName: '',
+          namespaced: r.namespaced,
+          ...(k.group ? { group: k.group, version: k.version } : {}),
+          kind: k.kind,
+          verbs: [...s.verbs],
+        };
       }),
     ]),
   };

@@ -24,14 +24,19 @@ export class FakeApiError extends Error {
 
   toStatus(): FakeStatus {
     return {
-      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: this.message,
-      reason: this.reason, ...(this.details ? { details: this.details } : {}), code: this.code,
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: this.message,
+      reason: this.reason,
+      ...(this.details ? { details: this.details } : {}),
+      code: this.code,
     };
   }
 }
 
 export const notFound = (resource: string, name: string, group: string): FakeApiError =>
-  new FakeApiError(404, 'NotFound', `${resource}${group ? `.${group}` : ''} "${name}" not found`,
-    { name, group, kind: resource });
+  new FakeApiError(404, 'NotFound', `${resource}${group ? `.${group}` : ''} "${name}" not found`, { name, group, kind: resource });
 export const badRequest = (message: string): FakeApiError => new FakeApiError(400, 'BadRequest', message);
 export const invalid = (message: string): FakeApiError => new FakeApiError(422, 'Invalid', message);

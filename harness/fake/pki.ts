@@ -46,8 +46,11 @@ export interface Pki {
 }
 
 const SANS = [
-  'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default.svc',
-  ...Array.from({ length: 9 }, (_, i) => `IP:127.0.0.${i + 1}`), 'IP:::1',
+  'DNS:localhost',
+  'DNS:kubernetes',
+  'DNS:kubernetes.default.svc',
+  ...Array.from({ length: 9 }, (_, i) => `IP:127.0.0.${i + 1}`),
+  'IP:::1',
 ];
 
 const pair = (base: string): KeyPairFiles => ({ certFile: `${base}.crt`, keyFile: `${base}.key` });
@@ -55,21 +58,44 @@ const pair = (base: string): KeyPairFiles => ({ certFile: `${base}.crt`, keyFile
 function layout(dir: string, token: string): Pki {
   const f = (name: string): string => join(dir, name);
   return {
-    dir, caFile: f('ca.crt'), serverCertFile: f('server.crt'), serverKeyFile: f('server.key'),
-    clientCertFile: f('client.crt'), clientKeyFile: f('client.key'),
-    gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'),
+    dir,
+    caFile: f('ca.crt'),
+    serverCertFile: f('server.crt'),
+    serverKeyFile: f('server.key'),
+    clientCertFile: f('client.crt'),
+    clientKeyFile: f('client.key'),
+    gatewayCertFile: f('gateway.crt'),
+    gatewayKeyFile: f('gateway.key'),
     frontProxyCaFile: f('front-proxy-ca.crt'),
-    frontProxyClientCertFile: f('front-proxy-client.crt'), frontProxyClientKeyFile: f('front-proxy-client.key'),
+    frontProxyClientCertFile: f('front-proxy-client.crt'),
+    frontProxyClientKeyFile: f('front-proxy-client.key'),
     clients: {
-      limited: pair(f('jane')), comma: pair(f('comma')), noCommonName: pair(f('no-cn')),
-      serverOnly: pair(f('server-only')), foreign: pair(f('foreign')),
+      limited: pair(f('jane')),
+      comma: pair(f('comma')),
+      noCommonName: pair(f('no-cn')),
+      serverOnly: pair(f('server-only')),
+      foreign: pair(f('foreign')),
     },
-    token, tokenFile: f('token'), kubeconfigFile: f('kubeconfig'),
+    token,
+    tokenFile: f('token'),
+    kubeconfigFile: f('kubeconfig'),
   };
 }
 
-const KEY_PAIRS = ['ca', 'server', 'client', 'gateway', 'front-proxy-ca', 'front-proxy-client', 'jane', 'comma',
-  'no-cn', 'server-only', 'foreign-ca', 'foreign'] as const;
+const KEY_PAIRS = [
+  'ca',
+  'server',
+  'client',
+  'gateway',
+  'front-proxy-ca',
+  'front-proxy-client',
+  'jane',
+  'comma',
+  'no-cn',
+  'server-only',
+  'foreign-ca',
+  'foreign',
+] as const;
 
 const FILES = [...KEY_PAIRS.flatMap((n) => [`${n}.crt`, `${n}.key`]), 'token', 'kubeconfig']; // kubeconfig last: it marks a complete set
 
@@ -84,7 +110,14 @@ async function generate(tmp: string, dir: string): Promise<void> {
   await issueCert({ dir: tmp, name: 'jane', subject: '/O=dev-viewers/O=team-b/CN=jane', usage: 'client', ca });
   await issueCert({ dir: tmp, name: 'comma', subject: '/O=team-c/CN=doe, jane', usage: 'client', ca });
   await issueCert({ dir: tmp, name: 'no-cn', subject: '/O=team-b', usage: 'client', ca });
-  await issueCert({ dir: tmp, name: 'server-only', subject: '/O=system:masters/CN=server-only', usage: 'server', ca, sans: ['DNS:server-only.example'] });
+  await issueCert({
+    dir: tmp,
+    name: 'server-only',
+    subject: '/O=system:masters/CN=server-only',
+    usage: 'server',
+    ca,
+    sans: ['DNS:server-only.example'],
+  });
   const foreignCa = await issueCert({ dir: tmp, name: 'foreign-ca', subject: '/CN=skewgate-fake-foreign-ca', usage: 'ca' });
   await issueCert({ dir: tmp, name: 'foreign', subject: '/O=system:masters/CN=system:admin', usage: 'client', ca: foreignCa });
   const pki = layout(resolve(dir), randomBytes(24).toString('hex'));

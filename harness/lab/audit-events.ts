@@ -51,7 +51,9 @@ function isEvent(v: unknown): v is AuditEvent {
   return typeof e.auditID === 'string' && typeof e.stage === 'string' && typeof e.user === 'object' && e.user !== null;
 }
 
-export async function readAuditEvents(files: readonly { readonly server: string; readonly file: string }[]): Promise<Map<string, ServerAuditEvent[]>> {
+export async function readAuditEvents(
+  files: readonly { readonly server: string; readonly file: string }[],
+): Promise<Map<string, ServerAuditEvent[]>> {
   const out = new Map<string, ServerAuditEvent[]>();
   for (const f of files) collectAuditEvents(await readFile(f.file, 'utf8').catch(() => ''), f.server, out);
   return out;

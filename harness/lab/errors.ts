@@ -2,7 +2,10 @@
 
 export class LabError extends Error {
   readonly code = 'SKEWGATE_ERR_LAB';
-  constructor(message: string, readonly logTail?: string) {
+  constructor(
+    message: string,
+    readonly logTail?: string,
+  ) {
     super(logTail === undefined ? message : `${message}\n--- log (tail) ---\n${logTail}`);
     this.name = 'LabError';
   }

@@ -123,7 +123,12 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: st
     `--shutdown-watch-termination-grace-period=${SHUTDOWN_WATCH_GRACE}`,
   ];
   if (dirs.auditLog !== undefined && dirs.auditPolicyFile !== undefined) {
-    args.push(`--audit-policy-file=${dirs.auditPolicyFile}`, `--audit-log-path=${dirs.auditLog}`, '--audit-log-maxbackup=1', '--audit-log-maxsize=100');
+    args.push(
+      `--audit-policy-file=${dirs.auditPolicyFile}`,
+      `--audit-log-path=${dirs.auditLog}`,
+      '--audit-log-maxbackup=1',
+      '--audit-log-maxsize=100',
+    );
   }
   if (spec.runtimeConfig !== undefined) args.push(`--runtime-config=${spec.runtimeConfig}`);
   if (spec.peerProxy) {

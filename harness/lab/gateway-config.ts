@@ -65,12 +65,18 @@ export function directContext(user: LabUser, apiserver: string): string {
 function kubeconfigUser(pki: LabPki, user: LabUser): Record<string, string> {
   const cert = (certFile: string, keyFile: string): Record<string, string> => ({ 'client-certificate': certFile, 'client-key': keyFile });
   switch (user) {
-    case 'admin-cert': return cert(pki.adminCertFile, pki.adminKeyFile);
-    case 'admin-token': return { token: pki.adminToken };
-    case 'jane-cert': return cert(pki.janeCertFile, pki.janeKeyFile);
-    case 'jane-token': return { token: pki.janeToken };
-    case 'bob-cert': return cert(pki.bobCertFile, pki.bobKeyFile);
-    case 'tricky-cert': return cert(pki.trickyCertFile, pki.trickyKeyFile);
+    case 'admin-cert':
+      return cert(pki.adminCertFile, pki.adminKeyFile);
+    case 'admin-token':
+      return { token: pki.adminToken };
+    case 'jane-cert':
+      return cert(pki.janeCertFile, pki.janeKeyFile);
+    case 'jane-token':
+      return { token: pki.janeToken };
+    case 'bob-cert':
+      return cert(pki.bobCertFile, pki.bobKeyFile);
+    case 'tricky-cert':
+      return cert(pki.trickyCertFile, pki.trickyKeyFile);
   }
 }
 

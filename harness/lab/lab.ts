@@ -13,7 +13,16 @@ import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';
-import { AUDIT_POLICY, ETCD_CLIENT_PORT, ETCD_PEER_PORT, apiServerArgs, apiServerUrl, etcdArgs, etcdUrl, type ApiServerSpec } from './flags.js';
+import {
+  AUDIT_POLICY,
+  ETCD_CLIENT_PORT,
+  ETCD_PEER_PORT,
+  apiServerArgs,
+  apiServerUrl,
+  etcdArgs,
+  etcdUrl,
+  type ApiServerSpec,
+} from './flags.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer } from './gateway-config.js';
 import { assertPortFree, canConnect, freePort } from './net.js';
@@ -102,8 +111,12 @@ export class Lab {
     this.etcdPorts = { client: opts.etcdClientPort ?? ETCD_CLIENT_PORT, peer: opts.etcdPeerPort ?? ETCD_PEER_PORT };
     this.agent = new Agent({ connect: { ca } });
     this.procs = new Supervisor<LabProcRecord>({
-      runDir: this.runDir, logDir: this.logDir, cwd: dir, log: this.log,
-      carriesMarker: (argv) => this.carriesMarker(argv), killOnExit: opts.killOnExit === true,
+      runDir: this.runDir,
+      logDir: this.logDir,
+      cwd: dir,
+      log: this.log,
+      carriesMarker: (argv) => this.carriesMarker(argv),
+      killOnExit: opts.killOnExit === true,
     });
   }
 
@@ -135,7 +148,13 @@ export class Lab {
   async startEtcd(): Promise<string> {
     const running = await this.procs.alive(ETCD);
     if (running?.url !== undefined) return running.url;
-    const spec = { name: 'lab', dataDir: join(this.dir, 'etcd-data'), ip: '127.0.0.1', clientPort: this.etcdPorts.client, peerPort: this.etcdPorts.peer };
+    const spec = {
+      name: 'lab',
+      dataDir: join(this.dir, 'etcd-data'),
+      ip: '127.0.0.1',
+      clientPort: this.etcdPorts.client,
+      peerPort: this.etcdPorts.peer,
+    };
     // Otherwise the health check could pass against somebody else's etcd while ours fails to bind.
     await assertPortFree(spec.ip, spec.clientPort, 'etcd client');
     await assertPortFree(spec.ip, spec.peerPort, 'etcd peer');
@@ -143,7 +162,14 @@ export class Lab {
     const url = etcdUrl(spec);
     const started = Date.now();
     const bin = labBinary('etcd', labVersions().etcd);
-    const rec = await this.procs.spawn({ name: ETCD, kind: 'etcd', cmd: bin, args: etcdArgs(spec), marker: `--data-dir=${spec.dataDir}`, extra: { url } });
+    const rec = await this.procs.spawn({
+      name: ETCD,
+      kind: 'etcd',
+      cmd: bin,
+      args: etcdArgs(spec),
+      marker: `--data-dir=${spec.dataDir}`,
+      extra: { url },
+    });
     await this.procs.waitFor(rec, 30_000, async () => {
       const res = await this.get(`${url}/health`, undefined, 1000);
       return res.status === 200 && /"health":\s*"true"/.test(res.body) ? null : `/health: ${res.status} ${res.body.slice(0, 200)}`;
@@ -175,7 +201,9 @@ export class Lab {
     const running = await this.procs.alive(spec.name);
     if (running !== undefined) {
       if (running.apiserver === undefined || !sameSpec(running.apiserver, spec)) {
-        throw new LabError(`${spec.name} is already running with another spec (${running.apiserver?.version ?? '?'} at ${running.url ?? '?'}): stop it first`);
+        throw new LabError(
+          `${spec.name} is already running with another spec (${running.apiserver?.version ?? '?'} at ${running.url ?? '?'}): stop it first`,
+        );
       }
     } else {
       for (const p of this.procs.records()) {
@@ -197,18 +225,28 @@ export class Lab {
       // unshare execs (no fork) and sh execs: the pid we record is kube-apiserver's own. Every
       // link of that chain carries the marker (and procfs.ts copes with the empty cmdline mid-exec).
       await this.procs.spawn({
-        name: spec.name, kind: 'kube-apiserver', cmd: 'unshare',
+        name: spec.name,
+        kind: 'kube-apiserver',
+        cmd: 'unshare',
         args: ['--uts', 'sh', '-c', 'hostname "$1" && shift && exec "$@"', 'sh', spec.name, bin, ...args],
-        marker: `--cert-dir=${certDir}`, extra: { url: apiServerUrl(spec), apiserver: spec },
+        marker: `--cert-dir=${certDir}`,
+        extra: { url: apiServerUrl(spec), apiserver: spec },
       });
     }
     const rec = this.procs.record(spec.name) as LabProcRecord;
     const started = Date.now();
     await this.procs.waitFor(rec, this.readyTimeoutMs, async () => {
       const res = await this.get(`${apiServerUrl(spec)}/readyz`, this.pki.adminToken, 2000);
-      return res.status === 200 ? null : `/readyz ${res.status}: ${res.body.split('\n').filter((l) => l.includes('failed')).join('; ').slice(0, 300)}`;
+      return res.status === 200
+        ? null
+        : `/readyz ${res.status}: ${res.body
+            .split('\n')
+            .filter((l) => l.includes('failed'))
+            .join('; ')
+            .slice(0, 300)}`;
     });
-    if (running === undefined) this.log(`${spec.name} (v${spec.version}) ready at ${apiServerUrl(spec)} in ${seconds(Date.now() - started)}`);
+    if (running === undefined)
+      this.log(`${spec.name} (v${spec.version}) ready at ${apiServerUrl(spec)} in ${seconds(Date.now() - started)}`);
     await this.ensureRbac(apiServerUrl(spec));
   }
 
@@ -245,7 +283,13 @@ export class Lab {
     const socket = join(gwDir, 'extproc.sock');
     const extprocListen = socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`;
     const configFile = join(gwDir, 'skewgate.yaml');
-    const doc = gatewayConfigDocument({ pki: this.pki, apiservers: upstreams, extprocListen, port: o.port, ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }) });
+    const doc = gatewayConfigDocument({
+      pki: this.pki,
+      apiservers: upstreams,
+      extprocListen,
+      port: o.port,
+      ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
+    });
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, gwDir);
     const bootstrap = o.withSkewgate ? renderBootstrap(config) : withoutExtProc(renderBootstrap(config));
@@ -257,16 +301,33 @@ export class Lab {
 
     const adminAddressFile = join(gwDir, 'envoy-admin-address');
     const envoy = await this.procs.spawn({
-      name: `envoy-${o.name}`, kind: 'envoy', cmd: findEnvoyBinary(),
+      name: `envoy-${o.name}`,
+      kind: 'envoy',
+      cmd: findEnvoyBinary(),
       // Access log lines reach the log file within 0.2 s instead of Envoy's default 10 s.
-      args: ['-c', bootstrapFile, '--log-level', 'warn', '--disable-hot-restart', '--file-flush-interval-msec', '200', '--admin-address-path', adminAddressFile,
-        '--use-dynamic-base-id', '--base-id-path', join(gwDir, 'envoy-base-id')],
-      marker: bootstrapFile, extra: { url, gateway: { ...o, adminAddressFile } },
+      args: [
+        '-c',
+        bootstrapFile,
+        '--log-level',
+        'warn',
+        '--disable-hot-restart',
+        '--file-flush-interval-msec',
+        '200',
+        '--admin-address-path',
+        adminAddressFile,
+        '--use-dynamic-base-id',
+        '--base-id-path',
+        join(gwDir, 'envoy-base-id'),
+      ],
+      marker: bootstrapFile,
+      extra: { url, gateway: { ...o, adminAddressFile } },
     });
     const adminUrl = await this.waitEnvoyHealthy(envoy, adminAddressFile, [...alive, ...(o.withSkewgate ? [EXTPROC_CLUSTER] : [])]);
 
     const kubeconfigFile = join(gwDir, 'kubeconfig');
-    await writeFile(kubeconfigFile, stringify(gatewayKubeconfig({ pki: this.pki, gatewayUrl: url, apiservers: upstreams })), { mode: 0o600 });
+    await writeFile(kubeconfigFile, stringify(gatewayKubeconfig({ pki: this.pki, gatewayUrl: url, apiservers: upstreams })), {
+      mode: 0o600,
+    });
     this.log(`gateway ${o.name} (${o.withSkewgate ? 'Envoy + skewgate' : 'plain Envoy, no ext_proc'}) at ${url}`);
     return { url, kubeconfigFile, configFile, envoyAdminUrl: adminUrl };
   }
@@ -307,22 +368,36 @@ export class Lab {
   async status(): Promise<LabProcessStatus[]> {
     const rows: LabProcessStatus[] = [];
     const etcd = await this.procs.alive(ETCD);
-    if (etcd) rows.push({ name: ETCD, pid: etcd.pid, alive: true, detail: `v${labVersionsSafe()?.etcd ?? '?'} ${etcd.url ?? ''} ${await this.probe(`${etcd.url ?? ''}/health`, undefined)}` });
+    if (etcd)
+      rows.push({
+        name: ETCD,
+        pid: etcd.pid,
+        alive: true,
+        detail: `v${labVersionsSafe()?.etcd ?? '?'} ${etcd.url ?? ''} ${await this.probe(`${etcd.url ?? ''}/health`, undefined)}`,
+      });
     else rows.push({ name: ETCD, pid: null, alive: false, detail: 'not running' });
     for (const spec of this.apiservers.values()) {
       const rec = await this.procs.alive(spec.name);
       const url = apiServerUrl(spec);
-      rows.push(rec
-        ? { name: spec.name, pid: rec.pid, alive: true, detail: `v${rec.apiserver?.version ?? spec.version} ${url} /readyz ${await this.probe(`${url}/readyz`, this.pki.adminToken)}` }
-        : { name: spec.name, pid: null, alive: false, detail: `stopped (last: v${spec.version} ${url})` });
+      rows.push(
+        rec
+          ? {
+              name: spec.name,
+              pid: rec.pid,
+              alive: true,
+              detail: `v${rec.apiserver?.version ?? spec.version} ${url} /readyz ${await this.probe(`${url}/readyz`, this.pki.adminToken)}`,
+            }
+          : { name: spec.name, pid: null, alive: false, detail: `stopped (last: v${spec.version} ${url})` },
+      );
     }
     const gatewayProcs = this.procs.records().filter((p) => p.kind === 'skewgate' || p.kind === 'envoy');
     gatewayProcs.sort((a, b) => (a.gateway?.name ?? '').localeCompare(b.gateway?.name ?? '') || a.kind.localeCompare(b.kind));
     for (const rec of gatewayProcs) {
       const ok = await this.procs.alive(rec.name);
-      const detail = rec.kind === 'envoy'
-        ? `${rec.gateway?.withSkewgate ? 'with skewgate' : 'baseline, no ext_proc'} ${rec.url ?? ''} kubeconfig ${join(this.runDir, `gateway-${rec.gateway?.name ?? ''}`, 'kubeconfig')}`
-        : `ext_proc ${rec.gateway?.extprocListen ?? ''}`;
+      const detail =
+        rec.kind === 'envoy'
+          ? `${rec.gateway?.withSkewgate ? 'with skewgate' : 'baseline, no ext_proc'} ${rec.url ?? ''} kubeconfig ${join(this.runDir, `gateway-${rec.gateway?.name ?? ''}`, 'kubeconfig')}`
+          : `ext_proc ${rec.gateway?.extprocListen ?? ''}`;
       rows.push({ name: rec.name, pid: ok ? rec.pid : null, alive: ok !== undefined, detail });
     }
     return rows;
@@ -334,12 +409,15 @@ export class Lab {
    * carrying one of this run dir's markers; verifies that nothing is left running.
    */
   async down(): Promise<void> {
-    await this.procs.stopAll([
-      { kind: 'envoy', graceMs: 5000 },
-      { kind: 'skewgate', graceMs: 10_000 },
-      { kind: 'kube-apiserver', graceMs: APISERVER_STOP_GRACE_MS },
-      { kind: 'etcd', graceMs: 10_000 },
-    ], APISERVER_STOP_GRACE_MS);
+    await this.procs.stopAll(
+      [
+        { kind: 'envoy', graceMs: 5000 },
+        { kind: 'skewgate', graceMs: 10_000 },
+        { kind: 'kube-apiserver', graceMs: APISERVER_STOP_GRACE_MS },
+        { kind: 'etcd', graceMs: 10_000 },
+      ],
+      APISERVER_STOP_GRACE_MS,
+    );
     this.apiservers.clear();
     await this.procs.serialized(() => rm(this.apiserversFile(), { force: true }));
     await this.close();
@@ -367,8 +445,12 @@ export class Lab {
     const main = join(packageRoot(), SKEWGATE_MAIN_RELATIVE);
     if (!existsSync(main)) throw new LabError(`${main} is missing: run \`npm run build\` first`);
     const rec = await this.procs.spawn({
-      name: `skewgate-${o.name}`, kind: 'skewgate', cmd: process.execPath, args: [main, 'serve', '--config', configFile],
-      marker: configFile, extra: { gateway: { ...o, extprocListen } },
+      name: `skewgate-${o.name}`,
+      kind: 'skewgate',
+      cmd: process.execPath,
+      args: [main, 'serve', '--config', configFile],
+      marker: configFile,
+      extra: { gateway: { ...o, extprocListen } },
     });
     // skewgate listens only after its first discovery round: connectable means it has views.
     await this.procs.waitFor(rec, 30_000, async () => ((await canConnect(extprocListen)) ? null : `${extprocListen} not accepting yet`));
@@ -410,15 +492,20 @@ export class Lab {
 
   /** The list as it is when the write's turn comes, so the last write carries every start. */
   private saveApiServers(): Promise<void> {
-    return this.procs.serialized(() => this.procs.writeAtomic(this.apiserversFile(), `${JSON.stringify([...this.apiservers.values()], null, 2)}\n`));
+    return this.procs.serialized(() =>
+      this.procs.writeAtomic(this.apiserversFile(), `${JSON.stringify([...this.apiservers.values()], null, 2)}\n`),
+    );
   }
 
   /** An argument only this run dir's etcd, apiservers (and their exec chain), Envoys and skewgates carry. */
   private carriesMarker(argv: readonly string[]): boolean {
     const gateways = `${this.runDir}/gateway-`;
-    return argv.some((a) => a.startsWith(`--cert-dir=${this.runDir}/`)
-      || a === `--data-dir=${join(this.dir, 'etcd-data')}`
-      || (a.startsWith(gateways) && (a.endsWith('/envoy.yaml') || a.endsWith('/skewgate.yaml'))));
+    return argv.some(
+      (a) =>
+        a.startsWith(`--cert-dir=${this.runDir}/`) ||
+        a === `--data-dir=${join(this.dir, 'etcd-data')}` ||
+        (a.startsWith(gateways) && (a.endsWith('/envoy.yaml') || a.endsWith('/skewgate.yaml'))),
+    );
   }
 
   /** skewgate's discovery role and jane's Role, as the cluster admin (rbac.ts). */
@@ -439,7 +526,13 @@ export class Lab {
     return this.send('GET', url, token, undefined, timeoutMs);
   }
 
-  private async send(method: string, url: string, token: string | undefined, body: string | undefined, timeoutMs = 5000): Promise<{ status: number; body: string }> {
+  private async send(
+    method: string,
+    url: string,
+    token: string | undefined,
+    body: string | undefined,
+    timeoutMs = 5000,
+  ): Promise<{ status: number; body: string }> {
     const res = await request(url, {
       method: method as 'GET',
       dispatcher: this.agent,
@@ -460,7 +553,17 @@ function healthyIn(clustersText: string, cluster: string): boolean {
 }
 
 function sameSpec(a: ApiServerSpec, b: ApiServerSpec): boolean {
-  const key = (s: ApiServerSpec): string => JSON.stringify([s.name, s.version, s.ip, s.port, s.runtimeConfig ?? null, Boolean(s.peerProxy), s.tracingConfigFile ?? null, s.extraArgs ?? []]);
+  const key = (s: ApiServerSpec): string =>
+    JSON.stringify([
+      s.name,
+      s.version,
+      s.ip,
+      s.port,
+      s.runtimeConfig ?? null,
+      Boolean(s.peerProxy),
+      s.tracingConfigFile ?? null,
+      s.extraArgs ?? [],
+    ]);
   return key(a) === key(b);
 }
 

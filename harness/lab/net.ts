@@ -7,7 +7,10 @@ export function canConnect(listen: string): Promise<boolean> {
   return new Promise((res) => {
     const m = /^(.*):(\d+)$/.exec(listen);
     const sock = listen.startsWith('unix:') ? connect(listen.slice(5)) : connect(Number(m?.[2]), m?.[1] ?? '127.0.0.1');
-    sock.once('connect', () => { sock.destroy(); res(true); });
+    sock.once('connect', () => {
+      sock.destroy();
+      res(true);
+    });
     sock.once('error', () => res(false));
   });
 }

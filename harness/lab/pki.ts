@@ -84,9 +84,13 @@ export const LAB_MAX_LOOPBACK = 16;
 
 /** Every loopback address a lab apiserver may use, and the names in-cluster clients would use. */
 export const LAB_SANS: readonly string[] = Object.freeze([
-  'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc',
+  'DNS:localhost',
+  'DNS:kubernetes',
+  'DNS:kubernetes.default',
+  'DNS:kubernetes.default.svc',
   'DNS:kubernetes.default.svc.cluster.local',
-  ...Array.from({ length: LAB_MAX_LOOPBACK }, (_, i) => `IP:127.0.0.${i + 1}`), `IP:${KUBERNETES_SERVICE_IP}`,
+  ...Array.from({ length: LAB_MAX_LOOPBACK }, (_, i) => `IP:127.0.0.${i + 1}`),
+  `IP:${KUBERNETES_SERVICE_IP}`,
 ]);
 
 export interface LabPkiOptions {
@@ -109,29 +113,71 @@ export function labPkiFiles(dir: string): LabPkiFiles {
   const f = (name: string): string => join(dir, name);
   return {
     dir,
-    caFile: f('ca.crt'), caKeyFile: f('ca.key'),
-    serverCertFile: f('apiserver.crt'), serverKeyFile: f('apiserver.key'),
+    caFile: f('ca.crt'),
+    caKeyFile: f('ca.key'),
+    serverCertFile: f('apiserver.crt'),
+    serverKeyFile: f('apiserver.key'),
     frontProxyCaFile: f('front-proxy-ca.crt'),
-    frontProxyClientCertFile: f('front-proxy-client.crt'), frontProxyClientKeyFile: f('front-proxy-client.key'),
-    saKeyFile: f('sa.key'), saPubFile: f('sa.pub'),
-    adminCertFile: f('admin.crt'), adminKeyFile: f('admin.key'),
-    janeCertFile: f('jane.crt'), janeKeyFile: f('jane.key'),
-    bobCertFile: f('bob.crt'), bobKeyFile: f('bob.key'),
-    trickyCertFile: f('tricky.crt'), trickyKeyFile: f('tricky.key'),
-    serverOnlyCertFile: f('server-only.crt'), serverOnlyKeyFile: f('server-only.key'),
-    foreignCaFile: f('foreign-ca.crt'), foreignCertFile: f('foreign.crt'), foreignKeyFile: f('foreign.key'),
-    gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'),
+    frontProxyClientCertFile: f('front-proxy-client.crt'),
+    frontProxyClientKeyFile: f('front-proxy-client.key'),
+    saKeyFile: f('sa.key'),
+    saPubFile: f('sa.pub'),
+    adminCertFile: f('admin.crt'),
+    adminKeyFile: f('admin.key'),
+    janeCertFile: f('jane.crt'),
+    janeKeyFile: f('jane.key'),
+    bobCertFile: f('bob.crt'),
+    bobKeyFile: f('bob.key'),
+    trickyCertFile: f('tricky.crt'),
+    trickyKeyFile: f('tricky.key'),
+    serverOnlyCertFile: f('server-only.crt'),
+    serverOnlyKeyFile: f('server-only.key'),
+    foreignCaFile: f('foreign-ca.crt'),
+    foreignCertFile: f('foreign.crt'),
+    foreignKeyFile: f('foreign.key'),
+    gatewayCertFile: f('gateway.crt'),
+    gatewayKeyFile: f('gateway.key'),
     tokenAuthFile: f('tokens.csv'),
-    adminTokenFile: f('admin.token'), janeTokenFile: f('jane.token'), skewgateTokenFile: f('skewgate.token'),
+    adminTokenFile: f('admin.token'),
+    janeTokenFile: f('jane.token'),
+    skewgateTokenFile: f('skewgate.token'),
   };
 }
 
 /** Every file of a complete set; the marker last (generate() moves them in this order). */
-export const LAB_PKI_FILES: readonly string[] = Object.freeze(['ca.crt', 'ca.key', 'apiserver.crt', 'apiserver.key', 'front-proxy-ca.crt', 'front-proxy-ca.key',
-  'front-proxy-client.crt', 'front-proxy-client.key', 'sa.key', 'sa.pub', 'admin.crt', 'admin.key',
-  'jane.crt', 'jane.key', 'bob.crt', 'bob.key', 'tricky.crt', 'tricky.key', 'server-only.crt', 'server-only.key',
-  'foreign-ca.crt', 'foreign-ca.key', 'foreign.crt', 'foreign.key',
-  'gateway.crt', 'gateway.key', 'tokens.csv', 'admin.token', 'jane.token', 'skewgate.token', MARKER]);
+export const LAB_PKI_FILES: readonly string[] = Object.freeze([
+  'ca.crt',
+  'ca.key',
+  'apiserver.crt',
+  'apiserver.key',
+  'front-proxy-ca.crt',
+  'front-proxy-ca.key',
+  'front-proxy-client.crt',
+  'front-proxy-client.key',
+  'sa.key',
+  'sa.pub',
+  'admin.crt',
+  'admin.key',
+  'jane.crt',
+  'jane.key',
+  'bob.crt',
+  'bob.key',
+  'tricky.crt',
+  'tricky.key',
+  'server-only.crt',
+  'server-only.key',
+  'foreign-ca.crt',
+  'foreign-ca.key',
+  'foreign.crt',
+  'foreign.key',
+  'gateway.crt',
+  'gateway.key',
+  'tokens.csv',
+  'admin.token',
+  'jane.token',
+  'skewgate.token',
+  MARKER,
+]);
 
 export interface StaticToken {
   readonly token: string;
@@ -152,7 +198,8 @@ export function labStaticTokens(t: { admin: string; jane: string; skewgate: stri
 /** --token-auth-file lines: token,user,uid,"group1,group2". Pure. */
 export function tokenAuthCsv(tokens: readonly StaticToken[]): string {
   for (const t of tokens) {
-    for (const v of [t.token, t.user, t.uid, ...t.groups]) if (/[",\n\r]/.test(v)) throw new Error(`token file value ${JSON.stringify(v)} needs CSV quoting`);
+    for (const v of [t.token, t.user, t.uid, ...t.groups])
+      if (/[",\n\r]/.test(v)) throw new Error(`token file value ${JSON.stringify(v)} needs CSV quoting`);
   }
   return tokens.map((t) => `${t.token},${t.user},${t.uid},"${t.groups.join(',')}"\n`).join('');
 }
@@ -167,7 +214,11 @@ export function subjectCertOpensslConfig(): string {
     'oid_section = oids',
     '[oids]',
     `kubernetesUID = ${KUBERNETES_UID_OID}`,
-    '[req]', 'distinguished_name = dn', 'prompt = no', 'utf8 = yes', 'string_mask = utf8only',
+    '[req]',
+    'distinguished_name = dn',
+    'prompt = no',
+    'utf8 = yes',
+    'string_mask = utf8only',
     '[dn]',
     '[ext]',
     'basicConstraints = critical,CA:FALSE',
@@ -188,7 +239,8 @@ export function extraSansTag(extraSans: readonly string[]): string {
 /** Throws unless every entry is openssl's "DNS:name" or "IP:address" form. Pure. */
 export function checkSanEntries(sans: readonly string[]): void {
   for (const san of sans) {
-    if (!/^(DNS:[A-Za-z0-9*]([A-Za-z0-9.-]*[A-Za-z0-9])?|IP:[0-9A-Fa-f.:]+)$/.test(san)) throw new Error(`subjectAltName "${san}": write DNS:name or IP:address`);
+    if (!/^(DNS:[A-Za-z0-9*]([A-Za-z0-9.-]*[A-Za-z0-9])?|IP:[0-9A-Fa-f.:]+)$/.test(san))
+      throw new Error(`subjectAltName "${san}": write DNS:name or IP:address`);
   }
 }
 
@@ -208,13 +260,30 @@ async function generate(tmp: string, extraSans: readonly string[]): Promise<void
   await issueCert({ dir: tmp, name: 'gateway', subject: '/CN=skewgate-gateway', usage: 'server', ca, sans });
   await issueCert({ dir: tmp, name: 'front-proxy-client', subject: `/CN=${FRONT_PROXY_CLIENT_CN}`, usage: 'client', ca: fpCa });
   await issueCert({ dir: tmp, name: 'admin', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca });
-  await issueCert({ dir: tmp, name: 'jane', subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`, usage: 'client', ca });
-  await issueCert({ dir: tmp, name: 'bob', subject: `/O=${BOB_GROUP}/CN=${BOB_USER}/kubernetesUID=${BOB_UID}`, usage: 'client', ca, utf8Config: subjectCertOpensslConfig() });
+  await issueCert({
+    dir: tmp,
+    name: 'jane',
+    subject: `${JANE_GROUPS.map((g) => `/O=${g}`).join('')}/CN=${JANE_USER}`,
+    usage: 'client',
+    ca,
+  });
+  await issueCert({
+    dir: tmp,
+    name: 'bob',
+    subject: `/O=${BOB_GROUP}/CN=${BOB_USER}/kubernetesUID=${BOB_UID}`,
+    usage: 'client',
+    ca,
+    utf8Config: subjectCertOpensslConfig(),
+  });
   await issueCert({ dir: tmp, name: 'tricky', subject: TRICKY_SUBJECT, usage: 'client', ca, utf8Config: subjectCertOpensslConfig() });
   await issueCert({ dir: tmp, name: 'server-only', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'server', ca });
   await issueCert({ dir: tmp, name: 'foreign', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca: foreignCa });
   await generateRsaKeyPair(join(tmp, 'sa.key'), join(tmp, 'sa.pub'));
-  const tokens = { admin: randomBytes(24).toString('hex'), jane: randomBytes(24).toString('hex'), skewgate: randomBytes(24).toString('hex') };
+  const tokens = {
+    admin: randomBytes(24).toString('hex'),
+    jane: randomBytes(24).toString('hex'),
+    skewgate: randomBytes(24).toString('hex'),
+  };
   await writeFile(join(tmp, 'admin.token'), tokens.admin, { mode: 0o600 });
   await writeFile(join(tmp, 'jane.token'), tokens.jane, { mode: 0o600 });
   await writeFile(join(tmp, 'skewgate.token'), tokens.skewgate, { mode: 0o600 });
@@ -233,10 +302,17 @@ export async function createLabPki(dir: string, options: LabPkiOptions = {}): Pr
   checkSanEntries(extraSans);
   const abs = resolve(dir);
   await ensurePkiSet(abs, {
-    files: LAB_PKI_FILES, caFile: 'ca.crt', label: 'createLabPki',
+    files: LAB_PKI_FILES,
+    caFile: 'ca.crt',
+    label: 'createLabPki',
     reusable: (d) => sameLayout(d, extraSans),
     generate: (tmp) => generate(tmp, extraSans),
   });
   const read = async (name: string): Promise<string> => (await readFile(join(abs, name), 'utf8')).trim();
-  return { ...labPkiFiles(abs), adminToken: await read('admin.token'), janeToken: await read('jane.token'), skewgateToken: await read('skewgate.token') };
+  return {
+    ...labPkiFiles(abs),
+    adminToken: await read('admin.token'),
+    janeToken: await read('jane.token'),
+    skewgateToken: await read('skewgate.token'),
+  };
 }

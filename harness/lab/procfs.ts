@@ -65,7 +65,8 @@ export function parseCmdline(raw: string): string[] {
 export function judge(p: ProcIdentity, s: ProcSample): Ownership {
   if (s.stat === null) return { verdict: 'gone', detail: 'no such process' };
   if (s.stat.state === 'Z' || s.stat.state === 'X') return { verdict: 'gone', detail: 'exited (not reaped yet)' };
-  if (p.startTime === '' || s.stat.startTime !== p.startTime) return { verdict: 'gone', detail: `pid ${p.pid} now belongs to another process` };
+  if (p.startTime === '' || s.stat.startTime !== p.startTime)
+    return { verdict: 'gone', detail: `pid ${p.pid} now belongs to another process` };
   if (p.bootId !== undefined && s.bootId !== null && p.bootId !== s.bootId) return { verdict: 'gone', detail: 'started before a reboot' };
   const argv = s.cmdline ?? [];
   if (argv.includes(p.marker)) return { verdict: 'ours', detail: 'running' };
@@ -99,7 +100,10 @@ let cachedBootId: string | null | undefined;
 /** This boot's id (null where /proc does not provide one). */
 export async function readBootId(): Promise<string | null> {
   if (cachedBootId === undefined) {
-    cachedBootId = await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim() || null, () => null);
+    cachedBootId = await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+      (s) => s.trim() || null,
+      () => null,
+    );
   }
   return cachedBootId;
 }

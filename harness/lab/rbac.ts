@@ -77,10 +77,15 @@ export type AdminPost = (url: string, body: string) => Promise<{ status: number;
  */
 export async function ensureLabRbac(baseUrl: string, post: AdminPost): Promise<void> {
   // jane's Role lives in `default`: make sure it is there, whatever the apiserver's own bootstrap has done yet.
-  const ns = await post(`${baseUrl}/api/v1/namespaces`, JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: JANE_NAMESPACE } }));
-  if (ns.status !== 201 && ns.status !== 409) throw new LabError(`creating namespace ${JANE_NAMESPACE} on ${baseUrl}: ${ns.status} ${ns.body.slice(0, 300)}`);
+  const ns = await post(
+    `${baseUrl}/api/v1/namespaces`,
+    JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: JANE_NAMESPACE } }),
+  );
+  if (ns.status !== 201 && ns.status !== 409)
+    throw new LabError(`creating namespace ${JANE_NAMESPACE} on ${baseUrl}: ${ns.status} ${ns.body.slice(0, 300)}`);
   for (const { path, body } of labRbacObjects()) {
     const res = await post(`${baseUrl}${path}`, JSON.stringify(body));
-    if (res.status !== 201 && res.status !== 409) throw new LabError(`creating ${path} on ${baseUrl}: ${res.status} ${res.body.slice(0, 300)}`);
+    if (res.status !== 201 && res.status !== 409)
+      throw new LabError(`creating ${path} on ${baseUrl}: ${res.status} ${res.body.slice(0, 300)}`);
   }
 }

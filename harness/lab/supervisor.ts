@@ -159,11 +159,20 @@ export class Supervisor<R extends ProcRecord> {
     });
     child.unref();
     // Tracked before any await: whatever happens next, stopAll() and killOnExit know this pid.
-    const provisional = { name: o.name, kind: o.kind, pid, startTime: '', marker: o.marker, logFile, startedAt: new Date().toISOString() } as R;
+    const provisional = {
+      name: o.name,
+      kind: o.kind,
+      pid,
+      startTime: '',
+      marker: o.marker,
+      logFile,
+      startedAt: new Date().toISOString(),
+    } as R;
     this.started.set(pid, provisional);
     const [stat, bootId] = await Promise.all([readStat(pid), readBootId()]);
     const rec = {
-      ...provisional, startTime: stat?.startTime ?? '',
+      ...provisional,
+      startTime: stat?.startTime ?? '',
       ...(bootId === null ? {} : { bootId }),
       ...definedFields(o.extra),
     } as R;
@@ -226,11 +235,24 @@ export class Supervisor<R extends ProcRecord> {
     }
     const strays = await findProcesses(this.o.carriesMarker);
     if (strays.length > 0) {
-      this.o.log(`stopping ${strays.length} process(es) of ${this.o.cwd} without a record: ${strays.map((p) => `pid ${p.pid} ${p.cmdline[0] ?? ''}`).join(', ')}`);
+      this.o.log(
+        `stopping ${strays.length} process(es) of ${this.o.cwd} without a record: ${strays.map((p) => `pid ${p.pid} ${p.cmdline[0] ?? ''}`).join(', ')}`,
+      );
       const bootId = await readBootId();
-      await Promise.all(strays.map((p) => this.terminate(`pid ${p.pid}`, {
-        pid: p.pid, startTime: p.startTime, marker: p.cmdline.find((a) => this.o.carriesMarker([a])) ?? '', ...(bootId === null ? {} : { bootId }),
-      }, strayGraceMs)));
+      await Promise.all(
+        strays.map((p) =>
+          this.terminate(
+            `pid ${p.pid}`,
+            {
+              pid: p.pid,
+              startTime: p.startTime,
+              marker: p.cmdline.find((a) => this.o.carriesMarker([a])) ?? '',
+              ...(bootId === null ? {} : { bootId }),
+            },
+            strayGraceMs,
+          ),
+        ),
+      );
     }
     const left: string[] = [];
     for (const p of all.values()) if ((await ownership(p)).verdict === 'ours') left.push(`${p.name} (pid ${p.pid})`);

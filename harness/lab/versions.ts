@@ -21,7 +21,9 @@ export const LAB_BIN_DIR_ENV = 'SKEWGATE_LAB_BIN_DIR';
 export class LabBinaryMissingError extends Error {
   readonly code = 'SKEWGATE_ERR_LAB_BINARY';
   constructor(readonly path: string) {
-    super(`lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kubectl and etcd from the Go module proxy into ${LAB_BIN_RELATIVE}), or set ${LAB_BIN_DIR_ENV}`);
+    super(
+      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kubectl and etcd from the Go module proxy into ${LAB_BIN_RELATIVE}), or set ${LAB_BIN_DIR_ENV}`,
+    );
     this.name = 'LabBinaryMissingError';
   }
 }
@@ -44,7 +46,8 @@ export function labVersions(): LabVersions {
   const env = parseEnvFile(readFileSync(file, 'utf8'));
   const get = (key: string): string => {
     const v = env.get(key);
-    if (v === undefined || !/^\d+\.\d+\.\d+$/.test(v)) throw new Error(`${file}: ${key} must be a version like 1.36.3 (got ${v ?? 'nothing'})`);
+    if (v === undefined || !/^\d+\.\d+\.\d+$/.test(v))
+      throw new Error(`${file}: ${key} must be a version like 1.36.3 (got ${v ?? 'nothing'})`);
     return v;
   };
   return { kubeOld: get('KUBE_OLD'), kubeNew: get('KUBE_NEW'), etcd: get('ETCD_VERSION') };

@@ -4,7 +4,13 @@
 // headers as Envoy would hand them to skewgate.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { CLIENT_CERT_HEADER, EXIT_BAD_CONFIG, EXIT_OK, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
+import {
+  CLIENT_CERT_HEADER,
+  EXIT_BAD_CONFIG,
+  EXIT_OK,
+  SANITIZED_REQUEST_HEADER_PREFIXES,
+  SANITIZED_REQUEST_HEADERS,
+} from '../constants.js';
 import { gvrKey } from '../discovery/types.js';
 import { ClientCaError, loadClientTrust } from '../identity/client-ca.js';
 import { ClientIdentityVerifier, parsePemCertificates, stateClientIdentity } from '../identity/client-identity.js';
@@ -28,7 +34,8 @@ export class ExplainUsageError extends Error {
   readonly code = 'SKEWGATE_ERR_EXPLAIN_USAGE';
 }
 
-const sanitized = (name: string): boolean => SANITIZED_REQUEST_HEADERS.includes(name) || SANITIZED_REQUEST_HEADER_PREFIXES.some((p) => name.startsWith(p));
+const sanitized = (name: string): boolean =>
+  SANITIZED_REQUEST_HEADERS.includes(name) || SANITIZED_REQUEST_HEADER_PREFIXES.some((p) => name.startsWith(p));
 
 /** The request headers as skewgate sees them: names lower case, what Envoy strips gone (listed). */
 export function requestHeaders(lines: readonly string[]): { headers: Map<string, string>; stripped: string[] } {
@@ -37,7 +44,8 @@ export function requestHeaders(lines: readonly string[]): { headers: Map<string,
   for (const line of lines) {
     const colon = line.indexOf(':');
     const name = colon < 0 ? '' : line.slice(0, colon).trim().toLowerCase();
-    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) throw new ExplainUsageError(`-H ${JSON.stringify(line)}: not a header line ("Name: value")`);
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name))
+      throw new ExplainUsageError(`-H ${JSON.stringify(line)}: not a header line ("Name: value")`);
     const value = line.slice(colon + 1).trim();
     if (sanitized(name)) {
       stripped.push(name);
@@ -65,7 +73,10 @@ async function clientCertHeader(file: string): Promise<string> {
   }
   const leaf = certs[0];
   if (leaf === undefined) throw new ExplainUsageError(`--client-cert ${file}: no PEM certificate in it`);
-  return formatXfcc(certs.map((c) => c.toString()), createHash('sha256').update(leaf.raw).digest('hex'));
+  return formatXfcc(
+    certs.map((c) => c.toString()),
+    createHash('sha256').update(leaf.raw).digest('hex'),
+  );
 }
 
 export async function runExplain(o: ExplainOptions): Promise<number> {
@@ -92,14 +103,25 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
       return EXIT_BAD_CONFIG;
     }
     const clientIdentity: ClientIdentityOf = (xfcc, t) => verifier?.state(xfcc, t) ?? stateClientIdentity(xfcc, null, t);
-    const { info, decision, identity } = routeRequest(method, o.path, headers, snapshot, { now, staleAfterMs: config.discovery.staleAfter, rng: Math.random, clientIdentity });
+    const { info, decision, identity } = routeRequest(method, o.path, headers, snapshot, {
+      now,
+      staleAfterMs: config.discovery.staleAfter,
+      rng: Math.random,
+      clientIdentity,
+    });
     const byServer = info.kind === 'resource' ? snapshot.resources.get(gvrKey(info.group, info.version, info.resource)) : undefined;
     const servers = snapshot.servers.map((s) => {
       const cap = byServer?.get(s.name);
-      const listing = info.kind !== 'resource' ? '-'
-        : cap === undefined ? 'resource not listed'
-        : info.subresource === '' ? [...cap.verbs].join(',')
-        : cap.subresources.has(info.subresource) ? `${info.subresource}: ${[...(cap.subresources.get(info.subresource) ?? [])].join(',')}` : `subresource ${info.subresource} not listed`;
+      const listing =
+        info.kind !== 'resource'
+          ? '-'
+          : cap === undefined
+            ? 'resource not listed'
+            : info.subresource === ''
+              ? [...cap.verbs].join(',')
+              : cap.subresources.has(info.subresource)
+                ? `${info.subresource}: ${[...(cap.subresources.get(info.subresource) ?? [])].join(',')}`
+                : `subresource ${info.subresource} not listed`;
       return {
         name: s.name,
         healthy: isHealthy(s),
@@ -111,31 +133,77 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
         error: s.lastError,
       };
     });
-    const identityView = identity.kind === 'stated' ? { kind: identity.kind, user: identity.identity.user, uid: identity.identity.uid, groups: identity.identity.groups } : identity;
+    const identityView =
+      identity.kind === 'stated'
+        ? { kind: identity.kind, user: identity.identity.user, uid: identity.identity.uid, groups: identity.identity.groups }
+        : identity;
     // The merged document's body is large and binary-safe only as text: its ETag and servers say which it is.
-    const decisionView = decision.outcome === 'discovery'
-      ? { outcome: decision.outcome, reason: decision.reason, candidates: decision.candidates, etag: decision.document.quotedEtag, groups: decision.document.groups }
-      : decision;
+    const decisionView =
+      decision.outcome === 'discovery'
+        ? {
+            outcome: decision.outcome,
+            reason: decision.reason,
+            candidates: decision.candidates,
+            etag: decision.document.quotedEtag,
+            groups: decision.document.groups,
+          }
+        : decision;
     if (o.json) {
-      process.stdout.write(JSON.stringify({ request: { method, path: o.path, headers: Object.fromEntries(headers), stripped }, classification: info, identity: identityView, servers, decision: decisionView }, null, 2) + '\n');
+      process.stdout.write(
+        JSON.stringify(
+          {
+            request: { method, path: o.path, headers: Object.fromEntries(headers), stripped },
+            classification: info,
+            identity: identityView,
+            servers,
+            decision: decisionView,
+          },
+          null,
+          2,
+        ) + '\n',
+      );
       return EXIT_OK;
     }
-    const fields = info.kind === 'resource'
-      ? `group=${info.group || '(core)'} version=${info.version} resource=${info.resource} subresource=${info.subresource || '-'} name=${info.name || '-'} namespace=${info.namespace || '-'} verb=${info.verb || '-'}`
-      : info.kind === 'invalid' ? `problem: ${info.problem}` : `verb=${info.verb}`;
-    const who = identity.kind === 'stated' ? `stated  user=${identity.identity.user} groups=${identity.identity.groups.join(',') || '-'}${identity.identity.uid === null ? '' : ` uid=${identity.identity.uid}`}`
-      : identity.kind === 'unstated' ? `unstated  ${identity.problem}` : 'none (no client certificate)';
+    const fields =
+      info.kind === 'resource'
+        ? `group=${info.group || '(core)'} version=${info.version} resource=${info.resource} subresource=${info.subresource || '-'} name=${info.name || '-'} namespace=${info.namespace || '-'} verb=${info.verb || '-'}`
+        : info.kind === 'invalid'
+          ? `problem: ${info.problem}`
+          : `verb=${info.verb}`;
+    const who =
+      identity.kind === 'stated'
+        ? `stated  user=${identity.identity.user} groups=${identity.identity.groups.join(',') || '-'}${identity.identity.uid === null ? '' : ` uid=${identity.identity.uid}`}`
+        : identity.kind === 'unstated'
+          ? `unstated  ${identity.problem}`
+          : 'none (no client certificate)';
     process.stdout.write(`request:        ${method} ${o.path}\nclassification: ${info.kind}  ${fields}\nidentity:       ${who}\n`);
-    if (stripped.length > 0) process.stdout.write(`stripped:       ${stripped.join(', ')} (Envoy removes these before skewgate sees the request)\n`);
+    if (stripped.length > 0)
+      process.stdout.write(`stripped:       ${stripped.join(', ')} (Envoy removes these before skewgate sees the request)\n`);
     process.stdout.write('\n');
-    process.stdout.write(formatTable([
-      ['APISERVER', 'HEALTHY', 'VIEW', 'AGE', 'LISTS', 'ERROR'],
-      ...servers.map((s) => [s.name, s.healthy ? 'yes' : `no (ready=${String(s.ready)})`, s.source === null ? 'none' : `${s.source}${s.fresh ? '' : ' (not fresh)'}`, s.viewAgeMs === null ? '-' : `${s.viewAgeMs}ms`, s.listing, s.error ?? '']),
-    ]));
-    const extra = decision.outcome === 'routed' ? `  upstream=${decision.upstream}`
-      : decision.outcome === 'rejected' ? `  problem=${decision.problem}`
-      : decision.outcome === 'discovery' ? `  etag=${decision.document.quotedEtag} groups=${decision.document.groups}` : '';
-    process.stdout.write(`\ncandidates:     ${decision.candidates.join(', ') || '(none)'}\ndecision:       ${decision.outcome}  reason=${decision.reason}${extra}\n`);
+    process.stdout.write(
+      formatTable([
+        ['APISERVER', 'HEALTHY', 'VIEW', 'AGE', 'LISTS', 'ERROR'],
+        ...servers.map((s) => [
+          s.name,
+          s.healthy ? 'yes' : `no (ready=${String(s.ready)})`,
+          s.source === null ? 'none' : `${s.source}${s.fresh ? '' : ' (not fresh)'}`,
+          s.viewAgeMs === null ? '-' : `${s.viewAgeMs}ms`,
+          s.listing,
+          s.error ?? '',
+        ]),
+      ]),
+    );
+    const extra =
+      decision.outcome === 'routed'
+        ? `  upstream=${decision.upstream}`
+        : decision.outcome === 'rejected'
+          ? `  problem=${decision.problem}`
+          : decision.outcome === 'discovery'
+            ? `  etag=${decision.document.quotedEtag} groups=${decision.document.groups}`
+            : '';
+    process.stdout.write(
+      `\ncandidates:     ${decision.candidates.join(', ') || '(none)'}\ndecision:       ${decision.outcome}  reason=${decision.reason}${extra}\n`,
+    );
     return EXIT_OK;
   });
 }

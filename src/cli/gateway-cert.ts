@@ -32,11 +32,15 @@ export function sanEntry(raw: string): string | null {
 export async function runGatewayCert(o: GatewayCertOptions): Promise<number> {
   const problems: string[] = [];
   const sans = o.sans.map((s) => [s, sanEntry(s)] as const);
-  for (const [raw, entry] of sans) if (entry === null) problems.push(`--san ${JSON.stringify(raw)}: not a DNS name or IP address (DNS:name, IP:addr)`);
+  for (const [raw, entry] of sans)
+    if (entry === null) problems.push(`--san ${JSON.stringify(raw)}: not a DNS name or IP address (DNS:name, IP:addr)`);
   if (o.sans.length === 0) problems.push('--san: name at least one DNS name or IP address clients connect to');
   if (!Number.isInteger(o.days) || o.days < 1) problems.push(`--days ${o.days}: a whole number of days, at least 1`);
   if (!/^[a-z0-9][a-z0-9._-]*$/i.test(o.name)) problems.push(`--name ${JSON.stringify(o.name)}: a file name without a folder`);
-  for (const [flag, file] of [['--ca-cert', o.caCert], ['--ca-key', o.caKey]] as const) {
+  for (const [flag, file] of [
+    ['--ca-cert', o.caCert],
+    ['--ca-key', o.caKey],
+  ] as const) {
     await access(file).catch(() => problems.push(`${flag} ${file}: cannot read`));
   }
   if (problems.length === 0) {
@@ -48,13 +52,23 @@ export async function runGatewayCert(o: GatewayCertOptions): Promise<number> {
     }
   }
   if (problems.length > 0) {
-    process.stderr.write(`skewgate gateway-cert: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
+    process.stderr.write(
+      `skewgate gateway-cert: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    );
     return EXIT_BAD_CONFIG;
   }
   const dir = resolve(o.out);
   await mkdir(dir, { recursive: true });
   const entries = sans.map(([, e]) => e as string);
-  const files = await issueCert({ dir, name: o.name, subject: '/CN=skewgate-gateway', usage: 'server', ca: { certFile: o.caCert, keyFile: o.caKey }, sans: entries, days: o.days });
+  const files = await issueCert({
+    dir,
+    name: o.name,
+    subject: '/CN=skewgate-gateway',
+    usage: 'server',
+    ca: { certFile: o.caCert, keyFile: o.caKey },
+    sans: entries,
+    days: o.days,
+  });
   const cert = new X509Certificate(await readFile(files.certFile));
   process.stdout.write(
     `wrote ${files.certFile} and ${files.keyFile}\n` +

@@ -12,7 +12,14 @@ export function healthTarget(listen: string): string {
   if (listen.startsWith('unix:')) return listen;
   const m = /^\[?(.*?)\]?:(\d+)$/.exec(listen);
   if (!m) return listen;
-  const host = m[1] === '0.0.0.0' || m[1] === '' ? '127.0.0.1' : m[1] === '::' ? '[::1]' : (m[1] as string).includes(':') ? `[${m[1]}]` : (m[1] as string);
+  const host =
+    m[1] === '0.0.0.0' || m[1] === ''
+      ? '127.0.0.1'
+      : m[1] === '::'
+        ? '[::1]'
+        : (m[1] as string).includes(':')
+          ? `[${m[1]}]`
+          : (m[1] as string);
   return `${host}:${m[2]}`;
 }
 
@@ -43,8 +50,14 @@ export async function runHealth(configFile: string, timeoutMs: number, opts: { r
   const client = new HealthClient(target, grpc.credentials.createInsecure());
   try {
     const status = await new Promise<string>((resolve, reject) => {
-      const check = client['Check'] as (r: { service: string }, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { status?: string }) => void) => void;
-      check.call(client, { service: EXTPROC_SERVICE_NAME }, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res?.status ?? 'UNKNOWN')));
+      const check = client['Check'] as (
+        r: { service: string },
+        o: grpc.CallOptions,
+        cb: (e: grpc.ServiceError | null, r?: { status?: string }) => void,
+      ) => void;
+      check.call(client, { service: EXTPROC_SERVICE_NAME }, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res?.status ?? 'UNKNOWN'),
+      );
     });
     if (status === 'SERVING') {
       process.stdout.write(`skewgate ext_proc at ${target}: SERVING\n`);

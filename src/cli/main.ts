@@ -19,26 +19,40 @@ program
   .command('serve')
   .description('run the ext_proc service: discovery in the background, a routing decision per request')
   .requiredOption(...configOption)
-  .action(async (o: { config: string }) => { process.exitCode = await (await import('./serve.js')).runServe(o.config); });
+  .action(async (o: { config: string }) => {
+    process.exitCode = await (await import('./serve.js')).runServe(o.config);
+  });
 
 program
   .command('envoy-config')
   .description('print the Envoy bootstrap (YAML) for this config on stdout')
   .requiredOption(...configOption)
   .option('--relative-to <dir>', 'write file paths relative to this folder (for a committed bootstrap)')
-  .action(async (o: { config: string; relativeTo?: string }) => { process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo); });
+  .action(async (o: { config: string; relativeTo?: string }) => {
+    process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo);
+  });
 
 program
   .command('explain')
   .description('the decision the gateway makes for METHOD PATH (with -H headers and a client certificate), and why, from live discovery')
   .requiredOption(...configOption)
   .option('--json', 'print JSON')
-  .option('-H, --header <line>', 'a request header, "Name: value", as the client sends it (e.g. kubectl\'s Accept); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
-  .option('--client-cert <file>', 'the client certificate the request presents (PEM, intermediates after it): judged as the gateway judges it')
+  .option(
+    '-H, --header <line>',
+    'a request header, "Name: value", as the client sends it (e.g. kubectl\'s Accept); repeat',
+    (v: string, acc: string[]) => [...acc, v],
+    [] as string[],
+  )
+  .option(
+    '--client-cert <file>',
+    'the client certificate the request presents (PEM, intermediates after it): judged as the gateway judges it',
+  )
   .argument('<method>', 'HTTP method, e.g. GET')
   .argument('<path>', 'request path with query, e.g. /apis/apps/v1/namespaces/default/deployments')
   .action(async (method: string, path: string, o: { config: string; json?: boolean; header: string[]; clientCert?: string }) => {
-    process.exitCode = await (await import('./explain.js')).runExplain({ configFile: o.config, method, path, json: Boolean(o.json), headers: o.header, clientCert: o.clientCert });
+    process.exitCode = await (
+      await import('./explain.js')
+    ).runExplain({ configFile: o.config, method, path, json: Boolean(o.json), headers: o.header, clientCert: o.clientCert });
   });
 
 program
@@ -46,34 +60,46 @@ program
   .description('list every resource that not all apiservers serve: who serves it, who does not')
   .requiredOption(...configOption)
   .option('--json', 'print JSON')
-  .action(async (o: { config: string; json?: boolean }) => { process.exitCode = await (await import('./skew.js')).runSkew(o.config, Boolean(o.json)); });
+  .action(async (o: { config: string; json?: boolean }) => {
+    process.exitCode = await (await import('./skew.js')).runSkew(o.config, Boolean(o.json));
+  });
 
 program
   .command('validate')
   .description('check the config, then reachability, TLS and credentials of every apiserver')
   .requiredOption(...configOption)
-  .action(async (o: { config: string }) => { process.exitCode = await (await import('./validate.js')).runValidate(o.config); });
-
+  .action(async (o: { config: string }) => {
+    process.exitCode = await (await import('./validate.js')).runValidate(o.config);
+  });
 
 program
   .command('health')
   .description('ask a running skewgate for its gRPC health (grpc.health.v1, as Envoy does); exit 0 when serving')
   .requiredOption(...configOption)
   .option('--timeout <ms>', 'give up after this many milliseconds', '2000')
-  .option('--envoy', 'also require Envoy\'s GET /ready on its admin address (envoy.admin) to answer 200')
-  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => { process.exitCode = await (await import('./health.js')).runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) }); });
+  .option('--envoy', "also require Envoy's GET /ready on its admin address (envoy.admin) to answer 200")
+  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => {
+    process.exitCode = await (await import('./health.js')).runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) });
+  });
 
 program
   .command('gateway-cert')
-  .description('issue the gateway\'s serving certificate (envoy.tls) from a CA the clients trust, with the names they connect to')
+  .description("issue the gateway's serving certificate (envoy.tls) from a CA the clients trust, with the names they connect to")
   .requiredOption('--ca-cert <file>', 'CA certificate, e.g. /etc/kubernetes/pki/ca.crt')
   .requiredOption('--ca-key <file>', 'its private key')
-  .option('--san <name>', 'a DNS name or IP address clients use (DNS:name, IP:addr, or bare); repeat', (v: string, acc: string[]) => [...acc, v], [] as string[])
+  .option(
+    '--san <name>',
+    'a DNS name or IP address clients use (DNS:name, IP:addr, or bare); repeat',
+    (v: string, acc: string[]) => [...acc, v],
+    [] as string[],
+  )
   .option('--out <dir>', 'folder for <name>.crt and <name>.key', '.')
   .option('--name <name>', 'file name stem', 'gateway')
   .option('--days <days>', 'validity in days', '365')
   .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string }) => {
-    process.exitCode = await (await import('./gateway-cert.js')).runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
+    process.exitCode = await (
+      await import('./gateway-cert.js')
+    ).runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
   });
 
 try {

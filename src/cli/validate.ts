@@ -13,7 +13,11 @@ export async function runValidate(configFile: string): Promise<number> {
     const problems: string[] = [];
     const readable = (what: string, file: string | undefined): void => {
       if (file === undefined) return;
-      try { accessSync(file, fsc.R_OK); } catch { problems.push(`${what}: cannot read ${file}`); }
+      try {
+        accessSync(file, fsc.R_OK);
+      } catch {
+        problems.push(`${what}: cannot read ${file}`);
+      }
     };
     readable('envoy.tls.certFile', config.envoy.tls.certFile);
     readable('envoy.tls.keyFile', config.envoy.tls.keyFile);
@@ -24,12 +28,20 @@ export async function runValidate(configFile: string): Promise<number> {
       const ok = s.view !== null && s.consecutiveFailures === 0;
       if (!ok) problems.push(`${s.name} (${s.url}): ${s.lastError ?? 'no discovery'}`);
       if (s.ready !== true) problems.push(`${s.name} (${s.url}): /readyz is not ok`);
-      return [s.name, s.url, ok ? 'ok' : 'FAILED', s.view ? `${s.view.source}, ${s.view.resources.size} resources` : '-', s.ready === true ? 'ready' : 'NOT READY'];
+      return [
+        s.name,
+        s.url,
+        ok ? 'ok' : 'FAILED',
+        s.view ? `${s.view.source}, ${s.view.resources.size} resources` : '-',
+        s.ready === true ? 'ready' : 'NOT READY',
+      ];
     });
     process.stdout.write(`config ${config.source}: ok (${config.apiservers.length} apiservers)\n\n`);
     process.stdout.write(formatTable([['APISERVER', 'URL', 'DISCOVERY', 'VIEW', 'READYZ'], ...rows]));
     if (problems.length > 0) {
-      process.stdout.write(`\n${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
+      process.stdout.write(
+        `\n${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      );
       return EXIT_PROBLEMS;
     }
     process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted\n');

@@ -49,7 +49,10 @@ export interface GroupDiscovery {
 /** A document that Go's decoder would reject (a field of the wrong JSON type). */
 export class AggregatedDecodeError extends Error {
   readonly code = 'SKEWGATE_ERR_AGGREGATED_DECODE';
-  constructor(readonly field: string, problem: string) {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
     super(`cannot decode aggregated discovery at ${field || 'the top level'}: ${problem}`);
     this.name = 'AggregatedDecodeError';
   }
@@ -193,14 +196,26 @@ function sameList<T>(a: readonly T[] | null, b: readonly T[] | null, same: (x: T
 }
 
 function sameSubresource(a: SubresourceDiscovery, b: SubresourceDiscovery): boolean {
-  return a.subresource === b.subresource && sameGvk(a.responseKind, b.responseKind)
-    && sameList(a.acceptedTypes, b.acceptedTypes, (x, y) => sameGvk(x, y)) && sameStrings(a.verbs, b.verbs);
+  return (
+    a.subresource === b.subresource &&
+    sameGvk(a.responseKind, b.responseKind) &&
+    sameList(a.acceptedTypes, b.acceptedTypes, (x, y) => sameGvk(x, y)) &&
+    sameStrings(a.verbs, b.verbs)
+  );
 }
 
 export function sameResource(a: ResourceDiscovery, b: ResourceDiscovery): boolean {
-  return a === b || (a.resource === b.resource && sameGvk(a.responseKind, b.responseKind) && a.scope === b.scope
-    && a.singularResource === b.singularResource && sameStrings(a.verbs, b.verbs) && sameStrings(a.shortNames, b.shortNames)
-    && sameStrings(a.categories, b.categories) && sameList(a.subresources, b.subresources, sameSubresource));
+  return (
+    a === b ||
+    (a.resource === b.resource &&
+      sameGvk(a.responseKind, b.responseKind) &&
+      a.scope === b.scope &&
+      a.singularResource === b.singularResource &&
+      sameStrings(a.verbs, b.verbs) &&
+      sameStrings(a.shortNames, b.shortNames) &&
+      sameStrings(a.categories, b.categories) &&
+      sameList(a.subresources, b.subresources, sameSubresource))
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -249,7 +264,13 @@ function writeGroup(g: GroupDiscovery): string {
   return `${out}}`;
 }
 
-const GO_ESCAPES: Readonly<Record<string, string>> = { '<': '\\u003c', '>': '\\u003e', '&': '\\u0026', '\u2028': '\\u2028', '\u2029': '\\u2029' };
+const GO_ESCAPES: Readonly<Record<string, string>> = {
+  '<': '\\u003c',
+  '>': '\\u003e',
+  '&': '\\u0026',
+  '\u2028': '\\u2028',
+  '\u2029': '\\u2029',
+};
 
 /**
  * JSON.stringify already escapes as Go does (", \, \b \f \n \r \t, other controls as \u00xx);

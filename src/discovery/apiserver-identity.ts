@@ -36,6 +36,8 @@ function lengthPrefixed(s: string): Buffer {
  * length-prefixed hostname and the length-prefixed string "kube-apiserver".
  */
 export function apiserverIdentity(hostname: string): string {
-  const hash = createHash('sha256').update(Buffer.concat([lengthPrefixed(hostname), lengthPrefixed('kube-apiserver')])).digest();
+  const hash = createHash('sha256')
+    .update(Buffer.concat([lengthPrefixed(hostname), lengthPrefixed('kube-apiserver')]))
+    .digest();
   return `apiserver-${base32NoPadding(hash.subarray(0, 16)).toLowerCase()}`;
 }

@@ -117,7 +117,10 @@ class DeadlineSignal {
   private timer: NodeJS.Timeout | null;
   private readonly onAbort: () => void;
 
-  constructor(private readonly parent: AbortSignal, timeoutMs: number) {
+  constructor(
+    private readonly parent: AbortSignal,
+    timeoutMs: number,
+  ) {
     this.onAbort = () => this.controller.abort(parent.reason);
     if (parent.aborted) this.controller.abort(parent.reason);
     else parent.addEventListener('abort', this.onAbort, { once: true });
@@ -170,7 +173,9 @@ function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: 
   if (deadline.timedOut) return new DiscoveryFetchError(`GET ${url}: timed out after ${timeoutMs}ms`, url, { timeout: true });
   const { message, code } = rootCause(err);
   const tls = code !== undefined && TLS_CODE.test(code);
-  return new DiscoveryFetchError(`GET ${url}: ${tls ? 'TLS verification failed: ' : ''}${message}${code ? ` (${code})` : ''}`, url, { tls });
+  return new DiscoveryFetchError(`GET ${url}: ${tls ? 'TLS verification failed: ' : ''}${message}${code ? ` (${code})` : ''}`, url, {
+    tls,
+  });
 }
 
 async function send(target: ServerTarget, path: string, opts: GetOptions, deadline: DeadlineSignal): Promise<FetchResponseLike> {
@@ -201,7 +206,9 @@ export async function getText(target: ServerTarget, path: string, opts: GetOptio
     if (res.status === 304 && opts.ifNoneMatch) return { status: 304, contentType: null, etag: res.headers.get('etag'), text: '' };
     if (res.status < 200 || res.status > 299) {
       const hint = bodyHint(text);
-      throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, { status: res.status });
+      throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, {
+        status: res.status,
+      });
     }
     return { status: res.status, contentType: res.headers.get('content-type'), etag: res.headers.get('etag'), text };
   } catch (err) {
@@ -225,7 +232,9 @@ export async function openStream(target: ServerTarget, path: string, opts: GetOp
       const text = await res.text().catch(() => '');
       const hint = bodyHint(text);
       deadline.dispose();
-      throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, { status: res.status });
+      throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, {
+        status: res.status,
+      });
     }
     // The parent link is kept for the stream's life; it goes when the parent aborts (once: true).
     return res;
@@ -323,7 +332,8 @@ export class DiscoveryClient {
   private async root(path: '/api' | '/apis', signal: AbortSignal): Promise<RootDoc> {
     const cached = this.cache.get(path);
     const res = await getText(this.opts, path, { accept: DISCOVERY_ACCEPT, signal, ...(cached ? { ifNoneMatch: cached.etag } : {}) });
-    if (res.status === 304 && cached) return { path, text: cached.text, aggregated: isAggregatedDiscoveryMediaType(cached.contentType), entry: cached };
+    if (res.status === 304 && cached)
+      return { path, text: cached.text, aggregated: isAggregatedDiscoveryMediaType(cached.contentType), entry: cached };
     const aggregated = isAggregatedDiscoveryMediaType(res.contentType);
     const entry = aggregated && res.etag ? { etag: res.etag, text: res.text, contentType: res.contentType } : null;
     return { path, text: res.text, aggregated, entry };
@@ -343,25 +353,32 @@ export class DiscoveryClient {
       doc.aggregated ? (await getText(this.opts, path, { accept: 'application/json', signal })).text : doc.text;
     const versions = parseApiVersions(parseJson(await legacyText(api, '/api'), '/api'));
     const groups = parseApiGroupList(parseJson(await legacyText(apis, '/apis'), '/apis'));
-    const wanted = [...versions.map((version) => ({ group: '', version })), ...groups.flatMap((g) => g.versions.map((version) => ({ group: g.group, version })))];
+    const wanted = [
+      ...versions.map((version) => ({ group: '', version })),
+      ...groups.flatMap((g) => g.versions.map((version) => ({ group: g.group, version }))),
+    ];
 
     const previous = this.last?.view ?? null;
     const failures: string[] = [];
-    const parts = await mapLimit(wanted, this.opts.legacyConcurrency ?? 8, async ({ group, version }): Promise<LegacyGroupVersion | null> => {
-      const path = legacyGroupVersionPath(group, version);
-      try {
-        const res = await getText(this.opts, path, { accept: 'application/json', signal });
-        return { group, version, resources: parseApiResourceList(parseJson(res.text, path), group, version) };
-      } catch (err) {
-        if (signal.aborted) throw err;
-        // One broken group/version (e.g. an unavailable aggregated APIService) must not blank the
-        // whole server: keep what we last knew of it. With nothing known, the round fails.
-        const carried: ReadonlyMap<string, ResourceCapability> | null = previous ? groupVersionResources(previous, group, version) : null;
-        if (carried) return { group, version, resources: carried };
-        failures.push((err as Error).message);
-        return null;
-      }
-    });
+    const parts = await mapLimit(
+      wanted,
+      this.opts.legacyConcurrency ?? 8,
+      async ({ group, version }): Promise<LegacyGroupVersion | null> => {
+        const path = legacyGroupVersionPath(group, version);
+        try {
+          const res = await getText(this.opts, path, { accept: 'application/json', signal });
+          return { group, version, resources: parseApiResourceList(parseJson(res.text, path), group, version) };
+        } catch (err) {
+          if (signal.aborted) throw err;
+          // One broken group/version (e.g. an unavailable aggregated APIService) must not blank the
+          // whole server: keep what we last knew of it. With nothing known, the round fails.
+          const carried: ReadonlyMap<string, ResourceCapability> | null = previous ? groupVersionResources(previous, group, version) : null;
+          if (carried) return { group, version, resources: carried };
+          failures.push((err as Error).message);
+          return null;
+        }
+      },
+    );
     if (failures.length > 0) {
       throw new DiscoveryFetchError(
         `legacy discovery of ${failures.length} group/version${failures.length === 1 ? '' : 's'} failed; first: ${failures[0]}`,

@@ -14,7 +14,10 @@ export type ApiServerSettings = Config['apiservers'][number];
 
 export class CredentialsError extends Error {
   readonly code = 'SKEWGATE_ERR_CREDENTIALS';
-  constructor(readonly server: string, message: string) {
+  constructor(
+    readonly server: string,
+    message: string,
+  ) {
     super(`apiserver "${server}": ${message}`);
     this.name = 'CredentialsError';
   }
@@ -102,17 +105,33 @@ async function loadFromKubeconfig(s: ApiServerSettings, file: string, context: s
   if (!ctxName) throw new CredentialsError(s.name, `kubeconfig ${file} has no current-context; set credentials.context`);
   const ctx = kc.getContextObject(ctxName);
   if (!ctx) {
-    throw new CredentialsError(s.name, `kubeconfig ${file} has no context "${ctxName}" (it has: ${kc.getContexts().map((c) => c.name).join(', ') || 'none'})`);
+    throw new CredentialsError(
+      s.name,
+      `kubeconfig ${file} has no context "${ctxName}" (it has: ${
+        kc
+          .getContexts()
+          .map((c) => c.name)
+          .join(', ') || 'none'
+      })`,
+    );
   }
   const cluster = kc.getCluster(ctx.cluster);
-  if (!cluster) throw new CredentialsError(s.name, `kubeconfig ${file}: context "${ctxName}" names cluster "${ctx.cluster}", which is not defined`);
+  if (!cluster)
+    throw new CredentialsError(s.name, `kubeconfig ${file}: context "${ctxName}" names cluster "${ctx.cluster}", which is not defined`);
   const user = ctx.user ? kc.getUser(ctx.user) : null;
-  if (ctx.user && !user) throw new CredentialsError(s.name, `kubeconfig ${file}: context "${ctxName}" names user "${ctx.user}", which is not defined`);
+  if (ctx.user && !user)
+    throw new CredentialsError(s.name, `kubeconfig ${file}: context "${ctxName}" names user "${ctx.user}", which is not defined`);
   if (user?.exec || user?.authProvider) {
-    throw new CredentialsError(s.name, `kubeconfig ${file}: user "${user.name}" uses exec/auth-provider plugins, which skewgate does not run; use a token or a client certificate`);
+    throw new CredentialsError(
+      s.name,
+      `kubeconfig ${file}: user "${user.name}" uses exec/auth-provider plugins, which skewgate does not run; use a token or a client certificate`,
+    );
   }
   if (user?.username || user?.password) {
-    throw new CredentialsError(s.name, `kubeconfig ${file}: user "${user.name}" uses basic auth, which kube-apiserver no longer supports; use a token or a client certificate`);
+    throw new CredentialsError(
+      s.name,
+      `kubeconfig ${file}: user "${user.name}" uses basic auth, which kube-apiserver no longer supports; use a token or a client certificate`,
+    );
   }
 
   const files: string[] = [file];
@@ -125,10 +144,16 @@ async function loadFromKubeconfig(s: ApiServerSettings, file: string, context: s
     return undefined;
   };
   // An explicit caFile in the config wins over the kubeconfig's CA. skip-tls-verify is ignored on purpose.
-  const ca = s.caFile ? (files.push(s.caFile), await readPart(s.name, 'CA file', s.caFile)) : await part('CA', cluster.caData, cluster.caFile);
+  const ca = s.caFile
+    ? (files.push(s.caFile), await readPart(s.name, 'CA file', s.caFile))
+    : await part('CA', cluster.caData, cluster.caFile);
   const cert = await part('client certificate', user?.certData, user?.certFile);
   const key = await part('client key', user?.keyData, user?.keyFile);
-  if (Boolean(cert) !== Boolean(key)) throw new CredentialsError(s.name, `kubeconfig ${file}: user "${user?.name}" has a client certificate without a key or the other way round`);
+  if (Boolean(cert) !== Boolean(key))
+    throw new CredentialsError(
+      s.name,
+      `kubeconfig ${file}: user "${user?.name}" has a client certificate without a key or the other way round`,
+    );
 
   // client-node reads a token-file once, relative to the working directory; track it ourselves
   // (relative to the kubeconfig, as kubectl does) so that a rotated token is picked up.
@@ -152,7 +177,8 @@ async function kubeconfigTokenFile(kubeconfig: string, userName: string): Promis
   }
   const users = (doc as { users?: unknown } | null)?.users;
   if (!Array.isArray(users)) return undefined;
-  const entry = users.find((u: unknown) => (u as { name?: unknown })?.name === userName) as { user?: { 'token-file'?: unknown } } | undefined;
+  const entry = users.find((u: unknown) => (u as { name?: unknown })?.name === userName) as
+    { user?: { 'token-file'?: unknown } } | undefined;
   const tf = entry?.user?.['token-file'];
   if (typeof tf !== 'string' || tf === '') return undefined;
   return isAbsolute(tf) ? tf : resolve(dirname(kubeconfig), tf);

@@ -9,8 +9,13 @@
 // in that order plays its part (see docs/discovery.md for the one case where that matters).
 import { createHash } from 'node:crypto';
 import {
-  decodeGroupList, marshalGroups, sameResource,
-  type GroupDiscovery, type ResourceDiscovery, type SubresourceDiscovery, type VersionDiscovery,
+  decodeGroupList,
+  marshalGroups,
+  sameResource,
+  type GroupDiscovery,
+  type ResourceDiscovery,
+  type SubresourceDiscovery,
+  type VersionDiscovery,
 } from './aggregated-model.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from './relative-order.js';
 

@@ -103,7 +103,11 @@ function join(field: string, key: string): string {
   return field ? `${field}.${key}` : key;
 }
 
-function capability(verbs: Iterable<string>, subresources: Iterable<readonly [string, ReadonlySet<string>]>, namespaced: boolean): ResourceCapability {
+function capability(
+  verbs: Iterable<string>,
+  subresources: Iterable<readonly [string, ReadonlySet<string>]>,
+  namespaced: boolean,
+): ResourceCapability {
   return Object.freeze({ verbs: frozenSet(verbs), subresources: frozenMap(subresources), namespaced });
 }
 
@@ -139,7 +143,8 @@ function collectAggregated(doc: unknown, document: string, into: Collected): voi
         const res = r.object(rawResource, rAt);
         const name = r.string(res, 'resource', rAt, { nonEmpty: true });
         const scope = r.string(res, 'scope', rAt);
-        if (scope !== 'Namespaced' && scope !== 'Cluster') r.fail(`${rAt}.scope`, `expected "Namespaced" or "Cluster", got ${describe(scope)}`);
+        if (scope !== 'Namespaced' && scope !== 'Cluster')
+          r.fail(`${rAt}.scope`, `expected "Namespaced" or "Cluster", got ${describe(scope)}`);
         const verbs = r.strings(res, 'verbs', rAt);
         const subs = r.array(res, 'subresources', rAt, 'empty').map((rawSub, si): [string, ReadonlySet<string>] => {
           const sAt = `${rAt}.subresources[${si}]`;
@@ -290,7 +295,14 @@ export function isAggregatedDiscoveryMediaType(contentType: string | null | unde
   const p = new Map<string, string>();
   for (const kv of params) {
     const eq = kv.indexOf('=');
-    if (eq > 0) p.set(kv.slice(0, eq).trim(), kv.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1'));
+    if (eq > 0)
+      p.set(
+        kv.slice(0, eq).trim(),
+        kv
+          .slice(eq + 1)
+          .trim()
+          .replace(/^"(.*)"$/, '$1'),
+      );
   }
   return p.get('g') === 'apidiscovery.k8s.io' && p.get('v') === 'v2' && p.get('as') === 'apigroupdiscoverylist';
 }
@@ -326,7 +338,10 @@ export function sameView(a: ServerView, b: ServerView): boolean {
 }
 
 /** Resource keys added and removed from one view to the next (for change logs). */
-export function diffViews(before: ServerView | null, after: ServerView): { readonly added: readonly string[]; readonly removed: readonly string[]; readonly changed: readonly string[] } {
+export function diffViews(
+  before: ServerView | null,
+  after: ServerView,
+): { readonly added: readonly string[]; readonly removed: readonly string[]; readonly changed: readonly string[] } {
   const added: string[] = [];
   const removed: string[] = [];
   const changed: string[] = [];

@@ -17,7 +17,9 @@ function samePeerInputs(a: readonly ServerState[], b: readonly ServerState[]): b
  * not yet known for some server, or a ready server has no view yet or only a legacy one.
  * Freshness, which moves with the clock, is checked per request (see routing).
  */
-export function peerDiscoveryParticipants(servers: readonly ServerState[]): { readonly ok: true; readonly servers: readonly ServerState[] } | Extract<PeerDiscoveryResult, { ok: false }> {
+export function peerDiscoveryParticipants(
+  servers: readonly ServerState[],
+): { readonly ok: true; readonly servers: readonly ServerState[] } | Extract<PeerDiscoveryResult, { ok: false }> {
   const unprobed = servers.filter((s) => s.ready === null).map((s) => s.name);
   if (unprobed.length > 0) return { ok: false, reason: 'not_synced', detail: `readiness not yet known: ${unprobed.join(', ')}` };
   const ready = servers.filter((s) => s.ready === true);
@@ -25,7 +27,8 @@ export function peerDiscoveryParticipants(servers: readonly ServerState[]): { re
   const noView = ready.filter((s) => s.view === null).map((s) => s.name);
   if (noView.length > 0) return { ok: false, reason: 'not_synced', detail: `no discovery view yet: ${noView.join(', ')}` };
   const legacy = ready.filter((s) => s.view?.apisDocument === undefined).map((s) => s.name);
-  if (legacy.length > 0) return { ok: false, reason: 'view_incomplete', detail: `only legacy discovery (no aggregated /apis to merge): ${legacy.join(', ')}` };
+  if (legacy.length > 0)
+    return { ok: false, reason: 'view_incomplete', detail: `only legacy discovery (no aggregated /apis to merge): ${legacy.join(', ')}` };
   return { ok: true, servers: ready };
 }
 
@@ -60,6 +63,10 @@ export function peerDiscoveryOf(
   try {
     return { ok: true, document: buildPeerDiscoveryDocument(p.servers, identityOf) };
   } catch (err) {
-    return { ok: false, reason: 'view_incomplete', detail: `cannot merge the documents: ${err instanceof Error ? err.message : String(err)}` };
+    return {
+      ok: false,
+      reason: 'view_incomplete',
+      detail: `cannot merge the documents: ${err instanceof Error ? err.message : String(err)}`,
+    };
   }
 }

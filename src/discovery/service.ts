@@ -115,8 +115,19 @@ export class DiscoveryService {
       let firstDone: () => void = () => undefined;
       const first = new Promise<void>((resolve) => (firstDone = resolve));
       const poller: Poller = {
-        state: Object.freeze({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null }),
-        client: new DiscoveryClient({ ...target, fetchImpl: recordingFetch(opts.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)) }),
+        state: Object.freeze({
+          name: s.name,
+          url: s.url,
+          view: null,
+          lastSuccessAt: null,
+          consecutiveFailures: 0,
+          lastError: null,
+          ready: null,
+        }),
+        client: new DiscoveryClient({
+          ...target,
+          fetchImpl: recordingFetch(opts.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+        }),
         target,
         timer: null,
         running: null,
@@ -254,7 +265,15 @@ export class DiscoveryService {
     this.logTransition(prev, next);
     this.publish();
     if (this.roundListeners.size === 0) return;
-    const event: DiscoveryRoundEvent = { server: next.name, startedAt, durationMs: performance.now() - t0, requests: p.requests, before: prev, after: next, snapshot: this.snapshot };
+    const event: DiscoveryRoundEvent = {
+      server: next.name,
+      startedAt,
+      durationMs: performance.now() - t0,
+      requests: p.requests,
+      before: prev,
+      after: next,
+      snapshot: this.snapshot,
+    };
     for (const l of this.roundListeners) {
       try {
         l(event);

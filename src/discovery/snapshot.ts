@@ -29,11 +29,26 @@ function sameViews(a: readonly ServerState[], b: readonly ServerState[]): boolea
  * view object changed since `previous` (the usual poll: 304s, only timestamps or readiness
  * moved), the merged indexes of `previous` are reused as they are.
  */
-export function buildSnapshot(servers: readonly ServerState[], generation: number, previous?: Snapshot, opts: SnapshotOptions = {}): Snapshot {
+export function buildSnapshot(
+  servers: readonly ServerState[],
+  generation: number,
+  previous?: Snapshot,
+  opts: SnapshotOptions = {},
+): Snapshot {
   const states = Object.freeze(servers.map(freezeState));
-  const peerDiscovery = peerDiscoveryOf(states, opts.identityOf ?? apiserverIdentity, previous && { servers: previous.servers, result: previous.peerDiscovery });
+  const peerDiscovery = peerDiscoveryOf(
+    states,
+    opts.identityOf ?? apiserverIdentity,
+    previous && { servers: previous.servers, result: previous.peerDiscovery },
+  );
   if (previous && sameViews(states, previous.servers)) {
-    return Object.freeze({ generation, servers: states, resources: previous.resources, groupVersions: previous.groupVersions, peerDiscovery });
+    return Object.freeze({
+      generation,
+      servers: states,
+      resources: previous.resources,
+      groupVersions: previous.groupVersions,
+      peerDiscovery,
+    });
   }
   const resources = new Map<string, Map<string, ResourceCapability>>();
   const groupVersions = new Map<string, Set<string>>();
@@ -62,7 +77,15 @@ export function buildSnapshot(servers: readonly ServerState[], generation: numbe
 /** The snapshot before any fetch: every configured server, no view. */
 export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[], opts: SnapshotOptions = {}): Snapshot {
   return buildSnapshot(
-    servers.map((s) => ({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null })),
+    servers.map((s) => ({
+      name: s.name,
+      url: s.url,
+      view: null,
+      lastSuccessAt: null,
+      consecutiveFailures: 0,
+      lastError: null,
+      ready: null,
+    })),
     0,
     undefined,
     opts,

@@ -173,7 +173,8 @@ class KindWatch {
         const msg = (err as Error).message;
         if (!ctrl.signal.aborted) {
           // One warn per new problem; repeats at debug so a dead server does not flood the log.
-          if (msg !== this.lastProblem) log.warn({ kind: this.kind.kind, server: cand.target.name, err: msg }, 'watch failed; trying the next apiserver');
+          if (msg !== this.lastProblem)
+            log.warn({ kind: this.kind.kind, server: cand.target.name, err: msg }, 'watch failed; trying the next apiserver');
           else log.debug({ kind: this.kind.kind, server: cand.target.name, err: msg }, 'watch failed again');
           this.lastProblem = msg;
           this.attempt++;
@@ -200,7 +201,11 @@ class KindWatch {
   }
 
   private async watch(target: ServerTarget, rv: string | null, signal: AbortSignal): Promise<Ended> {
-    const q = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 290) });
+    const q = new URLSearchParams({
+      watch: '1',
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 290),
+    });
     if (rv !== null) q.set('resourceVersion', rv);
     let res;
     try {
@@ -220,7 +225,10 @@ class KindWatch {
           ev = JSON.parse(line) as typeof ev;
         } catch {
           this.skipped++;
-          this.opts.logger.warn({ kind: this.kind.kind, server: target.name, skipped: this.skipped }, 'watch: skipped a line that is not JSON');
+          this.opts.logger.warn(
+            { kind: this.kind.kind, server: target.name, skipped: this.skipped },
+            'watch: skipped a line that is not JSON',
+          );
           continue;
         }
         switch (ev?.type) {
@@ -237,12 +245,18 @@ class KindWatch {
             break;
           case 'ERROR': {
             const status = ev.object as { code?: unknown; message?: unknown } | undefined;
-            this.opts.logger.info({ kind: this.kind.kind, server: target.name, code: status?.code, message: status?.message }, 'watch error event; relisting');
+            this.opts.logger.info(
+              { kind: this.kind.kind, server: target.name, code: status?.code, message: status?.message },
+              'watch error event; relisting',
+            );
             return { relist: true, resourceVersion: null, events };
           }
           default:
             this.skipped++;
-            this.opts.logger.warn({ kind: this.kind.kind, server: target.name, skipped: this.skipped }, 'watch: skipped an event of unknown type');
+            this.opts.logger.warn(
+              { kind: this.kind.kind, server: target.name, skipped: this.skipped },
+              'watch: skipped an event of unknown type',
+            );
         }
       }
     } catch (err) {
@@ -261,7 +275,10 @@ export class ApiWatcher {
   private started = false;
   private closing: Promise<void> | null = null;
 
-  constructor(private readonly opts: ApiWatcherOptions, kinds: readonly WatchedKind[] = WATCHED_KINDS) {
+  constructor(
+    private readonly opts: ApiWatcherOptions,
+    kinds: readonly WatchedKind[] = WATCHED_KINDS,
+  ) {
     this.watches = kinds.map((k) => new KindWatch(k, opts, this.controller.signal));
   }
 

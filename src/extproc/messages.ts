@@ -60,12 +60,7 @@ export type ProcessingResponseOut =
 
 /** The `request` oneof of ProcessingRequest, i.e. the phase Envoy is asking about. */
 export type RequestPhase =
-  | 'request_headers'
-  | 'response_headers'
-  | 'request_body'
-  | 'response_body'
-  | 'request_trailers'
-  | 'response_trailers';
+  'request_headers' | 'response_headers' | 'request_body' | 'response_body' | 'request_trailers' | 'response_trailers';
 
 export interface HttpHeadersMsg {
   readonly headers?: HeaderMapMsg | null;

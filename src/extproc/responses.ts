@@ -6,12 +6,7 @@ import type { ClientIdentity, IdentityResult } from '../identity/client-identity
 import { FRONT_PROXY_REMOVED_HEADERS, frontProxyHeaders } from '../identity/front-proxy-headers.js';
 import type { Decision, DiscoveryDecision, RejectedDecision } from '../routing/decision.js';
 import type { RoutingResult } from '../routing/router.js';
-import type {
-  HeaderValueOptionOut,
-  ImmediateResponseOut,
-  ProcessingResponseOut,
-  RequestPhase,
-} from './messages.js';
+import type { HeaderValueOptionOut, ImmediateResponseOut, ProcessingResponseOut, RequestPhase } from './messages.js';
 
 /** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses. */
 export const DETAILS_PREFIX = 'skewgate_';
@@ -35,14 +30,19 @@ const identityHeaders = new WeakMap<ClientIdentity, readonly HeaderValueOptionOu
 function frontProxyMutation(identity: ClientIdentity): readonly HeaderValueOptionOut[] {
   let set = identityHeaders.get(identity);
   if (set === undefined) {
-    set = frontProxyHeaders(identity).map((h) => (h.append ? { ...setHeader(h.name, h.value), append: { value: true } } : setHeader(h.name, h.value)));
+    set = frontProxyHeaders(identity).map((h) =>
+      h.append ? { ...setHeader(h.name, h.value), append: { value: true } } : setHeader(h.name, h.value),
+    );
     identityHeaders.set(identity, set);
   }
   return set;
 }
 
 /** The trace headers plus, for a verified client certificate, its front-proxy identity (XFCC removed). */
-function upstreamMutation(upstreamHeaders: UpstreamHeaders, identity: IdentityResult): { set: HeaderValueOptionOut[]; remove: readonly string[] } {
+function upstreamMutation(
+  upstreamHeaders: UpstreamHeaders,
+  identity: IdentityResult,
+): { set: HeaderValueOptionOut[]; remove: readonly string[] } {
   const set = upstreamHeaders.map(([k, v]) => setHeader(k, v));
   if (identity.kind !== 'stated') return { set, remove: [] };
   set.push(...frontProxyMutation(identity.identity));
@@ -56,7 +56,10 @@ function upstreamMutation(upstreamHeaders: UpstreamHeaders, identity: IdentityRe
  * the same trace. The route is picked again when the identity is stated (Envoy's backstop route
  * answers a certificate-authenticated request without X-Remote-User with 401).
  */
-export function continueRequestHeaders(upstreamHeaders: UpstreamHeaders = [], identity: IdentityResult = NO_IDENTITY): ProcessingResponseOut {
+export function continueRequestHeaders(
+  upstreamHeaders: UpstreamHeaders = [],
+  identity: IdentityResult = NO_IDENTITY,
+): ProcessingResponseOut {
   const { set, remove } = upstreamMutation(upstreamHeaders, identity);
   if (set.length === 0) return { request_headers: { response: {} } };
   return {
@@ -70,12 +73,19 @@ export function continueRequestHeaders(upstreamHeaders: UpstreamHeaders = [], id
 }
 
 /** Sets the upstream header and asks Envoy to pick the route again (the cache clear needs a mutation). */
-export function routeTo(upstream: string, upstreamHeaders: UpstreamHeaders = [], identity: IdentityResult = NO_IDENTITY): ProcessingResponseOut {
+export function routeTo(
+  upstream: string,
+  upstreamHeaders: UpstreamHeaders = [],
+  identity: IdentityResult = NO_IDENTITY,
+): ProcessingResponseOut {
   const { set, remove } = upstreamMutation(upstreamHeaders, identity);
   return {
     request_headers: {
       response: {
-        header_mutation: { set_headers: [setHeader(UPSTREAM_HEADER, upstream), ...set], ...(remove.length > 0 ? { remove_headers: remove } : {}) },
+        header_mutation: {
+          set_headers: [setHeader(UPSTREAM_HEADER, upstream), ...set],
+          ...(remove.length > 0 ? { remove_headers: remove } : {}),
+        },
         clear_route_cache: true,
       },
     },
@@ -105,11 +115,7 @@ export function emptyResponseFor(phase: RequestPhase): ProcessingResponseOut {
 }
 
 /** A local reply carrying a Kubernetes Status body, so kubectl and client-go print it properly. */
-export function statusResponse(
-  status: Status,
-  reason: string,
-  extraHeaders: readonly HeaderValueOptionOut[] = [],
-): ProcessingResponseOut {
+export function statusResponse(status: Status, reason: string, extraHeaders: readonly HeaderValueOptionOut[] = []): ProcessingResponseOut {
   const immediate: ImmediateResponseOut = {
     status: { code: status.code },
     headers: {
@@ -152,10 +158,15 @@ export function peerDiscoveryResponse(decision: DiscoveryDecision): ProcessingRe
   return reply;
 }
 
-const peerDiscoveryReplies = new WeakMap<DiscoveryDecision['document'], { readonly ok?: ProcessingResponseOut; readonly notModified?: ProcessingResponseOut }>();
+const peerDiscoveryReplies = new WeakMap<
+  DiscoveryDecision['document'],
+  { readonly ok?: ProcessingResponseOut; readonly notModified?: ProcessingResponseOut }
+>();
 
 /** The answer when routing itself failed (a bug): 500 with a Status body. */
-export function internalErrorResponse(message = 'skewgate could not route this request because of an internal error'): ProcessingResponseOut {
+export function internalErrorResponse(
+  message = 'skewgate could not route this request because of an internal error',
+): ProcessingResponseOut {
   return statusResponse(statusBody('InternalError', message), 'internal_error');
 }
 
@@ -166,9 +177,7 @@ function groupVersion(r: ResourceRequest): string {
 
 function describe(info: RequestInfo): string {
   if (info.kind !== 'resource') return `path "${info.path}"`;
-  const what = info.subresource !== ''
-    ? `subresource "${info.subresource}" of resource "${info.resource}"`
-    : `resource "${info.resource}"`;
+  const what = info.subresource !== '' ? `subresource "${info.subresource}" of resource "${info.resource}"` : `resource "${info.resource}"`;
   return `${what} in API version "${groupVersion(info)}"`;
 }
 
@@ -196,7 +205,10 @@ function rejectedResponse(decision: RejectedDecision): ProcessingResponseOut {
       return statusResponse(statusBody('BadRequest', `the request path cannot be parsed: ${decision.problem}`), decision.reason);
     case 'client_identity_unstated':
       return statusResponse(
-        statusBody('Unauthorized', `Unauthorized: the gateway cannot state the identity of this client certificate to the apiserver: ${decision.problem}`),
+        statusBody(
+          'Unauthorized',
+          `Unauthorized: the gateway cannot state the identity of this client certificate to the apiserver: ${decision.problem}`,
+        ),
         decision.reason,
       );
     default: {
@@ -215,7 +227,11 @@ function retryAfter(seconds: number): number {
  * The ProcessingResponse for a routing result on the request_headers phase. upstreamHeaders go
  * only on requests that continue upstream; skewgate's own answers need none.
  */
-export function responseFor(result: RoutingResult, retryAfterSeconds: number, upstreamHeaders: UpstreamHeaders = []): ProcessingResponseOut {
+export function responseFor(
+  result: RoutingResult,
+  retryAfterSeconds: number,
+  upstreamHeaders: UpstreamHeaders = [],
+): ProcessingResponseOut {
   const { decision, info, identity } = result;
   switch (decision.outcome) {
     case 'routed':
@@ -224,10 +240,7 @@ export function responseFor(result: RoutingResult, retryAfterSeconds: number, up
     case 'passthrough':
       return continueRequestHeaders(upstreamHeaders, identity);
     case 'not_found':
-      return statusResponse(
-        statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)),
-        decision.reason,
-      );
+      return statusResponse(statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)), decision.reason);
     case 'unavailable': {
       const seconds = retryAfter(retryAfterSeconds);
       const servers = decision.candidates.length > 0 ? decision.candidates.join(', ') : 'none listed';
@@ -250,4 +263,3 @@ export function responseFor(result: RoutingResult, retryAfterSeconds: number, up
     }
   }
 }
-

@@ -110,11 +110,14 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
     if (drainMs > 0) await delay(drainMs);
     health.endWatches();
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        logger.warn({ graceMs }, 'ext_proc streams still open after the grace period; cutting them');
-        server.forceShutdown();
-        resolve();
-      }, Math.max(0, graceMs));
+      const timer = setTimeout(
+        () => {
+          logger.warn({ graceMs }, 'ext_proc streams still open after the grace period; cutting them');
+          server.forceShutdown();
+          resolve();
+        },
+        Math.max(0, graceMs),
+      );
       server.tryShutdown(() => {
         clearTimeout(timer);
         resolve();

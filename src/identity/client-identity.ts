@@ -114,7 +114,8 @@ function identityOf(leaf: X509Certificate): IdentityResult {
   try {
     subject = goSubject(subjectAttributes(new Uint8Array(leaf.raw)));
   } catch (err) {
-    if (err instanceof SubjectParseError) return unstated(`the certificate subject cannot be read as kube-apiserver reads it: ${err.message}`);
+    if (err instanceof SubjectParseError)
+      return unstated(`the certificate subject cannot be read as kube-apiserver reads it: ${err.message}`);
     throw err;
   }
   // kube-apiserver ignores a certificate without a CN and tries the next authenticator; the
@@ -124,10 +125,16 @@ function identityOf(leaf: X509Certificate): IdentityResult {
   if (uids.length > 1) return unstated(`the client certificate carries ${uids.length} UID attributes; kube-apiserver accepts one`);
   const uid = uids[0] ?? null;
   if (uid === '') return unstated('the client certificate carries an empty UID attribute');
-  const stated: (readonly [what: string, value: string])[] = [['common name', subject.commonName], ...subject.organization.map((o) => ['organization', o] as const)];
+  const stated: (readonly [what: string, value: string])[] = [
+    ['common name', subject.commonName],
+    ...subject.organization.map((o) => ['organization', o] as const),
+  ];
   if (uid !== null) stated.push(['UID', uid]);
   for (const [what, v] of stated) {
-    if (!headerSafe(v)) return unstated(`the client certificate's ${what} ${JSON.stringify(v)} cannot be carried in a header unchanged (empty, surrounding whitespace or control characters)`);
+    if (!headerSafe(v))
+      return unstated(
+        `the client certificate's ${what} ${JSON.stringify(v)} cannot be carried in a header unchanged (empty, surrounding whitespace or control characters)`,
+      );
   }
   const fingerprint = createHash('sha256').update(leaf.raw).digest('hex');
   return {
@@ -153,10 +160,12 @@ interface Verified {
 function verify(xfcc: string, trust: ClientTrust | null): Verified | IdentityResult {
   const parsed = parseXfcc(xfcc);
   if (!parsed.ok) return unstated(`x-forwarded-client-cert is malformed: ${parsed.problem}`);
-  if (parsed.elements.length !== 1) return unstated(`x-forwarded-client-cert holds ${parsed.elements.length} elements; the gateway's Envoy sets exactly one`);
+  if (parsed.elements.length !== 1)
+    return unstated(`x-forwarded-client-cert holds ${parsed.elements.length} elements; the gateway's Envoy sets exactly one`);
   const element = parsed.elements[0] as ReadonlyMap<string, string>;
   const certField = element.get('cert');
-  if (certField === undefined || certField === '') return unstated('x-forwarded-client-cert carries no Cert field (Envoy must set cert: true)');
+  if (certField === undefined || certField === '')
+    return unstated('x-forwarded-client-cert carries no Cert field (Envoy must set cert: true)');
   if (trust === null) return unstated('skewgate has no client CA (envoy.tls.clientCaFile) to verify the client certificate against');
   const leafs = decodePem('Cert', certField);
   if (typeof leafs === 'string') return unstated(leafs);
@@ -164,9 +173,14 @@ function verify(xfcc: string, trust: ClientTrust | null): Verified | IdentityRes
   const chainField = element.get('chain');
   const sent = chainField === undefined || chainField === '' ? [] : decodePem('Chain', chainField);
   if (typeof sent === 'string') return unstated(sent);
-  const chain = buildChain(leaf, sent.filter((c) => c.fingerprint256 !== leaf.fingerprint256), trust);
+  const chain = buildChain(
+    leaf,
+    sent.filter((c) => c.fingerprint256 !== leaf.fingerprint256),
+    trust,
+  );
   if (chain === null) return unstated(`the client certificate is not issued by a CA in ${trust.source}`);
-  if (!allowsClientAuth(chain)) return unstated('the client certificate (or a CA above it) does not allow client authentication (extended key usage)');
+  if (!allowsClientAuth(chain))
+    return unstated('the client certificate (or a CA above it) does not allow client authentication (extended key usage)');
   const result = identityOf(leaf);
   if (result.kind !== 'stated') return result;
   return {

@@ -1,5 +1,11 @@
 // A stated client identity as kube-apiserver's requestheader authenticator reads it. Pure.
-import { CLIENT_CERT_HEADER, REMOTE_EXTRA_HEADER_PREFIX, REMOTE_GROUP_HEADER, REMOTE_UID_HEADER, REMOTE_USER_HEADER } from '../constants.js';
+import {
+  CLIENT_CERT_HEADER,
+  REMOTE_EXTRA_HEADER_PREFIX,
+  REMOTE_GROUP_HEADER,
+  REMOTE_UID_HEADER,
+  REMOTE_USER_HEADER,
+} from '../constants.js';
 import type { ClientIdentity } from './client-identity.js';
 
 export interface FrontProxyHeader {
@@ -15,7 +21,11 @@ export interface FrontProxyHeader {
  */
 export function extraHeaderName(key: string): string {
   const escaped = [...Buffer.from(key, 'utf8')]
-    .map((b) => (/[A-Za-z0-9!#$&'*+.^_`|~-]/.test(String.fromCharCode(b)) && b < 0x80 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`))
+    .map((b) =>
+      /[A-Za-z0-9!#$&'*+.^_`|~-]/.test(String.fromCharCode(b)) && b < 0x80
+        ? String.fromCharCode(b)
+        : `%${b.toString(16).toUpperCase().padStart(2, '0')}`,
+    )
     .join('');
   return `${REMOTE_EXTRA_HEADER_PREFIX}${escaped}`;
 }

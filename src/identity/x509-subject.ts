@@ -64,7 +64,7 @@ function readTlv(der: Uint8Array, at: number, limit: number): Tlv {
 
 function childrenOf(der: Uint8Array, parent: Tlv): Tlv[] {
   const out: Tlv[] = [];
-  for (let at = parent.start; at < parent.end; ) {
+  for (let at = parent.start; at < parent.end;) {
     const c = readTlv(der, at, parent.end);
     out.push(c);
     at = c.end;
@@ -98,9 +98,19 @@ function decodeOid(b: Uint8Array): string {
 
 /** Go's PrintableString set, with the '*' and '&' it also accepts. */
 function isPrintable(c: number): boolean {
-  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) ||
-    (c >= 0x27 && c <= 0x29) || (c >= 0x2b && c <= 0x2f) || c === 0x20 || c === 0x3a || c === 0x3d ||
-    c === 0x3f || c === 0x2a || c === 0x26;
+  return (
+    (c >= 0x61 && c <= 0x7a) ||
+    (c >= 0x41 && c <= 0x5a) ||
+    (c >= 0x30 && c <= 0x39) ||
+    (c >= 0x27 && c <= 0x29) ||
+    (c >= 0x2b && c <= 0x2f) ||
+    c === 0x20 ||
+    c === 0x3a ||
+    c === 0x3d ||
+    c === 0x3f ||
+    c === 0x2a ||
+    c === 0x26
+  );
 }
 
 function latin1(b: Uint8Array): string {

@@ -6,7 +6,8 @@
 /** One XFCC element; keys lower-cased (Envoy writes By, Hash, Cert, Chain, Subject, URI, DNS). */
 export type XfccElement = ReadonlyMap<string, string>;
 
-export type XfccResult = { readonly ok: true; readonly elements: readonly XfccElement[] } | { readonly ok: false; readonly problem: string };
+export type XfccResult =
+  { readonly ok: true; readonly elements: readonly XfccElement[] } | { readonly ok: false; readonly problem: string };
 
 export function parseXfcc(header: string): XfccResult {
   const elements: XfccElement[] = [];

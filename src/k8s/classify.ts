@@ -3,13 +3,7 @@
 // Pure and allocation-light: it runs on every request Envoy hands to skewgate.
 
 import { listOptions } from './list-options.js';
-import type {
-  InvalidRequest,
-  NonResourceRequest,
-  RequestInfo,
-  ResourceRequest,
-  Verb,
-} from './request-info.js';
+import type { InvalidRequest, NonResourceRequest, RequestInfo, ResourceRequest, Verb } from './request-info.js';
 import { HAS_PERCENT, normalisePath, scanPath, SLASH, splitPath } from './request-path.js';
 
 /**
@@ -126,7 +120,13 @@ function invalid(method: string, path: string, problem: string): InvalidRequest 
 
 function upperMethod(method: string): string {
   switch (method) {
-    case 'GET': case 'POST': case 'PUT': case 'PATCH': case 'DELETE': case 'HEAD': case 'OPTIONS':
+    case 'GET':
+    case 'POST':
+    case 'PUT':
+    case 'PATCH':
+    case 'DELETE':
+    case 'HEAD':
+    case 'OPTIONS':
       return method;
     default:
       return method.toUpperCase();
@@ -135,24 +135,39 @@ function upperMethod(method: string): string {
 
 function lowerMethod(method: string): string {
   switch (method) {
-    case 'GET': return 'get';
-    case 'POST': return 'post';
-    case 'PUT': return 'put';
-    case 'PATCH': return 'patch';
-    case 'DELETE': return 'delete';
-    case 'HEAD': return 'head';
-    case 'OPTIONS': return 'options';
-    default: return method.toLowerCase();
+    case 'GET':
+      return 'get';
+    case 'POST':
+      return 'post';
+    case 'PUT':
+      return 'put';
+    case 'PATCH':
+      return 'patch';
+    case 'DELETE':
+      return 'delete';
+    case 'HEAD':
+      return 'head';
+    case 'OPTIONS':
+      return 'options';
+    default:
+      return method.toLowerCase();
   }
 }
 
 function verbForMethod(method: string): Verb | '' {
   switch (method) {
-    case 'POST': return 'create';
-    case 'GET': case 'HEAD': return 'get';
-    case 'PUT': return 'update';
-    case 'PATCH': return 'patch';
-    case 'DELETE': return 'delete';
-    default: return '';
+    case 'POST':
+      return 'create';
+    case 'GET':
+    case 'HEAD':
+      return 'get';
+    case 'PUT':
+      return 'update';
+    case 'PATCH':
+      return 'patch';
+    case 'DELETE':
+      return 'delete';
+    default:
+      return '';
   }
 }

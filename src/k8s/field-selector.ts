@@ -14,8 +14,14 @@ export function fieldSelectorName(selector: string): string | undefined | null {
   for (let i = 0; i <= selector.length; i++) {
     if (i < selector.length) {
       const c = selector.charCodeAt(i);
-      if (escaped) { escaped = false; continue; }
-      if (c === 0x5c) { escaped = true; continue; }
+      if (escaped) {
+        escaped = false;
+        continue;
+      }
+      if (c === 0x5c) {
+        escaped = true;
+        continue;
+      }
       if (c !== 0x2c) continue;
     }
     const term = selector.slice(termStart, i);
@@ -24,8 +30,7 @@ export function fieldSelectorName(selector: string): string | undefined | null {
     const parsed = parseFieldTerm(term);
     if (parsed === null) return null;
     // the apiserver sorts terms and takes the first matching equality term
-    if (parsed.equality && parsed.field === 'metadata.name' &&
-        (bestTerm === undefined || compareGoStrings(term, bestTerm) < 0)) {
+    if (parsed.equality && parsed.field === 'metadata.name' && (bestTerm === undefined || compareGoStrings(term, bestTerm) < 0)) {
       bestTerm = term;
       bestValue = parsed.value;
     }
@@ -33,7 +38,11 @@ export function fieldSelectorName(selector: string): string | undefined | null {
   return bestValue;
 }
 
-interface FieldTerm { readonly field: string; readonly equality: boolean; readonly value: string }
+interface FieldTerm {
+  readonly field: string;
+  readonly equality: boolean;
+  readonly value: string;
+}
 
 function parseFieldTerm(term: string): FieldTerm | null {
   // the first operator occurrence splits; at one position '!=' beats '==' beats '='
@@ -41,8 +50,10 @@ function parseFieldTerm(term: string): FieldTerm | null {
     const c = term.charCodeAt(i);
     let opLen = 0;
     let equality = true;
-    if (c === 0x21 && term.charCodeAt(i + 1) === 0x3d) { opLen = 2; equality = false; }
-    else if (c === 0x3d) opLen = term.charCodeAt(i + 1) === 0x3d ? 2 : 1;
+    if (c === 0x21 && term.charCodeAt(i + 1) === 0x3d) {
+      opLen = 2;
+      equality = false;
+    } else if (c === 0x3d) opLen = term.charCodeAt(i + 1) === 0x3d ? 2 : 1;
     if (opLen === 0) continue;
     const value = unescapeFieldValue(term.slice(i + opLen));
     if (value === null) return null;

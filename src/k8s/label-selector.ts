@@ -18,16 +18,26 @@ const T_OPEN = 13;
 
 function symbolToken(s: string): number {
   switch (s) {
-    case ')': return T_CLOSE;
-    case ',': return T_COMMA;
-    case '!': return T_NOT;
-    case '==': return T_DOUBLE_EQ;
-    case '=': return T_EQ;
-    case '>': return T_GT;
-    case '<': return T_LT;
-    case '!=': return T_NOT_EQ;
-    case '(': return T_OPEN;
-    default: return 0;
+    case ')':
+      return T_CLOSE;
+    case ',':
+      return T_COMMA;
+    case '!':
+      return T_NOT;
+    case '==':
+      return T_DOUBLE_EQ;
+    case '=':
+      return T_EQ;
+    case '>':
+      return T_GT;
+    case '<':
+      return T_LT;
+    case '!=':
+      return T_NOT_EQ;
+    case '(':
+      return T_OPEN;
+    default:
+      return 0;
   }
 }
 
@@ -39,7 +49,10 @@ function isSelectorSymbol(c: number): boolean {
   return c === 0x3d || c === 0x21 || c === 0x28 || c === 0x29 || c === 0x2c || c === 0x3e || c === 0x3c;
 }
 
-interface Tokens { readonly toks: number[]; readonly lits: string[] }
+interface Tokens {
+  readonly toks: number[];
+  readonly lits: string[];
+}
 
 /** The apiserver's lexer, including its quirk that a NUL reads as end of input. */
 function lexLabelSelector(s: string): Tokens {
@@ -63,11 +76,19 @@ function lexLabelSelector(s: string): Tokens {
       for (;;) {
         const c = read();
         if (c === 0) break;
-        if (!isSelectorSymbol(c)) { pos--; break; }
+        if (!isSelectorSymbol(c)) {
+          pos--;
+          break;
+        }
         buffer += String.fromCharCode(c);
         const t = symbolToken(buffer);
-        if (t !== 0) { tok = t; lit = buffer; }
-        else if (tok !== 0) { pos--; break; }
+        if (t !== 0) {
+          tok = t;
+          lit = buffer;
+        } else if (tok !== 0) {
+          pos--;
+          break;
+        }
       }
       toks.push(tok);
       lits.push(lit);
@@ -77,8 +98,15 @@ function lexLabelSelector(s: string): Tokens {
       for (;;) {
         const at = pos;
         const c = read();
-        if (c === 0) { lit = s.slice(begin, at); break; }
-        if (isSelectorSymbol(c) || isSelectorWhitespace(c)) { pos--; lit = s.slice(begin, at); break; }
+        if (c === 0) {
+          lit = s.slice(begin, at);
+          break;
+        }
+        if (isSelectorSymbol(c) || isSelectorWhitespace(c)) {
+          pos--;
+          lit = s.slice(begin, at);
+          break;
+        }
       }
       toks.push(lit === 'in' ? T_IN : lit === 'notin' ? T_NOT_IN : T_ID);
       lits.push(lit);
@@ -115,7 +143,10 @@ export function isLabelSelector(selector: string): boolean {
       if (t !== T_COMMA) return null;
       if (values.length === 0) values.push('');
       const next = look(true);
-      if (next === T_CLOSE) { values.push(''); return values; }
+      if (next === T_CLOSE) {
+        values.push('');
+        return values;
+      }
       if (next === T_COMMA) values.push('');
     }
   };
@@ -128,7 +159,10 @@ export function isLabelSelector(selector: string): boolean {
       if (values === null || consume(true) !== T_CLOSE) return null;
       return values;
     }
-    if (t === T_CLOSE) { consume(true); return ['']; }
+    if (t === T_CLOSE) {
+      consume(true);
+      return [''];
+    }
     return null;
   };
 
@@ -141,7 +175,10 @@ export function isLabelSelector(selector: string): boolean {
   const requirement = (): boolean => {
     let t = consume(true);
     let negated = false;
-    if (t === T_NOT) { negated = true; t = consume(true); }
+    if (t === T_NOT) {
+      negated = true;
+      t = consume(true);
+    }
     if (t !== T_ID || !isQualifiedName(literal())) return false;
     const after = look(true);
     if (negated || after === T_EOS || after === T_COMMA) return true;

@@ -5,7 +5,10 @@ import { isInt64 } from './go-strings.js';
 import { isLabelSelector } from './label-selector.js';
 import { badEscape, PERCENT } from './request-path.js';
 
-export interface ListDecision { readonly watch: boolean; readonly name: string }
+export interface ListDecision {
+  readonly watch: boolean;
+  readonly name: string;
+}
 
 const LIST: ListDecision = { watch: false, name: '' };
 const WATCH: ListDecision = { watch: true, name: '' };
@@ -37,11 +40,21 @@ export function listOptions(rawQuery: string): ListDecision {
       if (key !== K_OTHER) {
         const value = queryUnescape(rawQuery.slice(Math.min(eq + 1, end), end));
         switch (key) {
-          case K_WATCH: if (watch === undefined) watch = value; break;
-          case K_FIELD_SELECTOR: if (fieldSelector === undefined) fieldSelector = value; break;
-          case K_LABEL_SELECTOR: if (labelSelector === undefined) labelSelector = value; break;
-          case K_TIMEOUT_SECONDS: if (timeoutSeconds === undefined) timeoutSeconds = value; break;
-          case K_LIMIT: if (limit === undefined) limit = value; break;
+          case K_WATCH:
+            if (watch === undefined) watch = value;
+            break;
+          case K_FIELD_SELECTOR:
+            if (fieldSelector === undefined) fieldSelector = value;
+            break;
+          case K_LABEL_SELECTOR:
+            if (labelSelector === undefined) labelSelector = value;
+            break;
+          case K_TIMEOUT_SECONDS:
+            if (timeoutSeconds === undefined) timeoutSeconds = value;
+            break;
+          case K_LIMIT:
+            if (limit === undefined) limit = value;
+            break;
         }
       }
     }
@@ -91,12 +104,18 @@ function queryKey(q: string, start: number, end: number): number {
     if (c === PERCENT || c === 0x2b) {
       // an escaped spelling such as wat%63h; rare, so decode only here
       switch (queryUnescape(q.slice(start, end))) {
-        case 'watch': return K_WATCH;
-        case 'fieldSelector': return K_FIELD_SELECTOR;
-        case 'labelSelector': return K_LABEL_SELECTOR;
-        case 'timeoutSeconds': return K_TIMEOUT_SECONDS;
-        case 'limit': return K_LIMIT;
-        default: return K_OTHER;
+        case 'watch':
+          return K_WATCH;
+        case 'fieldSelector':
+          return K_FIELD_SELECTOR;
+        case 'labelSelector':
+          return K_LABEL_SELECTOR;
+        case 'timeoutSeconds':
+          return K_TIMEOUT_SECONDS;
+        case 'limit':
+          return K_LIMIT;
+        default:
+          return K_OTHER;
       }
     }
   }

@@ -2,8 +2,7 @@
 // (k8s.io/apiserver pkg/endpoints/request/requestinfo.go), as a pure function of method and path.
 
 /** A Kubernetes API request verb as kube-apiserver names it. */
-export type Verb =
-  | 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'proxy';
+export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'proxy';
 
 export interface ResourceRequest {
   readonly kind: 'resource';

@@ -28,7 +28,9 @@ export function scanPath(p: string): number {
   return flags;
 }
 
-interface Problem { readonly problem: string }
+interface Problem {
+  readonly problem: string;
+}
 
 export function normalisePath(raw: string, hasPercent: boolean): string | Problem {
   if (hasPercent) {

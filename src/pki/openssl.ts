@@ -42,14 +42,15 @@ const KEY_ARGS = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '
 
 /** A private config so the host's openssl.cnf defaults cannot add clashing extensions. */
 function opensslConfig(usage: CertUsage, sans: readonly string[] | undefined): string {
-  const ext = usage === 'ca'
-    ? ['basicConstraints = critical,CA:TRUE', 'keyUsage = critical,keyCertSign,cRLSign', 'subjectKeyIdentifier = hash']
-    : [
-        'basicConstraints = critical,CA:FALSE',
-        'keyUsage = critical,digitalSignature',
-        `extendedKeyUsage = ${usage === 'server' ? 'serverAuth' : 'clientAuth'}`,
-        ...(sans !== undefined && sans.length > 0 ? [`subjectAltName = ${sans.join(',')}`] : []),
-      ];
+  const ext =
+    usage === 'ca'
+      ? ['basicConstraints = critical,CA:TRUE', 'keyUsage = critical,keyCertSign,cRLSign', 'subjectKeyIdentifier = hash']
+      : [
+          'basicConstraints = critical,CA:FALSE',
+          'keyUsage = critical,digitalSignature',
+          `extendedKeyUsage = ${usage === 'server' ? 'serverAuth' : 'clientAuth'}`,
+          ...(sans !== undefined && sans.length > 0 ? [`subjectAltName = ${sans.join(',')}`] : []),
+        ];
   return ['[req]', 'distinguished_name = dn', 'prompt = no', '[dn]', '[ext]', ...ext, ''].join('\n');
 }
 
@@ -62,13 +63,60 @@ export async function issueCert(o: IssueOptions): Promise<KeyPairFiles> {
   await writeFile(cnf, o.utf8Config ?? opensslConfig(o.usage, o.sans));
   try {
     if (o.ca === undefined) {
-      await run('openssl', ['req', '-x509', '-new', ...KEY_ARGS, ...utf8, '-keyout', f('key'), '-out', f('crt'),
-        '-days', days, '-subj', o.subject, '-config', cnf, '-extensions', 'ext']);
+      await run('openssl', [
+        'req',
+        '-x509',
+        '-new',
+        ...KEY_ARGS,
+        ...utf8,
+        '-keyout',
+        f('key'),
+        '-out',
+        f('crt'),
+        '-days',
+        days,
+        '-subj',
+        o.subject,
+        '-config',
+        cnf,
+        '-extensions',
+        'ext',
+      ]);
     } else {
-      await run('openssl', ['req', '-new', ...KEY_ARGS, ...utf8, '-keyout', f('key'), '-out', f('csr'), '-subj', o.subject, '-config', cnf]);
-      await run('openssl', ['x509', '-req', '-in', f('csr'), '-CA', o.ca.certFile, '-CAkey', o.ca.keyFile,
-        '-set_serial', `0x${randomBytes(16).toString('hex')}`, '-days', days, '-out', f('crt'),
-        '-extfile', cnf, '-extensions', 'ext']);
+      await run('openssl', [
+        'req',
+        '-new',
+        ...KEY_ARGS,
+        ...utf8,
+        '-keyout',
+        f('key'),
+        '-out',
+        f('csr'),
+        '-subj',
+        o.subject,
+        '-config',
+        cnf,
+      ]);
+      await run('openssl', [
+        'x509',
+        '-req',
+        '-in',
+        f('csr'),
+        '-CA',
+        o.ca.certFile,
+        '-CAkey',
+        o.ca.keyFile,
+        '-set_serial',
+        `0x${randomBytes(16).toString('hex')}`,
+        '-days',
+        days,
+        '-out',
+        f('crt'),
+        '-extfile',
+        cnf,
+        '-extensions',
+        'ext',
+      ]);
     }
   } finally {
     await rm(cnf, { force: true });

@@ -32,7 +32,11 @@ export function decide(req: RoutingRequest, snap: Snapshot, opts: DecideOptions)
   }
   if (wantsPeerAggregatedApis(req.info, req.headers)) {
     const credentials = req.identity.kind === 'stated' || (req.headers.get(AUTHORIZATION_HEADER) ?? '') !== '';
-    return decidePeerDiscovery(snap, credentials, { now: opts.now, staleAfterMs: opts.staleAfterMs, ifNoneMatch: req.headers.get('if-none-match') });
+    return decidePeerDiscovery(snap, credentials, {
+      now: opts.now,
+      staleAfterMs: opts.staleAfterMs,
+      ifNoneMatch: req.headers.get('if-none-match'),
+    });
   }
   return decideByPath(req.info, snap, opts);
 }

@@ -94,15 +94,15 @@ export interface DiscoveryDecision extends Base {
 }
 
 export type Decision =
-  | DefaultDecision
-  | RoutedDecision
-  | NotFoundDecision
-  | UnavailableDecision
-  | PassthroughDecision
-  | RejectedDecision
-  | DiscoveryDecision;
+  DefaultDecision | RoutedDecision | NotFoundDecision | UnavailableDecision | PassthroughDecision | RejectedDecision | DiscoveryDecision;
 
 /** All outcomes, for metrics pre-registration and docs. */
 export const OUTCOMES: readonly Outcome[] = Object.freeze([
-  'default', 'routed', 'not_found', 'unavailable', 'passthrough', 'rejected', 'discovery',
+  'default',
+  'routed',
+  'not_found',
+  'unavailable',
+  'passthrough',
+  'rejected',
+  'discovery',
 ]);

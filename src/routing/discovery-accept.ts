@@ -114,7 +114,10 @@ export function parseAccept(header: string): AcceptClause[] {
  * 1.35), `stream` only as "watch" on a streaming serializer, and never `sv`. A clause without a
  * conversion is skipped, not chosen: `application/json,<v2>` gets the aggregated document.
  */
-function aggregatedOptions(params: ReadonlyMap<string, string>, served: (typeof SERVED)[number]): { profile: string; pretty: boolean } | null {
+function aggregatedOptions(
+  params: ReadonlyMap<string, string>,
+  served: (typeof SERVED)[number],
+): { profile: string; pretty: boolean } | null {
   if (params.get('g') !== 'apidiscovery.k8s.io' || params.get('v') !== 'v2' || params.get('as') !== 'APIGroupDiscoveryList') return null;
   const stream = params.get('stream') ?? '';
   if (stream.length > 0 && (!served.streams || stream !== 'watch')) return null;
@@ -127,8 +130,9 @@ export function negotiateApis(accept: string | undefined): ApisNegotiation {
   if (accept === undefined || accept.length === 0) return { kind: 'not_aggregated' };
   for (const clause of parseAccept(accept)) {
     for (const served of SERVED) {
-      const matches = (clause.type === served.type && (clause.subType === served.subType || clause.subType === '*'))
-        || (clause.type === '*' && clause.subType === '*');
+      const matches =
+        (clause.type === served.type && (clause.subType === served.subType || clause.subType === '*')) ||
+        (clause.type === '*' && clause.subType === '*');
       if (!matches) continue;
       const options = aggregatedOptions(clause.params, served);
       if (options !== null) return { kind: 'aggregated', mediaType: `${served.type}/${served.subType}`, ...options };

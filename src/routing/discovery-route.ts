@@ -50,14 +50,19 @@ export interface PeerDiscoveryRouteOptions {
  * only, and skewgate cannot check a token, so a request with none goes to an apiserver, which
  * answers 401 or 403 (or serves it, if it allows anonymous).
  */
-export function decidePeerDiscovery(snap: Snapshot, hasCredentials: boolean, opts: PeerDiscoveryRouteOptions): DiscoveryDecision | PassthroughDecision {
+export function decidePeerDiscovery(
+  snap: Snapshot,
+  hasCredentials: boolean,
+  opts: PeerDiscoveryRouteOptions,
+): DiscoveryDecision | PassthroughDecision {
   const result = snap.peerDiscovery;
   if (!hasCredentials) return { outcome: 'passthrough', reason: 'no_credentials', candidates: NONE };
   if (!result.ok) return { outcome: 'passthrough', reason: result.reason, candidates: NONE };
   const doc = result.document;
   // The merge was keyed on readiness: the ready servers here are the merged ones.
   for (const s of snap.servers) {
-    if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs)) return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
+    if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs))
+      return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
   }
   // kube-apiserver compares the first If-None-Match value, verbatim, with the quoted hash.
   const notModified = opts.ifNoneMatch === doc.quotedEtag;

@@ -82,7 +82,11 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   }
   if (knownNot === 0 && known.length === 0) {
     // Nothing is proven either way (skewgate starting, or every view out of date): balance.
-    return { outcome: 'passthrough', reason: servers.some((s) => s.view === null) ? 'not_synced' : 'view_incomplete', candidates: NO_CANDIDATES };
+    return {
+      outcome: 'passthrough',
+      reason: servers.some((s) => s.view === null) ? 'not_synced' : 'view_incomplete',
+      candidates: NO_CANDIDATES,
+    };
   }
   // Some apiservers are known NOT to serve it: never balance onto them (their 404 would be false).
   const candidates = [...known, ...unverified];

@@ -54,7 +54,13 @@ export const NO_CLIENT_CA: ClientIdentityOf = (xfcc) =>
     : { kind: 'unstated', problem: 'skewgate has no client CA (envoy.tls.clientCaFile) to verify the client certificate against' };
 
 /** classify → state the identity → decide, over one snapshot. Pure; what `explain` runs too. */
-export function routeRequest(method: string, path: string, headers: ReadonlyMap<string, string>, snap: Snapshot, ctx: RouteContext): RoutingResult {
+export function routeRequest(
+  method: string,
+  path: string,
+  headers: ReadonlyMap<string, string>,
+  snap: Snapshot,
+  ctx: RouteContext,
+): RoutingResult {
   const info = classifyRequest(method, path);
   const identity = ctx.clientIdentity(headers.get(CLIENT_CERT_HEADER), ctx.now);
   const decision = decide({ info, headers, identity }, snap, ctx);

@@ -105,7 +105,10 @@ export function serverAddresses(apiservers: readonly { readonly name: string; re
 }
 
 /** The tracing half of the telemetry observer. */
-export function createDecisionSpans(tracer: Tracer, servers: ReadonlyMap<string, ServerAddress>): Required<Pick<DecisionObserver, 'onRequest' | 'onDecision' | 'onRouteError'>> {
+export function createDecisionSpans(
+  tracer: Tracer,
+  servers: ReadonlyMap<string, ServerAddress>,
+): Required<Pick<DecisionObserver, 'onRequest' | 'onDecision' | 'onRouteError'>> {
   // The span behind each DecisionTrace handed to the stream; dropped when it ends.
   const open = new WeakMap<DecisionTrace, Span>();
   const take = (t: DecisionTrace | undefined): Span | undefined => {
@@ -121,7 +124,12 @@ export function createDecisionSpans(tracer: Tracer, servers: ReadonlyMap<string,
         SPAN_DECISION,
         {
           kind: SpanKind.SERVER,
-          attributes: { [ATTR.rpcSystem]: 'grpc', [ATTR.rpcService]: EXTPROC_SERVICE_NAME, [ATTR.rpcMethod]: 'Process', [ATTR.parentSource]: parent.source },
+          attributes: {
+            [ATTR.rpcSystem]: 'grpc',
+            [ATTR.rpcService]: EXTPROC_SERVICE_NAME,
+            [ATTR.rpcMethod]: 'Process',
+            [ATTR.parentSource]: parent.source,
+          },
         },
         parent.context,
       );

@@ -32,7 +32,9 @@ export class SkewgateMetrics {
   private readonly fetchErrors: Counter;
 
   constructor(meter: Meter, source: MetricsSource, skew: SkewTracker, now: () => number = Date.now) {
-    this.decisions = meter.createCounter(METRIC.decisions, { description: 'Routing decisions by outcome, reason and upstream (routed only)' });
+    this.decisions = meter.createCounter(METRIC.decisions, {
+      description: 'Routing decisions by outcome, reason and upstream (routed only)',
+    });
     this.decisionDuration = meter.createHistogram(METRIC.decisionDuration, {
       description: 'Seconds from the request headers arriving to the reply handed to gRPC',
       unit: 's',
@@ -46,9 +48,16 @@ export class SkewgateMetrics {
     });
     this.fetchErrors = meter.createCounter(METRIC.fetchErrors, { description: 'Failed discovery rounds per apiserver' });
 
-    const viewAge = meter.createObservableGauge(METRIC.viewAge, { description: 'Seconds since the last good discovery view of each apiserver', unit: 's' });
-    const ready = meter.createObservableGauge(METRIC.ready, { description: '1 when the apiserver answered /readyz with 200 at the last probe, else 0' });
-    const skewed = meter.createObservableGauge(METRIC.skewedResources, { description: 'Resources (and subresources) not served by every apiserver' });
+    const viewAge = meter.createObservableGauge(METRIC.viewAge, {
+      description: 'Seconds since the last good discovery view of each apiserver',
+      unit: 's',
+    });
+    const ready = meter.createObservableGauge(METRIC.ready, {
+      description: '1 when the apiserver answered /readyz with 200 at the last probe, else 0',
+    });
+    const skewed = meter.createObservableGauge(METRIC.skewedResources, {
+      description: 'Resources (and subresources) not served by every apiserver',
+    });
     const missing = meter.createObservableGauge(METRIC.missingResources, { description: 'Skewed resources an apiserver does not serve' });
     meter.addBatchObservableCallback(
       (r) => {
@@ -67,7 +76,10 @@ export class SkewgateMetrics {
 
   recordDecision(result: RoutingResult, durationNs: bigint): void {
     const d = result.decision;
-    this.decisions.add(1, d.outcome === 'routed' ? { outcome: d.outcome, reason: d.reason, upstream: d.upstream } : { outcome: d.outcome, reason: d.reason });
+    this.decisions.add(
+      1,
+      d.outcome === 'routed' ? { outcome: d.outcome, reason: d.reason, upstream: d.upstream } : { outcome: d.outcome, reason: d.reason },
+    );
     this.decisionDuration.record(Number(durationNs) / 1e9, { outcome: d.outcome });
   }
 

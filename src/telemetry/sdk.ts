@@ -66,7 +66,8 @@ export class TelemetryStartError extends Error {
 export class SkewgateSampler implements Sampler {
   private readonly base: Sampler;
   constructor(spec: SamplerSpec) {
-    const root: Sampler = spec.ratio >= 1 ? new AlwaysOnSampler() : spec.ratio <= 0 ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(spec.ratio);
+    const root: Sampler =
+      spec.ratio >= 1 ? new AlwaysOnSampler() : spec.ratio <= 0 ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(spec.ratio);
     this.base = spec.parentBased ? new ParentBasedSampler({ root }) : root;
   }
   shouldSample(ctx: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]): SamplingResult {
@@ -145,7 +146,10 @@ export async function startSdk(settings: TelemetrySettings, options: SdkOptions 
   try {
     if (settings.tracing || options.spanExporter) {
       const processors: SpanProcessor[] = [];
-      if (settings.tracing) processors.push(new BatchSpanProcessor({ exporter: traceExporter(settings.tracing.otlp), scheduledDelayMillis: settings.tracing.batchDelayMs }));
+      if (settings.tracing)
+        processors.push(
+          new BatchSpanProcessor({ exporter: traceExporter(settings.tracing.otlp), scheduledDelayMillis: settings.tracing.batchDelayMs }),
+        );
       if (options.spanExporter) processors.push(new SimpleSpanProcessor({ exporter: options.spanExporter }));
       tracerProvider = new TracerProvider({
         resource: res,
@@ -164,7 +168,12 @@ export async function startSdk(settings: TelemetrySettings, options: SdkOptions 
       prometheus = { exporter, ...settings.metrics.prometheus };
     }
     if (settings.metrics?.otlp) {
-      readers.push(new PeriodicExportingMetricReader({ exporter: metricExporter(settings.metrics.otlp), exportIntervalMillis: settings.metrics.otlp.intervalMs }));
+      readers.push(
+        new PeriodicExportingMetricReader({
+          exporter: metricExporter(settings.metrics.otlp),
+          exportIntervalMillis: settings.metrics.otlp.intervalMs,
+        }),
+      );
     }
     if (readers.length > 0) meterProvider = new MeterProvider({ resource: res, readers });
     if (prometheus) {

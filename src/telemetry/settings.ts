@@ -73,7 +73,10 @@ function positiveNumber(text: string | undefined): number | undefined {
 }
 
 function envList(env: Env, name: string): string[] | undefined {
-  return envValue(env, name)?.split(',').map((x) => x.trim().toLowerCase()).filter((x) => x !== '');
+  return envValue(env, name)
+    ?.split(',')
+    .map((x) => x.trim().toLowerCase())
+    .filter((x) => x !== '');
 }
 
 /** W3C Baggage-style "k=v,k2=v2" with percent-encoding, as OTEL_EXPORTER_OTLP_HEADERS is written. */
@@ -97,7 +100,10 @@ export function parseKeyValueList(text: string | undefined): Record<string, stri
 }
 
 function protocolFromEnv(env: Env, signal: Signal, warnings: string[]): OtlpProtocol | undefined {
-  const name = envValue(env, `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_PROTOCOL`) !== undefined ? `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_PROTOCOL` : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const name =
+    envValue(env, `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_PROTOCOL`) !== undefined
+      ? `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_PROTOCOL`
+      : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const v = envValue(env, name)?.toLowerCase();
   if (v === undefined) return undefined;
   if (v === 'grpc') return 'grpc';
@@ -139,7 +145,11 @@ function otlpTarget(file: FileOtlp, fallback: FileOtlp, env: Env, signal: Signal
     ...(fallback.headers ?? {}),
     ...(file.headers ?? {}),
   };
-  const caFile = file.caFile ?? fallback.caFile ?? envValue(env, `OTEL_EXPORTER_OTLP_${SIG}_CERTIFICATE`) ?? envValue(env, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
+  const caFile =
+    file.caFile ??
+    fallback.caFile ??
+    envValue(env, `OTEL_EXPORTER_OTLP_${SIG}_CERTIFICATE`) ??
+    envValue(env, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
   return { protocol, url, headers, caFile };
 }
 
@@ -185,7 +195,10 @@ function prometheusSettings(file: TelemetryConfig['metrics'], env: Env, exporter
   }
   if (!exporters?.includes('prometheus')) return null;
   const port = Number(envValue(env, 'OTEL_EXPORTER_PROMETHEUS_PORT') ?? DEFAULT_PROMETHEUS_PORT);
-  return { host: envValue(env, 'OTEL_EXPORTER_PROMETHEUS_HOST') ?? '127.0.0.1', port: Number.isInteger(port) ? port : DEFAULT_PROMETHEUS_PORT };
+  return {
+    host: envValue(env, 'OTEL_EXPORTER_PROMETHEUS_HOST') ?? '127.0.0.1',
+    port: Number.isInteger(port) ? port : DEFAULT_PROMETHEUS_PORT,
+  };
 }
 
 export function resolveTelemetrySettings(file: TelemetryConfig, env: Env): TelemetrySettings {
@@ -199,7 +212,10 @@ export function resolveTelemetrySettings(file: TelemetryConfig, env: Env): Telem
   const tracing: TracingSettings | null = tracingEnabled(t, env)
     ? {
         otlp: otlpTarget(t, {}, env, 'traces', warnings),
-        sampler: t.samplerRatio !== undefined ? { parentBased: true, ratio: t.samplerRatio } : samplerFromEnv(env, warnings) ?? { parentBased: true, ratio: 1 },
+        sampler:
+          t.samplerRatio !== undefined
+            ? { parentBased: true, ratio: t.samplerRatio }
+            : (samplerFromEnv(env, warnings) ?? { parentBased: true, ratio: 1 }),
         batchDelayMs: positiveNumber(envValue(env, 'OTEL_BSP_SCHEDULE_DELAY')) ?? DEFAULT_BATCH_DELAY_MS,
       }
     : null;
@@ -221,7 +237,12 @@ export function resolveTelemetrySettings(file: TelemetryConfig, env: Env): Telem
 
 /** For the start-up log line: where things go, header names but never their values. */
 export function describeTelemetry(s: TelemetrySettings): Record<string, unknown> {
-  const target = (o: OtlpTarget): Record<string, unknown> => ({ protocol: o.protocol, url: o.url, headers: Object.keys(o.headers), ...(o.caFile ? { caFile: o.caFile } : {}) });
+  const target = (o: OtlpTarget): Record<string, unknown> => ({
+    protocol: o.protocol,
+    url: o.url,
+    headers: Object.keys(o.headers),
+    ...(o.caFile ? { caFile: o.caFile } : {}),
+  });
   return {
     serviceName: s.serviceName,
     tracing: s.tracing ? { ...target(s.tracing.otlp), sampler: s.tracing.sampler } : 'off',

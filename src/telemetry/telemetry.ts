@@ -78,7 +78,17 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       };
       unsubscribe = discovery.onRound((e: DiscoveryRoundEvent) => {
         const change = skew.update(e.snapshot);
-        if (change) log.info({ apiserver: e.server, skewedBefore: change.before, skewedAfter: change.after, newlySkewed: change.newlySkewed.slice(0, 10), noLongerSkewed: change.noLongerSkewed.slice(0, 10) }, 'skew changed');
+        if (change)
+          log.info(
+            {
+              apiserver: e.server,
+              skewedBefore: change.before,
+              skewedAfter: change.after,
+              newlySkewed: change.newlySkewed.slice(0, 10),
+              noLongerSkewed: change.noLongerSkewed.slice(0, 10),
+            },
+            'skew changed',
+          );
         metrics?.recordRound(e);
         if (tracer) recordRoundSpan(tracer, e, servers.get(e.server), change);
       });

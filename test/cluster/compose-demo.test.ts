@@ -37,7 +37,13 @@ const elapsed = (): string => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 t.setTimeout(12 * 60_000);
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-compose-demo-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23814, etcdPeerPort: 23824, log: (l) => t.comment(`[${elapsed()}] ${l}`) });
+const lab = await Lab.open({
+  dir,
+  killOnExit: true,
+  etcdClientPort: 23814,
+  etcdPeerPort: 23824,
+  log: (l) => t.comment(`[${elapsed()}] ${l}`),
+});
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 t.teardown(async () => {
   await agent.close();
@@ -60,10 +66,17 @@ function demo(mode: string, env: Record<string, string>, timeoutMs = 300_000): P
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString('utf8'); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8');
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8');
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     child.once('close', (code) => {
       clearTimeout(timer);
       t.comment(`demo.sh ${mode} exited ${String(code)}\n${stdout}${stderr}`);
@@ -81,12 +94,19 @@ interface Tally {
 
 /** The tally line demo.sh prints for one gateway. */
 function tally(stdout: string, label: string, url: string): Tally | undefined {
-  const m = new RegExp(`^\\[demo\\]\\s+${label}\\s+${url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s+OK (\\d+)\\s+404 (\\d+)\\s+no-type (\\d+)\\s+other (\\d+)$`, 'm').exec(stdout);
+  const m = new RegExp(
+    `^\\[demo\\]\\s+${label}\\s+${url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s+OK (\\d+)\\s+404 (\\d+)\\s+no-type (\\d+)\\s+other (\\d+)$`,
+    'm',
+  ).exec(stdout);
   return m ? { ok: Number(m[1]), notFound: Number(m[2]), noType: Number(m[3]), other: Number(m[4]) } : undefined;
 }
 
 async function get(base: string, path: string): Promise<{ status: number; body: string }> {
-  const res = await request(`${base}${path}`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: 'application/json' }, signal: AbortSignal.timeout(10_000) });
+  const res = await request(`${base}${path}`, {
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: 'application/json' },
+    signal: AbortSignal.timeout(10_000),
+  });
   return { status: res.statusCode, body: await res.body.text() };
 }
 
@@ -122,13 +142,22 @@ await t.test('demo.sh setup applies the RBAC file through the gateway', async (t
   const objects = labRbacObjects();
   await writeFile(rbacFile, objects.map((o) => stringify(o.body)).join('---\n'));
   // SETUP_URL unset: it defaults to GATEWAY_URL, as in the compose file's contract.
-  const run = await demo('setup', { GATEWAY_URL: gateway?.url ?? '', BASELINE_URL: baseline?.url ?? '', RBAC_FILE: rbacFile, READY_TIMEOUT: '60' });
+  const run = await demo('setup', {
+    GATEWAY_URL: gateway?.url ?? '',
+    BASELINE_URL: baseline?.url ?? '',
+    RBAC_FILE: rbacFile,
+    READY_TIMEOUT: '60',
+  });
   t.equal(run.code, 0, `exit 0 (stderr: ${run.stderr.trim()})`);
   t.match(run.stdout, `setup target ${gateway?.url ?? ''}: ready after`);
   t.match(run.stdout, /^\[setup\] done$/m);
   for (const o of objects) {
     const name = (o.body.metadata as { name: string }).name;
-    t.match(run.stdout, new RegExp(`/${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} (configured|unchanged|created)`), `kubectl reports ${o.path} ${name}`);
+    t.match(
+      run.stdout,
+      new RegExp(`/${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} (configured|unchanged|created)`),
+      `kubectl reports ${o.path} ${name}`,
+    );
     // The lab POSTed these without kubectl's annotation: its presence shows the apply reached the store.
     const res = await get(lab.apiServerUrl('kas-1'), `${o.path}/${encodeURIComponent(name)}`);
     const annotations = (JSON.parse(res.body) as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations ?? {};
@@ -151,8 +180,13 @@ await t.test('demo.sh demo: all OK through skewgate, 404s through plain round ro
   t.ok((bl?.notFound ?? 0) >= 1, `through plain round robin: ${bl?.notFound ?? 0} × 404`);
   t.equal(bl?.other, 0, 'the baseline fails only with not-founds');
   t.equal((bl?.ok ?? 0) + (bl?.notFound ?? 0) + (bl?.noType ?? 0) + (bl?.other ?? 0), ROUNDS, 'every baseline round counted');
-  t.match(run.stdout, /mutatingadmissionpolicy\.admissionregistration\.k8s\.io\/skewgate-demo (created|unchanged|configured)/, 'kubectl apply of the policy');
-  for (const link of ['http://localhost:16686', 'http://localhost:9901', 'http://localhost:9464/metrics']) t.match(run.stdout, link, `points at ${link}`);
+  t.match(
+    run.stdout,
+    /mutatingadmissionpolicy\.admissionregistration\.k8s\.io\/skewgate-demo (created|unchanged|configured)/,
+    'kubectl apply of the policy',
+  );
+  for (const link of ['http://localhost:16686', 'http://localhost:9901', 'http://localhost:9464/metrics'])
+    t.match(run.stdout, link, `points at ${link}`);
 
   const direct = await get(lab.apiServerUrl('kas-3'), POLICY_PATH);
   t.equal(direct.status, 200, 'the MutatingAdmissionPolicy is there, read straight from kas-3 (1.36)');
@@ -164,5 +198,8 @@ await t.test('demo.sh demo fails (exit 1) when its "skewgate" is plain round rob
   const run = await demo('demo', { GATEWAY_URL: base, BASELINE_URL: base, ROUNDS: String(ROUNDS), READY_TIMEOUT: '60' });
   t.equal(run.code, 1, 'exit 1');
   // Either the policy's apply or some of the rounds hit an apiserver without the resource.
-  t.match(run.stderr, /\[demo\] error: (kubectl apply of MutatingAdmissionPolicy skewgate-demo through skewgate failed|\d+ of 12 requests through skewgate did not succeed)/);
+  t.match(
+    run.stderr,
+    /\[demo\] error: (kubectl apply of MutatingAdmissionPolicy skewgate-demo through skewgate failed|\d+ of 12 requests through skewgate did not succeed)/,
+  );
 });

@@ -34,10 +34,22 @@ const DEPLOYMENT = join(DEPLOY, 'kubernetes/deployment.yaml');
 const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-deploy-'));
-const lab = await Lab.open({ dir: join(dir, 'lab'), killOnExit: true, etcdClientPort: 23810, etcdPeerPort: 23820, log: (l) => t.comment(l) });
+const lab = await Lab.open({
+  dir: join(dir, 'lab'),
+  killOnExit: true,
+  etcdClientPort: 23810,
+  etcdPeerPort: 23820,
+  log: (l) => t.comment(l),
+});
 const children = new Set<ChildProcess>();
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
-const certAgent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8'), cert: await readFile(lab.pki.adminCertFile, 'utf8'), key: await readFile(lab.pki.adminKeyFile, 'utf8') } });
+const certAgent = new Agent({
+  connect: {
+    ca: await readFile(lab.pki.caFile, 'utf8'),
+    cert: await readFile(lab.pki.adminCertFile, 'utf8'),
+    key: await readFile(lab.pki.adminKeyFile, 'utf8'),
+  },
+});
 t.teardown(async () => {
   for (const c of children) await stopChild(c, 'SIGKILL');
   await agent.close();
@@ -78,11 +90,18 @@ function runProcess(cmd: string, args: readonly string[], stdin?: string, timeou
     const child = spawn(cmd, args, { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('error', reject);
-    child.once('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
     child.stdin.end(stdin ?? '');
   });
 }
@@ -97,7 +116,10 @@ async function manifestFiles(d: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await readdir(d, { withFileTypes: true })) {
     const p = join(d, e.name);
-    if (e.isDirectory()) { if (p !== join(DEPLOY, 'compose')) out.push(...(await manifestFiles(p))); continue; }
+    if (e.isDirectory()) {
+      if (p !== join(DEPLOY, 'compose')) out.push(...(await manifestFiles(p)));
+      continue;
+    }
     if (!/\.ya?ml$/.test(e.name)) continue;
     const docs = await yamlDocs(p);
     if (docs.length > 0 && docs.every((x) => typeof x.apiVersion === 'string' && typeof x.kind === 'string')) out.push(p);
@@ -108,18 +130,26 @@ async function manifestFiles(d: string): Promise<string[]> {
 async function yamlDocs(file: string): Promise<Obj[]> {
   const docs = parseAllDocuments(await readFile(file, 'utf8'));
   if (!Array.isArray(docs)) return [];
-  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null && typeof d === 'object').map((x) => obj(x));
+  return docs
+    .map((d) => d.toJS({ maxAliasCount: 100 }) as unknown)
+    .filter((d) => d !== null && typeof d === 'object')
+    .map((x) => obj(x));
 }
 
 const files = await manifestFiles(DEPLOY);
 
-const label = (d: Obj): string => `${String(d.kind)} ${String(obj(d.metadata).namespace ?? '')}${obj(d.metadata).namespace === undefined ? '' : '/'}${String(obj(d.metadata).name)}`;
+const label = (d: Obj): string =>
+  `${String(d.kind)} ${String(obj(d.metadata).namespace ?? '')}${obj(d.metadata).namespace === undefined ? '' : '/'}${String(obj(d.metadata).name)}`;
 
 /** kubectl create --dry-run=server of one object: accepted, with no warning. */
 async function dryRun(t: Test, d: Obj, where: string): Promise<Ran> {
   const res = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(d));
   t.equal(res.code, 0, `${where}: ${label(d)} accepted${res.code === 0 ? '' : `: ${res.stderr.trim()}`}`);
-  t.match(res.stdout.trim(), new RegExp(`/${String(obj(d.metadata).name).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} created \\(server dry run\\)$`), `${where}: ${label(d)}: "created (server dry run)"`);
+  t.match(
+    res.stdout.trim(),
+    new RegExp(`/${String(obj(d.metadata).name).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} created \\(server dry run\\)$`),
+    `${where}: ${label(d)}: "created (server dry run)"`,
+  );
   t.notMatch(res.stderr, /warning/i, `${where}: ${label(d)}: no warning${res.stderr.trim() === '' ? '' : `: ${res.stderr.trim()}`}`);
   return res;
 }
@@ -130,13 +160,18 @@ await t.test('a real kube-apiserver for the manifests', async (t) => {
   await lab.startEtcd();
   await lab.startApiServer(KAS);
   const server = lab.apiServerUrl(KAS.name);
-  await writeFile(kubeconfig, stringify({
-    apiVersion: 'v1', kind: 'Config',
-    clusters: [{ name: 'lab', cluster: { server, 'certificate-authority': lab.pki.caFile } }],
-    users: [{ name: 'admin', user: { token: lab.pki.adminToken } }],
-    contexts: [{ name: 'admin', context: { cluster: 'lab', user: 'admin' } }],
-    'current-context': 'admin',
-  }), { mode: 0o600 });
+  await writeFile(
+    kubeconfig,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'lab', cluster: { server, 'certificate-authority': lab.pki.caFile } }],
+      users: [{ name: 'admin', user: { token: lab.pki.adminToken } }],
+      contexts: [{ name: 'admin', context: { cluster: 'lab', user: 'admin' } }],
+      'current-context': 'admin',
+    }),
+    { mode: 0o600 },
+  );
   const version = await kubectl(['get', '--raw', '/version']);
   t.equal(version.code, 0, version.stderr);
   t.equal((JSON.parse(version.stdout) as { gitVersion: string }).gitVersion, `v${versions.kubeNew}`, `kube-apiserver v${versions.kubeNew}`);
@@ -170,9 +205,14 @@ await t.test('Pod Security: the Deployment\'s pods meet "restricted"; the static
   const dep = docs.find((d) => d.kind === 'Deployment');
   const ns = String(obj(dep?.metadata).namespace);
   const template = obj(obj(dep?.spec).template);
-  const pod = (spec: Obj, name: string): Obj => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns, labels: obj(template.metadata).labels }, spec });
+  const pod = (spec: Obj, name: string): Obj => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: obj(template.metadata).labels },
+    spec,
+  });
   // The template as a Pod: PodSecurity enforces on Pods, not on Deployments.
-  await dryRun(t, pod(obj(template.spec), 'template-check'), 'the Deployment\'s pod template');
+  await dryRun(t, pod(obj(template.spec), 'template-check'), "the Deployment's pod template");
   // Negative controls: the namespace really enforces the profile.
   const loosened = JSON.parse(JSON.stringify(template.spec)) as { containers: { securityContext: Obj }[] };
   delete loosened.containers[0]?.securityContext.allowPrivilegeEscalation;
@@ -196,8 +236,11 @@ await t.test('RBAC: both discovery credentials may read and watch CRDs and APISe
   }
   const sa = dep.find((x) => x.kind === 'ServiceAccount');
   const who: [string, string[]][] = [
-    ['the static pods\' certificate', ['--as', 'skewgate:cp-1', '--as-group', SKEWGATE_GROUP]],
-    ['the Deployment\'s ServiceAccount', ['--as', `system:serviceaccount:${String(obj(sa?.metadata).namespace)}:${String(obj(sa?.metadata).name)}`]],
+    ["the static pods' certificate", ['--as', 'skewgate:cp-1', '--as-group', SKEWGATE_GROUP]],
+    [
+      "the Deployment's ServiceAccount",
+      ['--as', `system:serviceaccount:${String(obj(sa?.metadata).namespace)}:${String(obj(sa?.metadata).name)}`],
+    ],
   ];
   for (const [name, as] of who) {
     for (const verb of ['get', 'list', 'watch']) {
@@ -206,7 +249,12 @@ await t.test('RBAC: both discovery credentials may read and watch CRDs and APISe
         t.equal(res.stdout.trim(), 'yes', `${name}: ${verb} ${resource}`);
       }
     }
-    const denied: readonly (readonly [string, string])[] = [['create', 'customresourcedefinitions.apiextensions.k8s.io'], ['get', 'secrets'], ['list', 'pods'], ['delete', 'apiservices.apiregistration.k8s.io']];
+    const denied: readonly (readonly [string, string])[] = [
+      ['create', 'customresourcedefinitions.apiextensions.k8s.io'],
+      ['get', 'secrets'],
+      ['list', 'pods'],
+      ['delete', 'apiservices.apiregistration.k8s.io'],
+    ];
     for (const [verb, resource] of denied) {
       const res = await kubectl(['auth', 'can-i', verb, resource, '--all-namespaces', ...as]);
       t.equal(res.stdout.trim(), 'no', `${name}: not ${verb} ${resource}`);
@@ -223,7 +271,14 @@ function mapStrings(v: unknown, map: ReadonlyMap<string, string>): unknown {
   if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapStrings(x, map)]));
   return v;
 }
-const strings = (v: unknown): string[] => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.flatMap(strings) : v !== null && typeof v === 'object' ? Object.values(v).flatMap(strings) : []);
+const strings = (v: unknown): string[] =>
+  typeof v === 'string'
+    ? [v]
+    : Array.isArray(v)
+      ? v.flatMap(strings)
+      : v !== null && typeof v === 'object'
+        ? Object.values(v).flatMap(strings)
+        : [];
 
 async function until(what: string, timeoutMs: number, check: () => Promise<string | null>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -241,29 +296,55 @@ async function until(what: string, timeoutMs: number, check: () => Promise<strin
   }
 }
 
-async function get(url: string, o: { dispatcher?: Agent; token?: string; method?: 'GET' | 'POST'; body?: string } = {}): Promise<{ status: number; body: string }> {
+async function get(
+  url: string,
+  o: { dispatcher?: Agent; token?: string; method?: 'GET' | 'POST'; body?: string } = {},
+): Promise<{ status: number; body: string }> {
   const res = await request(url, {
-    method: o.method ?? 'GET', ...(o.dispatcher === undefined ? {} : { dispatcher: o.dispatcher }),
-    headers: { ...(o.token === undefined ? {} : { authorization: `Bearer ${o.token}` }), ...(o.body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(o.body === undefined ? {} : { body: o.body }), signal: AbortSignal.timeout(5000),
+    method: o.method ?? 'GET',
+    ...(o.dispatcher === undefined ? {} : { dispatcher: o.dispatcher }),
+    headers: {
+      ...(o.token === undefined ? {} : { authorization: `Bearer ${o.token}` }),
+      ...(o.body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(o.body === undefined ? {} : { body: o.body }),
+    signal: AbortSignal.timeout(5000),
   });
   return { status: res.statusCode, body: await res.body.text() };
 }
 
-await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envoy in front of the real apiserver', async (t) => {
+await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy in front of the real apiserver", async (t) => {
   const server = lab.apiServerUrl(KAS.name);
   // What `kubeadm kubeconfig user --client-name skewgate:cp-1 --org skewgate:discovery` writes:
   // a kubeconfig with an inline client certificate from the cluster CA. Its server is never used.
-  const cert = await issueCert({ dir, name: 'skewgate-discovery', subject: `/O=${SKEWGATE_GROUP}/CN=skewgate:cp-1`, usage: 'client', ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile } });
+  const cert = await issueCert({
+    dir,
+    name: 'skewgate-discovery',
+    subject: `/O=${SKEWGATE_GROUP}/CN=skewgate:cp-1`,
+    usage: 'client',
+    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
+  });
   const b64 = async (f: string): Promise<string> => (await readFile(f)).toString('base64');
   const kubeconfigFile = join(dir, 'skewgate.conf');
-  await writeFile(kubeconfigFile, stringify({
-    apiVersion: 'v1', kind: 'Config',
-    clusters: [{ name: 'kubernetes', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(lab.pki.caFile) } }],
-    users: [{ name: 'skewgate:cp-1', user: { 'client-certificate-data': await b64(cert.certFile), 'client-key-data': await b64(cert.keyFile) } }],
-    contexts: [{ name: 'skewgate:cp-1@kubernetes', context: { cluster: 'kubernetes', user: 'skewgate:cp-1' } }],
-    'current-context': 'skewgate:cp-1@kubernetes',
-  }), { mode: 0o600 });
+  await writeFile(
+    kubeconfigFile,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        { name: 'kubernetes', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(lab.pki.caFile) } },
+      ],
+      users: [
+        {
+          name: 'skewgate:cp-1',
+          user: { 'client-certificate-data': await b64(cert.certFile), 'client-key-data': await b64(cert.keyFile) },
+        },
+      ],
+      contexts: [{ name: 'skewgate:cp-1@kubernetes', context: { cluster: 'kubernetes', user: 'skewgate:cp-1' } }],
+      'current-context': 'skewgate:cp-1@kubernetes',
+    }),
+    { mode: 0o600 },
+  );
 
   const socket = join(dir, 'extproc.sock');
   t.ok(socket.length < 100, 'the socket path fits in sun_path');
@@ -277,7 +358,9 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
     ['/etc/kubernetes/pki/front-proxy-client.key', lab.pki.frontProxyClientKeyFile],
     ['/etc/skewgate/skewgate.conf', kubeconfigFile],
     ['unix:/run/skewgate/extproc.sock', `unix:${socket}`],
-    ['https://10.0.0.11:6443', server], ['https://10.0.0.12:6443', server], ['https://10.0.0.13:6443', server],
+    ['https://10.0.0.11:6443', server],
+    ['https://10.0.0.12:6443', server],
+    ['https://10.0.0.13:6443', server],
     ['http://10.0.0.20:4317', `http://127.0.0.1:${otlpPort}`],
     ['127.0.0.1:9464', `127.0.0.1:${metricsPort}`],
     ['0.0.0.0', '127.0.0.1'],
@@ -286,14 +369,16 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   const envoySection = obj(mapped.envoy);
   obj(envoySection.listen).port = gatewayPort;
   obj(envoySection.admin).port = adminPort;
-  const left = strings(mapped).filter((s) => s.includes('/etc/') || s.includes('/run/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'));
-  t.same(left, [], 'every node path and address was mapped to this machine\'s loopback and files');
+  const left = strings(mapped).filter(
+    (s) => s.includes('/etc/') || s.includes('/run/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'),
+  );
+  t.same(left, [], "every node path and address was mapped to this machine's loopback and files");
   t.same(Object.keys(mapped).sort(), Object.keys(original).sort(), 'otherwise the same config');
   const configFile = join(dir, 'skewgate.yaml');
   await writeFile(configFile, stringify(mapped));
 
   const pod = (await yamlDocs(STATIC_POD))[0] as Obj;
-  const containers = (obj(pod.spec).containers as Obj[]);
+  const containers = obj(pod.spec).containers as Obj[];
 
   // Envoy's bootstrap as the pod renders it at start: the init container's command line, its
   // paths mapped to this machine (node, the image's CLI script, the config, the emptyDir's file).
@@ -301,9 +386,18 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   const initC = (obj(pod.spec).initContainers as Obj[]).find((c) => c.name === 'render-envoy-bootstrap') as Obj;
   const initCmd = initC.command as string[];
   t.same(initCmd.slice(0, 2), ['sh', '-c'], 'the init container runs a shell line');
-  const initMap = new Map([['node', process.execPath], ['/app/dist/src/cli/main.js', skewgateMain], ['/etc/skewgate/skewgate.yaml', configFile], ['/run/envoy/envoy.yaml', bootstrapFile]]);
+  const initMap = new Map([
+    ['node', process.execPath],
+    ['/app/dist/src/cli/main.js', skewgateMain],
+    ['/etc/skewgate/skewgate.yaml', configFile],
+    ['/run/envoy/envoy.yaml', bootstrapFile],
+  ]);
   const initWords = String(initCmd[2]).split(' ');
-  t.same(initWords.filter((w) => !initMap.has(w) && !['envoy-config', '--config', '>'].includes(w)), [], `every path of the line is mapped: ${String(initCmd[2])}`);
+  t.same(
+    initWords.filter((w) => !initMap.has(w) && !['envoy-config', '--config', '>'].includes(w)),
+    [],
+    `every path of the line is mapped: ${String(initCmd[2])}`,
+  );
   const quote = (w: string): string => (initMap.has(w) ? `'${String(initMap.get(w)).replaceAll("'", "'\\''")}'` : w);
   const rendered = await runProcess('sh', ['-c', initWords.map(quote).join(' ')]);
   t.equal(rendered.code, 0, `the init container's skewgate envoy-config: ${rendered.stderr.trim()}`);
@@ -319,21 +413,34 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   // both configs put the socket and Envoy's admin interface in the same places.
   const depConfigMap = deploymentDocs.find((d) => d.kind === 'ConfigMap');
   const depConfig = parseYaml(String(obj(depConfigMap?.data)['skewgate.yaml'])) as Obj;
-  t.equal(obj(depConfig.extproc).listen, obj(original.extproc).listen, 'the Deployment\'s config: the same ext_proc socket');
+  t.equal(obj(depConfig.extproc).listen, obj(original.extproc).listen, "the Deployment's config: the same ext_proc socket");
   t.same(obj(obj(depConfig.envoy).admin), obj(obj(original.envoy).admin), 'and the same Envoy admin address');
 
   /** A probe's exec command with node, the image's CLI script and the container's config mapped to this machine. */
-  interface Probe { readonly argv: readonly string[]; readonly timeoutMs: number; readonly what: string }
+  interface Probe {
+    readonly argv: readonly string[];
+    readonly timeoutMs: number;
+    readonly what: string;
+  }
   const probeOf = (c: Obj, which: string, what: string): Probe => {
     const configPath = String((c.args as string[])[(c.args as string[]).indexOf('--config') + 1]);
-    const map = new Map([['node', process.execPath], ['/app/dist/src/cli/main.js', skewgateMain], [configPath, configFile]]);
+    const map = new Map([
+      ['node', process.execPath],
+      ['/app/dist/src/cli/main.js', skewgateMain],
+      [configPath, configFile],
+    ]);
     const argv = (obj(obj(c[which]).exec).command as string[]).map((a) => map.get(a) ?? a);
     return { argv, timeoutMs: Number(obj(c[which]).timeoutSeconds) * 1000, what: `${what} ${which} (${argv.slice(2).join(' ')})` };
   };
   const staticProbes = ['startupProbe', 'readinessProbe', 'livenessProbe'].map((w) => probeOf(skewgateC, w, 'static pod'));
   const depReady = probeOf(depSkewgate, 'readinessProbe', 'Deployment');
-  for (const p of staticProbes) t.same(p.argv, [process.execPath, skewgateMain, 'health', '--config', configFile], `${p.what}: skewgate health, mapped`);
-  t.same(depReady.argv, [process.execPath, skewgateMain, 'health', '--config', configFile, '--envoy'], `${depReady.what}: skewgate health --envoy, mapped`);
+  for (const p of staticProbes)
+    t.same(p.argv, [process.execPath, skewgateMain, 'health', '--config', configFile], `${p.what}: skewgate health, mapped`);
+  t.same(
+    depReady.argv,
+    [process.execPath, skewgateMain, 'health', '--config', configFile, '--envoy'],
+    `${depReady.what}: skewgate health --envoy, mapped`,
+  );
   // Killed after the probe's timeoutSeconds, as the kubelet does.
   const runProbe = (p: Probe): Promise<Ran> => runProcess(p.argv[0] as string, p.argv.slice(1), undefined, p.timeoutMs);
   const probePasses = async (t: Test, p: Probe, why: string): Promise<void> => {
@@ -370,7 +477,9 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
     if (ready.status !== 200) return `/ready ${ready.status}`;
     const ext = await stat('cluster.skewgate-extproc.membership_healthy');
     const pool = await stat('cluster.default_front-proxy.membership_healthy');
-    return ext === '1' && pool === '3' ? null : `skewgate-extproc healthy ${ext ?? '?'}, default_front-proxy ${pool ?? '?'} of 3 (${await logTail(envoy.log, 5)})`;
+    return ext === '1' && pool === '3'
+      ? null
+      : `skewgate-extproc healthy ${ext ?? '?'}, default_front-proxy ${pool ?? '?'} of 3 (${await logTail(envoy.log, 5)})`;
   });
   t.pass('Envoy: /ready, the three apiservers and skewgate healthy');
   await probePasses(t, depReady, 'skewgate SERVING, Envoy /ready');
@@ -380,29 +489,47 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   t.equal(version.status, 200, 'a token request through the gateway');
   t.equal((JSON.parse(version.body) as { gitVersion: string }).gitVersion, `v${versions.kubeNew}`);
   const review = JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' });
-  const whoami = async (): Promise<{ status: number; body: string }> => get(`${gateway}/apis/authentication.k8s.io/v1/selfsubjectreviews`, { dispatcher: certAgent, method: 'POST', body: review });
+  const whoami = async (): Promise<{ status: number; body: string }> =>
+    get(`${gateway}/apis/authentication.k8s.io/v1/selfsubjectreviews`, { dispatcher: certAgent, method: 'POST', body: review });
   const me = await whoami();
   t.equal(me.status, 201, `a client certificate through the gateway: ${me.body.slice(0, 200)}`);
   const user = (JSON.parse(me.body) as { status: { userInfo: { username: string; groups: string[] } } }).status.userInfo;
-  t.equal(user.username, 'kubernetes-admin', 'stated as the certificate\'s user (front-proxy with kubeadm\'s file names)');
+  t.equal(user.username, 'kubernetes-admin', "stated as the certificate's user (front-proxy with kubeadm's file names)");
   t.ok(user.groups.includes('system:masters'), 'and its group');
 
   // Names the runbook and replicas.md tell operators to look at.
   const metrics = (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body;
-  for (const m of ['skewgate_decisions_total', 'skewgate_discovery_view_age', 'skewgate_apiserver_ready', 'skewgate_skew_resources', 'skewgate_discovery_fetch_duration']) {
+  for (const m of [
+    'skewgate_decisions_total',
+    'skewgate_discovery_view_age',
+    'skewgate_apiserver_ready',
+    'skewgate_skew_resources',
+    'skewgate_discovery_fetch_duration',
+  ]) {
     t.match(metrics, new RegExp(`^${m}`, 'm'), `skewgate metric ${m}`);
   }
   const docs = `${await readFile(join(DEPLOY, 'runbook.md'), 'utf8')}\n${await readFile(join(DEPLOY, 'replicas.md'), 'utf8')}`;
-  for (const s of ['http.skewgate.ext_proc.failure_mode_allowed', 'http.skewgate.ext_proc.streams_failed', 'cluster.skewgate-extproc.membership_healthy', 'cluster.default.membership_healthy']) {
+  for (const s of [
+    'http.skewgate.ext_proc.failure_mode_allowed',
+    'http.skewgate.ext_proc.streams_failed',
+    'cluster.skewgate-extproc.membership_healthy',
+    'cluster.default.membership_healthy',
+  ]) {
     t.ok((await stat(s)) !== undefined, `Envoy stat ${s} exists`);
     t.ok(docs.includes(s), `and the docs name it as ${s}`);
   }
   // The runbook compares Envoy's /certs with `openssl x509 -serial` of the file on disk.
-  const certs = JSON.parse((await get(`${admin}/certs`)).body) as { certificates: { cert_chain?: { path?: string; serial_number?: string; expiration_time?: string }[] }[] };
+  const certs = JSON.parse((await get(`${admin}/certs`)).body) as {
+    certificates: { cert_chain?: { path?: string; serial_number?: string; expiration_time?: string }[] }[];
+  };
   const loaded = certs.certificates.flatMap((c) => c.cert_chain ?? []).find((c) => c.path === lab.pki.frontProxyClientCertFile);
   const onDisk = new X509Certificate(await readFile(lab.pki.frontProxyClientCertFile)).serialNumber;
   t.comment(`/certs: ${JSON.stringify(loaded)}; openssl serial=${onDisk}`);
-  t.equal(loaded?.serial_number?.toUpperCase(), onDisk.toUpperCase(), '/certs shows the serial of the front-proxy certificate Envoy loaded, as openssl prints it');
+  t.equal(
+    loaded?.serial_number?.toUpperCase(),
+    onDisk.toUpperCase(),
+    '/certs shows the serial of the front-proxy certificate Envoy loaded, as openssl prints it',
+  );
   t.ok(loaded?.expiration_time, 'and its expiry');
 
   // Draining a node (runbook): /ready goes 503, the pod's readiness with it; and back.
@@ -410,8 +537,12 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   t.equal((await get(`${admin}/ready`)).status, 503, '/ready 503: the load balancer takes the node out');
   await probeFails(t, depReady, 'Envoy /ready 503');
   await probePasses(t, liveness, 'skewgate is fine; a drained Envoy restarts nothing');
-  await probePasses(t, readiness, 'the static pod\'s Envoy container reports the drain itself');
-  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'requests still served meanwhile');
+  await probePasses(t, readiness, "the static pod's Envoy container reports the drain itself");
+  t.equal(
+    (await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status,
+    200,
+    'requests still served meanwhile',
+  );
   t.equal((await get(`${admin}/healthcheck/ok`, { method: 'POST' })).status, 200, 'POST /healthcheck/ok');
   t.equal((await get(`${admin}/ready`)).status, 200, '/ready 200 again');
   await probePasses(t, depReady, 'Envoy /ready 200 again');
@@ -421,12 +552,21 @@ await t.test('the static pod\'s skewgate config and probes, run: skewgate + Envo
   await stopChild(sg.child);
   for (const p of staticProbes) await probeFails(t, p, 'skewgate stopped (liveness: the kubelet restarts it)');
   await probeFails(t, depReady, 'skewgate stopped: the replica leaves the Service');
-  await until('Envoy sees skewgate gone', 15_000, async () => ((await stat('cluster.skewgate-extproc.membership_healthy')) === '0' ? null : 'still healthy'));
+  await until('Envoy sees skewgate gone', 15_000, async () =>
+    (await stat('cluster.skewgate-extproc.membership_healthy')) === '0' ? null : 'still healthy',
+  );
   const allowedBefore = Number(await stat('http.skewgate.ext_proc.failure_mode_allowed'));
-  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'tokens: balanced without skewgate (fail open)');
-  t.ok(Number(await stat('http.skewgate.ext_proc.failure_mode_allowed')) > allowedBefore, 'http.skewgate.ext_proc.failure_mode_allowed counts it (what replicas.md says to watch)');
+  t.equal(
+    (await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status,
+    200,
+    'tokens: balanced without skewgate (fail open)',
+  );
+  t.ok(
+    Number(await stat('http.skewgate.ext_proc.failure_mode_allowed')) > allowedBefore,
+    'http.skewgate.ext_proc.failure_mode_allowed counts it (what replicas.md says to watch)',
+  );
   const unstated = await whoami();
-  t.equal(unstated.status, 401, 'certificates: 401 from Envoy\'s backstop');
+  t.equal(unstated.status, 401, "certificates: 401 from Envoy's backstop");
   t.match(unstated.body, /"kind":"Status"/);
   await stopChild(envoy.child);
   t.equal(children.size, 0, 'skewgate and Envoy stopped');

@@ -40,7 +40,13 @@ const elapsed = (): string => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 t.setTimeout(12 * 60_000);
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-identity-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23802, etcdPeerPort: 23812, log: (l) => t.comment(`[${elapsed()}] ${l}`) });
+const lab = await Lab.open({
+  dir,
+  killOnExit: true,
+  etcdClientPort: 23802,
+  etcdPeerPort: 23812,
+  log: (l) => t.comment(`[${elapsed()}] ${l}`),
+});
 t.teardown(async () => {
   await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
@@ -71,26 +77,39 @@ interface Answer {
 }
 
 /** One HTTPS request on a fresh connection (a client certificate is never carried over). */
-function call(base: string, method: string, path: string, o: { cred?: Credential; headers?: OutgoingHttpHeaders; body?: unknown } = {}): Promise<Answer> {
+function call(
+  base: string,
+  method: string,
+  path: string,
+  o: { cred?: Credential; headers?: OutgoingHttpHeaders; body?: unknown } = {},
+): Promise<Answer> {
   const url = new URL(path, base);
   const body = o.body === undefined ? undefined : JSON.stringify(o.body);
   return new Promise((resolve, reject) => {
-    const req = httpsRequest({
-      host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method, ca, agent: false,
-      ...(o.cred?.cert === undefined ? {} : { cert: o.cred.cert, key: o.cred.key }),
-      headers: {
-        accept: 'application/json',
-        ...(o.cred?.token === undefined ? {} : { authorization: `Bearer ${o.cred.token}` }),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...o.headers,
+    const req = httpsRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: `${url.pathname}${url.search}`,
+        method,
+        ca,
+        agent: false,
+        ...(o.cred?.cert === undefined ? {} : { cert: o.cred.cert, key: o.cred.key }),
+        headers: {
+          accept: 'application/json',
+          ...(o.cred?.token === undefined ? {} : { authorization: `Bearer ${o.cred.token}` }),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...o.headers,
+        },
+        timeout: 15_000,
       },
-      timeout: 15_000,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body);
@@ -131,11 +150,25 @@ function auditId(a: Answer): string | undefined {
 
 async function kubectl(gw: GatewayInfo, context: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(kubectlBin, ['--kubeconfig', gw.kubeconfigFile, '--cache-dir', join(dir, 'kubectl-cache'), '--context', context, '--request-timeout', '20s', ...args],
-      { maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
+    execFile(
+      kubectlBin,
+      [
+        '--kubeconfig',
+        gw.kubeconfigFile,
+        '--cache-dir',
+        join(dir, 'kubectl-cache'),
+        '--context',
+        context,
+        '--request-timeout',
+        '20s',
+        ...args,
+      ],
+      { maxBuffer: 8 << 20 },
+      (err, stdout, stderr) => {
         const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1;
         resolve({ code, stdout, stderr });
-      });
+      },
+    );
   });
 }
 
@@ -146,7 +179,9 @@ async function whoami(gw: GatewayInfo, context: string): Promise<UserInfo> {
 }
 
 async function credentialId(certFile: string): Promise<string> {
-  return `X509SHA256=${createHash('sha256').update(new X509Certificate(await pem(certFile)).raw).digest('hex')}`;
+  return `X509SHA256=${createHash('sha256')
+    .update(new X509Certificate(await pem(certFile)).raw)
+    .digest('hex')}`;
 }
 
 /** Waits until every ID is in some apiserver's audit log (the log is written shortly after the answer). */
@@ -192,7 +227,11 @@ async function expectedUsers(): Promise<Record<LabUser, UserInfo>> {
     'bob-cert': { username: BOB_USER, uid: BOB_UID, groups: [BOB_GROUP, 'system:authenticated'], extra: await cred(pki.bobCertFile) },
     // Go's x509 reads the subject DER: the multi-valued RDN's O values come in DER (sorted) order,
     // not as written; the OU is no group; the CN keeps its comma, plus and non-ASCII letters.
-    'tricky-cert': { username: TRICKY_USER, groups: ['aa-team', 'zz-team', 'Ünïcødé Örg', 'dev-viewers', 'system:authenticated'], extra: await cred(pki.trickyCertFile) },
+    'tricky-cert': {
+      username: TRICKY_USER,
+      groups: ['aa-team', 'zz-team', 'Ünïcødé Örg', 'dev-viewers', 'system:authenticated'],
+      extra: await cred(pki.trickyCertFile),
+    },
   };
 }
 
@@ -265,14 +304,23 @@ await t.test('a. kubectl auth whoami: the same user through the gateway as strai
 await t.test('b. RBAC: jane may list configmaps in default; every other request stays a denial', async (t) => {
   if (!needLab(t)) return;
   const made = await kubectl(gw, 'cert', 'create', 'configmap', 'identity-probe', '-n', JANE_NAMESPACE, '--from-literal=k=v');
-  t.ok(made.code === 0 || /AlreadyExists/.test(made.stderr), `the admin (client certificate, through the gateway) creates a configmap: ${made.stdout.trim() || made.stderr.trim()}`);
+  t.ok(
+    made.code === 0 || /AlreadyExists/.test(made.stderr),
+    `the admin (client certificate, through the gateway) creates a configmap: ${made.stdout.trim() || made.stderr.trim()}`,
+  );
   for (const ctx of ['jane-cert', 'jane-token'] as const) {
     const list = await kubectl(gw, ctx, 'get', 'configmaps', '-n', JANE_NAMESPACE, '-o', 'name');
     t.equal(list.code, 0, `${ctx}: kubectl get configmaps -n ${JANE_NAMESPACE} (${list.stderr.trim()})`);
     t.match(list.stdout, /configmap\/identity-probe/);
     const denials: [string[], RegExp][] = [
-      [['get', 'secrets', '-n', JANE_NAMESPACE], /Forbidden.*User "jane" cannot list resource "secrets" in API group "" in the namespace "default"/],
-      [['get', 'configmaps', '-n', 'kube-system'], /Forbidden.*User "jane" cannot list resource "configmaps" in API group "" in the namespace "kube-system"/],
+      [
+        ['get', 'secrets', '-n', JANE_NAMESPACE],
+        /Forbidden.*User "jane" cannot list resource "secrets" in API group "" in the namespace "default"/,
+      ],
+      [
+        ['get', 'configmaps', '-n', 'kube-system'],
+        /Forbidden.*User "jane" cannot list resource "configmaps" in API group "" in the namespace "kube-system"/,
+      ],
       // kubectl create words it "error: failed to create configmap: configmaps is forbidden: …".
       [['create', 'configmap', `by-${ctx}`, '-n', JANE_NAMESPACE], /forbidden: User "jane" cannot create resource "configmaps"/],
       [['get', 'namespaces'], /Forbidden.*User "jane" cannot list resource "namespaces"/],
@@ -286,7 +334,10 @@ await t.test('b. RBAC: jane may list configmaps in default; every other request 
     t.equal(canI.stdout.trim(), 'no', `${ctx}: can-i list secrets → no`);
   }
   // The raw denial through the gateway is the apiserver's own, word for word.
-  for (const [name, cred] of [['jane token', creds.janeToken], ['jane cert', creds.janeCert]] as const) {
+  for (const [name, cred] of [
+    ['jane token', creds.janeToken],
+    ['jane cert', creds.janeCert],
+  ] as const) {
     const direct = await call(directBase('kas-a'), 'GET', SECRETS_PATH, { cred });
     const through = await call(gw.url, 'GET', SECRETS_PATH, { cred });
     t.equal(direct.status, 403, `${name}: GET secrets directly → 403`);
@@ -312,8 +363,10 @@ await t.test('c. forged identity and routing headers have no effect (answers and
       if (c.user === undefined) {
         // Directly, an anonymous SelfSubjectReview is a 403 for system:anonymous; through the
         // gateway the front-proxy connection makes it a 401 unless skewgate states anonymity.
-        t.ok(a.status === 401 || (a.status === 403 && statusMessage(a).includes('User "system:anonymous"')),
-          `anonymous + forged headers: ${a.status} ${statusMessage(a)}`);
+        t.ok(
+          a.status === 401 || (a.status === 403 && statusMessage(a).includes('User "system:anonymous"')),
+          `anonymous + forged headers: ${a.status} ${statusMessage(a)}`,
+        );
       } else {
         t.equal(a.status, 201, `${c.name} + forged headers: SelfSubjectReview ${a.status}`);
         t.strictSame(info, c.user, `${c.name}: the apiserver sees the true user, not system:admin`);
@@ -323,7 +376,8 @@ await t.test('c. forged identity and routing headers have no effect (answers and
       if (id !== undefined) sent.push({ caller: c.name, what: 'selfsubjectreview', id, trueUser: c.user });
     }
     const secrets = await call(gw.url, 'GET', SECRETS_PATH, { cred: c.cred, headers: forged });
-    if (c.user === undefined) t.ok(secrets.status === 401 || secrets.status === 403, `anonymous + forged headers: GET secrets ${secrets.status}`);
+    if (c.user === undefined)
+      t.ok(secrets.status === 401 || secrets.status === 403, `anonymous + forged headers: GET secrets ${secrets.status}`);
     else {
       t.equal(secrets.status, 403, `${c.name} + forged headers: GET secrets still 403`);
       t.match(statusMessage(secrets), /User "jane" cannot list resource "secrets"/);
@@ -359,7 +413,9 @@ await t.test('c. forged identity and routing headers have no effect (answers and
   t.comment(`forged x-skewgate-upstream: kas-a; audit logs: ${spread.map(([k, v]) => `${k} ${v}`).join(', ')}`);
   t.ok(perServer.size >= 2, `requests spread over ${perServer.size} apiservers, not pinned to kas-a`);
   t.ok((perServer.get('kas-a') ?? 0) < sent.length, 'not all on kas-a');
-  summary.push(`forged X-Remote-*, XFCC (admin cert), peer-proxied, x-skewgate-upstream: ${sent.length} requests audited as their true users, spread ${spread.map(([k, v]) => `${k}:${v}`).join(' ')}`);
+  summary.push(
+    `forged X-Remote-*, XFCC (admin cert), peer-proxied, x-skewgate-upstream: ${sent.length} requests audited as their true users, spread ${spread.map(([k, v]) => `${k}:${v}`).join(' ')}`,
+  );
 });
 
 await t.test('c2. anonymous requests are what they are directly (no front-proxy certificate on their connection)', async (t) => {
@@ -394,7 +450,10 @@ await t.test('d. Impersonate-* headers pass through; the apiserver authorises th
   t.equal(ev?.user.username, ADMIN_USER, 'audit: authenticated as the admin (from the certificate)');
   t.equal(ev?.impersonatedUser?.username, JANE_USER, 'audit: impersonating jane');
 
-  for (const [name, cred] of [['jane token', creds.janeToken], ['jane cert', creds.janeCert]] as const) {
+  for (const [name, cred] of [
+    ['jane token', creds.janeToken],
+    ['jane cert', creds.janeCert],
+  ] as const) {
     for (const headers of [{ 'Impersonate-User': ADMIN_USER }, { 'Impersonate-User': JANE_USER, 'Impersonate-Group': 'system:masters' }]) {
       const a = await ssr(gw.url, cred, headers);
       t.equal(a.status, 403, `${name} with ${JSON.stringify(headers)} through the gateway → 403`);
@@ -417,58 +476,84 @@ await t.test('e. certificates that must not authenticate', async (t) => {
   // Envoy (BoringSSL) checks the purpose of a client certificate: the handshake fails before
   // skewgate (which checks the clientAuth EKU too) or any apiserver sees a request.
   const serverOnly = await settle(ssr(gw.url, creds.serverOnly));
-  const serverOnlyGateway = serverOnly.ok ? `answered ${serverOnly.answer.status} ${statusMessage(serverOnly.answer)}` : `handshake refused (${serverOnly.error})`;
+  const serverOnlyGateway = serverOnly.ok
+    ? `answered ${serverOnly.answer.status} ${statusMessage(serverOnly.answer)}`
+    : `handshake refused (${serverOnly.error})`;
   t.notOk(serverOnly.ok, `serverAuth-only certificate through the gateway: ${serverOnlyGateway}`);
   t.match(serverOnly.ok ? '' : serverOnly.error, /UNSUPPORTED_CERTIFICATE/, 'alert: unsupported certificate');
 
   // A clientAuth certificate from a CA the cluster does not trust, claiming system:masters.
   const directForeign = await ssr(directBase('kas-a'), creds.foreign);
-  t.equal(directForeign.status, 401, `foreign-CA certificate straight to kas-a → ${directForeign.status} (kube-apiserver accepts the handshake, then fails authentication: not anonymous)`);
+  t.equal(
+    directForeign.status,
+    401,
+    `foreign-CA certificate straight to kas-a → ${directForeign.status} (kube-apiserver accepts the handshake, then fails authentication: not anonymous)`,
+  );
   const foreign = await settle(ssr(gw.url, creds.foreign));
   const foreignGateway = foreign.ok ? `answered ${foreign.answer.status}` : `handshake refused (${foreign.error})`;
   t.notOk(foreign.ok, `foreign-CA certificate through the gateway: ${foreignGateway}`);
   t.match(foreign.ok ? '' : foreign.error, /UNKNOWN_CA/, 'alert: unknown CA');
-  t.comment(`serverAuth-only: direct ${directServerOnly.status}, gateway ${serverOnlyGateway}; foreign CA: direct ${directForeign.status}, gateway ${foreignGateway}`);
-  summary.push(`serverAuth-only cert: direct ${directServerOnly.status}, gateway ${serverOnlyGateway}; foreign-CA cert: direct ${directForeign.status}, gateway ${foreignGateway}`);
+  t.comment(
+    `serverAuth-only: direct ${directServerOnly.status}, gateway ${serverOnlyGateway}; foreign CA: direct ${directForeign.status}, gateway ${foreignGateway}`,
+  );
+  summary.push(
+    `serverAuth-only cert: direct ${directServerOnly.status}, gateway ${serverOnlyGateway}; foreign-CA cert: direct ${directForeign.status}, gateway ${foreignGateway}`,
+  );
 });
 
-await t.test('f. skewgate down (fail-open): tokens keep working, certificates get 401 from Envoy, never an unstated identity', async (t) => {
-  if (!needLab(t)) return;
-  const stopped = Date.now();
-  await lab.stopSkewgate(GATEWAY);
-  t.comment(`skewgate stopped; Envoy marked it down after ${((Date.now() - stopped) / 1000).toFixed(1)} s`);
-  try {
-    const ns = await kubectl(gw, 'token', 'get', 'namespace', JANE_NAMESPACE, '-o', 'name');
-    t.equal(ns.code, 0, `admin token: kubectl get namespace through the gateway (${ns.stderr.trim()})`);
-    t.strictSame(await whoami(gw, 'jane-token'), expected['jane-token'], 'jane token: whoami unchanged');
-    const forged = await forgedHeaders('kas-b');
-    const janeForged = await ssr(gw.url, creds.janeToken, forged);
-    t.strictSame(userInfoOf(janeForged), expected['jane-token'], 'jane token + forged headers, skewgate down: still jane (Envoy strips them)');
-    const anonForged = await ssr(gw.url, creds.anonymous, forged);
-    t.not(anonForged.status, 201, `anonymous + forged headers, skewgate down: ${anonForged.status} ${statusMessage(anonForged)}`);
+await t.test(
+  'f. skewgate down (fail-open): tokens keep working, certificates get 401 from Envoy, never an unstated identity',
+  async (t) => {
+    if (!needLab(t)) return;
+    const stopped = Date.now();
+    await lab.stopSkewgate(GATEWAY);
+    t.comment(`skewgate stopped; Envoy marked it down after ${((Date.now() - stopped) / 1000).toFixed(1)} s`);
+    try {
+      const ns = await kubectl(gw, 'token', 'get', 'namespace', JANE_NAMESPACE, '-o', 'name');
+      t.equal(ns.code, 0, `admin token: kubectl get namespace through the gateway (${ns.stderr.trim()})`);
+      t.strictSame(await whoami(gw, 'jane-token'), expected['jane-token'], 'jane token: whoami unchanged');
+      const forged = await forgedHeaders('kas-b');
+      const janeForged = await ssr(gw.url, creds.janeToken, forged);
+      t.strictSame(
+        userInfoOf(janeForged),
+        expected['jane-token'],
+        'jane token + forged headers, skewgate down: still jane (Envoy strips them)',
+      );
+      const anonForged = await ssr(gw.url, creds.anonymous, forged);
+      t.not(anonForged.status, 201, `anonymous + forged headers, skewgate down: ${anonForged.status} ${statusMessage(anonForged)}`);
 
-    for (const [name, cred] of [['jane cert', creds.janeCert], ['admin cert', creds.adminCert]] as const) {
-      for (const headers of [{}, forged]) {
-        const a = await ssr(gw.url, cred, headers);
-        t.equal(a.status, 401, `${name}${headers === forged ? ' + forged headers' : ''}, skewgate down → ${a.status}`);
-        t.equal(a.headers[REASON_HEADER], IDENTITY_UNSTATED_REASON, `answered by Envoy's backstop route (${REASON_HEADER})`);
-        t.equal(auditId(a), undefined, 'never reached an apiserver (no Audit-Id)');
-        const body = JSON.parse(a.body) as { kind?: string; reason?: string; code?: number };
-        t.same({ kind: body.kind, reason: body.reason, code: body.code }, { kind: 'Status', reason: 'Unauthorized', code: 401 }, 'a Kubernetes Status body');
+      for (const [name, cred] of [
+        ['jane cert', creds.janeCert],
+        ['admin cert', creds.adminCert],
+      ] as const) {
+        for (const headers of [{}, forged]) {
+          const a = await ssr(gw.url, cred, headers);
+          t.equal(a.status, 401, `${name}${headers === forged ? ' + forged headers' : ''}, skewgate down → ${a.status}`);
+          t.equal(a.headers[REASON_HEADER], IDENTITY_UNSTATED_REASON, `answered by Envoy's backstop route (${REASON_HEADER})`);
+          t.equal(auditId(a), undefined, 'never reached an apiserver (no Audit-Id)');
+          const body = JSON.parse(a.body) as { kind?: string; reason?: string; code?: number };
+          t.same(
+            { kind: body.kind, reason: body.reason, code: body.code },
+            { kind: 'Status', reason: 'Unauthorized', code: 401 },
+            'a Kubernetes Status body',
+          );
+        }
       }
+      const k = await kubectl(gw, 'jane-cert', 'get', 'configmaps', '-n', JANE_NAMESPACE);
+      t.not(k.code, 0, "kubectl with jane's certificate fails while skewgate is down");
+      t.match(k.stderr, /Unauthorized|provide credentials/, k.stderr.trim());
+    } finally {
+      const started = Date.now();
+      await lab.startSkewgate(GATEWAY);
+      t.comment(`skewgate back, healthy in Envoy after ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
-    const k = await kubectl(gw, 'jane-cert', 'get', 'configmaps', '-n', JANE_NAMESPACE);
-    t.not(k.code, 0, 'kubectl with jane\'s certificate fails while skewgate is down');
-    t.match(k.stderr, /Unauthorized|provide credentials/, k.stderr.trim());
-  } finally {
-    const started = Date.now();
-    await lab.startSkewgate(GATEWAY);
-    t.comment(`skewgate back, healthy in Envoy after ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  }
-  t.strictSame(await whoami(gw, 'jane-cert'), expected['jane-cert'], 'skewgate back: jane\'s certificate works again');
-  t.strictSame(await whoami(gw, 'bob-cert'), expected['bob-cert'], 'and bob\'s (UID)');
-  summary.push('skewgate down: token requests fine, forged headers still stripped; certificate requests 401 from the backstop route (no Audit-Id); back up: certificates work');
-});
+    t.strictSame(await whoami(gw, 'jane-cert'), expected['jane-cert'], "skewgate back: jane's certificate works again");
+    t.strictSame(await whoami(gw, 'bob-cert'), expected['bob-cert'], "and bob's (UID)");
+    summary.push(
+      'skewgate down: token requests fine, forged headers still stripped; certificate requests 401 from the backstop route (no Audit-Id); back up: certificates work',
+    );
+  },
+);
 
 await t.test('summary', async (t) => {
   summary.push(`run time ${elapsed()}`);

@@ -23,7 +23,6 @@ const MAP = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 // Missing parts fail here, with the command that provides them.
 const { versions, kubectl } = requireLabParts();
 
-
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-smoke-'));
 const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23794, etcdPeerPort: 23804, log: (l) => t.comment(l) });
 const ca = await readFile(lab.pki.caFile, 'utf8');
@@ -35,7 +34,11 @@ t.teardown(async () => {
 });
 
 async function get(url: string, accept = 'application/json'): Promise<{ status: number; body: string }> {
-  const res = await request(url, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept }, signal: AbortSignal.timeout(10_000) });
+  const res = await request(url, {
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept },
+    signal: AbortSignal.timeout(10_000),
+  });
   return { status: res.statusCode, body: await res.body.text() };
 }
 
@@ -49,7 +52,8 @@ async function resources(base: string): Promise<Set<string>> {
   for (const path of ['/api', '/apis']) {
     const res = await get(`${base}${path}`, MEDIA_AGGREGATED_V2_NOPEER);
     const doc = JSON.parse(res.body) as DiscoveryList;
-    for (const g of doc.items) for (const v of g.versions) for (const r of v.resources) out.add(`${g.metadata.name ?? ''}/${v.version}/${r.resource}`);
+    for (const g of doc.items)
+      for (const v of g.versions) for (const r of v.resources) out.add(`${g.metadata.name ?? ''}/${v.version}/${r.resource}`);
   }
   return out;
 }
@@ -59,18 +63,39 @@ const OLD = { name: 'kas-old', version: versions.kubeOld, ip: '127.0.0.4', port:
 const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.5', port: 6443 };
 
 await t.test('every flag the lab passes exists in both kube-apiserver builds and in etcd', async (t) => {
-  const flagsOf = async (bin: string): Promise<Set<string>> => new Set((await run(bin, ['--help'], { maxBuffer: 8 << 20 })).stdout.match(/--[a-z0-9-]+/g) ?? []);
+  const flagsOf = async (bin: string): Promise<Set<string>> =>
+    new Set((await run(bin, ['--help'], { maxBuffer: 8 << 20 })).stdout.match(/--[a-z0-9-]+/g) ?? []);
   const names = (args: readonly string[]): string[] => [...new Set(args.map((a) => a.split('=')[0] as string))];
   // Every optional flag switched on, so that all of them are checked.
-  const all = apiServerArgs({ name: 'x', version: versions.kubeOld, ip: '127.0.0.1', port: 6443, runtimeConfig: 'batch/v1=false', peerProxy: true, tracingConfigFile: 't.yaml' },
-    lab.pki, 'http://127.0.0.1:1', { certDir: 'c', auditLog: 'a.log', auditPolicyFile: 'p.yaml' });
+  const all = apiServerArgs(
+    {
+      name: 'x',
+      version: versions.kubeOld,
+      ip: '127.0.0.1',
+      port: 6443,
+      runtimeConfig: 'batch/v1=false',
+      peerProxy: true,
+      tracingConfigFile: 't.yaml',
+    },
+    lab.pki,
+    'http://127.0.0.1:1',
+    { certDir: 'c', auditLog: 'a.log', auditPolicyFile: 'p.yaml' },
+  );
   for (const version of [versions.kubeOld, versions.kubeNew]) {
     const known = await flagsOf(labBinary('kube-apiserver', version));
-    t.same(names(all).filter((f) => !known.has(f)), [], `kube-apiserver v${version} knows all ${names(all).length} flags`);
+    t.same(
+      names(all).filter((f) => !known.has(f)),
+      [],
+      `kube-apiserver v${version} knows all ${names(all).length} flags`,
+    );
   }
   const etcdKnown = await flagsOf(labBinary('etcd', versions.etcd));
   const etcd = etcdArgs({ name: 'x', dataDir: 'd', ip: '127.0.0.1', clientPort: 1, peerPort: 2 });
-  t.same(names(etcd).filter((f) => !etcdKnown.has(f)), [], `etcd ${versions.etcd} knows all ${names(etcd).length} flags`);
+  t.same(
+    names(etcd).filter((f) => !etcdKnown.has(f)),
+    [],
+    `etcd ${versions.etcd} knows all ${names(etcd).length} flags`,
+  );
 });
 
 await t.test('ownership by pid + start time + boot: an exec (empty command line) is not an exit', async (t) => {
@@ -87,7 +112,11 @@ await t.test('ownership by pid + start time + boot: an exec (empty command line)
   t.equal(judge(id, { stat: { state: 'S', startTime: '2000' }, cmdline: chain, bootId: 'b1' }).verdict, 'gone', 'pid reused');
   t.equal(judge(id, { stat: alive, cmdline: chain, bootId: 'b2' }).verdict, 'gone', 'another boot');
   const legacy: ProcIdentity = { pid: 42, startTime: '1000', marker: id.marker };
-  t.equal(judge(legacy, { stat: alive, cmdline: [], bootId: 'b1' }).verdict, 'unsure', 'no boot id: an empty command line is looked at again');
+  t.equal(
+    judge(legacy, { stat: alive, cmdline: [], bootId: 'b1' }).verdict,
+    'unsure',
+    'no boot id: an empty command line is looked at again',
+  );
   t.equal(judge(legacy, { stat: alive, cmdline: ['/bin/other'], bootId: 'b1' }).verdict, 'gone', 'no boot id: a foreign command line');
 });
 
@@ -95,7 +124,9 @@ await t.test('ownership by pid + start time + boot: an exec (empty command line)
  * Samples the run dir's records of `names` as fast as it can while they start: a process alive
  * with its recorded start time must never be judged gone (the exec chain included).
  */
-function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples: number; perName: Map<string, number>; empty: number; programs: Set<string>; misjudged: string[] }> } {
+function watchStarts(names: readonly string[]): {
+  stop: () => Promise<{ samples: number; perName: Map<string, number>; empty: number; programs: Set<string>; misjudged: string[] }>;
+} {
   let stopped = false;
   const result = { samples: 0, perName: new Map<string, number>(), empty: 0, programs: new Set<string>(), misjudged: [] as string[] };
   const done = (async () => {
@@ -115,12 +146,19 @@ function watchStarts(names: readonly string[]): { stop: () => Promise<{ samples:
         if (s.cmdline?.[0] !== undefined) result.programs.add(s.cmdline[0].replace(/^.*\//, ''));
         const live = s.stat !== null && s.stat.state !== 'Z' && s.stat.startTime === rec.startTime;
         const v = judge(rec, s);
-        if (live && v.verdict !== 'ours') result.misjudged.push(`${name}: ${v.verdict} (${v.detail}) argv ${JSON.stringify(s.cmdline?.slice(0, 2))}`);
+        if (live && v.verdict !== 'ours')
+          result.misjudged.push(`${name}: ${v.verdict} (${v.detail}) argv ${JSON.stringify(s.cmdline?.slice(0, 2))}`);
       }
       await new Promise((r) => setImmediate(r));
     }
   })();
-  return { stop: async () => { stopped = true; await done; return result; } };
+  return {
+    stop: async () => {
+      stopped = true;
+      await done;
+      return result;
+    },
+  };
 }
 
 await t.test('etcd and two kube-apiservers of different versions', async (t) => {
@@ -132,9 +170,12 @@ await t.test('etcd and two kube-apiservers of different versions', async (t) => 
     await Promise.all([lab.startApiServer(OLD), lab.startApiServer(NEW)]);
   } finally {
     const w = await watcher.stop();
-    t.comment(`exec chain while starting: ${w.samples} samples, ${w.empty} with an empty command line, programs seen ${[...w.programs].join(", ")}`);
+    t.comment(
+      `exec chain while starting: ${w.samples} samples, ${w.empty} with an empty command line, programs seen ${[...w.programs].join(', ')}`,
+    );
     // Without samples of each, "never misjudged" would hold of nothing.
-    for (const name of [OLD.name, NEW.name]) t.ok((w.perName.get(name) ?? 0) > 0, `${name} was sampled while it started (${w.perName.get(name) ?? 0} samples)`);
+    for (const name of [OLD.name, NEW.name])
+      t.ok((w.perName.get(name) ?? 0) > 0, `${name} was sampled while it started (${w.perName.get(name) ?? 0} samples)`);
     t.same(w.misjudged, [], 'a live apiserver is never judged gone while it starts (exec chain included)');
   }
   t.comment(`both apiservers ready ${((Date.now() - started) / 1000).toFixed(1)} s after start (in parallel)`);
@@ -146,7 +187,13 @@ await t.test('etcd and two kube-apiservers of different versions', async (t) => 
     t.equal((JSON.parse(res.body) as { gitVersion: string }).gitVersion, `v${s.version}`, `${s.name} reports its real gitVersion`);
   }
   const status = await lab.status();
-  t.same(status.filter((r) => r.alive).map((r) => r.name).sort(), ['etcd', 'kas-new', 'kas-old']);
+  t.same(
+    status
+      .filter((r) => r.alive)
+      .map((r) => r.name)
+      .sort(),
+    ['etcd', 'kas-new', 'kas-old'],
+  );
 });
 
 await t.test('their APIs differ as the versions do', async (t) => {
@@ -159,13 +206,20 @@ await t.test('their APIs differ as the versions do', async (t) => {
   t.same(onlyOld, [], 'the new version serves everything the old one does');
   t.equal((await get(`${lab.apiServerUrl(OLD.name)}${MAP}`)).status, 404, 'the old one answers 404 itself');
   t.equal((await get(`${lab.apiServerUrl(NEW.name)}${MAP}`)).status, 200);
-  const res = await request(`${lab.apiServerUrl(OLD.name)}/version`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}` } });
+  const res = await request(`${lab.apiServerUrl(OLD.name)}/version`, {
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${lab.pki.adminToken}` },
+  });
   await res.body.text();
   const auditId = res.headers['audit-id'];
   t.type(auditId, 'string', 'the apiserver answers with an Audit-Id');
   let audit = '';
   // The audit log is buffered: the entry appears shortly after the answer.
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline && !audit.includes(String(auditId)); await new Promise((r) => setTimeout(r, 200))) {
+  for (
+    const deadline = Date.now() + 10_000;
+    Date.now() < deadline && !audit.includes(String(auditId));
+    await new Promise((r) => setTimeout(r, 200))
+  ) {
     audit = await readFile(lab.auditLogFile(OLD.name), 'utf8').catch(() => '');
   }
   t.ok(audit.includes(`"auditID":"${String(auditId)}"`), `${OLD.name}'s audit log (lab.auditLogFile) has the request`);
@@ -177,7 +231,9 @@ await t.test('each apiserver has its own identity lease (own hostname)', async (
   let names: string[] = [];
   // The identity controller writes its lease shortly after /readyz turns 200.
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
-    const res = await get(`${lab.apiServerUrl(OLD.name)}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`);
+    const res = await get(
+      `${lab.apiServerUrl(OLD.name)}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`,
+    );
     const items = (JSON.parse(res.body) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] }).items;
     names = items.map((i) => i.metadata.name);
     hostnames = items.map((i) => i.metadata.labels?.['kubernetes.io/hostname'] ?? '').sort();
@@ -219,14 +275,30 @@ await t.test('skewgate routes the skewed resource; plain Envoy gives false 404s'
   // ready apiserver; before that the balanced pool answers and the old apiserver's own /apis would
   // make kubectl say the type does not exist. Wait for the merged answer (the only retry), then
   // kubectl must work every time, each with a fresh discovery cache.
-  await eventually('the merged /apis at the gateway', async () => {
-    const res = await request(`${gw.url}/apis`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: `${MEDIA_AGGREGATED_V2},application/json` }, signal: AbortSignal.timeout(10_000) });
-    await res.body.text();
-    return res.headers[REASON_HEADER] === 'merged_apis';
-  }, 30_000, 250);
+  await eventually(
+    'the merged /apis at the gateway',
+    async () => {
+      const res = await request(`${gw.url}/apis`, {
+        dispatcher: agent,
+        headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: `${MEDIA_AGGREGATED_V2},application/json` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      await res.body.text();
+      return res.headers[REASON_HEADER] === 'merged_apis';
+    },
+    30_000,
+    250,
+  );
   for (let i = 0; i < 5; i++) {
-    const got = await k('--cache-dir', join(dir, `kubectl-cache-${i}`), 'get', 'mutatingadmissionpolicies').catch((err: unknown) => ({ stdout: '', stderr: `failed: ${(err as { stderr?: string }).stderr?.trim() ?? String(err)}` }));
-    t.match(got.stderr, /No resources found/, `kubectl get mutatingadmissionpolicies through the gateway, try ${i + 1} of 5 (fresh discovery cache)`);
+    const got = await k('--cache-dir', join(dir, `kubectl-cache-${i}`), 'get', 'mutatingadmissionpolicies').catch((err: unknown) => ({
+      stdout: '',
+      stderr: `failed: ${(err as { stderr?: string }).stderr?.trim() ?? String(err)}`,
+    }));
+    t.match(
+      got.stderr,
+      /No resources found/,
+      `kubectl get mutatingadmissionpolicies through the gateway, try ${i + 1} of 5 (fresh discovery cache)`,
+    );
   }
 });
 
@@ -236,7 +308,11 @@ await t.test('an apiserver with open watches stops within seconds', async (t) =>
   const abort = new AbortController();
   // Direct, and through the gateway (Envoy keeps its upstream connections open: the case that took 60 s).
   for (const base of [lab.apiServerUrl(NEW.name), gatewayUrl, gatewayUrl, gatewayUrl]) {
-    const res = await request(`${base}${watchPath}`, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}` }, signal: abort.signal });
+    const res = await request(`${base}${watchPath}`, {
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${lab.pki.adminToken}` },
+      signal: abort.signal,
+    });
     t.equal(res.statusCode, 200, `watch open via ${base}`);
     res.body.text().catch(() => undefined); // runs until the server ends it or the abort below
   }
@@ -260,7 +336,10 @@ await t.test('down leaves no process running, even one without a record', async 
   await rm(join(dir, 'run', 'envoy-baseline.json'));
   await rm(join(dir, 'run', 'envoy-baseline.pid'));
   const other = await Lab.open({ dir, log: (l) => t.comment(`(second Lab) ${l}`) });
-  t.notOk((await other.status()).some((r) => r.name === 'envoy-baseline'), 'the second Lab has no record of envoy-baseline');
+  t.notOk(
+    (await other.status()).some((r) => r.name === 'envoy-baseline'),
+    'the second Lab has no record of envoy-baseline',
+  );
   const started = Date.now();
   await other.down();
   t.comment(`down in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -268,7 +347,11 @@ await t.test('down leaves no process running, even one without a record', async 
     const stat = await readStat(r.pid as number);
     t.ok(stat === null || stat.state === 'Z', `${r.name} (pid ${r.pid}) is gone`);
   }
-  t.same((await lab.status()).filter((r) => r.alive), [], 'status: nothing alive');
+  t.same(
+    (await lab.status()).filter((r) => r.alive),
+    [],
+    'status: nothing alive',
+  );
   await lab.down();
   t.pass('down of the first Lab finds nothing left');
 });

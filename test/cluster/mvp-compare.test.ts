@@ -13,7 +13,15 @@ import { sumCounter } from '../load/metrics.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { collectionPath, configMaps, labNamespace, mutatingAdmissionPolicies, objectPath, type Workload } from '../load/workload.js';
-import { false404Table, latencyRow, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
+import {
+  false404Table,
+  latencyRow,
+  phaseTable,
+  problemsTable,
+  render,
+  timelineTable,
+  writeClusterPart,
+} from '../../bench/cluster-results.js';
 import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
 
 const ROUNDS = 500;
@@ -29,154 +37,216 @@ const ms = (v: number | undefined): string => (v === undefined || !Number.isFini
 t.setTimeout(8 * 60_000);
 
 t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
-  await withLoadLab('mvp-compare', { connections: 16 }, async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
-    const specs: ApiServerSpec[] = [
-      { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true },
-      { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true },
-      { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true },
-    ];
-    await Promise.all(specs.map((s) => session.start(s)));
-    const url = (name: string): string => lab.apiServerUrl(name);
-    const workload: Workload = { skewed: mutatingAdmissionPolicies, common: configMaps, namespace: labNamespace };
-    for (const arm of ARMS) {
-      await ensureNamespace(session.direct, url('kas-1'), labNamespace(arm));
-      const cm = await session.direct.send('POST', `${url('kas-1')}${collectionPath(configMaps, labNamespace(arm))}`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: PROBE } });
-      t.equal(cm.status, 201, `configmap ${PROBE} in ${labNamespace(arm)}`);
-    }
-    const map = await session.direct.send('POST', `${url('kas-3')}${collectionPath(mutatingAdmissionPolicies, '')}`, { ...mutatingAdmissionPolicies.body(), metadata: { name: PROBE } });
-    t.equal(map.status, 201, `${PROBE} created on kas-3 (v${v.kubeNew})`);
-
-    // The MVP must really proxy: an old server answers for the new resource once its peer discovery has synced.
-    const skewedGet = objectPath(mutatingAdmissionPolicies, '', PROBE);
-    const kas3Ready = timeline.snapshot().servers.find((e) => e.server === 'kas-3' && e.what === 'ready')?.atMs ?? clock();
-    const proxyingAfter: Record<string, number> = {};
-    for (const old of ['kas-1', 'kas-2']) {
-      const deadline = clock() + 60_000;
-      for (;;) {
-        const res = await session.direct.send('GET', `${url(old)}${skewedGet}`).catch(() => null);
-        if (res?.status === 200) break;
-        if (clock() > deadline) throw new Error(`${old} (v${v.kubeOld}, MVP on) never proxied ${skewedGet} to kas-3: last ${res?.status ?? 'no answer'} ${res?.text.slice(0, 200) ?? ''}`);
-        await sleep(100);
+  await withLoadLab(
+    'mvp-compare',
+    { connections: 16 },
+    async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
+      const specs: ApiServerSpec[] = [
+        { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true },
+        { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true },
+        { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true },
+      ];
+      await Promise.all(specs.map((s) => session.start(s)));
+      const url = (name: string): string => lab.apiServerUrl(name);
+      const workload: Workload = { skewed: mutatingAdmissionPolicies, common: configMaps, namespace: labNamespace };
+      for (const arm of ARMS) {
+        await ensureNamespace(session.direct, url('kas-1'), labNamespace(arm));
+        const cm = await session.direct.send('POST', `${url('kas-1')}${collectionPath(configMaps, labNamespace(arm))}`, {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: PROBE },
+        });
+        t.equal(cm.status, 201, `configmap ${PROBE} in ${labNamespace(arm)}`);
       }
-      proxyingAfter[old] = clock() - kas3Ready;
-    }
-    progress(`MVP proxies on both v${v.kubeOld} servers (${Object.entries(proxyingAfter).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`).join(', ')} after kas-3 was ready)`);
+      const map = await session.direct.send('POST', `${url('kas-3')}${collectionPath(mutatingAdmissionPolicies, '')}`, {
+        ...mutatingAdmissionPolicies.body(),
+        metadata: { name: PROBE },
+      });
+      t.equal(map.status, 201, `${PROBE} created on kas-3 (v${v.kubeNew})`);
 
-    const gateways = {
-      mvp: await lab.startGateway({ name: 'plain', withSkewgate: false, port: await freeLoopbackPort() }),
-      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
-    };
-    const arms = ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url }));
-
-    const metrics = async (): Promise<Record<string, { rerouted: number; errors: number }>> => {
-      const out: Record<string, { rerouted: number; errors: number }> = {};
-      for (const s of specs) {
-        const text = (await session.direct.send('GET', `${url(s.name)}/metrics`)).text;
-        out[s.name] = { rerouted: sumCounter(text, REROUTED), errors: sumCounter(text, PEER_ERRORS) };
+      // The MVP must really proxy: an old server answers for the new resource once its peer discovery has synced.
+      const skewedGet = objectPath(mutatingAdmissionPolicies, '', PROBE);
+      const kas3Ready = timeline.snapshot().servers.find((e) => e.server === 'kas-3' && e.what === 'ready')?.atMs ?? clock();
+      const proxyingAfter: Record<string, number> = {};
+      for (const old of ['kas-1', 'kas-2']) {
+        const deadline = clock() + 60_000;
+        for (;;) {
+          const res = await session.direct.send('GET', `${url(old)}${skewedGet}`).catch(() => null);
+          if (res?.status === 200) break;
+          if (clock() > deadline)
+            throw new Error(
+              `${old} (v${v.kubeOld}, MVP on) never proxied ${skewedGet} to kas-3: last ${res?.status ?? 'no answer'} ${res?.text.slice(0, 200) ?? ''}`,
+            );
+          await sleep(100);
+        }
+        proxyingAfter[old] = clock() - kas3Ready;
       }
-      return out;
-    };
+      progress(
+        `MVP proxies on both v${v.kubeOld} servers (${Object.entries(proxyingAfter)
+          .map(([k, ms]) => `${k} ${(ms / 1000).toFixed(1)} s`)
+          .join(', ')} after kas-3 was ready)`,
+      );
 
-    // ---- (1) latency, interleaved, one request at a time ----
-    await interleavedRun({ arms, http, workload, rounds: 10, clock, rng: seededRng(1), existing: { skewed: PROBE, common: PROBE } }); // warm-up
-    const before = await metrics();
-    progress(`latency run: ${ROUNDS} rounds × 4 requests × ${ARMS.length} arms, interleaved`);
-    const timed = await interleavedRun({ arms, http, workload, rounds: ROUNDS, clock, rng: seededRng(2), existing: { skewed: PROBE, common: PROBE } });
-    const after = await metrics();
-    await sleep(1000);
-    const hopsOf = await session.auditIds();
-    const hops = (r: TimedRequest): number => (r.auditId === undefined ? 0 : hopsOf.get(r.auditId)?.size ?? 0);
+      const gateways = {
+        mvp: await lab.startGateway({ name: 'plain', withSkewgate: false, port: await freeLoopbackPort() }),
+        skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+      };
+      const arms = ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url }));
 
-    const ok = (r: TimedRequest): boolean => r.status !== null && r.status >= 200 && r.status < 300;
-    const rows: string[][] = [];
-    const stats: Record<string, { n: number; ok: number; proxied: number; unknown: number }> = {};
-    const p50: Record<string, number> = {};
-    const p99: Record<string, number> = {};
-    const groups: { label: string; arm: string; pick: (r: TimedRequest) => boolean }[] = [];
-    for (const arm of ARMS) {
-      groups.push({ label: 'skewed: all', arm, pick: (r) => r.kind === 'skewed' });
-      for (const op of ['get', 'list', 'create'] as const) groups.push({ label: `skewed: ${op}`, arm, pick: (r) => r.kind === 'skewed' && r.op === op });
-      if (arm === 'mvp') {
-        groups.push({ label: 'skewed: 1 hop (landed on the new server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 1 });
-        groups.push({ label: 'skewed: 2 hops (proxied by an old server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 2 });
+      const metrics = async (): Promise<Record<string, { rerouted: number; errors: number }>> => {
+        const out: Record<string, { rerouted: number; errors: number }> = {};
+        for (const s of specs) {
+          const text = (await session.direct.send('GET', `${url(s.name)}/metrics`)).text;
+          out[s.name] = { rerouted: sumCounter(text, REROUTED), errors: sumCounter(text, PEER_ERRORS) };
+        }
+        return out;
+      };
+
+      // ---- (1) latency, interleaved, one request at a time ----
+      await interleavedRun({ arms, http, workload, rounds: 10, clock, rng: seededRng(1), existing: { skewed: PROBE, common: PROBE } }); // warm-up
+      const before = await metrics();
+      progress(`latency run: ${ROUNDS} rounds × 4 requests × ${ARMS.length} arms, interleaved`);
+      const timed = await interleavedRun({
+        arms,
+        http,
+        workload,
+        rounds: ROUNDS,
+        clock,
+        rng: seededRng(2),
+        existing: { skewed: PROBE, common: PROBE },
+      });
+      const after = await metrics();
+      await sleep(1000);
+      const hopsOf = await session.auditIds();
+      const hops = (r: TimedRequest): number => (r.auditId === undefined ? 0 : (hopsOf.get(r.auditId)?.size ?? 0));
+
+      const ok = (r: TimedRequest): boolean => r.status !== null && r.status >= 200 && r.status < 300;
+      const rows: string[][] = [];
+      const stats: Record<string, { n: number; ok: number; proxied: number; unknown: number }> = {};
+      const p50: Record<string, number> = {};
+      const p99: Record<string, number> = {};
+      const groups: { label: string; arm: string; pick: (r: TimedRequest) => boolean }[] = [];
+      for (const arm of ARMS) {
+        groups.push({ label: 'skewed: all', arm, pick: (r) => r.kind === 'skewed' });
+        for (const op of ['get', 'list', 'create'] as const)
+          groups.push({ label: `skewed: ${op}`, arm, pick: (r) => r.kind === 'skewed' && r.op === op });
+        if (arm === 'mvp') {
+          groups.push({ label: 'skewed: 1 hop (landed on the new server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 1 });
+          groups.push({ label: 'skewed: 2 hops (proxied by an old server)', arm, pick: (r) => r.kind === 'skewed' && hops(r) === 2 });
+        }
+        groups.push({ label: 'common (configmaps get), reference', arm, pick: (r) => r.kind === 'common' });
       }
-      groups.push({ label: 'common (configmaps get), reference', arm, pick: (r) => r.kind === 'common' });
-    }
-    for (const g of groups) {
-      const rs = timed.filter((r) => r.arm === g.arm && g.pick(r));
-      const s = { n: rs.length, ok: rs.filter(ok).length, proxied: rs.filter((r) => hops(r) === 2).length, unknown: rs.filter((r) => hops(r) === 0).length };
-      stats[`${g.arm}/${g.label}`] = s;
-      const lat = summariseLatency(rs.filter(ok).map((r) => r.endMs - r.startMs));
-      p50[`${g.arm}/${g.label}`] = lat.p50;
-      p99[`${g.arm}/${g.label}`] = lat.p99;
-      rows.push(latencyRow(`${g.arm === 'mvp' ? 'plain Envoy + MVP' : 'Envoy + skewgate'} — ${g.label}`, lat, [
-        `${s.n - s.ok}`, s.n === 0 ? '—' : `${s.proxied} (${((100 * s.proxied) / s.n).toFixed(1)} %)`, `${s.unknown}`,
-      ]));
-    }
-    const delta = Object.fromEntries(specs.map((s) => [s.name, { rerouted: (after[s.name]?.rerouted ?? 0) - (before[s.name]?.rerouted ?? 0), errors: (after[s.name]?.errors ?? 0) - (before[s.name]?.errors ?? 0) }]));
-    const mvpSkewed = stats['mvp/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
-    const sgSkewed = stats['skewgate/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
-    progress(`latency run done: MVP arm ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests proxied; skewgate arm ${sgSkewed.proxied}/${sgSkewed.n}`);
+      for (const g of groups) {
+        const rs = timed.filter((r) => r.arm === g.arm && g.pick(r));
+        const s = {
+          n: rs.length,
+          ok: rs.filter(ok).length,
+          proxied: rs.filter((r) => hops(r) === 2).length,
+          unknown: rs.filter((r) => hops(r) === 0).length,
+        };
+        stats[`${g.arm}/${g.label}`] = s;
+        const lat = summariseLatency(rs.filter(ok).map((r) => r.endMs - r.startMs));
+        p50[`${g.arm}/${g.label}`] = lat.p50;
+        p99[`${g.arm}/${g.label}`] = lat.p99;
+        rows.push(
+          latencyRow(`${g.arm === 'mvp' ? 'plain Envoy + MVP' : 'Envoy + skewgate'} — ${g.label}`, lat, [
+            `${s.n - s.ok}`,
+            s.n === 0 ? '—' : `${s.proxied} (${((100 * s.proxied) / s.n).toFixed(1)} %)`,
+            `${s.unknown}`,
+          ]),
+        );
+      }
+      const delta = Object.fromEntries(
+        specs.map((s) => [
+          s.name,
+          {
+            rerouted: (after[s.name]?.rerouted ?? 0) - (before[s.name]?.rerouted ?? 0),
+            errors: (after[s.name]?.errors ?? 0) - (before[s.name]?.errors ?? 0),
+          },
+        ]),
+      );
+      const mvpSkewed = stats['mvp/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
+      const sgSkewed = stats['skewgate/skewed: all'] ?? { n: 0, ok: 0, proxied: 0, unknown: 0 };
+      progress(
+        `latency run done: MVP arm ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests proxied; skewgate arm ${sgSkewed.proxied}/${sgSkewed.n}`,
+      );
 
-    // ---- (2) the new server restarts under load ----
-    const run = track(new LoadRun({ arms, http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(5), watch: ['skewed'] }));
-    timeline.phase('steady');
-    run.start();
-    await sleep(8000);
-    timeline.phase('kas-3 restart');
-    progress(`restart of kas-3 (v${v.kubeNew}) under load, ${RATE_PER_ARM} req/s per arm`);
-    await session.stop('kas-3');
-    const back = await session.start(specs[2] as ApiServerSpec);
-    await sleep(Math.max(0, back + 15_000 - clock()));
-    await run.stop();
-    const final = await listFinal(session.direct, url('kas-3'), workload, ARMS);
-    const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
-    const a = account({
-      timeline: timeline.snapshot(), requests: run.log.requests, watch: run.log.watch, final,
-      rules,
-    });
+      // ---- (2) the new server restarts under load ----
+      const run = track(new LoadRun({ arms, http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(5), watch: ['skewed'] }));
+      timeline.phase('steady');
+      run.start();
+      await sleep(8000);
+      timeline.phase('kas-3 restart');
+      progress(`restart of kas-3 (v${v.kubeNew}) under load, ${RATE_PER_ARM} req/s per arm`);
+      await session.stop('kas-3');
+      const back = await session.start(specs[2] as ApiServerSpec);
+      await sleep(Math.max(0, back + 15_000 - clock()));
+      await run.stop();
+      const final = await listFinal(session.direct, url('kas-3'), workload, ARMS);
+      const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
+      const a = account({
+        timeline: timeline.snapshot(),
+        requests: run.log.requests,
+        watch: run.log.watch,
+        final,
+        rules,
+      });
 
-    const md = [
-      `### skewgate vs the built-in Mixed Version Proxy (test/cluster/mvp-compare.test.ts)`,
-      '',
-      `**Method.** A mixed phase: kas-1 and kas-2 run v${v.kubeOld} with the Mixed Version Proxy switched on (\`--feature-gates=UnknownVersionInteroperabilityProxy=true\`, alpha in 1.35), kas-3 runs v${v.kubeNew} (gate beta, on); all three with \`--peer-ca-file\` (the cluster CA), \`--peer-advertise-ip/port\` and the front-proxy client certificate, so an old server forwards a request for a resource only a peer serves. Checked first: a GET of \`${skewedGet}\` straight to each old server answers 200 once its peer discovery has synced (${Object.entries(proxyingAfter).map(([k, ms]) => `${k} after ${(ms / 1000).toFixed(1)} s`).join(', ')}, counted from kas-3's readiness). Two gateways in front of the same servers: (a) plain round-robin Envoy (no ext_proc) — the MVP does the work; (b) Envoy + skewgate. One client (undici, keep-alive, HTTPS, bearer token), one request at a time, ${ROUNDS} rounds of get/list/create of the skewed \`mutatingadmissionpolicies\` plus a configmap get as a reference, each request sent through both gateways in a random order (interleaved). Hops per request from the audit logs: the MVP copies the Audit-ID to the peer, so an ID logged by two servers was proxied. Latency from the client, successful answers only.`,
-      '',
-      render({ headers: ['arm — requests', 'n (2xx)', 'p50', 'p90', 'p99', 'max', 'errors', 'proxied (2 hops)', 'hops unknown'], rows }),
-      '',
-      `In short (this run): skewed requests p50/p99 ${ms(p50['mvp/skewed: all'])}/${ms(p99['mvp/skewed: all'])} through plain Envoy + MVP against ${ms(p50['skewgate/skewed: all'])}/${ms(p99['skewgate/skewed: all'])} through Envoy + skewgate. The MVP's second hop costs ${ms((p50['mvp/skewed: 2 hops (proxied by an old server)'] ?? NaN) - (p50['mvp/skewed: 1 hop (landed on the new server)'] ?? NaN))} at p50 on the ${((100 * mvpSkewed.proxied) / Math.max(1, mvpSkewed.n)).toFixed(0)} % of skewed requests that land on an old server; skewgate's ext_proc round trip costs ${ms((p50['skewgate/common (configmaps get), reference'] ?? NaN) - (p50['mvp/common (configmaps get), reference'] ?? NaN))} at p50 on every request (the configmap reference rows). Two cores run everything here (three apiservers, etcd, two Envoys, skewgate, the client), so differences of a millisecond are within the noise between runs.`,
-      '',
-      `\`${REROUTED}\` during the run (MVP's own count of proxied requests): ${specs.map((s) => `${s.name} +${delta[s.name]?.rerouted ?? 0}`).join(', ')}; \`${PEER_ERRORS}\`: ${specs.map((s) => `${s.name} +${delta[s.name]?.errors ?? 0}`).join(', ')}. Requests sent through the MVP arm for the skewed resource: ${mvpSkewed.n}, proxied according to the audit logs: ${mvpSkewed.proxied}.`,
-      '',
-      `**kas-3 (the only v${v.kubeNew} server) restarts under load** (${RATE_PER_ARM} req/s per arm, open loop, a watch of the skewed resource per arm): while it is away nobody serves \`mutatingadmissionpolicies\`; a 404 is false from 1 s after it is ready again.`,
-      '',
-      render(phaseTable(a)),
-      '',
-      render(problemsTable(a)),
-      '',
-      render(false404Table(a, origin, 10, await session.auditIds())),
-      '',
-      'Timeline (t from etcd ready):',
-      '',
-      render(timelineTable(timeline.snapshot(), origin)),
-      '',
-      `Run time ${runSeconds().toFixed(0)} s.`,
-    ].join('\n');
-    await writeClusterPart('mvp-compare', md);
-    t.comment(md);
+      const md = [
+        `### skewgate vs the built-in Mixed Version Proxy (test/cluster/mvp-compare.test.ts)`,
+        '',
+        `**Method.** A mixed phase: kas-1 and kas-2 run v${v.kubeOld} with the Mixed Version Proxy switched on (\`--feature-gates=UnknownVersionInteroperabilityProxy=true\`, alpha in 1.35), kas-3 runs v${v.kubeNew} (gate beta, on); all three with \`--peer-ca-file\` (the cluster CA), \`--peer-advertise-ip/port\` and the front-proxy client certificate, so an old server forwards a request for a resource only a peer serves. Checked first: a GET of \`${skewedGet}\` straight to each old server answers 200 once its peer discovery has synced (${Object.entries(
+          proxyingAfter,
+        )
+          .map(([k, ms]) => `${k} after ${(ms / 1000).toFixed(1)} s`)
+          .join(
+            ', ',
+          )}, counted from kas-3's readiness). Two gateways in front of the same servers: (a) plain round-robin Envoy (no ext_proc) — the MVP does the work; (b) Envoy + skewgate. One client (undici, keep-alive, HTTPS, bearer token), one request at a time, ${ROUNDS} rounds of get/list/create of the skewed \`mutatingadmissionpolicies\` plus a configmap get as a reference, each request sent through both gateways in a random order (interleaved). Hops per request from the audit logs: the MVP copies the Audit-ID to the peer, so an ID logged by two servers was proxied. Latency from the client, successful answers only.`,
+        '',
+        render({ headers: ['arm — requests', 'n (2xx)', 'p50', 'p90', 'p99', 'max', 'errors', 'proxied (2 hops)', 'hops unknown'], rows }),
+        '',
+        `In short (this run): skewed requests p50/p99 ${ms(p50['mvp/skewed: all'])}/${ms(p99['mvp/skewed: all'])} through plain Envoy + MVP against ${ms(p50['skewgate/skewed: all'])}/${ms(p99['skewgate/skewed: all'])} through Envoy + skewgate. The MVP's second hop costs ${ms((p50['mvp/skewed: 2 hops (proxied by an old server)'] ?? NaN) - (p50['mvp/skewed: 1 hop (landed on the new server)'] ?? NaN))} at p50 on the ${((100 * mvpSkewed.proxied) / Math.max(1, mvpSkewed.n)).toFixed(0)} % of skewed requests that land on an old server; skewgate's ext_proc round trip costs ${ms((p50['skewgate/common (configmaps get), reference'] ?? NaN) - (p50['mvp/common (configmaps get), reference'] ?? NaN))} at p50 on every request (the configmap reference rows). Two cores run everything here (three apiservers, etcd, two Envoys, skewgate, the client), so differences of a millisecond are within the noise between runs.`,
+        '',
+        `\`${REROUTED}\` during the run (MVP's own count of proxied requests): ${specs.map((s) => `${s.name} +${delta[s.name]?.rerouted ?? 0}`).join(', ')}; \`${PEER_ERRORS}\`: ${specs.map((s) => `${s.name} +${delta[s.name]?.errors ?? 0}`).join(', ')}. Requests sent through the MVP arm for the skewed resource: ${mvpSkewed.n}, proxied according to the audit logs: ${mvpSkewed.proxied}.`,
+        '',
+        `**kas-3 (the only v${v.kubeNew} server) restarts under load** (${RATE_PER_ARM} req/s per arm, open loop, a watch of the skewed resource per arm): while it is away nobody serves \`mutatingadmissionpolicies\`; a 404 is false from 1 s after it is ready again.`,
+        '',
+        render(phaseTable(a)),
+        '',
+        render(problemsTable(a)),
+        '',
+        render(false404Table(a, origin, 10, await session.auditIds())),
+        '',
+        'Timeline (t from etcd ready):',
+        '',
+        render(timelineTable(timeline.snapshot(), origin)),
+        '',
+        `Run time ${runSeconds().toFixed(0)} s.`,
+      ].join('\n');
+      await writeClusterPart('mvp-compare', md);
+      t.comment(md);
 
-    t.ok(mvpSkewed.proxied > 0, `the MVP really proxied: ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests took 2 hops`);
-    t.ok((delta['kas-1']?.rerouted ?? 0) + (delta['kas-2']?.rerouted ?? 0) >= mvpSkewed.proxied, `${REROUTED} on the old servers grew at least as much`);
-    t.ok(mvpSkewed.ok >= 0.99 * mvpSkewed.n, `MVP arm: ${mvpSkewed.ok}/${mvpSkewed.n} skewed requests 2xx`);
-    t.equal(sgSkewed.ok, sgSkewed.n, `skewgate arm: every skewed request 2xx (${sgSkewed.ok}/${sgSkewed.n})`);
-    t.equal(sgSkewed.proxied, 0, 'skewgate arm: no request took a second hop');
-    t.equal(sgSkewed.unknown, 0, 'skewgate arm: every answer found in an audit log');
-    t.equal(total(a, 'false404s', 'skewgate'), 0, 'restart: no false 404 through skewgate');
-    // While kas-3, the only server of the skewed resource, is away skewgate answers 503: only then.
-    const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
-    const unexplained = unexplained503s({ timeline: timeline.snapshot(), requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
-    t.comment(`restart, skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
-    t.same(unexplained.map(describe503), [], 'restart: every 503 through skewgate fell in a window when no capable apiserver was ready (or, not skewgate\'s own, while one was going down)');
-    t.equal(total(a, 'lostWrites'), 0, 'restart: no lost write in either arm');
-    t.equal(total(a, 'duplicatedWrites'), 0, 'restart: no duplicated write in either arm');
-  });
+      t.ok(mvpSkewed.proxied > 0, `the MVP really proxied: ${mvpSkewed.proxied}/${mvpSkewed.n} skewed requests took 2 hops`);
+      t.ok(
+        (delta['kas-1']?.rerouted ?? 0) + (delta['kas-2']?.rerouted ?? 0) >= mvpSkewed.proxied,
+        `${REROUTED} on the old servers grew at least as much`,
+      );
+      t.ok(mvpSkewed.ok >= 0.99 * mvpSkewed.n, `MVP arm: ${mvpSkewed.ok}/${mvpSkewed.n} skewed requests 2xx`);
+      t.equal(sgSkewed.ok, sgSkewed.n, `skewgate arm: every skewed request 2xx (${sgSkewed.ok}/${sgSkewed.n})`);
+      t.equal(sgSkewed.proxied, 0, 'skewgate arm: no request took a second hop');
+      t.equal(sgSkewed.unknown, 0, 'skewgate arm: every answer found in an audit log');
+      t.equal(total(a, 'false404s', 'skewgate'), 0, 'restart: no false 404 through skewgate');
+      // While kas-3, the only server of the skewed resource, is away skewgate answers 503: only then.
+      const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
+      const unexplained = unexplained503s({ timeline: timeline.snapshot(), requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
+      t.comment(`restart, skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+      t.same(
+        unexplained.map(describe503),
+        [],
+        "restart: every 503 through skewgate fell in a window when no capable apiserver was ready (or, not skewgate's own, while one was going down)",
+      );
+      t.equal(total(a, 'lostWrites'), 0, 'restart: no lost write in either arm');
+      t.equal(total(a, 'duplicatedWrites'), 0, 'restart: no duplicated write in either arm');
+    },
+  );
 });

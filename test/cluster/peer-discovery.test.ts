@@ -31,9 +31,30 @@ const { versions, kubectl } = requireLabParts();
 
 // No server serves everything, and every phase has another union: groups, versions and resources
 // (resource.k8s.io/v1beta2 lists devicetaintrules on v1.36 only) are merged at every level.
-const KAS6: ApiServerSpec = { name: 'kas-6', version: versions.kubeNew, ip: '127.0.0.6', port: 6443, peerProxy: true, runtimeConfig: 'autoscaling/v2=false,resource.k8s.io/v1beta2=true,coordination.k8s.io/v1beta1=true' };
-const KAS7: ApiServerSpec = { name: 'kas-7', version: versions.kubeNew, ip: '127.0.0.7', port: 6443, peerProxy: true, runtimeConfig: 'batch/v1=false' };
-const KAS8_OLD: ApiServerSpec = { name: 'kas-8', version: versions.kubeOld, ip: '127.0.0.8', port: 6443, peerProxy: true, runtimeConfig: 'resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true,networking.k8s.io/v1beta1=true' };
+const KAS6: ApiServerSpec = {
+  name: 'kas-6',
+  version: versions.kubeNew,
+  ip: '127.0.0.6',
+  port: 6443,
+  peerProxy: true,
+  runtimeConfig: 'autoscaling/v2=false,resource.k8s.io/v1beta2=true,coordination.k8s.io/v1beta1=true',
+};
+const KAS7: ApiServerSpec = {
+  name: 'kas-7',
+  version: versions.kubeNew,
+  ip: '127.0.0.7',
+  port: 6443,
+  peerProxy: true,
+  runtimeConfig: 'batch/v1=false',
+};
+const KAS8_OLD: ApiServerSpec = {
+  name: 'kas-8',
+  version: versions.kubeOld,
+  ip: '127.0.0.8',
+  port: 6443,
+  peerProxy: true,
+  runtimeConfig: 'resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true,networking.k8s.io/v1beta1=true',
+};
 const KAS8_NEW: ApiServerSpec = { ...KAS8_OLD, version: versions.kubeNew, runtimeConfig: 'storage.k8s.io/v1beta1=true' };
 
 /** Two versions, a status subresource, a short name and a category: it shows in every part of discovery. */
@@ -57,7 +78,6 @@ spec:
       schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
 `;
 
-
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-peer-discovery-'));
 const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23796, etcdPeerPort: 23806, log: (l) => t.comment(l) });
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
@@ -67,9 +87,17 @@ t.teardown(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Reply { status: number; headers: Record<string, string | string[] | undefined>; body: string }
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
 async function get(url: string, headers: Record<string, string> = {}): Promise<Reply> {
-  const res = await request(url, { dispatcher: agent, headers: { authorization: `Bearer ${lab.pki.adminToken}`, ...headers }, signal: AbortSignal.timeout(10_000) });
+  const res = await request(url, {
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${lab.pki.adminToken}`, ...headers },
+    signal: AbortSignal.timeout(10_000),
+  });
   return { status: res.statusCode, headers: res.headers, body: await res.body.text() };
 }
 const etagOf = (r: Reply): string | undefined => r.headers['etag'] as string | undefined;
@@ -135,16 +163,32 @@ async function parity(t: Test, gw: GatewayInfo, servers: readonly ApiServerSpec[
   t.equal(edge.headers['vary'], kube.headers['vary'], `${phase}: Vary`);
   t.equal(edge.headers['cache-control'], kube.headers['cache-control'], `${phase}: Cache-Control`);
   // Each side accepts the other's ETag.
-  t.equal((await get(`${gw.url}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(kube) as string })).status, 304, `${phase}: skewgate: 304 for kube-apiserver's ETag`);
+  t.equal(
+    (await get(`${gw.url}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(kube) as string })).status,
+    304,
+    `${phase}: skewgate: 304 for kube-apiserver's ETag`,
+  );
   const first = servers[0] as ApiServerSpec;
-  t.equal((await get(`${lab.apiServerUrl(first.name)}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(edge) as string })).status, 304, `${phase}: kube-apiserver: 304 for skewgate's ETag`);
+  t.equal(
+    (await get(`${lab.apiServerUrl(first.name)}/apis`, { accept: MEDIA_AGGREGATED_V2, 'if-none-match': etagOf(edge) as string })).status,
+    304,
+    `${phase}: kube-apiserver: 304 for skewgate's ETag`,
+  );
   // And the pure merge over the servers' own documents (what skewgate's discovery fetched) agrees.
-  const own = await Promise.all(servers.map(async (s) => ({ serverId: apiserverIdentity(s.name), document: JSON.parse((await get(`${lab.apiServerUrl(s.name)}/apis`, { accept: MEDIA_AGGREGATED_V2_NOPEER })).body) as unknown })));
+  const own = await Promise.all(
+    servers.map(async (s) => ({
+      serverId: apiserverIdentity(s.name),
+      document: JSON.parse((await get(`${lab.apiServerUrl(s.name)}/apis`, { accept: MEDIA_AGGREGATED_V2_NOPEER })).body) as unknown,
+    })),
+  );
   const items = mergePeerDiscovery(own);
   t.equal(discoveryBody(items), kube.body, `${phase}: mergePeerDiscovery of the nopeer documents`);
   t.equal(`"${computeEtag(items)}"`, etagOf(kube), `${phase}: computeEtag`);
-  t.comment(`${phase}: ${(JSON.parse(kube.body) as { items: unknown[] }).items.length} groups, ETag ${String(etagOf(kube)).slice(0, 17)}…"`);
-  for (const s of own) t.not(`"${computeEtag(mergePeerDiscovery([s]))}"`, etagOf(kube), `${phase}: no single server's document is the union (${s.serverId})`);
+  t.comment(
+    `${phase}: ${(JSON.parse(kube.body) as { items: unknown[] }).items.length} groups, ETag ${String(etagOf(kube)).slice(0, 17)}…"`,
+  );
+  for (const s of own)
+    t.not(`"${computeEtag(mergePeerDiscovery([s]))}"`, etagOf(kube), `${phase}: no single server's document is the union (${s.serverId})`);
   phaseEtags.add(String(etagOf(kube)));
 }
 
@@ -156,9 +200,18 @@ async function kubectlWorks(t: Test, gw: GatewayInfo, phase: string, expectAutos
   for (let i = 0; i < 6; i++) {
     const cache = join(dir, `kubectl-${phase.replace(/\W+/g, '-')}-${i}`);
     const res = await kubectlIn(gw, cache, 'api-resources');
-    t.match(res.stdout, /^mutatingadmissionpolicies\s+admissionregistration\.k8s\.io\/v1\s+false\s+MutatingAdmissionPolicy$/m, `${phase} #${i + 1}: api-resources lists the v1.36-only resource`);
+    t.match(
+      res.stdout,
+      /^mutatingadmissionpolicies\s+admissionregistration\.k8s\.io\/v1\s+false\s+MutatingAdmissionPolicy$/m,
+      `${phase} #${i + 1}: api-resources lists the v1.36-only resource`,
+    );
     t.match(res.stdout, /^cronjobs\s+cj\s+batch\/v1\s+true\s+CronJob$/m, `${phase} #${i + 1}: and batch (not served by kas-7)`);
-    if (expectAutoscalingV2) t.match(res.stdout, /^horizontalpodautoscalers\s+hpa\s+autoscaling\/v2\s+true/m, `${phase} #${i + 1}: and autoscaling/v2 (not served by kas-6)`);
+    if (expectAutoscalingV2)
+      t.match(
+        res.stdout,
+        /^horizontalpodautoscalers\s+hpa\s+autoscaling\/v2\s+true/m,
+        `${phase} #${i + 1}: and autoscaling/v2 (not served by kas-6)`,
+      );
     const get1 = await kubectlIn(gw, `${cache}-get`, 'get', 'mutatingadmissionpolicies');
     t.match(get1.stderr, /No resources found/, `${phase} #${i + 1}: kubectl get mutatingadmissionpolicies`);
     const get2 = await kubectlIn(gw, `${cache}-get`, 'get', 'cronjobs', '-A');
@@ -175,34 +228,52 @@ await t.test('three kube-apiservers with the built-in proxy, no two alike; their
   const selector = encodeURIComponent('apiserver.kubernetes.io/identity=kube-apiserver');
   let leases: { name: string; hostname: string }[] = [];
   for (const deadline = Date.now() + 30_000; Date.now() < deadline && leases.length < 3; await sleep(250)) {
-    const res = await get(`${lab.apiServerUrl('kas-6')}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`);
-    leases = (JSON.parse(res.body) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] }).items
-      .map((i) => ({ name: i.metadata.name, hostname: i.metadata.labels?.['kubernetes.io/hostname'] ?? '' }));
+    const res = await get(
+      `${lab.apiServerUrl('kas-6')}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=${selector}`,
+    );
+    leases = (JSON.parse(res.body) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] }).items.map((i) => ({
+      name: i.metadata.name,
+      hostname: i.metadata.labels?.['kubernetes.io/hostname'] ?? '',
+    }));
   }
   t.equal(leases.length, 3, 'three identity leases');
   for (const l of leases) t.equal(l.name, apiserverIdentity(l.hostname), `${l.hostname}: lease ${l.name} is apiserverIdentity(hostname)`);
   gw = await lab.startGateway({ name: 'pd', withSkewgate: true, port: await freePort() });
 });
 
-await t.test('phase 1, v1.35 + two v1.36: skewgate\'s /apis equals kube-apiserver\'s peer-aggregated /apis', async (t) => {
+await t.test("phase 1, v1.35 + two v1.36: skewgate's /apis equals kube-apiserver's peer-aggregated /apis", async (t) => {
   await parity(t, gw, [KAS6, KAS7, KAS8_OLD], 'v1.35+v1.36');
 });
 
 await t.test('Accept negotiation: skewgate answers exactly when kube-apiserver would answer peer-aggregated JSON', async (t) => {
   const kube = await get(`${lab.apiServerUrl('kas-6')}/apis`, { accept: MEDIA_AGGREGATED_V2 });
   const accepts = [
-    MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, `${MEDIA_AGGREGATED_V2},application/json`, 'application/json', '*/*', PB,
-    `application/json,${MEDIA_AGGREGATED_V2}`, `${PB};q=0.5,${MEDIA_AGGREGATED_V2}`, `${MEDIA_AGGREGATED_V2};profile=other`,
-    'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList', `${MEDIA_AGGREGATED_V2};stream=foo`,
-    '*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList', 'application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
+    MEDIA_AGGREGATED_V2,
+    MEDIA_AGGREGATED_V2_NOPEER,
+    `${MEDIA_AGGREGATED_V2},application/json`,
+    'application/json',
+    '*/*',
+    PB,
+    `application/json,${MEDIA_AGGREGATED_V2}`,
+    `${PB};q=0.5,${MEDIA_AGGREGATED_V2}`,
+    `${MEDIA_AGGREGATED_V2};profile=other`,
+    'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList',
+    `${MEDIA_AGGREGATED_V2};stream=foo`,
+    '*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
+    'application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
     `${MEDIA_AGGREGATED_V2_NOPEER};q=0.5,${MEDIA_AGGREGATED_V2}`,
   ];
   for (const accept of accepts) {
     const direct = await get(`${lab.apiServerUrl('kas-6')}/apis`, { accept });
     const edge = await get(`${gw.url}/apis`, { accept });
-    const kubeMerged = direct.status === 200 && etagOf(direct) === etagOf(kube) && /^application\/json;/.test(String(direct.headers['content-type']));
+    const kubeMerged =
+      direct.status === 200 && etagOf(direct) === etagOf(kube) && /^application\/json;/.test(String(direct.headers['content-type']));
     const n = negotiateApis(accept);
-    t.equal(n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer', kubeMerged, `${accept}: negotiateApis agrees with kube-apiserver`);
+    t.equal(
+      n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer',
+      kubeMerged,
+      `${accept}: negotiateApis agrees with kube-apiserver`,
+    );
     t.equal(edge.headers[REASON_HEADER] === 'merged_apis', kubeMerged, `${accept}: skewgate answers only that case`);
     t.equal(edge.status, direct.status, `${accept}: same status`);
     t.equal(edge.headers['content-type'], direct.headers['content-type'], `${accept}: same Content-Type`);
@@ -224,10 +295,16 @@ await t.test("client-go's discovery cache revalidates by ETag: a second kubectl 
   const afterSecond = await decisions(gw, 'pd', 'merged_apis_not_modified');
   t.ok(afterSecond > afterFirst, `second run: If-None-Match answered 304 by skewgate (${afterSecond - afterFirst} in its log)`);
   // kubectl itself logs 200: its HTTP cache turns the 304 into the cached response.
-  t.comment(second.stderr.split('\n').filter((l) => l.includes('/apis?')).slice(0, 2).join('\n'));
+  t.comment(
+    second.stderr
+      .split('\n')
+      .filter((l) => l.includes('/apis?'))
+      .slice(0, 2)
+      .join('\n'),
+  );
 });
 
-await t.test('with a CRD (kube-apiserver keeps CRD group/versions out of its peers\' documents): still equal', async (t) => {
+await t.test("with a CRD (kube-apiserver keeps CRD group/versions out of its peers' documents): still equal", async (t) => {
   const file = join(dir, 'crd.yaml');
   await writeFile(file, CRD);
   await kubectlIn(gw, join(dir, 'kubectl-crd'), 'apply', '-f', file);

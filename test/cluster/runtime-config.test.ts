@@ -17,77 +17,96 @@ const ARMS = ['skewgate', 'baseline'] as const;
 const SWITCHED_OFF = 'batch/v1';
 const OFF_SERVER = 'kas-3';
 
-
 t.setTimeout(8 * 60_000);
 
 t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
-  await withLoadLab('runtime-config', { connections: 24 }, async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
-    const specs: ApiServerSpec[] = ['kas-1', 'kas-2', 'kas-3'].map((name, i) => ({
-      name, version: v.kubeNew, ip: `127.0.0.${i + 1}`, port: 6443,
-      ...(name === OFF_SERVER ? { runtimeConfig: `${SWITCHED_OFF}=false` } : {}),
-    }));
-    await Promise.all(specs.map((s) => session.start(s)));
+  await withLoadLab(
+    'runtime-config',
+    { connections: 24 },
+    async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
+      const specs: ApiServerSpec[] = ['kas-1', 'kas-2', 'kas-3'].map((name, i) => ({
+        name,
+        version: v.kubeNew,
+        ip: `127.0.0.${i + 1}`,
+        port: 6443,
+        ...(name === OFF_SERVER ? { runtimeConfig: `${SWITCHED_OFF}=false` } : {}),
+      }));
+      await Promise.all(specs.map((s) => session.start(s)));
 
-    // The ground truth, straight from each apiserver.
-    const gvPath = groupVersionPath(jobs);
-    for (const s of specs) {
-      const res = await session.direct.send('GET', `${lab.apiServerUrl(s.name)}${gvPath}`);
-      t.equal(res.status, s.name === OFF_SERVER ? 404 : 200, `${s.name}: GET ${gvPath} directly → ${res.status}`);
-    }
+      // The ground truth, straight from each apiserver.
+      const gvPath = groupVersionPath(jobs);
+      for (const s of specs) {
+        const res = await session.direct.send('GET', `${lab.apiServerUrl(s.name)}${gvPath}`);
+        t.equal(res.status, s.name === OFF_SERVER ? 404 : 200, `${s.name}: GET ${gvPath} directly → ${res.status}`);
+      }
 
-    const gateways = {
-      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
-      baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
-    };
-    const workload: Workload = { skewed: jobs, common: configMaps, namespace: labNamespace };
-    for (const arm of ARMS) await ensureNamespace(session.direct, lab.apiServerUrl('kas-1'), labNamespace(arm));
+      const gateways = {
+        skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+        baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
+      };
+      const workload: Workload = { skewed: jobs, common: configMaps, namespace: labNamespace };
+      for (const arm of ARMS) await ensureNamespace(session.direct, lab.apiServerUrl('kas-1'), labNamespace(arm));
 
-    const run = track(new LoadRun({ arms: ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url })), http, workload, ratePerSec: RATE_PER_ARM, clock, rng: seededRng(6) }));
-    timeline.phase('steady');
-    progress(`load ${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s: ${SWITCHED_OFF} jobs (off on ${OFF_SERVER}) and configmaps`);
-    run.start();
-    await new Promise((r) => setTimeout(r, LOAD_MS));
-    await run.stop();
-    progress(`load done: ${run.progress()}`);
+      const run = track(
+        new LoadRun({
+          arms: ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url })),
+          http,
+          workload,
+          ratePerSec: RATE_PER_ARM,
+          clock,
+          rng: seededRng(6),
+        }),
+      );
+      timeline.phase('steady');
+      progress(`load ${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s: ${SWITCHED_OFF} jobs (off on ${OFF_SERVER}) and configmaps`);
+      run.start();
+      await new Promise((r) => setTimeout(r, LOAD_MS));
+      await run.stop();
+      progress(`load done: ${run.progress()}`);
 
-    const final = await listFinal(session.direct, lab.apiServerUrl('kas-1'), workload, ARMS);
-    const a = account({
-      timeline: timeline.snapshot(), requests: run.log.requests, watch: run.log.watch, final,
-      rules: { serves: { skewed: (server) => server !== OFF_SERVER, common: () => true }, graceMs: 1000 },
-    });
-    const share = (arm: string): { n: number; notFound: number } => {
-      const rs = run.log.requests.filter((r) => r.arm === arm && r.kind === 'skewed' && r.op !== 'watch');
-      return { n: rs.length, notFound: rs.filter((r) => r.status === 404).length };
-    };
-    const sg = share('skewgate');
-    const base = share('baseline');
-    const pct = (x: { n: number; notFound: number }): string => `${x.notFound}/${x.n} (${((100 * x.notFound) / Math.max(1, x.n)).toFixed(1)} %)`;
+      const final = await listFinal(session.direct, lab.apiServerUrl('kas-1'), workload, ARMS);
+      const a = account({
+        timeline: timeline.snapshot(),
+        requests: run.log.requests,
+        watch: run.log.watch,
+        final,
+        rules: { serves: { skewed: (server) => server !== OFF_SERVER, common: () => true }, graceMs: 1000 },
+      });
+      const share = (arm: string): { n: number; notFound: number } => {
+        const rs = run.log.requests.filter((r) => r.arm === arm && r.kind === 'skewed' && r.op !== 'watch');
+        return { n: rs.length, notFound: rs.filter((r) => r.status === 404).length };
+      };
+      const sg = share('skewgate');
+      const base = share('baseline');
+      const pct = (x: { n: number; notFound: number }): string =>
+        `${x.notFound}/${x.n} (${((100 * x.notFound) / Math.max(1, x.n)).toFixed(1)} %)`;
 
-    const md = [
-      `### One API switched off on one apiserver (test/cluster/runtime-config.test.ts)`,
-      '',
-      `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on 127.0.0.1/.2/.3:6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same two gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), both arms at once. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
-      '',
-      render(phaseTable(a)),
-      '',
-      `404s of \`${SWITCHED_OFF}\` creates, gets and lists (watch reconnects excluded): skewgate ${pct(sg)}, plain round robin ${pct(base)} — about one in three is what round robin over three servers, one without the API, predicts.`,
-      '',
-      render(problemsTable(a)),
-      '',
-      render(false404Table(a, origin, 5, await session.auditIds())),
-      '',
-      `Run time ${runSeconds().toFixed(0)} s.`,
-    ].join('\n');
-    await writeClusterPart('runtime-config', md);
-    t.comment(md);
+      const md = [
+        `### One API switched off on one apiserver (test/cluster/runtime-config.test.ts)`,
+        '',
+        `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on 127.0.0.1/.2/.3:6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same two gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), both arms at once. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
+        '',
+        render(phaseTable(a)),
+        '',
+        `404s of \`${SWITCHED_OFF}\` creates, gets and lists (watch reconnects excluded): skewgate ${pct(sg)}, plain round robin ${pct(base)} — about one in three is what round robin over three servers, one without the API, predicts.`,
+        '',
+        render(problemsTable(a)),
+        '',
+        render(false404Table(a, origin, 5, await session.auditIds())),
+        '',
+        `Run time ${runSeconds().toFixed(0)} s.`,
+      ].join('\n');
+      await writeClusterPart('runtime-config', md);
+      t.comment(md);
 
-    t.equal(total(a, 'false404s', 'skewgate'), 0, `no 404 for ${SWITCHED_OFF} through skewgate`);
-    t.equal(sg.notFound, 0, `skewgate: ${pct(sg)} 404s`);
-    t.equal(total(a, 'lostWrites', 'skewgate'), 0, 'no lost write through skewgate');
-    t.equal(total(a, 'duplicatedWrites'), 0, 'no duplicated write in either arm');
-    t.ok(sg.n > 100, `skewgate arm sent ${sg.n} ${SWITCHED_OFF} requests`);
-    const baseShare = base.notFound / Math.max(1, base.n);
-    t.ok(baseShare > 0.15 && baseShare < 0.55, `plain round robin: ${pct(base)} 404s, about a third`);
-    t.ok(total(a, 'false404s', 'baseline') > 0, 'the baseline shows false 404s');
-  });
+      t.equal(total(a, 'false404s', 'skewgate'), 0, `no 404 for ${SWITCHED_OFF} through skewgate`);
+      t.equal(sg.notFound, 0, `skewgate: ${pct(sg)} 404s`);
+      t.equal(total(a, 'lostWrites', 'skewgate'), 0, 'no lost write through skewgate');
+      t.equal(total(a, 'duplicatedWrites'), 0, 'no duplicated write in either arm');
+      t.ok(sg.n > 100, `skewgate arm sent ${sg.n} ${SWITCHED_OFF} requests`);
+      const baseShare = base.notFound / Math.max(1, base.n);
+      t.ok(baseShare > 0.15 && baseShare < 0.55, `plain round robin: ${pct(base)} 404s, about a third`);
+      t.ok(total(a, 'false404s', 'baseline') > 0, 'the baseline shows false 404s');
+    },
+  );
 });

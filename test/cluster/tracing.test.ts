@@ -38,7 +38,13 @@ const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.9', port:
 const started = Date.now();
 const elapsed = (): string => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-tracing-'));
-const lab = await Lab.open({ dir: join(dir, 'lab'), killOnExit: true, etcdClientPort: 23798, etcdPeerPort: 23808, log: (l) => t.comment(`[${elapsed()}] ${l}`) });
+const lab = await Lab.open({
+  dir: join(dir, 'lab'),
+  killOnExit: true,
+  etcdClientPort: 23798,
+  etcdPeerPort: 23808,
+  log: (l) => t.comment(`[${elapsed()}] ${l}`),
+});
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 let jaeger: JaegerHandle | undefined;
 t.teardown(async () => {
@@ -56,7 +62,8 @@ async function get(url: string, headers: Record<string, string>): Promise<{ stat
   return { status: res.statusCode, body: await res.body.text() };
 }
 
-const byId = (tr: JaegerTrace, id: string | null): JaegerSpan | undefined => (id === null ? undefined : tr.spans.find((s) => s.spanId === id));
+const byId = (tr: JaegerTrace, id: string | null): JaegerSpan | undefined =>
+  id === null ? undefined : tr.spans.find((s) => s.spanId === id);
 const decisionOf = (tr: JaegerTrace): JaegerSpan | undefined => tr.spans.find((s) => s.operationName === 'skewgate.decision');
 const apiserverSpans = (tr: JaegerTrace): JaegerSpan[] => tr.spans.filter((s) => s.serviceName === APISERVER_SERVICE_NAME);
 /** The apiserver's first span: its parent is not one of the apiserver's own spans. */
@@ -78,7 +85,10 @@ function treeOf(tr: JaegerTrace): string {
   const walk = (parent: string | null, depth: number): void => {
     const children = unique.filter((x) => (parent === null ? byId(tr, x.parentSpanId) === undefined : x.parentSpanId === parent));
     for (const s of children.sort((a, b) => a.startTime - b.startTime)) {
-      const extra = s.operationName === 'skewgate.decision' ? `  outcome=${String(s.tags['skewgate.outcome'])} upstream=${String(s.tags['skewgate.upstream'])}` : '';
+      const extra =
+        s.operationName === 'skewgate.decision'
+          ? `  outcome=${String(s.tags['skewgate.outcome'])} upstream=${String(s.tags['skewgate.upstream'])}`
+          : '';
       lines.push(`${'  '.repeat(depth)}${label(s)} (${s.spanId}${depth === 0 ? ` ← parent ${s.parentSpanId ?? 'none'}` : ''})${extra}`);
       walk(s.spanId, depth + 1);
     }
@@ -95,9 +105,14 @@ async function completeTrace(traceId: string, clientSpanId: string, timeoutMs = 
   const deadline = Date.now() + timeoutMs;
   let last: JaegerTrace | null = null;
   for (;;) {
-    last = await jaeger?.trace(traceId) ?? null;
-    const complete = last !== null && decisionOf(last) !== undefined && apiserverEntry(last) !== undefined &&
-      last.spans.every((s) => s.parentSpanId === null || s.parentSpanId === clientSpanId || byId(last as JaegerTrace, s.parentSpanId) !== undefined);
+    last = (await jaeger?.trace(traceId)) ?? null;
+    const complete =
+      last !== null &&
+      decisionOf(last) !== undefined &&
+      apiserverEntry(last) !== undefined &&
+      last.spans.every(
+        (s) => s.parentSpanId === null || s.parentSpanId === clientSpanId || byId(last as JaegerTrace, s.parentSpanId) !== undefined,
+      );
     if (complete && last !== null) return last;
     if (Date.now() > deadline) {
       throw new Error(`trace ${traceId} incomplete after ${timeoutMs} ms; seen:\n${last === null ? '(nothing)' : treeOf(last)}`);
@@ -110,7 +125,10 @@ async function completeTrace(traceId: string, clientSpanId: string, timeoutMs = 
 async function tracedGet(gatewayUrl: string): Promise<{ traceId: string; clientSpanId: string; tr: JaegerTrace; ms: number }> {
   const traceId = hex(32);
   const clientSpanId = hex(16);
-  const res = await get(`${gatewayUrl}${MAP}`, { authorization: `Bearer ${lab.pki.adminToken}`, traceparent: `00-${traceId}-${clientSpanId}-01` });
+  const res = await get(`${gatewayUrl}${MAP}`, {
+    authorization: `Bearer ${lab.pki.adminToken}`,
+    traceparent: `00-${traceId}-${clientSpanId}-01`,
+  });
   if (res.status !== 200) throw new Error(`GET ${MAP} through ${gatewayUrl}: ${res.status} ${res.body.slice(0, 300)}`);
   const kind = (JSON.parse(res.body) as { kind?: string }).kind;
   if (kind !== 'MutatingAdmissionPolicyList') throw new Error(`unexpected body kind ${String(kind)}`);
@@ -122,24 +140,35 @@ async function tracedGet(gatewayUrl: string): Promise<{ traceId: string; clientS
 function checkDecisionAndApiserver(t: Test, tr: JaegerTrace, traceId: string): { decision: JaegerSpan; entry: JaegerSpan } {
   const decision = decisionOf(tr) as JaegerSpan;
   t.equal(decision.serviceName, 'skewgate');
-  t.match(decision.tags, {
-    'skewgate.outcome': 'routed',
-    'skewgate.reason': 'served_by_subset',
-    'skewgate.upstream': NEW.name,
-    'server.address': NEW.ip,
-    'server.port': NEW.port,
-    'url.path': MAP,
-    'k8s.api.verb': 'list',
-  }, `decision: routed to ${NEW.name} (v${NEW.version})`);
+  t.match(
+    decision.tags,
+    {
+      'skewgate.outcome': 'routed',
+      'skewgate.reason': 'served_by_subset',
+      'skewgate.upstream': NEW.name,
+      'server.address': NEW.ip,
+      'server.port': NEW.port,
+      'url.path': MAP,
+      'k8s.api.verb': 'list',
+    },
+    `decision: routed to ${NEW.name} (v${NEW.version})`,
+  );
   const kas = apiserverSpans(tr);
-  t.ok(kas.length > 0, `${kas.length} span(s) of service "${APISERVER_SERVICE_NAME}": ${[...new Set(kas.map((s) => s.operationName))].join(', ')}`);
-  t.same([...new Set(kas.map((s) => s.traceId))], [traceId], 'every kube-apiserver span has the client\'s trace id');
+  t.ok(
+    kas.length > 0,
+    `${kas.length} span(s) of service "${APISERVER_SERVICE_NAME}": ${[...new Set(kas.map((s) => s.operationName))].join(', ')}`,
+  );
+  t.same([...new Set(kas.map((s) => s.traceId))], [traceId], "every kube-apiserver span has the client's trace id");
   t.equal(decision.traceId, traceId, 'and so has the decision span');
   const entry = apiserverEntry(tr) as JaegerSpan;
   t.equal(entry.tags['span.kind'], 'server', `the apiserver's entry span (${entry.operationName}) is a server span`);
   t.notOk(JSON.stringify(tr).includes(lab.pki.adminToken), 'the bearer token appears nowhere in the trace');
   const etcd = kas.filter((s) => /etcd|KV\/|Range|Txn/i.test(s.operationName));
-  t.comment(etcd.length > 0 ? `etcd calls in the trace (apiserver's client spans): ${[...new Set(etcd.map((s) => s.operationName))].join(', ')}` : 'no etcd spans in this trace (served from the watch cache, or not exported)');
+  t.comment(
+    etcd.length > 0
+      ? `etcd calls in the trace (apiserver's client spans): ${[...new Set(etcd.map((s) => s.operationName))].join(', ')}`
+      : 'no etcd spans in this trace (served from the watch cache, or not exported)',
+  );
   return { decision, entry };
 }
 
@@ -154,22 +183,28 @@ await t.test('lab up: Jaeger, etcd, two kube-apiservers exporting to it, two gat
   await writeFile(tracingConfigFile, apiserverTracingConfig(new URL(jaeger.otlpGrpcUrl).host, 1_000_000));
   await lab.startEtcd();
   await Promise.all([lab.startApiServer({ ...OLD, tracingConfigFile }), lab.startApiServer({ ...NEW, tracingConfigFile })]);
-  const telemetry = (envoy: boolean): Record<string, unknown> => ({ tracing: { enabled: true, endpoint: jaeger?.otlpGrpcUrl, protocol: 'grpc', envoy } });
+  const telemetry = (envoy: boolean): Record<string, unknown> => ({
+    tracing: { enabled: true, endpoint: jaeger?.otlpGrpcUrl, protocol: 'grpc', envoy },
+  });
   const [traced, plain] = await Promise.all([
     lab.startGateway({ name: 'traced', withSkewgate: true, port: 16463, telemetry: telemetry(true) }),
     lab.startGateway({ name: 'untraced', withSkewgate: true, port: 16464, telemetry: telemetry(false) }),
   ]);
-  t.match(await readFile(traced.configFile, 'utf8'), /telemetry:\n\s+tracing:\n\s+enabled: true/, 'the gateway config carries the telemetry section');
+  t.match(
+    await readFile(traced.configFile, 'utf8'),
+    /telemetry:\n\s+tracing:\n\s+enabled: true/,
+    'the gateway config carries the telemetry section',
+  );
   t.equal(traced.url, 'https://127.0.0.1:16463');
   t.equal(plain.url, 'https://127.0.0.1:16464');
   t.comment(`[${elapsed()}] lab up`);
 });
 
-await t.test('Envoy tracer on: kube-apiserver spans hang below Envoy\'s router span, in the decision\'s trace', async (t) => {
+await t.test("Envoy tracer on: kube-apiserver spans hang below Envoy's router span, in the decision's trace", async (t) => {
   const { traceId, clientSpanId, tr, ms } = await tracedGet('https://127.0.0.1:16463');
   t.comment(`[${elapsed()}] trace ${traceId} complete in Jaeger ${ms} ms after the response:\n${treeOf(tr)}`);
   const { decision, entry } = checkDecisionAndApiserver(t, tr, traceId);
-  t.equal(decision.tags['skewgate.trace.parent'], 'envoy', 'skewgate parented on Envoy\'s ext_proc span (gRPC metadata)');
+  t.equal(decision.tags['skewgate.trace.parent'], 'envoy', "skewgate parented on Envoy's ext_proc span (gRPC metadata)");
 
   const upChain = ancestry(tr, entry);
   const decisionChain = ancestry(tr, decision);
@@ -177,43 +212,60 @@ await t.test('Envoy tracer on: kube-apiserver spans hang below Envoy\'s router s
   t.comment(`decision chain:  ${decisionChain.map(label).join('  ←  ')}  ←  client ${clientSpanId}`);
   const router = byId(tr, entry.parentSpanId);
   t.equal(router?.serviceName, ENVOY_SERVICE, `the apiserver's parent is Envoy's span: ${router?.operationName ?? '-'}`);
-  t.match(router?.operationName, /router .*egress/, 'Envoy\'s router egress span');
-  t.equal(router?.tags['upstream_cluster'], NEW.name, 'which went to the routed apiserver\'s cluster');
+  t.match(router?.operationName, /router .*egress/, "Envoy's router egress span");
+  t.equal(router?.tags['upstream_cluster'], NEW.name, "which went to the routed apiserver's cluster");
   const extproc = byId(tr, decision.parentSpanId);
   t.equal(extproc?.serviceName, ENVOY_SERVICE);
-  t.match(extproc?.operationName, /ext_proc|ExternalProcessor/, `the decision's parent is Envoy's ext_proc call: ${extproc?.operationName ?? '-'}`);
+  t.match(
+    extproc?.operationName,
+    /ext_proc|ExternalProcessor/,
+    `the decision's parent is Envoy's ext_proc call: ${extproc?.operationName ?? '-'}`,
+  );
   const root = upChain[upChain.length - 1];
-  t.equal(decisionChain[decisionChain.length - 1]?.spanId, root?.spanId, 'apiserver and decision share Envoy\'s request span');
+  t.equal(decisionChain[decisionChain.length - 1]?.spanId, root?.spanId, "apiserver and decision share Envoy's request span");
   t.equal(root?.serviceName, ENVOY_SERVICE);
-  t.equal(root?.parentSpanId, clientSpanId, 'whose parent is the client\'s span');
+  t.equal(root?.parentSpanId, clientSpanId, "whose parent is the client's span");
 });
 
-await t.test('Envoy tracer off: kube-apiserver spans hang directly below skewgate\'s decision span', async (t) => {
+await t.test("Envoy tracer off: kube-apiserver spans hang directly below skewgate's decision span", async (t) => {
   const { traceId, clientSpanId, tr, ms } = await tracedGet('https://127.0.0.1:16464');
   t.comment(`[${elapsed()}] trace ${traceId} complete in Jaeger ${ms} ms after the response:\n${treeOf(tr)}`);
   const { decision, entry } = checkDecisionAndApiserver(t, tr, traceId);
   const chain = ancestry(tr, entry);
   t.comment(`apiserver chain: ${chain.map(label).join('  ←  ')}  ←  client ${clientSpanId}`);
-  t.equal(decision.tags['skewgate.trace.parent'], 'client', 'skewgate parented on the client\'s traceparent');
-  t.equal(decision.parentSpanId, clientSpanId, 'the decision span is the client span\'s child');
-  t.equal(entry.parentSpanId, decision.spanId, 'the apiserver\'s entry span is the decision span\'s child');
-  t.notOk(tr.spans.some((s) => s.serviceName === ENVOY_SERVICE), 'Envoy exported nothing');
+  t.equal(decision.tags['skewgate.trace.parent'], 'client', "skewgate parented on the client's traceparent");
+  t.equal(decision.parentSpanId, clientSpanId, "the decision span is the client span's child");
+  t.equal(entry.parentSpanId, decision.spanId, "the apiserver's entry span is the decision span's child");
+  t.notOk(
+    tr.spans.some((s) => s.serviceName === ENVOY_SERVICE),
+    'Envoy exported nothing',
+  );
 });
 
 /** Traces of the apiserver's GET of the skewed resource that LINK to (not descend from) `spanId`. */
 async function tracesLinkingTo(spanId: string): Promise<{ traceId: string; operationName: string; refType: string }[]> {
   const q = new URLSearchParams({ service: APISERVER_SERVICE_NAME, operation: `GET ${MAP}`, lookback: '1h', limit: '50' });
   const res = await request(`${jaeger?.queryUrl ?? ''}/api/traces?${q.toString()}`, { signal: AbortSignal.timeout(5000) });
-  const doc = (await res.body.json()) as { data?: { spans: { traceID: string; operationName: string; references?: { refType: string; traceID: string; spanID: string }[] }[] }[] | null };
-  return (doc.data ?? []).flatMap((tr) => tr.spans.flatMap((s) => (s.references ?? [])
-    .filter((r) => r.spanID === spanId && r.refType !== 'CHILD_OF')
-    .map((r) => ({ traceId: s.traceID, operationName: s.operationName, refType: r.refType }))));
+  const doc = (await res.body.json()) as {
+    data?:
+      { spans: { traceID: string; operationName: string; references?: { refType: string; traceID: string; spanID: string }[] }[] }[] | null;
+  };
+  return (doc.data ?? []).flatMap((tr) =>
+    tr.spans.flatMap((s) =>
+      (s.references ?? [])
+        .filter((r) => r.spanID === spanId && r.refType !== 'CHILD_OF')
+        .map((r) => ({ traceId: s.traceID, operationName: s.operationName, refType: r.refType })),
+    ),
+  );
 }
 
 await t.test('a caller outside system:masters: kube-apiserver starts its own trace, linked to the decision span', async (t) => {
   const traceId = hex(32);
   const clientSpanId = hex(16);
-  const res = await get(`https://127.0.0.1:16464${MAP}`, { authorization: `Bearer ${lab.pki.skewgateToken}`, traceparent: `00-${traceId}-${clientSpanId}-01` });
+  const res = await get(`https://127.0.0.1:16464${MAP}`, {
+    authorization: `Bearer ${lab.pki.skewgateToken}`,
+    traceparent: `00-${traceId}-${clientSpanId}-01`,
+  });
   // skewgate's discovery identity may not list the resource: the routed apiserver says 403 itself.
   t.equal(res.status, 403, 'kas-new answered (403 for this identity)');
   let links: Awaited<ReturnType<typeof tracesLinkingTo>> = [];
@@ -226,12 +278,14 @@ await t.test('a caller outside system:masters: kube-apiserver starts its own tra
     if (links.length > 0) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  t.ok(decision, 'the decision span is in the client\'s trace');
+  t.ok(decision, "the decision span is in the client's trace");
   t.match(decision?.tags, { 'skewgate.outcome': 'routed', 'skewgate.upstream': NEW.name });
   t.equal(links.length, 1, `one apiserver trace links to the decision span: ${JSON.stringify(links)}`);
   t.not(links[0]?.traceId, traceId, 'under a trace id of its own');
   t.equal(links[0]?.refType, 'FOLLOWS_FROM', 'as a link (Jaeger: FOLLOWS_FROM), not a parent');
   const own = await jaeger?.trace(traceId);
-  t.same(own ? apiserverSpans(own) : [], [], 'and no kube-apiserver span in the client\'s trace');
-  t.comment(`[${elapsed()}] client trace ${traceId}: ${own ? own.spans.map(label).join(', ') : '-'}; apiserver trace ${links[0]?.traceId ?? '-'} (${links[0]?.operationName ?? '-'}) links to the decision span`);
+  t.same(own ? apiserverSpans(own) : [], [], "and no kube-apiserver span in the client's trace");
+  t.comment(
+    `[${elapsed()}] client trace ${traceId}: ${own ? own.spans.map(label).join(', ') : '-'}; apiserver trace ${links[0]?.traceId ?? '-'} (${links[0]?.operationName ?? '-'}) links to the decision span`,
+  );
 });

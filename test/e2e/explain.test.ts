@@ -28,11 +28,21 @@ const fixture = stackFixture(t, 'explain', {
 
 interface Explained {
   readonly identity: { readonly kind: string; readonly user?: string; readonly groups?: string[] };
-  readonly decision: { readonly outcome: string; readonly reason: string; readonly upstream?: string; readonly etag?: string; readonly problem?: string };
+  readonly decision: {
+    readonly outcome: string;
+    readonly reason: string;
+    readonly upstream?: string;
+    readonly etag?: string;
+    readonly problem?: string;
+  };
 }
 
 async function explain(method: string, path: string, ...extra: string[]): Promise<Explained> {
-  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', fixture.stack().configFile, '--json', ...extra, method, path], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [CLI, 'explain', '--config', fixture.stack().configFile, '--json', ...extra, method, path],
+    { timeout: 60_000 },
+  );
   return JSON.parse(stdout) as Explained;
 }
 
@@ -53,7 +63,10 @@ t.test("GET /apis with kubectl's Accept: both answer the merged document, with t
   t.ok(plain.headers['x-fake-apiserver'], 'an apiserver did');
   t.match((await explain('GET', '/apis', '-H', `Authorization: ${bearer()}`)).decision, { outcome: 'passthrough', reason: 'non_resource' });
   // And without credentials the merged document is not served at the edge.
-  t.match((await explain('GET', '/apis', '-H', `Accept: ${KUBECTL_ACCEPT}`)).decision, { outcome: 'passthrough', reason: 'no_credentials' });
+  t.match((await explain('GET', '/apis', '-H', `Accept: ${KUBECTL_ACCEPT}`)).decision, {
+    outcome: 'passthrough',
+    reason: 'no_credentials',
+  });
 });
 
 t.test('a client certificate: explain states the identity the gateway states, and routes where it routes', async (t) => {
@@ -65,7 +78,11 @@ t.test('a client certificate: explain states the identity the gateway states, an
   const seen = fixture.stack().apiservers.flatMap((a) => a.requests.filter((r) => r.path === SKEWED));
   t.equal(seen.length, 1, 'one apiserver saw it');
   const e = await explain('GET', SKEWED, '--client-cert', jane.certFile);
-  t.match(e.decision, { outcome: 'routed', reason: 'served_by_subset', upstream: answeredBy }, `routed to ${answeredBy}, as the gateway did`);
+  t.match(
+    e.decision,
+    { outcome: 'routed', reason: 'served_by_subset', upstream: answeredBy },
+    `routed to ${answeredBy}, as the gateway did`,
+  );
   t.match(e.identity, { kind: 'stated', user: seen[0]?.headers['x-remote-user'] }, 'the user the apiserver was told');
   t.same(e.identity.groups, ['dev-viewers', 'team-b']);
 });
@@ -84,7 +101,22 @@ t.test('a certificate whose identity cannot be stated: both refuse it with the s
 
 t.test('explain refuses a header line it cannot read, and says which headers Envoy would strip', async (t) => {
   await t.rejects(explain('GET', '/api', '-H', 'no colon here'), { code: 2, stderr: /not a header line/ });
-  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'explain', '--config', fixture.stack().configFile, '-H', 'X-Remote-User: admin', '-H', 'x-skewgate-upstream: apiserver-a', 'GET', SKEWED], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [
+      CLI,
+      'explain',
+      '--config',
+      fixture.stack().configFile,
+      '-H',
+      'X-Remote-User: admin',
+      '-H',
+      'x-skewgate-upstream: apiserver-a',
+      'GET',
+      SKEWED,
+    ],
+    { timeout: 60_000 },
+  );
   t.match(stdout, /stripped:\s+x-remote-user, x-skewgate-upstream/);
   t.match(stdout, /identity:\s+none/, 'a forged X-Remote-User states nothing');
 });

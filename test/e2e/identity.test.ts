@@ -44,7 +44,13 @@ interface Seen {
 }
 
 /** One request through the gateway, and what every fake apiserver saw of it. */
-async function through(s: Stack, path: string, headers: Record<string, string | string[]>, cert?: KeyPairFiles, method = 'GET'): Promise<Seen> {
+async function through(
+  s: Stack,
+  path: string,
+  headers: Record<string, string | string[]>,
+  cert?: KeyPairFiles,
+  method = 'GET',
+): Promise<Seen> {
   for (const a of s.apiservers) a.clearRequests();
   const reply = await send(port(s), s.pki, method, path, headers, cert);
   return { reply, arrived: arrivals(s.apiservers, path) };
@@ -58,7 +64,10 @@ function arrivals(servers: readonly FakeApiServer[], path: string): RecordedRequ
 const lines = (r: RecordedRequest, name: string): string[] => r.rawHeaders.filter(([k]) => k.toLowerCase() === name).map(([, v]) => v);
 const names = (r: RecordedRequest): string[] => r.rawHeaders.map(([k]) => k.toLowerCase());
 
-const certSha256 = (file: string): string => createHash('sha256').update(new X509Certificate(readFileSync(file)).raw).digest('hex');
+const certSha256 = (file: string): string =>
+  createHash('sha256')
+    .update(new X509Certificate(readFileSync(file)).raw)
+    .digest('hex');
 
 /** Headers a client must never get through: each names what it would try. */
 const FORGED: Record<string, string | string[]> = {
@@ -103,22 +112,27 @@ t.test('Envoy 1.40: the early mutation runs before Envoy writes its own XFCC (SA
   const hcm = probe.static_resources.listeners[0]!.filter_chains[0]!.filters[0]!.typed_config;
   hcm.http_filters = hcm.http_filters.filter((f) => f.name !== 'envoy.filters.http.ext_proc');
   hcm.route_config.request_headers_to_remove = [UPSTREAM_HEADER];
-  hcm.route_config.virtual_hosts[0]!.routes = hcm.route_config.virtual_hosts[0]!.routes.filter((r) => r.name !== 'client-identity-unstated');
+  hcm.route_config.virtual_hosts[0]!.routes = hcm.route_config.virtual_hosts[0]!.routes.filter(
+    (r) => r.name !== 'client-identity-unstated',
+  );
   const envoy = await startEnvoy({ bootstrap: probe as unknown as JsonObject, logFile: join(dir, 'probe-envoy.log') });
   t.teardown(() => envoy.stop());
   const probePort = envoy.listenPort ?? 0;
   for (const a of stack.apiservers) a.clearRequests();
   const jane = stack.pki.clients.limited;
-  await eventually('the probe Envoy to reach an apiserver', async () => (await send(probePort, stack.pki, 'GET', '/version', {}, jane)).status === 200);
+  await eventually(
+    'the probe Envoy to reach an apiserver',
+    async () => (await send(probePort, stack.pki, 'GET', '/version', {}, jane)).status === 200,
+  );
   for (const a of stack.apiservers) a.clearRequests();
   const reply = await send(probePort, stack.pki, 'GET', COMMON, { [CLIENT_CERT_HEADER]: forgedXfcc() }, jane);
   t.equal(reply.status, 401, 'no X-Remote-User without skewgate: the request reaches the apiserver with no credential at all');
   const [r] = arrivals(stack.apiservers, COMMON);
   if (r === undefined) throw new Error('the probe request reached no apiserver');
   const xfcc = lines(r, CLIENT_CERT_HEADER);
-  t.equal(xfcc.length, 1, 'one XFCC line: Envoy\'s');
-  t.notMatch(xfcc[0], /forged/, 'the client\'s XFCC is gone');
-  t.match(xfcc[0], new RegExp(`(^|;)Hash=${certSha256(jane.certFile)}(;|$)`), 'Envoy\'s XFCC names the certificate the client presented');
+  t.equal(xfcc.length, 1, "one XFCC line: Envoy's");
+  t.notMatch(xfcc[0], /forged/, "the client's XFCC is gone");
+  t.match(xfcc[0], new RegExp(`(^|;)Hash=${certSha256(jane.certFile)}(;|$)`), "Envoy's XFCC names the certificate the client presented");
   t.match(xfcc[0], /;Cert="-----BEGIN%20CERTIFICATE-----/, 'cert: true');
   t.match(xfcc[0], /;Chain="-----BEGIN%20CERTIFICATE-----/, 'chain: true');
   t.equal(r.peerCn, null, 'without X-Remote-User the request takes a direct connection: no front-proxy certificate');
@@ -145,7 +159,10 @@ interface ProbeBootstrap {
 
 const handshakeFails = async (t: Test, cert: KeyPairFiles, code: RegExp): Promise<void> => {
   for (const a of stack.apiservers) a.clearRequests();
-  const err = await send(port(stack), stack.pki, 'GET', COMMON, bearer(), cert).then(() => null, (e: unknown) => e as NodeJS.ErrnoException);
+  const err = await send(port(stack), stack.pki, 'GET', COMMON, bearer(), cert).then(
+    () => null,
+    (e: unknown) => e as NodeJS.ErrnoException,
+  );
   t.ok(err, 'the request fails');
   t.match(err?.code, code);
   t.same(arrivals(stack.apiservers, COMMON), [], 'nothing reached an apiserver');
@@ -176,7 +193,7 @@ t.test('token client: Authorization untouched, no X-Remote-*, forged identity st
 
 t.test('anonymous client: forged identity stripped, the apiserver sees nobody', async (t) => {
   const { reply, arrived } = await through(stack, COMMON, { ...FORGED, [CLIENT_CERT_HEADER]: forgedXfcc() });
-  t.equal(reply.status, 401, 'the apiserver\'s own 401');
+  t.equal(reply.status, 401, "the apiserver's own 401");
   t.equal(arrived.length, 1);
   assertNoForgery(t, arrived[0] as RecordedRequest);
   t.equal(arrived[0]?.user, null);
@@ -184,7 +201,12 @@ t.test('anonymous client: forged identity stripped, the apiserver sees nobody', 
 });
 
 t.test('token client: Impersonate-* pass through for the apiserver to authorise', async (t) => {
-  const { reply, arrived } = await through(stack, COMMON, { ...bearer(), 'impersonate-user': 'jane', 'impersonate-group': ['dev-viewers', 'team-b'], 'impersonate-extra-scopes': 'view' });
+  const { reply, arrived } = await through(stack, COMMON, {
+    ...bearer(),
+    'impersonate-user': 'jane',
+    'impersonate-group': ['dev-viewers', 'team-b'],
+    'impersonate-extra-scopes': 'view',
+  });
   t.equal(reply.status, 200);
   const r = arrived[0] as RecordedRequest;
   t.same(lines(r, 'impersonate-user'), ['jane']);
@@ -197,7 +219,11 @@ t.test('token client: Impersonate-* pass through for the apiserver to authorise'
 function assertStated(t: Test, r: RecordedRequest, cert: KeyPairFiles, user: string, groups: readonly string[]): void {
   t.same(lines(r, 'x-remote-user'), [user], 'X-Remote-User: the CN');
   t.same(lines(r, 'x-remote-group'), groups, 'X-Remote-Group: one header line per O, in order');
-  t.same(lines(r, CREDENTIAL_ID), [`X509SHA256=${certSha256(cert.certFile)}`], 'the credential id kube-apiserver\'s x509 authenticator would set');
+  t.same(
+    lines(r, CREDENTIAL_ID),
+    [`X509SHA256=${certSha256(cert.certFile)}`],
+    "the credential id kube-apiserver's x509 authenticator would set",
+  );
   t.same(lines(r, 'x-remote-uid'), [], 'no UID attribute in the certificate: no X-Remote-Uid');
   t.same(lines(r, CLIENT_CERT_HEADER), [], 'no x-forwarded-client-cert');
   t.equal(r.peerCn, 'front-proxy-client', 'over a connection authenticated by the front-proxy certificate');
@@ -261,7 +287,12 @@ t.test('stated: a certificate and a bearer token: the identity is stated, the to
 t.test('stated: over HTTP/2 as over HTTP/1.1', async (t) => {
   const jane = stack.pki.clients.limited;
   for (const a of stack.apiservers) a.clearRequests();
-  const session = h2connect(stack.gatewayUrl, { ca: readFileSync(stack.pki.caFile), servername: 'localhost', cert: readFileSync(jane.certFile), key: readFileSync(jane.keyFile) });
+  const session = h2connect(stack.gatewayUrl, {
+    ca: readFileSync(stack.pki.caFile),
+    servername: 'localhost',
+    cert: readFileSync(jane.certFile),
+    key: readFileSync(jane.keyFile),
+  });
   t.teardown(() => session.close());
   const status = await new Promise<number>((resolve, reject) => {
     const req = session.request({ ':method': 'GET', ':path': COMMON, 'x-remote-user': 'system:admin' });
@@ -290,7 +321,14 @@ const backstop = (t: Test, s: Seen): void => {
   t.equal(s.reply.status, 401, s.reply.body);
   t.equal(s.reply.headers[REASON_HEADER], IDENTITY_UNSTATED_REASON);
   t.match(s.reply.headers['content-type'], /^application\/json/);
-  t.match(JSON.parse(s.reply.body), { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'Unauthorized', code: 401 });
+  t.match(JSON.parse(s.reply.body), {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    reason: 'Unauthorized',
+    code: 401,
+  });
   t.same(s.arrived, [], 'no apiserver saw it');
 };
 
@@ -298,7 +336,10 @@ t.test('skewgate down, fail open: a certificate gets the backstop 401, a token s
   await stack.stopSkewgate();
   t.teardown(async () => {
     await stack.startSkewgate();
-    await eventually('skewgate routing again', async () => (await through(stack, SKEWED, bearer())).reply.headers['x-fake-apiserver'] === 'apiserver-b');
+    await eventually(
+      'skewgate routing again',
+      async () => (await through(stack, SKEWED, bearer())).reply.headers['x-fake-apiserver'] === 'apiserver-b',
+    );
   });
   backstop(t, await through(stack, COMMON, {}, admin()));
   backstop(t, await through(stack, COMMON, { ...FORGED, [CLIENT_CERT_HEADER]: forgedXfcc() }, stack.pki.clients.limited));
@@ -312,10 +353,17 @@ t.test('skewgate down, fail open: a certificate gets the backstop 401, a token s
 });
 
 t.test('skewgate down, fail closed: 503 for everyone', async (t) => {
-  const closed = await startStack({ dir: join(dir, 'closed'), servers: [{ name: 'apiserver-a', builtins: BUILTINS_NEW }], failureMode: 'closed' });
+  const closed = await startStack({
+    dir: join(dir, 'closed'),
+    servers: [{ name: 'apiserver-a', builtins: BUILTINS_NEW }],
+    failureMode: 'closed',
+  });
   t.teardown(() => closed.close());
   await closed.stopSkewgate();
-  for (const [what, headers, cert] of [['certificate', {}, { certFile: closed.pki.clientCertFile, keyFile: closed.pki.clientKeyFile }], ['token', { authorization: `Bearer ${closed.pki.token}` }, undefined]] as const) {
+  for (const [what, headers, cert] of [
+    ['certificate', {}, { certFile: closed.pki.clientCertFile, keyFile: closed.pki.clientKeyFile }],
+    ['token', { authorization: `Bearer ${closed.pki.token}` }, undefined],
+  ] as const) {
     const s = await through(closed, COMMON, headers, cert);
     t.equal(s.reply.status, 503, `${what}: ${s.reply.body}`);
     t.same(s.arrived, [], `${what}: no apiserver saw it`);

@@ -34,7 +34,19 @@ const crd = (plural: string) => ({
   apiVersion: 'apiextensions.k8s.io/v1',
   kind: 'CustomResourceDefinition',
   metadata: { name: `${plural}.example.com` },
-  spec: { group: 'example.com', scope: 'Namespaced', names: { plural, singular: plural.slice(0, -1), kind: 'Widget' }, versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }] },
+  spec: {
+    group: 'example.com',
+    scope: 'Namespaced',
+    names: { plural, singular: plural.slice(0, -1), kind: 'Widget' },
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
+  },
 });
 
 t.test('before the CRD exists its resource is a true 404 from the edge', async (t) => {
@@ -47,7 +59,9 @@ t.test('a CRD created through the gateway becomes routable through the watch, an
   const widgets = `${stack.gatewayUrl}/apis/example.com/v1/namespaces/default/widgets`;
   // Start-up refreshes over: what skewgate learns from here on, the CRD's watch event taught it.
   await discoveryQuiet(stack.apiservers);
-  const created = await client.send('POST', `${stack.gatewayUrl}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, { body: crd('widgets') });
+  const created = await client.send('POST', `${stack.gatewayUrl}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, {
+    body: crd('widgets'),
+  });
   t.equal(created.status, 201);
   const ms = await eventually('the new resource routable', async () => (await client.send('GET', widgets)).status === 200, 15_000, 10);
   t.comment(`learnt ${ms} ms after the create (discovery poll: 60 s)`);
@@ -56,7 +70,13 @@ t.test('a CRD created through the gateway becomes routable through the watch, an
     const a = await client.send('GET', widgets);
     after.push(`${a.status} ${a.server ?? 'edge'}`);
   }
-  t.same(after.filter((x) => !x.startsWith('200 apiserver-')), [], 'no 404 once learnt: 50 more, every one answered by an apiserver');
-  const w = await client.send('POST', `${stack.gatewayUrl}/apis/example.com/v1/namespaces/default/widgets`, { body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w1', namespace: 'default' } } });
+  t.same(
+    after.filter((x) => !x.startsWith('200 apiserver-')),
+    [],
+    'no 404 once learnt: 50 more, every one answered by an apiserver',
+  );
+  const w = await client.send('POST', `${stack.gatewayUrl}/apis/example.com/v1/namespaces/default/widgets`, {
+    body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w1', namespace: 'default' } },
+  });
   t.equal(w.status, 201);
 });

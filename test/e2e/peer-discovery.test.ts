@@ -79,7 +79,12 @@ t.teardown(async () => {
 });
 
 type Doc = { items: { metadata: { name?: string }; versions: { version: string; resources?: { resource: string }[] }[] }[] };
-const resourcesOf = (doc: unknown): Set<string> => new Set((doc as Doc).items.flatMap((g) => g.versions.flatMap((v) => (v.resources ?? []).map((r) => `${g.metadata.name ?? ''}/${v.version}/${r.resource}`))));
+const resourcesOf = (doc: unknown): Set<string> =>
+  new Set(
+    (doc as Doc).items.flatMap((g) =>
+      g.versions.flatMap((v) => (v.resources ?? []).map((r) => `${g.metadata.name ?? ''}/${v.version}/${r.resource}`)),
+    ),
+  );
 const resources = (a: Answer): Set<string> => resourcesOf(a.json());
 /** The union of documents as plain sets: what any correct merge must list, whatever its order. */
 const unionOf = (docs: readonly unknown[]): string[] => [...new Set(docs.flatMap((d) => [...resourcesOf(d)]))].sort();
@@ -89,7 +94,11 @@ const fake = (name: string): FakeApiServer => {
   if (!s) throw new Error(`no fake ${name}`);
   return s;
 };
-const state = (name: string) => stack.skewgate()?.discovery.current().servers.find((s) => s.name === name);
+const state = (name: string) =>
+  stack
+    .skewgate()
+    ?.discovery.current()
+    .servers.find((s) => s.name === name);
 
 /** Each fake serves its document of the case; resolves once skewgate has fetched every one of them. */
 async function serve(name: string): Promise<Map<string, unknown>> {
@@ -121,10 +130,15 @@ async function serve(name: string): Promise<Map<string, unknown>> {
 
 /** What each fake serves as its own /apis, straight from it. */
 async function ownDocuments(): Promise<{ name: string; doc: unknown }[]> {
-  return Promise.all(stack.apiservers.map(async (s) => ({ name: s.name, doc: (await client.send('GET', `${s.url}/apis`, { headers: { accept: MEDIA_AGGREGATED_V2_NOPEER } })).json() })));
+  return Promise.all(
+    stack.apiservers.map(async (s) => ({
+      name: s.name,
+      doc: (await client.send('GET', `${s.url}/apis`, { headers: { accept: MEDIA_AGGREGATED_V2_NOPEER } })).json(),
+    })),
+  );
 }
 
-t.test('GET /apis with the v2 Accept: kube-apiserver\'s peer-aggregated document of the three, answered by skewgate', async (t) => {
+t.test("GET /apis with the v2 Accept: kube-apiserver's peer-aggregated document of the three, answered by skewgate", async (t) => {
   const kube = kubeAnswer(t, LAB);
   await serve(LAB);
   const a = await apis({ accept: MEDIA_AGGREGATED_V2 });
@@ -151,7 +165,9 @@ t.test('If-None-Match with the ETag: 304 without a body, from the edge', async (
   t.equal(again.headers['etag'], etag);
   t.equal(again.headers[REASON_HEADER], 'merged_apis_not_modified');
   // skewgate's own discovery polls (user-agent skewgate-discovery) go on meanwhile; the client's do not reach an apiserver.
-  const asked = stack.apiservers.flatMap((s) => s.requests).filter((r) => r.path.startsWith('/apis') && r.headers['user-agent'] !== 'skewgate-discovery');
+  const asked = stack.apiservers
+    .flatMap((s) => s.requests)
+    .filter((r) => r.path.startsWith('/apis') && r.headers['user-agent'] !== 'skewgate-discovery');
   t.equal(asked.length, 0, 'no apiserver was asked');
   const other = await apis({ accept: MEDIA_AGGREGATED_V2, 'if-none-match': '"0"' });
   t.equal(other.status, 200, 'another tag: the document');
@@ -164,7 +180,7 @@ t.test("kubectl's Accept list gets the merged document too", async (t) => {
   t.ok(resources(a).has(MAP));
 });
 
-t.test('profile=nopeer: one apiserver\'s own document, from that apiserver', async (t) => {
+t.test("profile=nopeer: one apiserver's own document, from that apiserver", async (t) => {
   const own = new Map((await ownDocuments()).map((o) => [o.name, JSON.stringify(o.doc)]));
   const seen = new Set<string>();
   for (let i = 0; i < 9; i++) {
@@ -201,18 +217,18 @@ t.test('an unready apiserver leaves the union; back when ready', async (t) => {
   const without = unionOf(['kas-6', 'kas-8'].map((n) => docs.get(n)));
   const only7 = unionOf([docs.get('kas-7')]).filter((r) => !without.includes(r));
   t.ok(only7.length > 0, `kas-7 lists what the others do not: ${only7.join(', ')}`);
-  t.equal((await apis({ accept: MEDIA_AGGREGATED_V2 })).text, kube.body, 'all three ready: kube-apiserver\'s document');
+  t.equal((await apis({ accept: MEDIA_AGGREGATED_V2 })).text, kube.body, "all three ready: kube-apiserver's document");
   kas7.setReady(false);
   t.teardown(() => kas7.setReady(true));
   await eventually('skewgate to see kas-7 unready', () => state('kas-7')?.ready === false);
   const a = await apis({ accept: MEDIA_AGGREGATED_V2 });
   t.equal(a.headers[REASON_HEADER], 'merged_apis', 'still merged at the edge');
-  t.same([...resources(a)].sort(), without, 'the union of the two ready apiservers, without kas-7\'s own group');
+  t.same([...resources(a)].sort(), without, "the union of the two ready apiservers, without kas-7's own group");
   kas7.setReady(true);
   await eventually('skewgate to see kas-7 ready', () => state('kas-7')?.ready === true);
   const back = await apis({ accept: MEDIA_AGGREGATED_V2 });
   t.equal(back.headers[REASON_HEADER], 'merged_apis');
-  t.equal(back.text, kube.body, 'ready again: the whole union, kube-apiserver\'s document');
+  t.equal(back.text, kube.body, "ready again: the whole union, kube-apiserver's document");
   t.equal(back.headers['etag'], kube.etag);
 });
 
@@ -224,7 +240,7 @@ t.test('a failing discovery on a ready apiserver: never a partial union', async 
   t.teardown(() => kas7.setDiscoveryFault('none'));
   // Until skewgate has seen the failure its view of kas-7 is fresh and the whole union is right.
   const answers: Answer[] = [];
-  await eventually('skewgate to record kas-7\'s failure', async () => {
+  await eventually("skewgate to record kas-7's failure", async () => {
     answers.push(await apis({ accept: MEDIA_AGGREGATED_V2 }));
     return (state('kas-7')?.consecutiveFailures ?? 0) > 0;
   });
@@ -240,7 +256,10 @@ t.test('a failing discovery on a ready apiserver: never a partial union', async 
   const merged = [...answers, ...after].filter((a) => a.headers[REASON_HEADER] === 'merged_apis');
   for (const a of merged) t.equal(a.text, kube.body, 'a merged answer is only ever the whole union');
   kas7.setDiscoveryFault('none');
-  await eventually('the merged /apis again', async () => (await apis({ accept: MEDIA_AGGREGATED_V2 })).headers[REASON_HEADER] === 'merged_apis');
+  await eventually(
+    'the merged /apis again',
+    async () => (await apis({ accept: MEDIA_AGGREGATED_V2 })).headers[REASON_HEADER] === 'merged_apis',
+  );
   const back = await apis({ accept: MEDIA_AGGREGATED_V2 });
   t.equal(back.text, kube.body, 'served again once the view is fresh: the whole union');
 });

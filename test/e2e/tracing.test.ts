@@ -45,12 +45,19 @@ function receivedTraceparent(apiservers: readonly FakeApiServer[], path: string)
 async function waitForTrace(jaeger: JaegerHandle, traceId: string, done: (tr: JaegerTrace) => boolean): Promise<JaegerTrace> {
   let last = null as JaegerTrace | null;
   try {
-    await eventually(`trace ${traceId} in Jaeger`, async () => {
-      last = await jaeger.trace(traceId);
-      return last !== null && done(last);
-    }, 15_000, 100);
+    await eventually(
+      `trace ${traceId} in Jaeger`,
+      async () => {
+        last = await jaeger.trace(traceId);
+        return last !== null && done(last);
+      },
+      15_000,
+      100,
+    );
   } catch (err) {
-    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.spans.map((s) => [s.serviceName, s.operationName, s.spanId, s.parentSpanId]))}`);
+    throw new Error(
+      `${(err as Error).message}; last seen: ${JSON.stringify(last?.spans.map((s) => [s.serviceName, s.operationName, s.spanId, s.parentSpanId]))}`,
+    );
   }
   if (last === null) throw new Error('unreachable: eventually() resolved without a trace');
   return last;
@@ -67,7 +74,9 @@ function treeOf(tr: JaegerTrace): string {
   const lines: string[] = [];
   const unique = [...new Map(tr.spans.map((s) => [s.spanId, s])).values()];
   const walk = (parent: string | null, depth: number): void => {
-    for (const s of unique.filter((x) => (parent === null ? !byId(tr, x.parentSpanId) : x.parentSpanId === parent)).sort((a, b) => a.startTime - b.startTime)) {
+    for (const s of unique
+      .filter((x) => (parent === null ? !byId(tr, x.parentSpanId) : x.parentSpanId === parent))
+      .sort((a, b) => a.startTime - b.startTime)) {
       lines.push(`${'  '.repeat(depth)}${s.serviceName}: ${s.operationName} (${s.spanId})`);
       walk(s.spanId, depth + 1);
     }
@@ -95,7 +104,10 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
   const stack: Stack = await startStack({
     dir: join(dir, 'envoy-traced'),
     servers: SERVERS,
-    telemetry: { tracing: { enabled: true, endpoint: jaeger.otlpGrpcUrl, protocol: 'grpc' }, metrics: { prometheus: { listen: '127.0.0.1:0' } } },
+    telemetry: {
+      tracing: { enabled: true, endpoint: jaeger.otlpGrpcUrl, protocol: 'grpc' },
+      metrics: { prometheus: { listen: '127.0.0.1:0' } },
+    },
     skewgateOptions: { env: FAST_EXPORT },
   });
   const client: Client = createClient(stack.pki.caFile, stack.pki.token);
@@ -112,7 +124,7 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     const got = receivedTraceparent(stack.apiservers, SKEWED);
     const upstreamCtx = parseTraceparent(got.value);
     t.ok(upstreamCtx, `the apiserver received a traceparent (${got.value})`);
-    t.equal(upstreamCtx?.traceId, parent.traceId, 'the apiserver continues the client\'s trace');
+    t.equal(upstreamCtx?.traceId, parent.traceId, "the apiserver continues the client's trace");
 
     // Envoy exports in batches: wait for every span the assertions walk through.
     const tr = await waitForTrace(
@@ -125,7 +137,10 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     );
     t.comment(`trace ${tr.traceId}:\n${treeOf(tr)}`);
     const services = new Set(tr.spans.map((s) => s.serviceName));
-    t.ok(services.has('skewgate') && services.has('skewgate-envoy'), `skewgate's and Envoy's spans in one trace: ${[...services].join(', ')}`);
+    t.ok(
+      services.has('skewgate') && services.has('skewgate-envoy'),
+      `skewgate's and Envoy's spans in one trace: ${[...services].join(', ')}`,
+    );
 
     const decision = decisionOf(tr) as JaegerSpan;
     t.equal(decision.serviceName, 'skewgate');
@@ -150,13 +165,13 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     // Parentage: the decision hangs below Envoy's ext_proc call, which hangs below Envoy's
     // request span, whose parent is the client's span.
     const extprocCall = byId(tr, decision.parentSpanId);
-    t.ok(extprocCall, 'the decision span\'s parent is in the trace');
+    t.ok(extprocCall, "the decision span's parent is in the trace");
     t.equal(extprocCall?.serviceName, 'skewgate-envoy');
     t.match(extprocCall?.operationName, /ext_proc|ExternalProcessor/, `Envoy's ext_proc span: ${extprocCall?.operationName}`);
     let root = extprocCall;
     while (root && byId(tr, root.parentSpanId)) root = byId(tr, root.parentSpanId);
     t.equal(root?.serviceName, 'skewgate-envoy');
-    t.equal(root?.parentSpanId, parent.spanId, 'Envoy\'s request span is the client span\'s child');
+    t.equal(root?.parentSpanId, parent.spanId, "Envoy's request span is the client span's child");
 
     // The apiserver hop: Envoy's router replaced skewgate's traceparent with its upstream span's.
     const upstreamSpan = byId(tr, upstreamCtx?.spanId ?? null) as JaegerSpan;
@@ -184,7 +199,11 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     t.equal(b.status, 503);
     await eventually('apiserver-c ready again in skewgate', () => stack.skewgate()?.discovery.current().servers[2]?.ready === true);
     const tr2 = await waitForTrace(jaeger, p2.traceId, (x) => decisionOf(x) !== undefined);
-    t.match(decisionOf(tr2)?.tags, { 'skewgate.outcome': 'unavailable', 'skewgate.reason': 'no_healthy_capable_server', 'otel.status_code': 'ERROR' });
+    t.match(decisionOf(tr2)?.tags, {
+      'skewgate.outcome': 'unavailable',
+      'skewgate.reason': 'no_healthy_capable_server',
+      'otel.status_code': 'ERROR',
+    });
   });
 
   await t.test('without a client traceparent, Envoy starts the trace and the apiserver joins it', async (t) => {
@@ -193,26 +212,41 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     t.equal(a.status, 200);
     const ctx = parseTraceparent(receivedTraceparent(stack.apiservers, SKEWED).value);
     t.ok(ctx);
-    const tr = await waitForTrace(jaeger, ctx?.traceId ?? '', (x) => decisionOf(x) !== undefined && byId(x, ctx?.spanId ?? null) !== undefined);
+    const tr = await waitForTrace(
+      jaeger,
+      ctx?.traceId ?? '',
+      (x) => decisionOf(x) !== undefined && byId(x, ctx?.spanId ?? null) !== undefined,
+    );
     t.equal(decisionOf(tr)?.tags['skewgate.trace.parent'], 'envoy');
-    t.ok(byId(tr, ctx?.spanId ?? null), 'the apiserver\'s parent span is in the trace');
+    t.ok(byId(tr, ctx?.spanId ?? null), "the apiserver's parent span is in the trace");
   });
 
   await t.test('discovery rounds are spans; the initial skew is an event', async (t) => {
     const FULL_SKEW = /admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies missing from apiserver-a,apiserver-b/;
     let events: JaegerSpan['logs'] = [];
-    await eventually('a discovery span with a skew event', async () => {
-      const traces = await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', limit: 200 });
-      const spans = traces.flatMap((x) => x.spans);
-      events = spans.flatMap((s) => s.logs).filter((l) => l.fields['event'] === 'skewgate.skew.changed');
-      // The apiservers' first rounds end one by one, so the skew may be reported in steps.
-      return spans.length > 0 && events.some((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
-    }, 15_000, 200);
+    await eventually(
+      'a discovery span with a skew event',
+      async () => {
+        const traces = await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', limit: 200 });
+        const spans = traces.flatMap((x) => x.spans);
+        events = spans.flatMap((s) => s.logs).filter((l) => l.fields['event'] === 'skewgate.skew.changed');
+        // The apiservers' first rounds end one by one, so the skew may be reported in steps.
+        return spans.length > 0 && events.some((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
+      },
+      15_000,
+      200,
+    );
     const e = events.find((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
     t.ok(e, 'a skew event names the resource only the new apiserver serves, missing from both old ones');
-    const rounds = (await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', tags: { 'skewgate.apiserver': 'apiserver-c' }, limit: 5 })).flatMap((x) => x.spans);
+    const rounds = (
+      await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', tags: { 'skewgate.apiserver': 'apiserver-c' }, limit: 5 })
+    ).flatMap((x) => x.spans);
     t.ok(rounds.length > 0);
-    t.match(rounds[0]?.tags, { 'skewgate.apiserver': 'apiserver-c', 'skewgate.discovery.source': 'aggregated', 'server.address': '127.0.0.1' });
+    t.match(rounds[0]?.tags, {
+      'skewgate.apiserver': 'apiserver-c',
+      'skewgate.discovery.source': 'aggregated',
+      'server.address': '127.0.0.1',
+    });
     t.ok(typeof rounds[0]?.tags['skewgate.discovery.resources'] === 'number');
   });
 
@@ -227,36 +261,42 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
   });
 });
 
-t.test('Envoy tracing off, OTLP/HTTP: skewgate parents on the client header and the apiserver continues from the decision span', async (t) => {
-  const stack: Stack = await startStack({
-    dir: join(dir, 'skewgate-only'),
-    servers: SERVERS,
-    telemetry: { tracing: { enabled: true, endpoint: jaeger.otlpHttpUrl, protocol: 'http', envoy: false } },
-    skewgateOptions: { env: FAST_EXPORT },
-  });
-  const client: Client = createClient(stack.pki.caFile, stack.pki.token);
-  t.teardown(async () => {
-    await client.close();
-    await stack.close();
-  });
-  const parent = clientTraceparent();
-  const a = await client.send('GET', stack.gatewayUrl + SKEWED, { headers: { traceparent: parent.header } });
-  t.equal(a.status, 200);
-  const ctx = parseTraceparent(receivedTraceparent(stack.apiservers, SKEWED).value);
-  t.equal(ctx?.traceId, parent.traceId, 'same trace at the apiserver');
-  const tr = await waitForTrace(jaeger, parent.traceId, (x) => decisionOf(x) !== undefined);
-  const d = decisionOf(tr) as JaegerSpan;
-  t.equal(d.parentSpanId, parent.spanId, 'the decision span is the client span\'s child');
-  t.equal(d.tags['skewgate.trace.parent'], 'client');
-  t.equal(ctx?.spanId, d.spanId, 'the apiserver\'s parent is the decision span');
-  t.notOk(tr.spans.some((s) => s.serviceName === 'skewgate-envoy'), 'Envoy sent no spans');
+t.test(
+  'Envoy tracing off, OTLP/HTTP: skewgate parents on the client header and the apiserver continues from the decision span',
+  async (t) => {
+    const stack: Stack = await startStack({
+      dir: join(dir, 'skewgate-only'),
+      servers: SERVERS,
+      telemetry: { tracing: { enabled: true, endpoint: jaeger.otlpHttpUrl, protocol: 'http', envoy: false } },
+      skewgateOptions: { env: FAST_EXPORT },
+    });
+    const client: Client = createClient(stack.pki.caFile, stack.pki.token);
+    t.teardown(async () => {
+      await client.close();
+      await stack.close();
+    });
+    const parent = clientTraceparent();
+    const a = await client.send('GET', stack.gatewayUrl + SKEWED, { headers: { traceparent: parent.header } });
+    t.equal(a.status, 200);
+    const ctx = parseTraceparent(receivedTraceparent(stack.apiservers, SKEWED).value);
+    t.equal(ctx?.traceId, parent.traceId, 'same trace at the apiserver');
+    const tr = await waitForTrace(jaeger, parent.traceId, (x) => decisionOf(x) !== undefined);
+    const d = decisionOf(tr) as JaegerSpan;
+    t.equal(d.parentSpanId, parent.spanId, "the decision span is the client span's child");
+    t.equal(d.tags['skewgate.trace.parent'], 'client');
+    t.equal(ctx?.spanId, d.spanId, "the apiserver's parent is the decision span");
+    t.notOk(
+      tr.spans.some((s) => s.serviceName === 'skewgate-envoy'),
+      'Envoy sent no spans',
+    );
 
-  // A default (balanced) request also carries the decision's context upstream.
-  const common = '/api/v1/namespaces/default/configmaps';
-  const p2 = clientTraceparent();
-  await client.send('GET', stack.gatewayUrl + common, { headers: { traceparent: p2.header } });
-  const ctx2 = parseTraceparent(receivedTraceparent(stack.apiservers, common).value);
-  const tr2 = await waitForTrace(jaeger, p2.traceId, (x) => decisionOf(x) !== undefined);
-  t.equal(decisionOf(tr2)?.tags['skewgate.outcome'], 'default');
-  t.equal(ctx2?.spanId, decisionOf(tr2)?.spanId);
-});
+    // A default (balanced) request also carries the decision's context upstream.
+    const common = '/api/v1/namespaces/default/configmaps';
+    const p2 = clientTraceparent();
+    await client.send('GET', stack.gatewayUrl + common, { headers: { traceparent: p2.header } });
+    const ctx2 = parseTraceparent(receivedTraceparent(stack.apiservers, common).value);
+    const tr2 = await waitForTrace(jaeger, p2.traceId, (x) => decisionOf(x) !== undefined);
+    t.equal(decisionOf(tr2)?.tags['skewgate.outcome'], 'default');
+    t.equal(ctx2?.spanId, decisionOf(tr2)?.spanId);
+  },
+);

@@ -70,7 +70,11 @@ export type { Pki };
  * it. A precondition, not a measure: `timeoutMs` only bounds a hang.
  */
 export async function discoveryQuiet(servers: readonly FakeApiServer[], quietMs = 1000, timeoutMs = 15_000): Promise<void> {
-  const count = (): number => servers.reduce((n, s) => n + s.requests.filter((r) => r.headers['user-agent'] === 'skewgate-discovery' && !r.path.includes('watch=1')).length, 0);
+  const count = (): number =>
+    servers.reduce(
+      (n, s) => n + s.requests.filter((r) => r.headers['user-agent'] === 'skewgate-discovery' && !r.path.includes('watch=1')).length,
+      0,
+    );
   const start = Date.now();
   let last = count();
   let since = Date.now();

@@ -119,7 +119,9 @@ export function testConfig(pki: Pki, o: TestConfigOptions): Config {
         tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, ...(o.clientCa === true ? { clientCaFile: pki.caFile } : {}) },
         ...(o.clientCa === true
           ? { upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile } }
-          : o.clientCert === true ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } } : {}),
+          : o.clientCert === true
+            ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } }
+            : {}),
         ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
       },
     },
@@ -143,12 +145,24 @@ export interface Reply {
 
 /** One HTTPS/1.1 request through Envoy, trusting the test CA; with `cert`, presenting that client certificate. */
 export function send(
-  port: number, pki: Pki, method: string, path: string, headers: Record<string, string | string[]> = {}, cert?: { readonly certFile: string; readonly keyFile: string },
+  port: number,
+  pki: Pki,
+  method: string,
+  path: string,
+  headers: Record<string, string | string[]> = {},
+  cert?: { readonly certFile: string; readonly keyFile: string },
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
       {
-        host: '127.0.0.1', port, path, method, ca: pem(pki.caFile), servername: 'localhost', headers, agent: false,
+        host: '127.0.0.1',
+        port,
+        path,
+        method,
+        ca: pem(pki.caFile),
+        servername: 'localhost',
+        headers,
+        agent: false,
         ...(cert === undefined ? {} : { cert: pem(cert.certFile), key: pem(cert.keyFile) }),
       },
       (res) => {
@@ -167,7 +181,9 @@ export function send(
 export function upgrade(port: number, pki: Pki, protocol: string, payload: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = tlsConnect({ host: '127.0.0.1', port, ca: pem(pki.caFile), servername: 'localhost', ALPNProtocols: ['http/1.1'] }, () => {
-      s.write(`GET /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: ${protocol}\r\n\r\n`);
+      s.write(
+        `GET /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: ${protocol}\r\n\r\n`,
+      );
     });
     let buf = '';
     let sent = false;

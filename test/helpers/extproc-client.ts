@@ -77,9 +77,7 @@ export function requestHeadersMessage(req: EnvoyRequest): Record<string, unknown
     for (const one of typeof v === 'string' ? [v] : v) pairs.push([k.toLowerCase(), one]);
   }
   const encode = req.encoding ?? 'raw_value';
-  const headers = pairs.map(([key, value]) =>
-    encode === 'raw_value' ? { key, raw_value: Buffer.from(value, 'utf8') } : { key, value },
-  );
+  const headers = pairs.map(([key, value]) => (encode === 'raw_value' ? { key, raw_value: Buffer.from(value, 'utf8') } : { key, value }));
   return {
     request_headers: { headers: { headers }, end_of_stream: req.endOfStream ?? bodyless(method) },
   };
@@ -94,8 +92,7 @@ function metadataFor(opts: ProcessOptions): grpc.Metadata {
 
 /** The text of a header set by a reply (mutation or immediate response), read from raw_value. */
 export function replyHeader(res: ProcessingResponseMsg | null, key: string): { value?: string; raw?: string } | undefined {
-  const list =
-    res?.immediate_response?.headers?.set_headers ?? res?.request_headers?.response?.header_mutation?.set_headers ?? [];
+  const list = res?.immediate_response?.headers?.set_headers ?? res?.request_headers?.response?.header_mutation?.set_headers ?? [];
   const found = list.find((o) => o.header?.key === key)?.header;
   if (!found) return undefined;
   return { value: found.value ?? '', raw: found.raw_value ? Buffer.from(found.raw_value).toString('utf8') : '' };
@@ -208,7 +205,11 @@ export function resourceInfo(over: Partial<Omit<ResourceRequest, 'kind'>> = {}):
   };
 }
 
-export function resultOf(decision: Decision, info: RequestInfo = resourceInfo(), identity: IdentityResult = { kind: 'none' }): RoutingResult {
+export function resultOf(
+  decision: Decision,
+  info: RequestInfo = resourceInfo(),
+  identity: IdentityResult = { kind: 'none' },
+): RoutingResult {
   return { info, decision, generation: 7, viewAgeMs: 120, identity };
 }
 
@@ -217,10 +218,7 @@ export interface StubRouter extends RequestRouter {
 }
 
 /** Answers by :path; a function entry may throw, to test the error path. */
-export function stubRouter(
-  table: Readonly<Record<string, RoutingResult | (() => RoutingResult)>>,
-  retryAfterSeconds = 7,
-): StubRouter {
+export function stubRouter(table: Readonly<Record<string, RoutingResult | (() => RoutingResult)>>, retryAfterSeconds = 7): StubRouter {
   const calls: StubRouter['calls'] = [];
   return {
     calls,
@@ -245,12 +243,15 @@ export interface LogCapture {
 export function captureLogs(level = 'debug'): LogCapture {
   const lines: Record<string, unknown>[] = [];
   const raw: string[] = [];
-  const logger = pino({ level }, {
-    write(s: string) {
-      raw.push(s);
-      lines.push(JSON.parse(s) as Record<string, unknown>);
+  const logger = pino(
+    { level },
+    {
+      write(s: string) {
+        raw.push(s);
+        lines.push(JSON.parse(s) as Record<string, unknown>);
+      },
     },
-  });
+  );
   return {
     logger,
     lines,

@@ -29,18 +29,35 @@ export interface FakeClock {
 function handle(clock: { timers: Map<number, Timer>; now: number }, timer: Timer, ms: number): NodeJS.Timeout {
   let ref = true;
   const h = {
-    ref() { ref = true; return h; },
-    unref() { ref = false; return h; },
+    ref() {
+      ref = true;
+      return h;
+    },
+    unref() {
+      ref = false;
+      return h;
+    },
     hasRef: () => ref,
-    refresh() { timer.at = clock.now + ms; return h; },
-    close() { clock.timers.delete(timer.id); return h; },
+    refresh() {
+      timer.at = clock.now + ms;
+      return h;
+    },
+    close() {
+      clock.timers.delete(timer.id);
+      return h;
+    },
     [Symbol.toPrimitive]: () => timer.id,
   };
   return h as unknown as NodeJS.Timeout;
 }
 
 export function installFakeClock(t?: { teardown(fn: () => void): void }): FakeClock {
-  const real = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout, setInterval: globalThis.setInterval, clearInterval: globalThis.clearInterval };
+  const real = {
+    setTimeout: globalThis.setTimeout,
+    clearTimeout: globalThis.clearTimeout,
+    setInterval: globalThis.setInterval,
+    clearInterval: globalThis.clearInterval,
+  };
   const state = { timers: new Map<number, Timer>(), now: 0 };
   let seq = 0;
   const add = (fn: (...args: unknown[]) => void, ms: number | undefined, args: unknown[], every: boolean): NodeJS.Timeout => {
@@ -53,8 +70,10 @@ export function installFakeClock(t?: { teardown(fn: () => void): void }): FakeCl
     if (h === undefined || h === null) return;
     state.timers.delete(Number(h as number));
   };
-  globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => add(fn, ms, args, false)) as unknown as typeof globalThis.setTimeout;
-  globalThis.setInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => add(fn, ms, args, true)) as unknown as typeof globalThis.setInterval;
+  globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+    add(fn, ms, args, false)) as unknown as typeof globalThis.setTimeout;
+  globalThis.setInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+    add(fn, ms, args, true)) as unknown as typeof globalThis.setInterval;
   globalThis.clearTimeout = clear as typeof globalThis.clearTimeout;
   globalThis.clearInterval = clear as typeof globalThis.clearInterval;
 
@@ -72,7 +91,8 @@ export function installFakeClock(t?: { teardown(fn: () => void): void }): FakeCl
       for (;;) {
         await flush();
         let next: Timer | undefined;
-        for (const x of state.timers.values()) if (x.at <= target && (next === undefined || x.at < next.at || (x.at === next.at && x.id < next.id))) next = x;
+        for (const x of state.timers.values())
+          if (x.at <= target && (next === undefined || x.at < next.at || (x.at === next.at && x.id < next.id))) next = x;
         if (next === undefined) break;
         state.now = next.at;
         if (next.every === null) state.timers.delete(next.id);

@@ -20,11 +20,26 @@ export function createClient(caFile: string, token: string | null, opts: { h2?: 
   const dispatcher = new Agent({ connect: { ca: readFileSync(caFile, 'utf8') }, allowH2: opts.h2 ?? false });
   return {
     async send(method, url, o = {}) {
-      const headers: Record<string, string> = { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers };
-      const res = await request(url, { method: method as 'GET', dispatcher, headers, ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}) });
+      const headers: Record<string, string> = {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...o.headers,
+      };
+      const res = await request(url, {
+        method: method as 'GET',
+        dispatcher,
+        headers,
+        ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
+      });
       const text = await res.body.text();
       const server = res.headers['x-fake-apiserver'];
-      return { status: res.statusCode, headers: res.headers, text, server: Array.isArray(server) ? server[0] : server, json: () => JSON.parse(text) as unknown };
+      return {
+        status: res.statusCode,
+        headers: res.headers,
+        text,
+        server: Array.isArray(server) ? server[0] : server,
+        json: () => JSON.parse(text) as unknown,
+      };
     },
     close: () => dispatcher.close(),
   };

@@ -26,4 +26,6 @@ export const at = (root: unknown, path: string): unknown =>
 
 /** Like at, but undefined where the path ends early. */
 export const opt = (root: unknown, path: string): unknown =>
-  path.split('.').reduce<unknown>((v, k) => (v === null || typeof v !== 'object' ? undefined : Array.isArray(v) ? v[Number(k)] : (v as Obj)[k]), root);
+  path
+    .split('.')
+    .reduce<unknown>((v, k) => (v === null || typeof v !== 'object' ? undefined : Array.isArray(v) ? v[Number(k)] : (v as Obj)[k]), root);

@@ -64,7 +64,15 @@ export async function withLoadLab(name: string, o: { readonly connections: numbe
     await lab.startEtcd();
     const origin = clock();
     await body({
-      parts, dir, session, lab, timeline, http, clock, origin, progress,
+      parts,
+      dir,
+      session,
+      lab,
+      timeline,
+      http,
+      clock,
+      origin,
+      progress,
       runSeconds: () => (Date.now() - startedAt) / 1000,
       track: (run) => {
         runs.push(run);

@@ -29,7 +29,9 @@ const servers = [
   new FakeApiServer({ name: 'new-1', cluster, pki, builtins: BUILTINS_NEW }),
 ];
 for (const s of servers) await s.start();
-t.teardown(async () => { for (const s of servers) await s.close(); });
+t.teardown(async () => {
+  for (const s of servers) await s.close();
+});
 
 function writeConfig(name: string, doc: object): string {
   const file = join(dir, name);
@@ -37,7 +39,13 @@ function writeConfig(name: string, doc: object): string {
   return file;
 }
 const base = {
-  apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } })),
+  apiservers: servers.map((s) => ({
+    name: s.name,
+    url: s.url,
+    caFile: pki.caFile,
+    serverName: 'localhost',
+    credentials: { tokenFile: pki.tokenFile },
+  })),
   extproc: { listen: `unix:${join(dir, 'sg.sock')}` },
   envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile }, healthCheck: { interval: '200ms', timeout: '200ms' } },
 };
@@ -48,7 +56,8 @@ t.test('a bad config lists every problem with its path and exits 2', async (t) =
   for (const cmd of ['serve', 'validate', 'skew', 'envoy-config']) {
     const r = await run([cmd, '--config', bad]);
     t.equal(r.code, 2, `${cmd} exits 2`);
-    for (const p of ['apiservers[0].name', 'apiservers[0].url', 'discovery.interval', 'envoy.tls']) t.match(r.stderr, p, `${cmd} names ${p}`);
+    for (const p of ['apiservers[0].name', 'apiservers[0].url', 'discovery.interval', 'envoy.tls'])
+      t.match(r.stderr, p, `${cmd} names ${p}`);
   }
   t.equal((await run(['serve', '--config', join(dir, 'missing.yaml')])).code, 2, 'a missing file is a config problem');
   t.equal((await run(['serve'])).code, 2, 'a missing --config is a usage problem');
@@ -58,7 +67,10 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   const ok = await run(['validate', '--config', good]);
   t.equal(ok.code, 0, ok.stdout + ok.stderr);
   t.match(ok.stdout, /old-2 .*legacy/);
-  const down = writeConfig('down.yaml', { ...base, apiservers: [...base.apiservers, { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }] });
+  const down = writeConfig('down.yaml', {
+    ...base,
+    apiservers: [...base.apiservers, { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }],
+  });
   const r = await run(['validate', '--config', down]);
   t.equal(r.code, 1);
   t.match(r.stdout, /gone \(https:\/\/127\.0\.0\.1:1\): .*ECONNREFUSED|gone .*FAILED/);
@@ -85,7 +97,9 @@ t.test('explain shows classification, candidates, decision and reason', async (t
   t.match(r.stdout, /classification: resource .*resource=mutatingadmissionpolicies .*verb=create/);
   t.match(r.stdout, /candidates:\s+new-1/);
   t.match(r.stdout, /decision:\s+routed\s+reason=served_by_subset\s+upstream=new-1/);
-  const nf = JSON.parse((await run(['explain', '--config', good, '--json', 'GET', '/apis/nope.example/v1/things'])).stdout) as { decision: { outcome: string; reason: string } };
+  const nf = JSON.parse((await run(['explain', '--config', good, '--json', 'GET', '/apis/nope.example/v1/things'])).stdout) as {
+    decision: { outcome: string; reason: string };
+  };
   t.same(nf.decision, { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] });
 });
 
@@ -99,7 +113,9 @@ t.test('envoy-config prints a bootstrap naming every apiserver cluster', async (
 t.test('serve answers ext_proc, then SIGTERM finishes gracefully with exit 0', async (t) => {
   const child = spawn(process.execPath, [CLI, 'serve', '--config', good], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
-  child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+  child.stderr.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const deadline = Date.now() + 15_000;
   while (!stderr.includes('skewgate serving ext_proc')) {

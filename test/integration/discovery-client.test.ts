@@ -84,7 +84,12 @@ t.test('legacy-only server: per group/version documents give the same content', 
 });
 
 t.test('client certificate auth, and a clear 401 without credentials', async (t) => {
-  const cert = client(t, { name: 'agg', url: agg.url, caFile: pki.caFile, credentials: { clientCertFile: pki.clientCertFile, clientKeyFile: pki.clientKeyFile } });
+  const cert = client(t, {
+    name: 'agg',
+    url: agg.url,
+    caFile: pki.caFile,
+    credentials: { clientCertFile: pki.clientCertFile, clientKeyFile: pki.clientKeyFile },
+  });
   agg.clearRequests();
   const v = await cert.fetchView(signal);
   t.ok(v.resources.has('/v1/pods'));
@@ -114,8 +119,15 @@ t.test('kubeconfig contexts', async (t) => {
     stringify({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(pki.caFile), 'tls-server-name': 'kubernetes' } }],
-      users: [{ name: 'u', user: { 'client-certificate-data': await b64(pki.clientCertFile), 'client-key-data': await b64(pki.clientKeyFile) } }],
+      clusters: [
+        {
+          name: 'c',
+          cluster: { server: 'https://127.0.0.1:1', 'certificate-authority-data': await b64(pki.caFile), 'tls-server-name': 'kubernetes' },
+        },
+      ],
+      users: [
+        { name: 'u', user: { 'client-certificate-data': await b64(pki.clientCertFile), 'client-key-data': await b64(pki.clientKeyFile) } },
+      ],
       contexts: [{ name: 'inline', context: { cluster: 'c', user: 'u' } }],
       'current-context': 'inline',
     }),
@@ -135,7 +147,10 @@ t.test('TLS: a CA mismatch and a wrong server name give clear errors; serverName
   const err = await failure(wrongCa.fetchView(signal));
   t.type(err, DiscoveryFetchError);
   t.ok((err as DiscoveryFetchError).details.tls, 'flagged as TLS');
-  t.match(err.message, new RegExp(`^GET ${agg.url}/apis?: TLS verification failed: .+\\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)\\)$`));
+  t.match(
+    err.message,
+    new RegExp(`^GET ${agg.url}/apis?: TLS verification failed: .+\\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)\\)$`),
+  );
   t.notMatch(err.message, pki.token, 'no token in the message');
 
   const sni = client(t, tokenServer(agg, pki, { serverName: 'kubernetes.default.svc' }));

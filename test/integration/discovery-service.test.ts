@@ -34,7 +34,14 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
 
   const initial = svc.current();
   t.equal(initial.generation, 0);
-  t.same(initial.servers.map((s) => [s.name, s.view, s.ready]), [['old', null, null], ['new', null, null]], 'never null: views null before start');
+  t.same(
+    initial.servers.map((s) => [s.name, s.view, s.ready]),
+    [
+      ['old', null, null],
+      ['new', null, null],
+    ],
+    'never null: views null before start',
+  );
 
   const seen: number[] = [];
   const off = svc.onChange((s) => seen.push(s.generation));
@@ -53,7 +60,11 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
     t.equal(s.lastError, null);
   }
   t.same([...(snap.resources.get('/v1/pods')?.keys() ?? [])].sort(), ['new', 'old']);
-  t.same([...(snap.resources.get('admissionregistration.k8s.io/v1/mutatingadmissionpolicies')?.keys() ?? [])], ['new'], 'skew: only the new server');
+  t.same(
+    [...(snap.resources.get('admissionregistration.k8s.io/v1/mutatingadmissionpolicies')?.keys() ?? [])],
+    ['new'],
+    'skew: only the new server',
+  );
   t.same([...(snap.groupVersions.get('resource.k8s.io/v1beta2') ?? [])], ['new']);
 
   // Revalidation: refresh → two 304s on the aggregated server, the same view, the same index.
@@ -61,7 +72,12 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
   clock = 2_000_000;
   svc.refresh();
   svc.refresh(); // bursts coalesce
-  const after = await waitForSnapshot(svc, (s) => server(s, 'new').lastSuccessAt === 2_000_000 && server(s, 'old').lastSuccessAt === 2_000_000, 3000, 'a refresh round');
+  const after = await waitForSnapshot(
+    svc,
+    (s) => server(s, 'new').lastSuccessAt === 2_000_000 && server(s, 'old').lastSuccessAt === 2_000_000,
+    3000,
+    'a refresh round',
+  );
   const roots = newS.requests.filter((r) => r.path === '/api' || r.path === '/apis');
   t.equal(roots.length, 2, 'one round per server for two refresh() calls');
   for (const r of roots) t.match(r.headers['if-none-match'], /^"[0-9A-F]+"$/, `${r.path}: If-None-Match sent`);
@@ -154,8 +170,15 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   t.equal(st.view, good, 'view kept');
   t.equal(st.ready, false);
   t.match(st.lastError, /ECONNREFUSED/);
-  t.same(rounds.slice(0, 4).map((r) => r.failures), [1, 2, 3, 4], 'one more failure per round, retried without a new cause');
-  t.ok(rounds.slice(0, 4).every((r) => /ECONNREFUSED/.test(r.error ?? '')), 'each refused');
+  t.same(
+    rounds.slice(0, 4).map((r) => r.failures),
+    [1, 2, 3, 4],
+    'one more failure per round, retried without a new cause',
+  );
+  t.ok(
+    rounds.slice(0, 4).every((r) => /ECONNREFUSED/.test(r.error ?? '')),
+    'each refused',
+  );
 
   await s.start(); // same port
   const back = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures === 0, 3000, 'recovery');

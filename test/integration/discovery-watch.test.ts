@@ -8,7 +8,16 @@ import { Agent, request } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { type FakeApiServer, FakeCluster, discoveryConfig, discoveryQuiet, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import {
+  type FakeApiServer,
+  FakeCluster,
+  discoveryConfig,
+  discoveryQuiet,
+  startFake,
+  testPki,
+  tokenServer,
+  waitForSnapshot,
+} from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
 
 const pki = await testPki();
@@ -31,7 +40,12 @@ function crd(group: string, plural: string, kind: string): unknown {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
     metadata: { name: `${plural}.${group}` },
-    spec: { group, scope: 'Namespaced', names: { plural, kind, singular: kind.toLowerCase() }, versions: [{ name: 'v1', served: true, storage: true }] },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { plural, kind, singular: kind.toLowerCase() },
+      versions: [{ name: 'v1', served: true, storage: true }],
+    },
   };
 }
 
@@ -91,7 +105,10 @@ t.test('an APIService change triggers a discovery refresh', async (t) => {
     201,
   );
   await waitForSnapshot(svc, (s) => s.generation > gen, 15_000, 'a refresh after the APIService event');
-  t.ok(a.requests.some((r) => r.path === '/apis' && r.method === 'GET'), '/apis fetched again');
+  t.ok(
+    a.requests.some((r) => r.path === '/apis' && r.method === 'GET'),
+    '/apis fetched again',
+  );
 });
 
 t.test('the watch moves to another apiserver when its server goes away', async (t) => {
@@ -101,12 +118,22 @@ t.test('the watch moves to another apiserver when its server goes away', async (
   const svc = new DiscoveryService(discoveryConfig([tokenServer(a, pki), tokenServer(b, pki)], { interval: 60_000, watch: true }));
   t.teardown(() => svc.close());
   await svc.start();
-  await eventually('the CRD watch on a', () => a.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')));
-  t.ok(a.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')), 'first watch on the first healthy server');
+  await eventually('the CRD watch on a', () =>
+    a.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')),
+  );
+  t.ok(
+    a.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')),
+    'first watch on the first healthy server',
+  );
   b.clearRequests();
   await a.close();
-  await eventually('the CRD watch on b', () => b.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')));
-  t.ok(b.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')), 'watch reconnected to b');
+  await eventually('the CRD watch on b', () =>
+    b.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')),
+  );
+  t.ok(
+    b.requests.some((r) => r.path.includes('customresourcedefinitions?') && r.path.includes('watch=1')),
+    'watch reconnected to b',
+  );
   // The reconnect relisted, with its own refreshes: let them pass, so the CRD below is the watch event's.
   await discoveryQuiet([b]);
 
@@ -114,6 +141,6 @@ t.test('the watch moves to another apiserver when its server goes away', async (
   const created = performance.now();
   t.equal(await post(b, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd('moved.example.com', 'gadgets', 'Gadget')), 201);
   await waitForSnapshot(svc, (s) => servedBy(s, key).includes('b'), 15_000, `${key} on b`);
-  t.pass('learnt through the second server\'s watch');
+  t.pass("learnt through the second server's watch");
   t.comment(`learnt ${(performance.now() - created).toFixed(0)} ms after the create`);
 });

@@ -5,7 +5,18 @@ import { join } from 'node:path';
 import { EXTPROC_SERVICE_NAME, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
-import { onEphemeralPort, scratchDir, send, sharedPki, startEcho, startProcessor, testConfig, unusedPort, upgrade, type EchoServer } from '../helpers/envoy-fixtures.js';
+import {
+  onEphemeralPort,
+  scratchDir,
+  send,
+  sharedPki,
+  startEcho,
+  startProcessor,
+  testConfig,
+  unusedPort,
+  upgrade,
+  type EchoServer,
+} from '../helpers/envoy-fixtures.js';
 import { resourceInfo, resultOf, stubRouter } from '../helpers/extproc-client.js';
 
 const pki = await sharedPki();
@@ -24,7 +35,17 @@ const FORGED: Record<string, string> = {
   'x-forwarded-for': '203.0.113.66',
   'x-real-ip': '203.0.113.66',
 };
-const MUST_NOT_ARRIVE = ['x-skewgate-upstream', 'x-remote-user', 'x-remote-group', 'x-remote-extra-foo', 'x-forwarded-client-cert', 'x-kubernetes-peer-proxied', 'x-skewgate-anything', 'x-envoy-retry-on', 'x-real-ip'];
+const MUST_NOT_ARRIVE = [
+  'x-skewgate-upstream',
+  'x-remote-user',
+  'x-remote-group',
+  'x-remote-extra-foo',
+  'x-forwarded-client-cert',
+  'x-kubernetes-peer-proxied',
+  'x-skewgate-anything',
+  'x-envoy-retry-on',
+  'x-real-ip',
+];
 
 /** The part of a tap Test the helpers need. */
 interface WithTeardown {
@@ -38,7 +59,10 @@ async function twoApiservers(t: WithTeardown): Promise<[EchoServer, EchoServer]>
   return [a, b];
 }
 
-async function envoyFor(t: WithTeardown & { ok(v: unknown, msg: string): unknown }, cfg: Parameters<typeof renderBootstrap>[0]): Promise<EnvoyHandle> {
+async function envoyFor(
+  t: WithTeardown & { ok(v: unknown, msg: string): unknown },
+  cfg: Parameters<typeof renderBootstrap>[0],
+): Promise<EnvoyHandle> {
   const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(cfg)) });
   t.teardown(() => envoy.stop());
   t.ok(envoy.listenPort, 'Envoy reports its listener port');
@@ -48,7 +72,10 @@ async function envoyFor(t: WithTeardown & { ok(v: unknown, msg: string): unknown
 t.test('skewgate down, failureMode open: Envoy balances over all apiservers and strips forged headers', async (t) => {
   const [a, b] = await twoApiservers(t);
   const cfg = testConfig(pki, {
-    apiservers: [{ name: 'apiserver-a', url: a.url }, { name: 'apiserver-b', url: b.url }],
+    apiservers: [
+      { name: 'apiserver-a', url: a.url },
+      { name: 'apiserver-b', url: b.url },
+    ],
     extprocListen: `127.0.0.1:${await unusedPort()}`,
     failureMode: 'open',
   });
@@ -84,7 +111,10 @@ t.test('skewgate down, failureMode open: Envoy balances over all apiservers and 
 t.test('skewgate down, failureMode closed: requests fail with 5xx and reach no apiserver', async (t) => {
   const [a, b] = await twoApiservers(t);
   const cfg = testConfig(pki, {
-    apiservers: [{ name: 'apiserver-a', url: a.url }, { name: 'apiserver-b', url: b.url }],
+    apiservers: [
+      { name: 'apiserver-a', url: a.url },
+      { name: 'apiserver-b', url: b.url },
+    ],
     extprocListen: `127.0.0.1:${await unusedPort()}`,
     failureMode: 'closed',
   });
@@ -105,17 +135,35 @@ t.test('skewgate over a unix socket: routes, default, 404 and 503 answers throug
   const [a, b] = await twoApiservers(t);
   const socket = join(scratch.dir, 'extproc.sock');
   const router = stubRouter({
-    [ROUTED]: resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-b', candidates: ['apiserver-b'] }, resourceInfo({ path: ROUTED })),
-    [SERVED_BY_ALL]: resultOf({ outcome: 'default', reason: 'served_by_all', candidates: ['apiserver-a', 'apiserver-b'] }, resourceInfo({ path: SERVED_BY_ALL, apiPrefix: 'api', group: '', resource: 'configmaps' })),
+    [ROUTED]: resultOf(
+      { outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-b', candidates: ['apiserver-b'] },
+      resourceInfo({ path: ROUTED }),
+    ),
+    [SERVED_BY_ALL]: resultOf(
+      { outcome: 'default', reason: 'served_by_all', candidates: ['apiserver-a', 'apiserver-b'] },
+      resourceInfo({ path: SERVED_BY_ALL, apiPrefix: 'api', group: '', resource: 'configmaps' }),
+    ),
     // The real router never names the processor cluster; Envoy must still never send a request there.
-    [NAMES_NO_APISERVER]: resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'skewgate-extproc', candidates: [] }, resourceInfo({ path: NAMES_NO_APISERVER, resource: 'gadgets', namespace: '' })),
-    [NOT_FOUND]: resultOf({ outcome: 'not_found', reason: 'group_version_not_served', candidates: [] }, resourceInfo({ path: NOT_FOUND, group: 'nothing.example', namespace: '' })),
-    [UNAVAILABLE]: resultOf({ outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-b'] }, resourceInfo({ path: UNAVAILABLE, resource: 'sprockets' })),
+    [NAMES_NO_APISERVER]: resultOf(
+      { outcome: 'routed', reason: 'served_by_subset', upstream: 'skewgate-extproc', candidates: [] },
+      resourceInfo({ path: NAMES_NO_APISERVER, resource: 'gadgets', namespace: '' }),
+    ),
+    [NOT_FOUND]: resultOf(
+      { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] },
+      resourceInfo({ path: NOT_FOUND, group: 'nothing.example', namespace: '' }),
+    ),
+    [UNAVAILABLE]: resultOf(
+      { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-b'] },
+      resourceInfo({ path: UNAVAILABLE, resource: 'sprockets' }),
+    ),
   });
   const skewgate = await startProcessor(`unix:${socket}`, router);
   t.teardown(() => skewgate.close());
   const cfg = testConfig(pki, {
-    apiservers: [{ name: 'apiserver-a', url: a.url }, { name: 'apiserver-b', url: b.url }],
+    apiservers: [
+      { name: 'apiserver-a', url: a.url },
+      { name: 'apiserver-b', url: b.url },
+    ],
     extprocListen: `unix:${socket}`,
     failureMode: 'closed',
   });
@@ -141,16 +189,27 @@ t.test('skewgate over a unix socket: routes, default, 404 and 503 answers throug
   t.equal(gone.status, 404, 'not_found: 404 at the edge');
   t.equal(gone.headers['content-type'], MEDIA_JSON, 'content-type allowed by the mutation rules');
   t.equal(gone.headers[REASON_HEADER], 'group_version_not_served', `${REASON_HEADER} allowed by the mutation rules`);
-  t.match(JSON.parse(gone.body), { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: /nothing\.example\/v1/ }, 'a Kubernetes Status body');
+  t.match(
+    JSON.parse(gone.body),
+    { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: /nothing\.example\/v1/ },
+    'a Kubernetes Status body',
+  );
 
   const busy = await send(port, pki, 'GET', UNAVAILABLE);
   t.equal(busy.status, 503, 'unavailable: 503 at the edge');
   t.equal(busy.headers['retry-after'], String(router.retryAfterSeconds), 'Retry-After allowed by the mutation rules');
   t.equal(busy.headers[REASON_HEADER], 'no_healthy_capable_server', 'the reason names the outcome');
-  t.match(JSON.parse(busy.body), { kind: 'Status', reason: 'ServiceUnavailable', code: 503, details: { retryAfterSeconds: router.retryAfterSeconds } }, 'a Kubernetes Status body');
+  t.match(
+    JSON.parse(busy.body),
+    { kind: 'Status', reason: 'ServiceUnavailable', code: 503, details: { retryAfterSeconds: router.retryAfterSeconds } },
+    'a Kubernetes Status body',
+  );
 
   const arrived = [...a.requests, ...b.requests];
-  t.notOk(arrived.some((r) => r.url === NOT_FOUND || r.url === UNAVAILABLE), 'skewgate\'s own answers made no upstream hop');
+  t.notOk(
+    arrived.some((r) => r.url === NOT_FOUND || r.url === UNAVAILABLE),
+    "skewgate's own answers made no upstream hop",
+  );
   for (const r of arrived) t.notOk(UPSTREAM_HEADER in r.headers, `routing header not forwarded upstream (${r.url})`);
   t.equal(router.calls.length, 15, 'the processor saw every request');
   for (const c of router.calls) {
@@ -163,7 +222,10 @@ t.test('skewgate over a unix socket: routes, default, 404 and 503 answers throug
 t.test('reads retried on another apiserver after a connect failure; writes never retried', async (t) => {
   const [a, b] = await twoApiservers(t);
   const cfg = testConfig(pki, {
-    apiservers: [{ name: 'apiserver-a', url: a.url }, { name: 'apiserver-b', url: b.url }],
+    apiservers: [
+      { name: 'apiserver-a', url: a.url },
+      { name: 'apiserver-b', url: b.url },
+    ],
     extprocListen: `127.0.0.1:${await unusedPort()}`,
     failureMode: 'open',
     // Keep apiserver-b "healthy" in Envoy's eyes after it stops: only the retry policy can help.
@@ -180,6 +242,13 @@ t.test('reads retried on another apiserver after a connect failure; writes never
   const statuses: number[] = [];
   for (let i = 0; i < 6; i++) statuses.push((await send(port, pki, 'POST', `/api/v1/namespaces/default/configmaps?i=${i}`)).status);
   const ok = statuses.filter((s) => s === 200).length;
-  t.ok(statuses.some((s) => s === 503), `a write sent to the dead apiserver fails (statuses ${statuses.join(',')})`);
-  t.equal(a.requests.filter((r) => r.method === 'POST').length, ok, 'no write reached apiserver-a other than the ones answered 200: no retry');
+  t.ok(
+    statuses.some((s) => s === 503),
+    `a write sent to the dead apiserver fails (statuses ${statuses.join(',')})`,
+  );
+  t.equal(
+    a.requests.filter((r) => r.method === 'POST').length,
+    ok,
+    'no write reached apiserver-a other than the ones answered 200: no retry',
+  );
 });

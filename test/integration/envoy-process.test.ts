@@ -20,8 +20,21 @@ const minimal = {
                 typed_config: {
                   '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
                   stat_prefix: 't',
-                  route_config: { virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'hi' } } }] }] },
-                  http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }],
+                  route_config: {
+                    virtual_hosts: [
+                      {
+                        name: 'v',
+                        domains: ['*'],
+                        routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'hi' } } }],
+                      },
+                    ],
+                  },
+                  http_filters: [
+                    {
+                      name: 'envoy.filters.http.router',
+                      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' },
+                    },
+                  ],
                 },
               },
             ],
@@ -58,7 +71,11 @@ t.test('two Envoys run side by side; stop is idempotent; the log file is written
   await one.stop();
   t.ok(one.process.exitCode !== null || one.process.signalCode !== null, 'first Envoy has exited');
   t.equal(await get(two.listenPort as number), 'hi', 'second Envoy unaffected');
-  t.match(readFileSync(logFile, 'utf8'), /starting main dispatch loop|all clusters initialized|initializing/i, 'log file holds Envoy output');
+  t.match(
+    readFileSync(logFile, 'utf8'),
+    /starting main dispatch loop|all clusters initialized|initializing/i,
+    'log file holds Envoy output',
+  );
 });
 
 t.test('a bootstrap Envoy rejects gives an error with the log tail', async (t) => {

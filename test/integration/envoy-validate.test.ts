@@ -31,10 +31,35 @@ t.test('findEnvoyBinary names the fix when the binary is missing', async (t) => 
 
 const variants = [
   { name: 'tcp processor, fail open', extprocListen: '127.0.0.1:9002', failureMode: 'open', clientCert: false, host: '127.0.0.1' },
-  { name: 'unix processor, fail closed', extprocListen: `unix:${join(scratch.dir, 'x.sock')}`, failureMode: 'closed', clientCert: false, host: '127.0.0.1' },
-  { name: 'tcp processor, fail closed, upstream client certificate', extprocListen: '127.0.0.1:9002', failureMode: 'closed', clientCert: true, host: '127.0.0.1' },
-  { name: 'unix processor, fail open, client certificate, DNS apiservers', extprocListen: `unix:${join(scratch.dir, 'y.sock')}`, failureMode: 'open', clientCert: true, host: 'localhost' },
-  { name: 'client certificates verified and re-stated (XFCC, backstop route, front-proxy certificate)', extprocListen: '127.0.0.1:9002', failureMode: 'open', clientCert: false, clientCa: true, host: '127.0.0.1' },
+  {
+    name: 'unix processor, fail closed',
+    extprocListen: `unix:${join(scratch.dir, 'x.sock')}`,
+    failureMode: 'closed',
+    clientCert: false,
+    host: '127.0.0.1',
+  },
+  {
+    name: 'tcp processor, fail closed, upstream client certificate',
+    extprocListen: '127.0.0.1:9002',
+    failureMode: 'closed',
+    clientCert: true,
+    host: '127.0.0.1',
+  },
+  {
+    name: 'unix processor, fail open, client certificate, DNS apiservers',
+    extprocListen: `unix:${join(scratch.dir, 'y.sock')}`,
+    failureMode: 'open',
+    clientCert: true,
+    host: 'localhost',
+  },
+  {
+    name: 'client certificates verified and re-stated (XFCC, backstop route, front-proxy certificate)',
+    extprocListen: '127.0.0.1:9002',
+    failureMode: 'open',
+    clientCert: false,
+    clientCa: true,
+    host: '127.0.0.1',
+  },
 ] as const;
 
 for (const v of variants) {
@@ -56,7 +81,11 @@ for (const v of variants) {
 }
 
 t.test('validation really loads the files the bootstrap names', async (t) => {
-  const cfg = testConfig(pki, { apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441' }], extprocListen: '127.0.0.1:9002', failureMode: 'open' });
+  const cfg = testConfig(pki, {
+    apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441' }],
+    extprocListen: '127.0.0.1:9002',
+    failureMode: 'open',
+  });
   const broken = JSON.parse(JSON.stringify(renderBootstrap(cfg)).replaceAll(pki.caFile, join(scratch.dir, 'missing-ca.crt'))) as object;
   const res = await validateBootstrap(broken);
   t.notOk(res.ok, 'a missing CA file fails validation');
@@ -67,8 +96,16 @@ const GOLDEN = 'test/fixtures/envoy/example-bootstrap.yaml';
 
 t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewgate.yaml`, async (t) => {
   const cli = join(root, 'dist/src/cli/main.js');
-  const { stdout: expected } = await execFileP(process.execPath, [cli, 'envoy-config', '--config', 'examples/skewgate.yaml', '--relative-to', '.'], { cwd: root });
-  t.equal(expected, renderBootstrapYaml(loadConfig(join(root, 'examples/skewgate.yaml')), { relativeTo: root }), 'the command prints the renderer\'s output');
+  const { stdout: expected } = await execFileP(
+    process.execPath,
+    [cli, 'envoy-config', '--config', 'examples/skewgate.yaml', '--relative-to', '.'],
+    { cwd: root },
+  );
+  t.equal(
+    expected,
+    renderBootstrapYaml(loadConfig(join(root, 'examples/skewgate.yaml')), { relativeTo: root }),
+    "the command prints the renderer's output",
+  );
   const file = join(root, GOLDEN);
   let actual = '';
   try {
@@ -76,7 +113,11 @@ t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewga
   } catch {
     // compared below
   }
-  t.equal(actual, expected, `${GOLDEN} is stale: review the difference, then \`npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > ${GOLDEN}\``);
+  t.equal(
+    actual,
+    expected,
+    `${GOLDEN} is stale: review the difference, then \`npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > ${GOLDEN}\``,
+  );
 
   // Envoy resolves its relative paths from the working directory: give it a stand-in repo root.
   const cwd = mkdtempSync(join(tmpdir(), 'skewgate-example-'));

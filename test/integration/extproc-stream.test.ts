@@ -168,7 +168,9 @@ t.test('over a unix socket, replacing a stale socket file', async (t) => {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const sock = path.join(dir, 'extproc.sock');
   // A socket file left behind by a crashed run: a listener killed with SIGKILL never unlinks it.
-  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => console.log('up'))`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise((r) => child.stdout.once('data', r));
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
@@ -253,7 +255,10 @@ t.test('observability mode: decision recorded, no reply written', async (t) => {
 
 t.test('observer gets the result, duration, metadata and headers', async (t) => {
   const h = await harness(t, '127.0.0.1:0', { observe: true });
-  await h.client.process({ path: '/apis/example.com/v1/gone', headers: { 'user-agent': 'kubectl/v1.34.0' } }, { metadata: { 'x-request-id': 'r-1' } });
+  await h.client.process(
+    { path: '/apis/example.com/v1/gone', headers: { 'user-agent': 'kubectl/v1.34.0' } },
+    { metadata: { 'x-request-id': 'r-1' } },
+  );
   await h.client.process({ path: '/boom' });
   t.equal(h.decisions.length, 1);
   const d = h.decisions[0];
@@ -273,7 +278,11 @@ t.test('default log observer: non-routine at info, headers only at debug and red
     await h.client.process({ path: '/api/v1/pods', headers: { authorization: `Bearer ${TOKEN}` } });
     await h.client.process({ path: '/apis/example.com/v1/widgets', headers: { authorization: `Bearer ${TOKEN}` } });
     const decisions = h.logs.lines.filter((l) => l['msg'] === 'decision');
-    t.same(decisions.map((l) => l['outcome']), ['not_found', 'routed'], 'default decisions are not logged at info');
+    t.same(
+      decisions.map((l) => l['outcome']),
+      ['not_found', 'routed'],
+      'default decisions are not logged at info',
+    );
     t.match(decisions[0], { level: 30, reason: 'resource_not_served', resource: 'gone', traceparent: TRACEPARENT });
     t.match(decisions[1], { upstream: 'kas-new' });
     t.notOk('requestHeaders' in (decisions[0] ?? {}), 'no headers at info');
@@ -283,7 +292,11 @@ t.test('default log observer: non-routine at info, headers only at debug and red
     const h = await harness(t, '127.0.0.1:0', { level: 'debug' });
     await h.client.process({ path: '/api/v1/pods', headers: { authorization: `Bearer ${TOKEN}`, 'x-remote-user': 'admin' } });
     const line = h.logs.lines.find((l) => l['msg'] === 'decision');
-    t.match(line, { level: 20, outcome: 'default', requestHeaders: { authorization: 'Bearer [redacted]', 'x-remote-user': '[redacted]', ':path': '/api/v1/pods' } });
+    t.match(line, {
+      level: 20,
+      outcome: 'default',
+      requestHeaders: { authorization: 'Bearer [redacted]', 'x-remote-user': '[redacted]', ':path': '/api/v1/pods' },
+    });
     t.notOk(h.logs.text().includes(TOKEN), 'the token never reaches a log line');
   });
 });
@@ -297,8 +310,10 @@ t.test('many concurrent streams, each answered for its own request', async (t) =
     Array.from({ length: n }, (_, i) => h.client.process({ path: paths[i % 4]! }, { close: i % 2 ? 'cancel' : 'half-close' })),
   );
   const got = results.map(({ response }) =>
-    response?.immediate_response ? String(response.immediate_response.status?.code)
-      : raw(response, UPSTREAM_HEADER) ?? (response?.response === 'request_headers' ? 'continue' : 'none'));
+    response?.immediate_response
+      ? String(response.immediate_response.status?.code)
+      : (raw(response, UPSTREAM_HEADER) ?? (response?.response === 'request_headers' ? 'continue' : 'none')),
+  );
   const wrong = got.filter((g, i) => g !== expect[i % 4]).length;
   t.equal(wrong, 0, `all ${n} streams answered correctly`);
   t.equal(h.router.calls.length, n);

@@ -12,7 +12,11 @@ import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 const pki = await createPki(fileURLToPath(new URL('../../../.cache/fake-pki', import.meta.url)));
 const ca = readFileSync(pki.caFile);
 
-interface Reply { status: number; headers: IncomingHttpHeaders; body: string }
+interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
 interface CallOptions {
   method?: string;
   headers?: Record<string, string>;
@@ -23,19 +27,29 @@ interface CallOptions {
 
 function call(base: string, path: string, o: CallOptions = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { ...(o.auth ?? 'token') === 'token' ? { authorization: `Bearer ${pki.token}` } : {}, ...o.headers };
+    const headers: Record<string, string> = {
+      ...((o.auth ?? 'token') === 'token' ? { authorization: `Bearer ${pki.token}` } : {}),
+      ...o.headers,
+    };
     const body = o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
     if (body !== undefined) headers['content-type'] ??= 'application/json';
-    const req = request(new URL(path, base), {
-      method: o.method ?? 'GET', headers, ca, agent: false,
-      ...(o.auth === 'cert' ? { cert: readFileSync(pki.clientCertFile), key: readFileSync(pki.clientKeyFile) } : {}),
-    }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: data }));
-      res.on('error', reject);
-    });
+    const req = request(
+      new URL(path, base),
+      {
+        method: o.method ?? 'GET',
+        headers,
+        ca,
+        agent: false,
+        ...(o.auth === 'cert' ? { cert: readFileSync(pki.clientCertFile), key: readFileSync(pki.clientKeyFile) } : {}),
+      },
+      (res) => {
+        let data = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (data += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: data }));
+        res.on('error', reject);
+      },
+    );
     if (o.timeoutMs) req.setTimeout(o.timeoutMs, () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body);
@@ -54,7 +68,10 @@ const names = (list: unknown, key: string): string[] => objs(list).map((x) => st
 const groups = (d: Obj): string[] => names(d.items, 'metadata.name');
 
 /** A watch stream: collects events, resolves waits, reports when the server ends it. */
-function watch(base: string, path: string): { events: Obj[]; waitFor: (n: number) => Promise<Obj[]>; ended: Promise<void>; stop: () => void } {
+function watch(
+  base: string,
+  path: string,
+): { events: Obj[]; waitFor: (n: number) => Promise<Obj[]>; ended: Promise<void>; stop: () => void } {
   const events: Obj[] = [];
   const waiters: (() => void)[] = [];
   let buf = '';
@@ -78,7 +95,10 @@ function watch(base: string, path: string): { events: Obj[]; waitFor: (n: number
     const deadline = Date.now() + 5000;
     while (events.length < n) {
       if (Date.now() > deadline) throw new Error(`only ${events.length} of ${n} watch events`);
-      await new Promise<void>((r) => { waiters.push(r); setTimeout(r, 100); });
+      await new Promise<void>((r) => {
+        waiters.push(r);
+        setTimeout(r, 100);
+      });
     }
     return events;
   };
@@ -104,7 +124,10 @@ t.test('pki and kubeconfig', async (t) => {
 });
 
 t.test('aggregated discovery shows the skew between the two servers', async (t) => {
-  const [o, n] = await Promise.all([call(oldServer.url, '/apis', { headers: aggregated }), call(newServer.url, '/apis', { headers: aggregated })]);
+  const [o, n] = await Promise.all([
+    call(oldServer.url, '/apis', { headers: aggregated }),
+    call(newServer.url, '/apis', { headers: aggregated }),
+  ]);
   for (const r of [o, n]) {
     t.equal(r.status, 200);
     t.equal(r.headers['content-type'], MEDIA_AGGREGATED_V2, 'no profile in the response type');
@@ -129,8 +152,14 @@ t.test('aggregated discovery shows the skew between the two servers', async (t) 
   t.ok(resources(nd, 'admissionregistration.k8s.io').includes('mutatingadmissionpolicies'));
   const deployments = find(at(nd, 'items.1.versions.0.resources'), 'resource', 'deployments');
   t.match(deployments, {
-    responseKind: { kind: 'Deployment' }, scope: 'Namespaced', singularResource: 'deployment', shortNames: ['deploy'],
-    subresources: [{ subresource: 'status', verbs: ['get', 'patch', 'update'] }, { subresource: 'scale', responseKind: { group: 'autoscaling', kind: 'Scale' } }],
+    responseKind: { kind: 'Deployment' },
+    scope: 'Namespaced',
+    singularResource: 'deployment',
+    shortNames: ['deploy'],
+    subresources: [
+      { subresource: 'status', verbs: ['get', 'patch', 'update'] },
+      { subresource: 'scale', responseKind: { group: 'autoscaling', kind: 'Scale' } },
+    ],
   });
   t.equal(at(nd, 'items.0.versions.0.freshness'), 'Current');
 
@@ -159,8 +188,11 @@ t.test('legacy discovery documents', async (t) => {
   const apis = await call(legacyServer.url, '/apis', { headers: { accept: DISCOVERY_ACCEPT } });
   t.equal(apis.headers['content-type'], 'application/json', 'an old server ignores the aggregated Accept');
   t.equal(j(apis).kind, 'APIGroupList');
-  t.same(find(j(apis).groups, 'name', 'apps'),
-    { name: 'apps', versions: [{ groupVersion: 'apps/v1', version: 'v1' }], preferredVersion: { groupVersion: 'apps/v1', version: 'v1' } });
+  t.same(find(j(apis).groups, 'name', 'apps'), {
+    name: 'apps',
+    versions: [{ groupVersion: 'apps/v1', version: 'v1' }],
+    preferredVersion: { groupVersion: 'apps/v1', version: 'v1' },
+  });
   t.match(j(await call(legacyServer.url, '/api')), { kind: 'APIVersions', versions: ['v1'] });
   const v1 = j(await call(legacyServer.url, '/api/v1'));
   t.equal(v1.kind, 'APIResourceList');
@@ -211,7 +243,10 @@ t.test('readiness and discovery faults', async (t) => {
 
 t.test('CRUD, conflicts and bad input', async (t) => {
   const base = '/api/v1/namespaces/default/configmaps';
-  const created = await call(oldServer.url, base, { method: 'POST', body: { metadata: { name: 'cm1', labels: { app: 'x' } }, data: { a: '1' } } });
+  const created = await call(oldServer.url, base, {
+    method: 'POST',
+    body: { metadata: { name: 'cm1', labels: { app: 'x' } }, data: { a: '1' } },
+  });
   t.equal(created.status, 201);
   const cm = j(created);
   t.match(cm, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm1', namespace: 'default' } });
@@ -229,10 +264,16 @@ t.test('CRUD, conflicts and bad input', async (t) => {
   t.equal(j(stale).reason, 'Conflict');
 
   const patched = await call(oldServer.url, `${base}/cm1`, {
-    method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: { data: { b: '2' } },
+    method: 'PATCH',
+    headers: { 'content-type': 'application/merge-patch+json' },
+    body: { data: { b: '2' } },
   });
   t.same(j(patched).data, { a: '2', b: '2' });
-  const jsonPatch = await call(oldServer.url, `${base}/cm1`, { method: 'PATCH', headers: { 'content-type': 'application/json-patch+json' }, body: [] });
+  const jsonPatch = await call(oldServer.url, `${base}/cm1`, {
+    method: 'PATCH',
+    headers: { 'content-type': 'application/json-patch+json' },
+    body: [],
+  });
   t.equal(jsonPatch.status, 415);
 
   await call(oldServer.url, base, { method: 'POST', body: { metadata: { name: 'cm2' } } });
@@ -262,7 +303,9 @@ t.test('status subresource', async (t) => {
   const put = await call(newServer.url, `${base}/d`, { method: 'PUT', body: { ...d, spec: { replicas: 2 }, status: { replicas: 9 } } });
   t.same(j(put).status, { replicas: 5 }, 'the main resource cannot change status');
   const st = await call(newServer.url, `${base}/d/status`, {
-    method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: { status: { replicas: 2 } },
+    method: 'PATCH',
+    headers: { 'content-type': 'application/merge-patch+json' },
+    body: { status: { replicas: 2 } },
   });
   t.same([j(st).spec, j(st).status], [{ replicas: 2 }, { replicas: 2 }]);
   t.equal((await call(newServer.url, `${base}/d/nope`)).status, 404);
@@ -303,14 +346,20 @@ t.test('watch delivers events from both servers', async (t) => {
   const rv = str(at(j(await call(newServer.url, base)), 'metadata.resourceVersion'));
   const fromNow = watch(newServer.url, `${base}?watch=true&resourceVersion=${rv}`);
   const initial = watch(oldServer.url, `/api/v1/watch/namespaces/default/secrets`);
-  t.teardown(() => { fromNow.stop(); initial.stop(); });
+  t.teardown(() => {
+    fromNow.stop();
+    initial.stop();
+  });
   t.match(await initial.waitFor(1), [{ type: 'ADDED', object: { kind: 'Secret', metadata: { name: 'before' } } }]);
   // fromNow resumes from rv, so it sees these events whenever its subscription lands.
   const s = j(await call(oldServer.url, base, { method: 'POST', body: { metadata: { name: 's1' } } }));
   await call(newServer.url, `${base}/s1`, { method: 'PUT', body: { ...s, data: { k: 'dg==' } } });
   await call(oldServer.url, `${base}/s1`, { method: 'DELETE' });
   const events = await fromNow.waitFor(3);
-  t.same(events.map((e) => `${str(e.type)} ${str(at(e, 'object.metadata.name'))}`), ['ADDED s1', 'MODIFIED s1', 'DELETED s1']);
+  t.same(
+    events.map((e) => `${str(e.type)} ${str(at(e, 'object.metadata.name'))}`),
+    ['ADDED s1', 'MODIFIED s1', 'DELETED s1'],
+  );
   t.equal(at(events, '0.object.apiVersion'), 'v1');
   t.ok(Number(at(events, '2.object.metadata.resourceVersion')) > Number(at(events, '1.object.metadata.resourceVersion')));
   t.equal((await initial.waitFor(4)).length, 4);
@@ -318,10 +367,13 @@ t.test('watch delivers events from both servers', async (t) => {
 
 t.test('a CRD is served by every server at once', async (t) => {
   const crd = {
-    apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
     metadata: { name: 'widgets.example.com' },
     spec: {
-      group: 'example.com', scope: 'Namespaced', names: { plural: 'widgets', singular: 'widget', kind: 'Widget' },
+      group: 'example.com',
+      scope: 'Namespaced',
+      names: { plural: 'widgets', singular: 'widget', kind: 'Widget' },
       versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} } }],
     },
   };
@@ -334,10 +386,18 @@ t.test('a CRD is served by every server at once', async (t) => {
   for (const s of [oldServer, newServer]) {
     const d = j(await call(s.url, '/apis', { headers: aggregated }));
     const g = find(d.items, 'metadata.name', 'example.com');
-    t.match(g, { versions: [{ version: 'v1', resources: [{ resource: 'widgets', scope: 'Namespaced', subresources: [{ subresource: 'status' }] }] }] }, s.name);
+    t.match(
+      g,
+      {
+        versions: [{ version: 'v1', resources: [{ resource: 'widgets', scope: 'Namespaced', subresources: [{ subresource: 'status' }] }] }],
+      },
+      s.name,
+    );
     t.equal(groups(d).at(-1), 'example.com', 'CRD groups after the built-ins');
   }
-  t.match(j(await call(legacyServer.url, '/apis/example.com/v1')), { resources: [{ name: 'widgets', kind: 'Widget' }, { name: 'widgets/status' }] });
+  t.match(j(await call(legacyServer.url, '/apis/example.com/v1')), {
+    resources: [{ name: 'widgets', kind: 'Widget' }, { name: 'widgets/status' }],
+  });
   const widgets = '/apis/example.com/v1/namespaces/default/widgets';
   t.equal((await call(newServer.url, widgets, { method: 'POST', body: { metadata: { name: 'w1' }, spec: { size: 1 } } })).status, 201);
   t.match(j(await call(oldServer.url, `${widgets}/w1`)), { apiVersion: 'example.com/v1', kind: 'Widget', spec: { size: 1 } });

@@ -24,16 +24,40 @@ const run = (...args: string[]): Promise<{ code: number; stdout: string; stderr:
 
 t.test('sanEntry', async (t) => {
   const cases: [string, string | null][] = [
-    ['DNS:cp.example.com', 'DNS:cp.example.com'], ['cp.Example.com', 'DNS:cp.example.com'], ['IP:10.0.0.1', 'IP:10.0.0.1'],
-    ['10.0.0.1', 'IP:10.0.0.1'], ['fd00::1', 'IP:fd00::1'], ['*.cp.example.com', 'DNS:*.cp.example.com'], ['ip:fd00::1', 'IP:fd00::1'],
-    ['IP:cp.example.com', null], ['DNS:bad_name', null], ['', null], ['a..b', null], ['DNS:-x.example', null],
+    ['DNS:cp.example.com', 'DNS:cp.example.com'],
+    ['cp.Example.com', 'DNS:cp.example.com'],
+    ['IP:10.0.0.1', 'IP:10.0.0.1'],
+    ['10.0.0.1', 'IP:10.0.0.1'],
+    ['fd00::1', 'IP:fd00::1'],
+    ['*.cp.example.com', 'DNS:*.cp.example.com'],
+    ['ip:fd00::1', 'IP:fd00::1'],
+    ['IP:cp.example.com', null],
+    ['DNS:bad_name', null],
+    ['', null],
+    ['a..b', null],
+    ['DNS:-x.example', null],
   ];
   for (const [raw, want] of cases) t.equal(sanEntry(raw), want, raw);
 });
 
 t.test('issues a serving certificate with the SANs, from the CA', async (t) => {
   const ca = await issueCert({ dir, name: 'ca', subject: '/CN=test-cluster-ca', usage: 'ca' });
-  const res = await run('--ca-cert', ca.certFile, '--ca-key', ca.keyFile, '--san', 'cp.example.com', '--san', 'IP:10.0.0.10', '--san', '127.0.0.1', '--out', join(dir, 'out'), '--days', '30');
+  const res = await run(
+    '--ca-cert',
+    ca.certFile,
+    '--ca-key',
+    ca.keyFile,
+    '--san',
+    'cp.example.com',
+    '--san',
+    'IP:10.0.0.10',
+    '--san',
+    '127.0.0.1',
+    '--out',
+    join(dir, 'out'),
+    '--days',
+    '30',
+  );
   t.equal(res.code, 0, res.stderr);
   t.match(res.stdout, /subjectAltName: DNS:cp\.example\.com, IP Address:10\.0\.0\.10, IP Address:127\.0\.0\.1/);
   const cert = new X509Certificate(readFileSync(join(dir, 'out/gateway.crt')));
@@ -42,12 +66,30 @@ t.test('issues a serving certificate with the SANs, from the CA', async (t) => {
   t.ok(cert.checkIP('10.0.0.10'), 'valid for the IP');
   t.notOk(cert.checkHost('other.example.com'));
   t.ok(Date.parse(cert.validTo) - Date.now() < 31 * 86_400_000, '--days');
-  const config = parseConfig({ apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443' }], envoy: { tls: { certFile: join(dir, 'out/gateway.crt'), keyFile: join(dir, 'out/gateway.key') } } }, join(dir, 'x.yaml'), dir);
+  const config = parseConfig(
+    {
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443' }],
+      envoy: { tls: { certFile: join(dir, 'out/gateway.crt'), keyFile: join(dir, 'out/gateway.key') } },
+    },
+    join(dir, 'x.yaml'),
+    dir,
+  );
   t.same(await checkServingTls(config), [], 'what skewgate validate asks of a serving certificate');
 });
 
 t.test('every problem with the flags, exit code 2, nothing written', async (t) => {
-  const res = await run('--ca-cert', join(dir, 'missing.crt'), '--ca-key', join(dir, 'missing.key'), '--san', 'bad_name', '--days', '0', '--out', join(dir, 'never'));
+  const res = await run(
+    '--ca-cert',
+    join(dir, 'missing.crt'),
+    '--ca-key',
+    join(dir, 'missing.key'),
+    '--san',
+    'bad_name',
+    '--days',
+    '0',
+    '--out',
+    join(dir, 'never'),
+  );
   t.equal(res.code, 2);
   t.match(res.stderr, /4 problems/);
   t.match(res.stderr, /--san "bad_name": not a DNS name or IP address/);
@@ -57,7 +99,14 @@ t.test('every problem with the flags, exit code 2, nothing written', async (t) =
   const none = await run('--ca-cert', join(dir, 'ca.crt'), '--ca-key', join(dir, 'ca.key'));
   t.equal(none.code, 2);
   t.match(none.stderr, /--san: name at least one/);
-  const leaf = await issueCert({ dir, name: 'leaf', subject: '/CN=leaf', usage: 'server', ca: { certFile: join(dir, 'ca.crt'), keyFile: join(dir, 'ca.key') }, sans: ['DNS:x'] });
+  const leaf = await issueCert({
+    dir,
+    name: 'leaf',
+    subject: '/CN=leaf',
+    usage: 'server',
+    ca: { certFile: join(dir, 'ca.crt'), keyFile: join(dir, 'ca.key') },
+    sans: ['DNS:x'],
+  });
   const notCa = await run('--ca-cert', leaf.certFile, '--ca-key', leaf.keyFile, '--san', 'x');
   t.equal(notCa.code, 2);
   t.match(notCa.stderr, /not a CA certificate/);

@@ -9,7 +9,10 @@ import { sharedPki } from '../helpers/envoy-fixtures.js';
 const pki = await sharedPki();
 
 const variants = [
-  { name: 'OTLP/gRPC to an IP', tracing: { enabled: true, endpoint: 'http://127.0.0.1:4317', samplerRatio: 0.5, headers: { 'x-tenant': 'a' } } },
+  {
+    name: 'OTLP/gRPC to an IP',
+    tracing: { enabled: true, endpoint: 'http://127.0.0.1:4317', samplerRatio: 0.5, headers: { 'x-tenant': 'a' } },
+  },
   { name: 'OTLP/HTTP to a DNS name', tracing: { enabled: true, protocol: 'http', endpoint: 'http://localhost:4318' } },
   { name: 'OTLP/gRPC over TLS', tracing: { enabled: true, endpoint: 'https://localhost:4317', caFile: pki.caFile } },
   { name: 'OTLP/HTTP over TLS', tracing: { enabled: true, protocol: 'http', endpoint: 'https://127.0.0.1:4318', caFile: pki.caFile } },

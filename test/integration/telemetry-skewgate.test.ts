@@ -42,7 +42,11 @@ function config(telemetry?: unknown): Config {
   );
 }
 
-async function started(t: Tap, telemetry: unknown, opts: SkewgateOptions = { env: {} }): Promise<{ app: Skewgate; client: ExtProcTestClient }> {
+async function started(
+  t: Tap,
+  telemetry: unknown,
+  opts: SkewgateOptions = { env: {} },
+): Promise<{ app: Skewgate; client: ExtProcTestClient }> {
   const app = createSkewgate(config(telemetry), createLogger('silent'), opts);
   const { port } = await app.start();
   const client = createExtProcClient(`127.0.0.1:${port}`);
@@ -56,22 +60,46 @@ type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
 t.test('tracing on: the decision span, its parent, and the traceparent sent upstream', async (t) => {
   const exporter = new InMemorySpanExporter();
-  const { app, client } = await started(t, { metrics: { prometheus: { listen: '127.0.0.1:0' } } }, { env: {}, telemetry: { spanExporter: exporter } });
+  const { app, client } = await started(
+    t,
+    { metrics: { prometheus: { listen: '127.0.0.1:0' } } },
+    { env: {}, telemetry: { spanExporter: exporter } },
+  );
   t.ok(app.telemetry);
-  const { response } = await client.process({ path: SKEWED, headers: { authorization: `Bearer ${pki.token}` } }, { traceparent: TRACEPARENT });
+  const { response } = await client.process(
+    { path: SKEWED, headers: { authorization: `Bearer ${pki.token}` } },
+    { traceparent: TRACEPARENT },
+  );
   t.equal(replyHeader(response, 'x-skewgate-upstream')?.raw, 'apiserver-c');
   const sent = replyHeader(response, 'traceparent');
   t.equal(sent?.value, '', 'raw_value only');
   const decision = exporter.getFinishedSpans().find((s) => s.name === 'skewgate.decision');
   t.ok(decision);
-  t.equal(decision?.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c', 'Envoy\'s trace (call metadata)');
+  t.equal(decision?.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c', "Envoy's trace (call metadata)");
   t.equal(decision?.parentSpanContext?.spanId, 'b7ad6b7169203331');
-  t.equal(sent?.raw, `00-0af7651916cd43dd8448eb211c80319c-${decision?.spanContext().spanId}-01`, 'the upstream continues from the decision span');
-  t.match(decision?.attributes, { 'skewgate.outcome': 'routed', 'skewgate.upstream': 'apiserver-c', 'server.address': '127.0.0.1', 'server.port': Number(new URL(servers[1]?.url ?? '').port) });
-  t.notMatch(JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.events])), new RegExp(pki.token), 'no token in any span');
+  t.equal(
+    sent?.raw,
+    `00-0af7651916cd43dd8448eb211c80319c-${decision?.spanContext().spanId}-01`,
+    'the upstream continues from the decision span',
+  );
+  t.match(decision?.attributes, {
+    'skewgate.outcome': 'routed',
+    'skewgate.upstream': 'apiserver-c',
+    'server.address': '127.0.0.1',
+    'server.port': Number(new URL(servers[1]?.url ?? '').port),
+  });
+  t.notMatch(
+    JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.events])),
+    new RegExp(pki.token),
+    'no token in any span',
+  );
 
   const rounds = exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.discovery');
-  t.same(rounds.map((s) => s.attributes['skewgate.apiserver']).sort(), ['apiserver-a', 'apiserver-c'], 'one span per apiserver\'s first round');
+  t.same(
+    rounds.map((s) => s.attributes['skewgate.apiserver']).sort(),
+    ['apiserver-a', 'apiserver-c'],
+    "one span per apiserver's first round",
+  );
   const skewEvent = rounds.flatMap((s) => s.events).find((e) => e.name === 'skewgate.skew.changed');
   t.ok(skewEvent, 'the skew seen at start is an event');
 
@@ -87,8 +115,16 @@ t.test('tracing on: the decision span, its parent, and the traceparent sent upst
       }
     });
   });
-  const later = exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.discovery').slice(2);
-  t.ok(later.every((s) => s.attributes['skewgate.discovery.not_modified'] === true && s.attributes['skewgate.discovery.view_changed'] === false), 'second rounds: 304, no change');
+  const later = exporter
+    .getFinishedSpans()
+    .filter((s) => s.name === 'skewgate.discovery')
+    .slice(2);
+  t.ok(
+    later.every(
+      (s) => s.attributes['skewgate.discovery.not_modified'] === true && s.attributes['skewgate.discovery.view_changed'] === false,
+    ),
+    'second rounds: 304, no change',
+  );
 });
 
 t.test('the Prometheus endpoint over HTTP', async (t) => {
@@ -126,7 +162,13 @@ t.test('spans are flushed on shutdown through the real OTLP/HTTP exporter', asyn
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      received.push({ path: req.url ?? '', type: req.headers['content-type'], apiKey: req.headers['x-api-key'], body: Buffer.concat(chunks), duringClose });
+      received.push({
+        path: req.url ?? '',
+        type: req.headers['content-type'],
+        apiKey: req.headers['x-api-key'],
+        body: Buffer.concat(chunks),
+        duringClose,
+      });
       res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
@@ -134,7 +176,11 @@ t.test('spans are flushed on shutdown through the real OTLP/HTTP exporter', asyn
   t.teardown(() => new Promise<void>((r) => receiver.close(() => r())));
   const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   // A 10-minute batch delay: only the shutdown flush can deliver the spans in time.
-  const app = createSkewgate(config({ tracing: { enabled: true, protocol: 'http', endpoint, headers: { 'x-api-key': 'k1' } } }), createLogger('silent'), { env: { OTEL_BSP_SCHEDULE_DELAY: '600000' } });
+  const app = createSkewgate(
+    config({ tracing: { enabled: true, protocol: 'http', endpoint, headers: { 'x-api-key': 'k1' } } }),
+    createLogger('silent'),
+    { env: { OTEL_BSP_SCHEDULE_DELAY: '600000' } },
+  );
   const { port } = await app.start();
   const client = createExtProcClient(`127.0.0.1:${port}`);
   await client.process({ path: SKEWED });
@@ -144,7 +190,11 @@ t.test('spans are flushed on shutdown through the real OTLP/HTTP exporter', asyn
   await app.close();
   t.ok(received.length >= 1, 'exported on shutdown');
   // Every export arrived once close() had begun: none came from the (10-minute) schedule.
-  t.same(received.map((r) => r.duringClose), received.map(() => true), 'every export was the shutdown flush');
+  t.same(
+    received.map((r) => r.duringClose),
+    received.map(() => true),
+    'every export was the shutdown flush',
+  );
   t.equal(received[0]?.path, '/v1/traces');
   t.equal(received[0]?.type, 'application/x-protobuf');
   t.equal(received[0]?.apiKey, 'k1', 'configured exporter headers are sent');

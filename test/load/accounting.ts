@@ -88,13 +88,30 @@ function acknowledged(records: readonly RequestRecord[]): RequestRecord[] {
 }
 
 /** Whether a 404 was false: a capable apiserver had been ready long enough, or the object was acknowledged. */
-export function judge404(r: RequestRecord, tl: Timeline, spans: readonly ReadySpan[], rules: AccountingRules, acked: ReadonlyMap<string, { readonly atMs: number; readonly auditId?: string }>): False404 | null {
+export function judge404(
+  r: RequestRecord,
+  tl: Timeline,
+  spans: readonly ReadySpan[],
+  rules: AccountingRules,
+  acked: ReadonlyMap<string, { readonly atMs: number; readonly auditId?: string }>,
+): False404 | null {
   if (r.status !== 404) return null;
   const readyFor = capableReadyForMs(spans, r.startMs, rules.serves[r.kind]);
-  const base = { arm: r.arm, phase: phaseAt(tl, r.startMs), kind: r.kind, op: r.op, atMs: r.startMs, capableReadyForMs: readyFor, ...(r.name !== undefined ? { name: r.name } : {}), ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.auditId !== undefined ? { auditId: r.auditId } : {}) };
+  const base = {
+    arm: r.arm,
+    phase: phaseAt(tl, r.startMs),
+    kind: r.kind,
+    op: r.op,
+    atMs: r.startMs,
+    capableReadyForMs: readyFor,
+    ...(r.name !== undefined ? { name: r.name } : {}),
+    ...(r.reason !== undefined ? { reason: r.reason } : {}),
+    ...(r.auditId !== undefined ? { auditId: r.auditId } : {}),
+  };
   if (r.name !== undefined && r.op !== 'create') {
     const ack = acked.get(key(r.arm, r.kind, r.name));
-    if (ack !== undefined && ack.atMs <= r.startMs) return { ...base, why: 'acknowledged_object', ...(ack.auditId !== undefined ? { createdAuditId: ack.auditId } : {}) };
+    if (ack !== undefined && ack.atMs <= r.startMs)
+      return { ...base, why: 'acknowledged_object', ...(ack.auditId !== undefined ? { createdAuditId: ack.auditId } : {}) };
   }
   if (readyFor >= rules.graceMs) return { ...base, why: 'capable_server_ready' };
   return null;
@@ -114,7 +131,8 @@ export function account(o: {
 
   const acks = acknowledged(o.requests);
   const ackedAt = new Map<string, { atMs: number; auditId?: string }>();
-  for (const a of acks) ackedAt.set(key(a.arm, a.kind, a.name as string), { atMs: a.endMs, ...(a.auditId !== undefined ? { auditId: a.auditId } : {}) });
+  for (const a of acks)
+    ackedAt.set(key(a.arm, a.kind, a.name as string), { atMs: a.endMs, ...(a.auditId !== undefined ? { auditId: a.auditId } : {}) });
 
   const false404s: False404[] = [];
   const false404Of = new Set<RequestRecord>();
@@ -143,13 +161,29 @@ export function account(o: {
   for (const a of acks) {
     const found = copies.get(key(a.kind, a.token as string)) ?? [];
     const same = found.filter((f) => f.name === a.name && f.arm === a.arm);
-    if (same.length === 0) writeProblems.push({ arm: a.arm, phase: phaseAt(tl, a.startMs), kind: a.kind, token: a.token as string, name: a.name as string, problem: 'lost', copies: found.length });
+    if (same.length === 0)
+      writeProblems.push({
+        arm: a.arm,
+        phase: phaseAt(tl, a.startMs),
+        kind: a.kind,
+        token: a.token as string,
+        name: a.name as string,
+        problem: 'lost',
+        copies: found.length,
+      });
   }
   for (const [k, found] of copies) {
     if (found.length < 2) continue;
     const first = found[0] as FinalObject;
     const c = createOf.get(k);
-    writeProblems.push({ arm: first.arm, phase: c ? phaseAt(tl, c.startMs) : 'unknown', kind: first.kind, token: first.token as string, problem: 'duplicated', copies: found.length });
+    writeProblems.push({
+      arm: first.arm,
+      phase: c ? phaseAt(tl, c.startMs) : 'unknown',
+      kind: first.kind,
+      token: first.token as string,
+      problem: 'duplicated',
+      copies: found.length,
+    });
   }
 
   // Watch coverage: every acknowledged create should have been seen by the arm's watch of that kind.
@@ -162,7 +196,8 @@ export function account(o: {
   const watchMissed = new Map<string, number>();
   for (const a of acks) {
     if (!watched.has(key(a.arm, a.kind))) continue;
-    if (!seen.has(key(a.arm, a.kind, a.name as string))) watchMissed.set(`${a.arm}/${a.kind}`, (watchMissed.get(`${a.arm}/${a.kind}`) ?? 0) + 1);
+    if (!seen.has(key(a.arm, a.kind, a.name as string)))
+      watchMissed.set(`${a.arm}/${a.kind}`, (watchMissed.get(`${a.arm}/${a.kind}`) ?? 0) + 1);
   }
 
   const rows: ArmPhaseRow[] = [];
@@ -197,7 +232,9 @@ export function account(o: {
         noAnswer: rs.filter((r) => r.status === null).length,
         server5xx: rs.filter((r) => r.status !== null && r.status >= 500).length,
         createsAcked: creates.filter((r) => ok(r.status)).length,
-        unackedPersisted: creates.filter((r) => !ok(r.status) && r.token !== undefined && (copies.get(key(r.kind, r.token))?.length ?? 0) > 0).length,
+        unackedPersisted: creates.filter(
+          (r) => !ok(r.status) && r.token !== undefined && (copies.get(key(r.kind, r.token))?.length ?? 0) > 0,
+        ).length,
         lostWrites: problems.filter((p) => p.problem === 'lost').length,
         duplicatedWrites: problems.filter((p) => p.problem === 'duplicated').length,
         watchEvents: ws.filter((w) => w.type !== 'END' && w.type !== 'BOOKMARK').length,
@@ -210,7 +247,12 @@ export function account(o: {
 }
 
 /** Sums of a column over the phases of one arm (or of all rows when arm is undefined). */
-export function total(a: Accounting, column: 'requests' | 'false404s' | 'lostWrites' | 'duplicatedWrites' | 'noAnswer' | 'server5xx' | 'createsAcked', arm?: string, phases?: readonly string[]): number {
+export function total(
+  a: Accounting,
+  column: 'requests' | 'false404s' | 'lostWrites' | 'duplicatedWrites' | 'noAnswer' | 'server5xx' | 'createsAcked',
+  arm?: string,
+  phases?: readonly string[],
+): number {
   let n = 0;
   for (const r of a.rows) if ((arm === undefined || r.arm === arm) && (phases === undefined || phases.includes(r.phase))) n += r[column];
   return n;
@@ -235,7 +277,11 @@ export interface Unexplained503 {
 }
 
 /** From the stop of an apiserver that serves `kind` until `lagMs` after it had exited (or for ever, if it never did). */
-export function shutdownWindows(tl: Timeline, serves: (server: string, version: string) => boolean, lagMs: number): { server: string; fromMs: number; toMs: number }[] {
+export function shutdownWindows(
+  tl: Timeline,
+  serves: (server: string, version: string) => boolean,
+  lagMs: number,
+): { server: string; fromMs: number; toMs: number }[] {
   const out: { server: string; fromMs: number; toMs: number }[] = [];
   for (const stop of tl.servers) {
     if (stop.what !== 'stop' || !serves(stop.server, stop.version)) continue;
@@ -255,9 +301,17 @@ export function shutdownWindows(tl: Timeline, serves: (server: string, version: 
  * that serves the resource was going down: the one it was sent to was not ready then, though
  * another may have been (a write is never retried on another apiserver).
  */
-export function unexplained503s(o: { readonly timeline: Timeline; readonly requests: readonly RequestRecord[]; readonly rules: AccountingRules; readonly lagMs: number }): Unexplained503[] {
+export function unexplained503s(o: {
+  readonly timeline: Timeline;
+  readonly requests: readonly RequestRecord[];
+  readonly rules: AccountingRules;
+  readonly lagMs: number;
+}): Unexplained503[] {
   const spans = readySpans(o.timeline);
-  const down = { skewed: shutdownWindows(o.timeline, o.rules.serves.skewed, o.lagMs), common: shutdownWindows(o.timeline, o.rules.serves.common, o.lagMs) };
+  const down = {
+    skewed: shutdownWindows(o.timeline, o.rules.serves.skewed, o.lagMs),
+    common: shutdownWindows(o.timeline, o.rules.serves.common, o.lagMs),
+  };
   const out: Unexplained503[] = [];
   for (const r of o.requests) {
     if (r.status !== 503) continue;
@@ -269,8 +323,15 @@ export function unexplained503s(o: { readonly timeline: Timeline; readonly reque
       : noCapableReady || down[r.kind].some((w) => r.startMs <= w.toMs && r.endMs >= w.fromMs);
     if (explained) continue;
     out.push({
-      arm: r.arm, phase: phaseAt(o.timeline, r.startMs), kind: r.kind, op: r.op, atMs: r.startMs, endMs: r.endMs, capableReadyForMs: readyFor,
-      ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.detail !== undefined ? { detail: r.detail } : {}),
+      arm: r.arm,
+      phase: phaseAt(o.timeline, r.startMs),
+      kind: r.kind,
+      op: r.op,
+      atMs: r.startMs,
+      endMs: r.endMs,
+      capableReadyForMs: readyFor,
+      ...(r.reason !== undefined ? { reason: r.reason } : {}),
+      ...(r.detail !== undefined ? { detail: r.detail } : {}),
     });
   }
   return out;

@@ -67,16 +67,32 @@ export class ArmLoad {
     const names = this.acked[kind];
     if (op === 'create') {
       const token = `${this.o.arm}-${kind}-${i}`;
-      await this.record(kind, 'create', 'POST', collectionPath(spec, ns), objectManifest(spec, { arm: this.o.arm, token, namespace: ns }), { token });
+      await this.record(kind, 'create', 'POST', collectionPath(spec, ns), objectManifest(spec, { arm: this.o.arm, token, namespace: ns }), {
+        token,
+      });
     } else if (op === 'get' && names.length > 0) {
       const name = names[Math.floor(this.o.rng() * names.length)] as string;
       await this.record(kind, 'get', 'GET', objectPath(spec, ns, name), undefined, { name });
     } else {
-      await this.record(kind, 'list', 'GET', `${collectionPath(spec, ns)}?labelSelector=${encodeURIComponent(armSelector(this.o.arm))}&limit=10`, undefined, {});
+      await this.record(
+        kind,
+        'list',
+        'GET',
+        `${collectionPath(spec, ns)}?labelSelector=${encodeURIComponent(armSelector(this.o.arm))}&limit=10`,
+        undefined,
+        {},
+      );
     }
   }
 
-  private async record(kind: ResourceKind, op: Op, method: string, path: string, body: unknown, extra: { token?: string; name?: string }): Promise<void> {
+  private async record(
+    kind: ResourceKind,
+    op: Op,
+    method: string,
+    path: string,
+    body: unknown,
+    extra: { token?: string; name?: string },
+  ): Promise<void> {
     const startMs = this.o.clock();
     const base = { arm: this.o.arm, kind, op, startMs, ...extra };
     try {
@@ -90,7 +106,15 @@ export class ArmLoad {
       }
       const detail = res.status >= 300 && res.status !== 404 ? answerDetail(res.text, reason) : undefined;
       const auditId = headerValue(res.headers, 'audit-id');
-      this.o.log.request({ ...base, endMs, status: res.status, ...(name !== undefined ? { name } : {}), ...(reason !== undefined ? { reason } : {}), ...(detail !== undefined ? { detail } : {}), ...(auditId !== undefined ? { auditId } : {}) });
+      this.o.log.request({
+        ...base,
+        endMs,
+        status: res.status,
+        ...(name !== undefined ? { name } : {}),
+        ...(reason !== undefined ? { reason } : {}),
+        ...(detail !== undefined ? { detail } : {}),
+        ...(auditId !== undefined ? { auditId } : {}),
+      });
     } catch (err) {
       this.o.log.request({ ...base, endMs: this.o.clock(), status: null, error: errorCode(err) });
     }

@@ -20,7 +20,9 @@ export function collectAuditIds(text: string, server: string, into: Map<string, 
   }
 }
 
-export async function readAuditIds(files: readonly { readonly server: string; readonly file: string }[]): Promise<Map<string, Set<string>>> {
+export async function readAuditIds(
+  files: readonly { readonly server: string; readonly file: string }[],
+): Promise<Map<string, Set<string>>> {
   const out = new Map<string, Set<string>>();
   for (const f of files) collectAuditIds(await readFile(f.file, 'utf8').catch(() => ''), f.server, out);
   return out;

@@ -34,7 +34,11 @@ export interface ClientChecksOptions {
 
 const short = (s: string): string => s.replace(/\s+/g, ' ').trim().slice(0, 240);
 
-interface Run { readonly code: number | null; readonly stdout: string; readonly stderr: string }
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
 
 function run(bin: string, args: readonly string[], timeoutMs = 30_000): Promise<Run> {
   return new Promise((resolve) => {
@@ -49,7 +53,12 @@ function run(bin: string, args: readonly string[], timeoutMs = 30_000): Promise<
  * Starts `kubectl get <resource> --watch -o name`, then runs `trigger` once the watch is up, and
  * waits until the output names the object trigger created. Killed afterwards (bounded).
  */
-function kubectlWatch(bin: string, args: readonly string[], trigger: () => Promise<string>, timeoutMs: number): Promise<{ ok: boolean; detail: string }> {
+function kubectlWatch(
+  bin: string,
+  args: readonly string[],
+  trigger: () => Promise<string>,
+  timeoutMs: number,
+): Promise<{ ok: boolean; detail: string }> {
   return new Promise((resolve) => {
     const child = spawn(bin, [...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -63,19 +72,27 @@ function kubectlWatch(bin: string, args: readonly string[], trigger: () => Promi
       child.kill('SIGKILL');
       resolve({ ok, detail });
     };
-    const timer = setTimeout(() => finish(false, `no event for ${expected ?? '(trigger not done)'} within ${timeoutMs} ms; out: ${short(out)} err: ${short(err)}`), timeoutMs);
+    const timer = setTimeout(
+      () => finish(false, `no event for ${expected ?? '(trigger not done)'} within ${timeoutMs} ms; out: ${short(out)} err: ${short(err)}`),
+      timeoutMs,
+    );
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       if (expected !== undefined && out.includes(expected)) finish(true, `saw ${expected}`);
     });
-    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
     child.once('exit', (code) => finish(false, `kubectl exited (${String(code)}) before the event; err: ${short(err)}`));
     // Give the watch a moment to be established; events before it would come as the initial list anyway.
     setTimeout(() => {
-      trigger().then((name) => {
-        expected = name;
-        if (out.includes(name)) finish(true, `saw ${name}`);
-      }, (e: unknown) => finish(false, `trigger failed: ${String(e)}`));
+      trigger().then(
+        (name) => {
+          expected = name;
+          if (out.includes(name)) finish(true, `saw ${name}`);
+        },
+        (e: unknown) => finish(false, `trigger failed: ${String(e)}`),
+      );
     }, 1500);
   });
 }
@@ -102,7 +119,14 @@ export async function kubectlChecks(kubectl: string, o: ClientChecksOptions): Pr
     const start = o.clock();
     const r = await run(kubectl, [...base, ...args]);
     const problem = r.code !== 0 ? `exit ${String(r.code)}: ${short(r.stderr || r.stdout)}` : okIf(r);
-    checks.push({ client: 'kubectl', what, ok: problem === null, detail: problem ?? short(r.stdout.split('\n').slice(0, 2).join(' | ')), ms: o.clock() - start, ...(viaDiscovery ? { viaDiscovery } : {}) });
+    checks.push({
+      client: 'kubectl',
+      what,
+      ok: problem === null,
+      detail: problem ?? short(r.stdout.split('\n').slice(0, 2).join(' | ')),
+      ms: o.clock() - start,
+      ...(viaDiscovery ? { viaDiscovery } : {}),
+    });
     return r;
   };
 
@@ -116,19 +140,41 @@ export async function kubectlChecks(kubectl: string, o: ClientChecksOptions): Pr
     // kubectl maps kinds and resource names through discovery: for the skewed resource that needs
     // the gateway's GET /apis to list it, whichever apiserver answers.
     const viaDiscovery = spec === o.skewed;
-    await check(`apply -f (${kindOf(spec)})`, ['apply', '-f', file], (r) => (r.stdout.includes(name) ? null : `unexpected output: ${short(r.stdout)}`), viaDiscovery);
-    await check(`get ${spec.resource}`, ['get', qualified(spec), ...nsArgs, '-o', 'name'], (r) => (r.stdout.includes(name) ? null : `${name} not in the list`), viaDiscovery);
+    await check(
+      `apply -f (${kindOf(spec)})`,
+      ['apply', '-f', file],
+      (r) => (r.stdout.includes(name) ? null : `unexpected output: ${short(r.stdout)}`),
+      viaDiscovery,
+    );
+    await check(
+      `get ${spec.resource}`,
+      ['get', qualified(spec), ...nsArgs, '-o', 'name'],
+      (r) => (r.stdout.includes(name) ? null : `${name} not in the list`),
+      viaDiscovery,
+    );
 
     const start = o.clock();
     const watchName = `${name}-w`;
     const watchFile = join(o.workDir, `${watchName}.json`);
     await writeFile(watchFile, JSON.stringify(manifest(spec, watchName, o.namespace)));
-    const w = await kubectlWatch(kubectl, [...base, 'get', qualified(spec), ...nsArgs, '--watch', '-o', 'name'], async () => {
-      const r = await run(kubectl, [...base, 'apply', '-f', watchFile]);
-      if (r.code !== 0) throw new Error(`apply for the watch: ${short(r.stderr)}`);
-      return watchName;
-    }, 20_000);
-    checks.push({ client: 'kubectl', what: `get --watch ${spec.resource}`, ok: w.ok, detail: w.detail, ms: o.clock() - start, ...(viaDiscovery ? { viaDiscovery } : {}) });
+    const w = await kubectlWatch(
+      kubectl,
+      [...base, 'get', qualified(spec), ...nsArgs, '--watch', '-o', 'name'],
+      async () => {
+        const r = await run(kubectl, [...base, 'apply', '-f', watchFile]);
+        if (r.code !== 0) throw new Error(`apply for the watch: ${short(r.stderr)}`);
+        return watchName;
+      },
+      20_000,
+    );
+    checks.push({
+      client: 'kubectl',
+      what: `get --watch ${spec.resource}`,
+      ok: w.ok,
+      detail: w.detail,
+      ms: o.clock() - start,
+      ...(viaDiscovery ? { viaDiscovery } : {}),
+    });
   }
   return checks;
 }
@@ -146,13 +192,25 @@ export async function clientNodeChecks(o: ClientChecksOptions): Promise<ClientCh
       checks.push({ client: 'client-node', what, ok: true, detail, ms: o.clock() - start });
     } catch (err) {
       const e = err as { code?: number; body?: unknown; message?: string };
-      checks.push({ client: 'client-node', what, ok: false, detail: short(`${e.code ?? ''} ${e.message ?? String(err)}`), ms: o.clock() - start });
+      checks.push({
+        client: 'client-node',
+        what,
+        ok: false,
+        detail: short(`${e.code ?? ''} ${e.message ?? String(err)}`),
+        ms: o.clock() - start,
+      });
     }
   };
 
-  await attempt('CoreV1Api.listNamespacedConfigMap', async () => `${(await core.listNamespacedConfigMap({ namespace: o.namespace })).items.length} items`);
+  await attempt(
+    'CoreV1Api.listNamespacedConfigMap',
+    async () => `${(await core.listNamespacedConfigMap({ namespace: o.namespace })).items.length} items`,
+  );
   await attempt('CoreV1Api.createNamespacedConfigMap', async () => {
-    const cm = await core.createNamespacedConfigMap({ namespace: o.namespace, body: { metadata: { name: `client-node-${o.tag}`, labels: { [ARM_LABEL]: 'clients' } }, data: { a: 'b' } } });
+    const cm = await core.createNamespacedConfigMap({
+      namespace: o.namespace,
+      body: { metadata: { name: `client-node-${o.tag}`, labels: { [ARM_LABEL]: 'clients' } }, data: { a: 'b' } },
+    });
     return `created ${cm.metadata?.name ?? '?'}`;
   });
   if (o.skewedServed) {
@@ -160,15 +218,25 @@ export async function clientNodeChecks(o: ClientChecksOptions): Promise<ClientCh
     const name = `client-node-${o.tag}-${s.resource.slice(0, 8)}`;
     const body = manifest(s, name, o.namespace);
     await attempt(`CustomObjectsApi create ${s.resource}`, async () => {
-      const created = (s.namespaced
-        ? await custom.createNamespacedCustomObject({ group: s.group, version: s.version, namespace: o.namespace, plural: s.resource, body })
-        : await custom.createClusterCustomObject({ group: s.group, version: s.version, plural: s.resource, body })) as { metadata?: { name?: string } };
+      const created = (
+        s.namespaced
+          ? await custom.createNamespacedCustomObject({
+              group: s.group,
+              version: s.version,
+              namespace: o.namespace,
+              plural: s.resource,
+              body,
+            })
+          : await custom.createClusterCustomObject({ group: s.group, version: s.version, plural: s.resource, body })
+      ) as { metadata?: { name?: string } };
       return `created ${created.metadata?.name ?? '?'}`;
     });
     await attempt(`CustomObjectsApi list ${s.resource}`, async () => {
-      const list = (s.namespaced
-        ? await custom.listNamespacedCustomObject({ group: s.group, version: s.version, namespace: o.namespace, plural: s.resource })
-        : await custom.listClusterCustomObject({ group: s.group, version: s.version, plural: s.resource })) as { items?: unknown[] };
+      const list = (
+        s.namespaced
+          ? await custom.listNamespacedCustomObject({ group: s.group, version: s.version, namespace: o.namespace, plural: s.resource })
+          : await custom.listClusterCustomObject({ group: s.group, version: s.version, plural: s.resource })
+      ) as { items?: unknown[] };
       return `${list.items?.length ?? 0} items`;
     });
   }
@@ -184,18 +252,53 @@ export async function clientNodeChecks(o: ClientChecksOptions): Promise<ClientCh
     try {
       const seen = new Promise<string>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error('no event within 20 s')), 20_000);
-        new Watch(kc).watch(path, {}, (type: string, obj: { metadata?: { name?: string } }) => {
-          if (obj.metadata?.name === name) { clearTimeout(timer); resolve(`${type} ${name}`); }
-        }, (err: unknown) => { if (err) { clearTimeout(timer); reject(err instanceof Error ? err : new Error(String(err))); } })
-          .then((a) => { abort = a; }, (e: unknown) => { clearTimeout(timer); reject(e instanceof Error ? e : new Error(String(e))); });
+        new Watch(kc)
+          .watch(
+            path,
+            {},
+            (type: string, obj: { metadata?: { name?: string } }) => {
+              if (obj.metadata?.name === name) {
+                clearTimeout(timer);
+                resolve(`${type} ${name}`);
+              }
+            },
+            (err: unknown) => {
+              if (err) {
+                clearTimeout(timer);
+                reject(err instanceof Error ? err : new Error(String(err)));
+              }
+            },
+          )
+          .then(
+            (a) => {
+              abort = a;
+            },
+            (e: unknown) => {
+              clearTimeout(timer);
+              reject(e instanceof Error ? e : new Error(String(e)));
+            },
+          );
       });
       // The create below may fail first: the watch's own failure must not go unhandled meanwhile.
       seen.catch(() => undefined);
       await new Promise((r) => setTimeout(r, 1000));
       const body = manifest(watchTarget, name, o.namespace);
       if (watchTarget.kind === 'common') await core.createNamespacedConfigMap({ namespace: o.namespace, body });
-      else if (watchTarget.namespaced) await custom.createNamespacedCustomObject({ group: watchTarget.group, version: watchTarget.version, namespace: o.namespace, plural: watchTarget.resource, body });
-      else await custom.createClusterCustomObject({ group: watchTarget.group, version: watchTarget.version, plural: watchTarget.resource, body });
+      else if (watchTarget.namespaced)
+        await custom.createNamespacedCustomObject({
+          group: watchTarget.group,
+          version: watchTarget.version,
+          namespace: o.namespace,
+          plural: watchTarget.resource,
+          body,
+        });
+      else
+        await custom.createClusterCustomObject({
+          group: watchTarget.group,
+          version: watchTarget.version,
+          plural: watchTarget.resource,
+          body,
+        });
       return await seen;
     } finally {
       abort?.abort();
@@ -209,12 +312,19 @@ export async function clientNodeChecks(o: ClientChecksOptions): Promise<ClientCh
  * profile=nopeer) through a gateway list the resource: all of them once the gateway (or the
  * apiservers) answer with the merged document.
  */
-export async function discoveryListing(http: { send(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string }> }, gatewayUrl: string, spec: ResourceSpec, tries = 6): Promise<number> {
+export async function discoveryListing(
+  http: { send(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string }> },
+  gatewayUrl: string,
+  spec: ResourceSpec,
+  tries = 6,
+): Promise<number> {
   let listed = 0;
   for (let i = 0; i < tries; i++) {
     const res = await http.send('GET', `${gatewayUrl}/apis`, undefined, { accept: MEDIA_AGGREGATED_V2 });
     if (res.status !== 200) continue;
-    const doc = JSON.parse(res.text) as { items?: { metadata?: { name?: string }; versions?: { version?: string; resources?: { resource?: string }[] }[] }[] };
+    const doc = JSON.parse(res.text) as {
+      items?: { metadata?: { name?: string }; versions?: { version?: string; resources?: { resource?: string }[] }[] }[];
+    };
     const group = doc.items?.find((g) => (g.metadata?.name ?? '') === spec.group);
     const version = group?.versions?.find((v) => v.version === spec.version);
     if (version?.resources?.some((r) => r.resource === spec.resource)) listed++;

@@ -40,7 +40,8 @@ export async function interleavedRun(o: {
         let path: string;
         let body: unknown;
         if (step.op === 'get') path = objectPath(spec, ns, o.existing[step.kind]);
-        else if (step.op === 'list') path = `${collectionPath(spec, ns)}?labelSelector=${encodeURIComponent(armSelector(arm.arm))}&limit=10`;
+        else if (step.op === 'list')
+          path = `${collectionPath(spec, ns)}?labelSelector=${encodeURIComponent(armSelector(arm.arm))}&limit=10`;
         else {
           method = 'POST';
           path = collectionPath(spec, ns);
@@ -50,7 +51,15 @@ export async function interleavedRun(o: {
         try {
           const res = await o.http.send(method, `${arm.baseUrl}${path}`, body);
           const auditId = headerValue(res.headers, 'audit-id');
-          out.push({ arm: arm.arm, kind: step.kind, op: step.op, startMs, endMs: o.clock(), status: res.status, ...(auditId !== undefined ? { auditId } : {}) });
+          out.push({
+            arm: arm.arm,
+            kind: step.kind,
+            op: step.op,
+            startMs,
+            endMs: o.clock(),
+            status: res.status,
+            ...(auditId !== undefined ? { auditId } : {}),
+          });
         } catch (err) {
           out.push({ arm: arm.arm, kind: step.kind, op: step.op, startMs, endMs: o.clock(), status: null, error: errorCode(err) });
         }

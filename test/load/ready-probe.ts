@@ -24,5 +24,10 @@ export function probeReady(http: LoadHttp, apiserverUrl: string, clock: Clock, s
     }
     return null;
   })();
-  return { readyAt, stop: () => { stopped = true; } };
+  return {
+    readyAt,
+    stop: () => {
+      stopped = true;
+    },
+  };
 }

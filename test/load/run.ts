@@ -30,8 +30,34 @@ export class LoadRun {
   private readonly watches: WatchLoop[];
 
   constructor(o: LoadRunOptions) {
-    this.loads = o.arms.map((a) => new ArmLoad({ arm: a.arm, baseUrl: a.baseUrl, http: o.http, workload: o.workload, ratePerSec: o.ratePerSec, clock: o.clock, rng: o.rng, log: this.log }));
-    this.watches = o.arms.flatMap((a) => (o.watch ?? ['common', 'skewed']).map((kind) => new WatchLoop({ arm: a.arm, kind, baseUrl: a.baseUrl, http: o.http, workload: o.workload, clock: o.clock, log: this.log, retryMs: 1000 })));
+    this.loads = o.arms.map(
+      (a) =>
+        new ArmLoad({
+          arm: a.arm,
+          baseUrl: a.baseUrl,
+          http: o.http,
+          workload: o.workload,
+          ratePerSec: o.ratePerSec,
+          clock: o.clock,
+          rng: o.rng,
+          log: this.log,
+        }),
+    );
+    this.watches = o.arms.flatMap((a) =>
+      (o.watch ?? ['common', 'skewed']).map(
+        (kind) =>
+          new WatchLoop({
+            arm: a.arm,
+            kind,
+            baseUrl: a.baseUrl,
+            http: o.http,
+            workload: o.workload,
+            clock: o.clock,
+            log: this.log,
+            retryMs: 1000,
+          }),
+      ),
+    );
   }
 
   start(): void {
@@ -56,7 +82,15 @@ export class LoadRun {
       m.set(k, (m.get(k) ?? 0) + 1);
       by.set(r.arm, m);
     }
-    return [...by].map(([arm, m]) => `${arm}: ${[...m].sort().map(([k, c]) => `${k}×${c}`).join(' ')}`).join('; ');
+    return [...by]
+      .map(
+        ([arm, m]) =>
+          `${arm}: ${[...m]
+            .sort()
+            .map(([k, c]) => `${k}×${c}`)
+            .join(' ')}`,
+      )
+      .join('; ');
   }
 }
 

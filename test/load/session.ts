@@ -14,7 +14,11 @@ export class LabSession {
   readonly direct: LoadHttp;
   private readonly versions = new Map<string, string>();
 
-  private constructor(readonly lab: Lab, readonly clock: Clock, private readonly progress: (line: string) => void) {
+  private constructor(
+    readonly lab: Lab,
+    readonly clock: Clock,
+    private readonly progress: (line: string) => void,
+  ) {
     this.timeline = new TimelineRecorder(clock);
     this.direct = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 5000, connections: 8 });
   }

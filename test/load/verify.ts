@@ -19,7 +19,8 @@ export async function listFinal(http: LoadHttp, apiserverUrl: string, workload: 
         const q = new URLSearchParams({ labelSelector: `${ARM_LABEL}=${arm}`, limit: '500' });
         if (cont !== undefined) q.set('continue', cont);
         const res = await http.send('GET', `${apiserverUrl}${collectionPath(spec, workload.namespace(arm))}?${q.toString()}`);
-        if (res.status !== 200) throw new Error(`listing ${spec.resource} of ${arm} on ${apiserverUrl}: ${res.status} ${res.text.slice(0, 200)}`);
+        if (res.status !== 200)
+          throw new Error(`listing ${spec.resource} of ${arm} on ${apiserverUrl}: ${res.status} ${res.text.slice(0, 200)}`);
         const page = JSON.parse(res.text) as ListPage;
         for (const it of page.items ?? []) {
           out.push({ kind, arm, name: it.metadata?.name ?? '', token: it.metadata?.labels?.[TOKEN_LABEL] });

@@ -24,7 +24,11 @@ export interface WatchLoopOptions {
 
 interface WatchEvent {
   readonly type?: string;
-  readonly object?: { readonly metadata?: { readonly name?: string; readonly resourceVersion?: string }; readonly code?: number; readonly message?: string };
+  readonly object?: {
+    readonly metadata?: { readonly name?: string; readonly resourceVersion?: string };
+    readonly code?: number;
+    readonly message?: string;
+  };
 }
 
 export class WatchLoop {
@@ -58,8 +62,14 @@ export class WatchLoop {
       await this.once();
       if (this.stopped) break;
       await new Promise<void>((r) => {
-        const onAbort = (): void => { clearTimeout(timer); r(); };
-        const timer = setTimeout(() => { this.abort.signal.removeEventListener('abort', onAbort); r(); }, retryMs);
+        const onAbort = (): void => {
+          clearTimeout(timer);
+          r();
+        };
+        const timer = setTimeout(() => {
+          this.abort.signal.removeEventListener('abort', onAbort);
+          r();
+        }, retryMs);
         this.abort.signal.addEventListener('abort', onAbort, { once: true });
       });
     }
@@ -70,7 +80,12 @@ export class WatchLoop {
     const startMs = clock();
     let res;
     try {
-      res = await request(this.url(), { method: 'GET', dispatcher: this.o.http.agent, headers: this.o.http.headers(this.o.headers), signal: this.abort.signal });
+      res = await request(this.url(), {
+        method: 'GET',
+        dispatcher: this.o.http.agent,
+        headers: this.o.http.headers(this.o.headers),
+        signal: this.abort.signal,
+      });
     } catch (err) {
       if (!this.stopped) log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: null, error: errorCode(err) });
       return;
@@ -81,7 +96,17 @@ export class WatchLoop {
       const text = await res.body.text().catch(() => '');
       const reason = headerValue(res.headers, REASON_HEADER);
       const detail = res.statusCode !== 404 ? answerDetail(text, reason) : undefined;
-      log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode, ...audit, ...(reason !== undefined ? { reason } : {}), ...(detail !== undefined ? { detail } : {}) });
+      log.request({
+        arm,
+        kind,
+        op: 'watch',
+        startMs,
+        endMs: clock(),
+        status: res.statusCode,
+        ...audit,
+        ...(reason !== undefined ? { reason } : {}),
+        ...(detail !== undefined ? { detail } : {}),
+      });
       return;
     }
     log.request({ arm, kind, op: 'watch', startMs, endMs: clock(), status: res.statusCode, ...audit });

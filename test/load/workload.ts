@@ -30,7 +30,9 @@ export function groupVersionPath(spec: Pick<ResourceSpec, 'group' | 'version'>):
 }
 
 export function collectionPath(spec: ResourceSpec, namespace: string): string {
-  return spec.namespaced ? `${groupVersionPath(spec)}/namespaces/${namespace}/${spec.resource}` : `${groupVersionPath(spec)}/${spec.resource}`;
+  return spec.namespaced
+    ? `${groupVersionPath(spec)}/namespaces/${namespace}/${spec.resource}`
+    : `${groupVersionPath(spec)}/${spec.resource}`;
 }
 
 export function objectPath(spec: ResourceSpec, namespace: string, name: string): string {
@@ -85,10 +87,14 @@ export const mutatingAdmissionPolicies: ResourceSpec = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingAdmissionPolicy',
     spec: {
-      matchConstraints: { resourceRules: [{ apiGroups: ['lab.skewgate.dev'], apiVersions: ['v1'], operations: ['CREATE'], resources: ['widgets'] }] },
+      matchConstraints: {
+        resourceRules: [{ apiGroups: ['lab.skewgate.dev'], apiVersions: ['v1'], operations: ['CREATE'], resources: ['widgets'] }],
+      },
       failurePolicy: 'Ignore',
       reinvocationPolicy: 'Never',
-      mutations: [{ patchType: 'ApplyConfiguration', applyConfiguration: { expression: 'Object{metadata: Object.metadata{labels: {"lab": "x"}}}' } }],
+      mutations: [
+        { patchType: 'ApplyConfiguration', applyConfiguration: { expression: 'Object{metadata: Object.metadata{labels: {"lab": "x"}}}' } },
+      ],
     },
   }),
 };

@@ -30,11 +30,17 @@ t.test('a minimal config gets defaults, absolute paths, and is frozen', async (t
   t.equal(c.apiservers[0]?.credentials?.tokenFile, '/base/token');
   t.equal(c.envoy.tls.certFile, '/base/gw.crt');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.apiservers) && Object.isFrozen(c.apiservers[0]));
-  t.throws(() => { (c.discovery as { interval: number }).interval = 5; });
+  t.throws(() => {
+    (c.discovery as { interval: number }).interval = 5;
+  });
 });
 
 t.test('durations accept units and milliseconds', async (t) => {
-  const c = parseConfig({ ...minimal, discovery: { interval: '2s', timeout: 750, staleAfter: '1m' }, extproc: { messageTimeout: '250ms' } }, 't', '/b');
+  const c = parseConfig(
+    { ...minimal, discovery: { interval: '2s', timeout: 750, staleAfter: '1m' }, extproc: { messageTimeout: '250ms' } },
+    't',
+    '/b',
+  );
   t.equal(c.discovery.interval, 2000);
   t.equal(c.discovery.timeout, 750);
   t.equal(c.discovery.staleAfter, 60_000);
@@ -60,15 +66,31 @@ t.test('every problem is listed at once, each with its path', async (t) => {
     typo: true,
   });
   const paths = got.map((p) => p.path);
-  for (const want of ['apiservers[0].name', 'apiservers[0].url', 'apiservers[0].credentials', 'apiservers[2]', 'discovery.interval', 'extproc.listen', 'extproc.failureMode', 'envoy.tls', '']) {
+  for (const want of [
+    'apiservers[0].name',
+    'apiservers[0].url',
+    'apiservers[0].credentials',
+    'apiservers[2]',
+    'discovery.interval',
+    'extproc.listen',
+    'extproc.failureMode',
+    'envoy.tls',
+    '',
+  ]) {
     t.ok(paths.includes(want), `problem at ${want || '(top)'} in ${JSON.stringify(paths)}`);
   }
   t.ok(got.length >= 9, `${got.length} problems`);
 });
 
 t.test('duplicate and reserved names are problems', async (t) => {
-  const got = problems({ ...minimal, apiservers: [minimal.apiservers[0], minimal.apiservers[0], { ...minimal.apiservers[0], name: 'default' }] });
-  t.match(got, [{ path: 'apiservers[1].name', message: /duplicate/ }, { path: 'apiservers[2].name', message: /reserved/ }]);
+  const got = problems({
+    ...minimal,
+    apiservers: [minimal.apiservers[0], minimal.apiservers[0], { ...minimal.apiservers[0], name: 'default' }],
+  });
+  t.match(got, [
+    { path: 'apiservers[1].name', message: /duplicate/ },
+    { path: 'apiservers[2].name', message: /reserved/ },
+  ]);
 });
 
 t.test('loadConfig: unreadable file and bad YAML are ConfigErrors', async (t) => {
@@ -82,13 +104,27 @@ t.test('loadConfig: unreadable file and bad YAML are ConfigErrors', async (t) =>
 
 t.test('envoy.tls.clientCaFile: optional, resolved like the other paths', async (t) => {
   t.equal(parseConfig(minimal, 't', '/b').envoy.tls.clientCaFile, undefined, 'off unless set');
-  const c = parseConfig({
-    ...minimal,
-    envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'pki/client-ca.crt' }, upstreamClientCert: { certFile: 'fp.crt', keyFile: '/abs/fp.key' } },
-  }, 't', '/b');
+  const c = parseConfig(
+    {
+      ...minimal,
+      envoy: {
+        tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'pki/client-ca.crt' },
+        upstreamClientCert: { certFile: 'fp.crt', keyFile: '/abs/fp.key' },
+      },
+    },
+    't',
+    '/b',
+  );
   t.equal(c.envoy.tls.clientCaFile, '/b/pki/client-ca.crt');
   t.same(c.envoy.upstreamClientCert, { certFile: '/b/fp.crt', keyFile: '/abs/fp.key' });
-  t.same(problems({ ...minimal, envoy: { tls: { certFile: 'c', keyFile: 'k', clientCaFile: '' }, upstreamClientCert: { certFile: 'a', keyFile: 'b' } } }).map((p) => p.path), ['envoy.tls.clientCaFile'], 'an empty path is a problem');
+  t.same(
+    problems({
+      ...minimal,
+      envoy: { tls: { certFile: 'c', keyFile: 'k', clientCaFile: '' }, upstreamClientCert: { certFile: 'a', keyFile: 'b' } },
+    }).map((p) => p.path),
+    ['envoy.tls.clientCaFile'],
+    'an empty path is a problem',
+  );
 });
 
 t.test('envoy.upstreamClientCert (the front-proxy certificate) is required with clientCaFile', async (t) => {
@@ -110,6 +146,13 @@ t.test('the missing front-proxy certificate is listed with every other problem',
   for (const want of ['apiservers[0].name', 'extproc.listen', 'envoy.connectTimeout', 'envoy.admin.port', 'envoy.upstreamClientCert']) {
     t.ok(paths.includes(want), `problem at ${want} in ${JSON.stringify(paths)}`);
   }
-  const broken = problems({ ...minimal, envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'ca.crt' }, upstreamClientCert: { certFile: 'fp.crt' } } });
-  t.same(broken.map((p) => p.path), ['envoy.upstreamClientCert.keyFile'], 'a half-written front-proxy certificate is one problem, not two');
+  const broken = problems({
+    ...minimal,
+    envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key', clientCaFile: 'ca.crt' }, upstreamClientCert: { certFile: 'fp.crt' } },
+  });
+  t.same(
+    broken.map((p) => p.path),
+    ['envoy.upstreamClientCert.keyFile'],
+    'a half-written front-proxy certificate is one problem, not two',
+  );
 });

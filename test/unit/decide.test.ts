@@ -7,7 +7,11 @@ import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerVi
 const NOW = 1_000_000;
 const ALL_VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
 
-interface Res { gvr: string; verbs?: string[]; sub?: Record<string, string[]> }
+interface Res {
+  gvr: string;
+  verbs?: string[];
+  sub?: Record<string, string[]>;
+}
 
 function view(resources: Res[]): ServerView {
   const map = new Map<string, ResourceCapability>();
@@ -25,7 +29,16 @@ function view(resources: Res[]): ServerView {
 }
 
 function server(name: string, resources: Res[] | null, over: Partial<ServerState> = {}): ServerState {
-  return { name, url: `https://${name}`, view: resources && view(resources), lastSuccessAt: resources ? NOW - 100 : null, consecutiveFailures: 0, lastError: null, ready: true, ...over };
+  return {
+    name,
+    url: `https://${name}`,
+    view: resources && view(resources),
+    lastSuccessAt: resources ? NOW - 100 : null,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
+    ...over,
+  };
 }
 
 function snapshot(servers: ServerState[]): Snapshot {
@@ -52,7 +65,20 @@ function ask(info: RequestInfo): RoutingRequest {
 }
 
 function req(over: Partial<ResourceRequest>): ResourceRequest {
-  return { kind: 'resource', method: 'GET', path: '/x', apiPrefix: 'apis', group: 'apps', version: 'v1', resource: 'deployments', subresource: '', name: '', namespace: 'ns', verb: 'list', ...over };
+  return {
+    kind: 'resource',
+    method: 'GET',
+    path: '/x',
+    apiPrefix: 'apis',
+    group: 'apps',
+    version: 'v1',
+    resource: 'deployments',
+    subresource: '',
+    name: '',
+    namespace: 'ns',
+    verb: 'list',
+    ...over,
+  };
 }
 
 const OLD: Res[] = [
@@ -62,7 +88,7 @@ const OLD: Res[] = [
   { gvr: 'readonly.example/v1/things', verbs: ['get', 'list'] },
 ];
 const NEW: Res[] = [
-  ...OLD.map((r) => r.gvr === '/v1/pods' ? { ...r, sub: { ...r.sub, resize: ['get', 'patch', 'update'] } } : r),
+  ...OLD.map((r) => (r.gvr === '/v1/pods' ? { ...r, sub: { ...r.sub, resize: ['get', 'patch', 'update'] } } : r)),
   { gvr: 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies' },
 ];
 const opts = (over: Partial<DecideOptions> = {}): DecideOptions => ({ now: NOW, staleAfterMs: 3000, rng: () => 0, ...over });
@@ -77,38 +103,191 @@ interface Row {
 }
 
 const rows: Row[] = [
-  { name: 'invalid path is rejected with its problem', info: { kind: 'invalid', method: 'GET', path: '/%zz', problem: 'bad escape' }, servers: mixed(), want: { outcome: 'rejected', reason: 'malformed_path', problem: 'bad escape' } },
-  { name: 'non-resource passes through', info: { kind: 'non-resource', method: 'GET', path: '/healthz', verb: 'get' }, servers: mixed(), want: { outcome: 'passthrough', reason: 'non_resource' } },
-  { name: 'empty resource segment passes through', info: req({ resource: '' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'empty_path_segment' } },
-  { name: 'empty group under /apis passes through', info: req({ group: '' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'empty_path_segment' } },
-  { name: 'served by all → default', info: req({}), servers: mixed(), want: { outcome: 'default', reason: 'served_by_all', candidates: ['a', 'b', 'c'] } },
-  { name: 'core group served by all → default', info: req({ apiPrefix: 'api', group: '', resource: 'pods' }), servers: mixed(), want: { outcome: 'default', reason: 'served_by_all' } },
-  { name: 'new resource only on c → routed to c', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', verb: 'create' }), servers: mixed(), want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['c'] } },
-  { name: 'new subresource only on c → routed to c', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'resize', verb: 'patch' }), servers: mixed(), want: { outcome: 'routed', upstream: 'c', candidates: ['c'] } },
-  { name: 'existing subresource on all → default', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'log', verb: 'get' }), servers: mixed(), want: { outcome: 'default' } },
-  { name: 'routed picks among healthy candidates with the rng', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW), server('c', NEW)], opts: { rng: () => 0.99 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
-  { name: 'routed skips an unhealthy candidate', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', NEW, { ready: false }), server('c', NEW)], opts: { rng: () => 0 }, want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] } },
-  { name: 'capable server unready → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] } },
-  { name: 'capable server unreachable (discovery and readyz failing) → 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, ready: false })], want: { outcome: 'unavailable' } },
-  { name: 'capable server ready but its discovery failing → still routed on its last good view', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, lastError: 'malformed' })], want: { outcome: 'routed', upstream: 'c' } },
-  { name: 'capable server unready, a ready server unsynced → routed to the unsynced one, not 503', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }), servers: [server('a', null), server('b', OLD), server('c', NEW, { ready: false })], want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'a', candidates: ['c', 'a'] } },
-  { name: 'nobody serves it, all fresh → 404 resource', info: req({ resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'resource_not_served', candidates: [] } },
-  { name: 'unknown group/version → 404 group_version', info: req({ group: 'nope.example', resource: 'widgets' }), servers: mixed(), want: { outcome: 'not_found', reason: 'group_version_not_served' } },
-  { name: 'unknown subresource everywhere → 404 subresource', info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'frobnicate', verb: 'get' }), servers: mixed(), want: { outcome: 'not_found', reason: 'subresource_not_served' } },
-  { name: 'verb no server lists → passthrough (apiserver says 405)', info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }), servers: mixed(), want: { outcome: 'passthrough', reason: 'verb_not_listed' } },
-  { name: 'verb only the new server lists → routed', info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }), servers: [server('a', OLD), server('b', [...OLD.filter((r) => r.gvr !== 'readonly.example/v1/things'), { gvr: 'readonly.example/v1/things' }])], want: { outcome: 'routed', upstream: 'b' } },
-  { name: 'a server not yet synced → never 404: it is the one that might serve it', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', null), server('c', NEW)], want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b', candidates: ['b'] } },
-  { name: 'nothing proven (no view yet anywhere) → passthrough not_synced', info: req({ resource: 'widgets' }), servers: [server('a', null, { ready: null }), server('b', null, { ready: null })], want: { outcome: 'passthrough', reason: 'not_synced', candidates: [] } },
-  { name: 'every view out of date → passthrough view_incomplete', info: req({ resource: 'widgets' }), servers: [server('a', OLD, { lastSuccessAt: NOW - 60_000 }), server('b', OLD, { consecutiveFailures: 3 })], want: { outcome: 'passthrough', reason: 'view_incomplete' } },
-  { name: 'a stale view → never 404', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', OLD, { lastSuccessAt: NOW - 10_000 }), server('c', NEW)], want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' } },
-  { name: 'one failed fetch since success → never 404 (may have been upgraded)', info: req({ resource: 'widgets' }), servers: [server('a', OLD), server('b', OLD, { consecutiveFailures: 1 }), server('c', NEW)], want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' } },
+  {
+    name: 'invalid path is rejected with its problem',
+    info: { kind: 'invalid', method: 'GET', path: '/%zz', problem: 'bad escape' },
+    servers: mixed(),
+    want: { outcome: 'rejected', reason: 'malformed_path', problem: 'bad escape' },
+  },
+  {
+    name: 'non-resource passes through',
+    info: { kind: 'non-resource', method: 'GET', path: '/healthz', verb: 'get' },
+    servers: mixed(),
+    want: { outcome: 'passthrough', reason: 'non_resource' },
+  },
+  {
+    name: 'empty resource segment passes through',
+    info: req({ resource: '' }),
+    servers: mixed(),
+    want: { outcome: 'passthrough', reason: 'empty_path_segment' },
+  },
+  {
+    name: 'empty group under /apis passes through',
+    info: req({ group: '' }),
+    servers: mixed(),
+    want: { outcome: 'passthrough', reason: 'empty_path_segment' },
+  },
+  {
+    name: 'served by all → default',
+    info: req({}),
+    servers: mixed(),
+    want: { outcome: 'default', reason: 'served_by_all', candidates: ['a', 'b', 'c'] },
+  },
+  {
+    name: 'core group served by all → default',
+    info: req({ apiPrefix: 'api', group: '', resource: 'pods' }),
+    servers: mixed(),
+    want: { outcome: 'default', reason: 'served_by_all' },
+  },
+  {
+    name: 'new resource only on c → routed to c',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', verb: 'create' }),
+    servers: mixed(),
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['c'] },
+  },
+  {
+    name: 'new subresource only on c → routed to c',
+    info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'resize', verb: 'patch' }),
+    servers: mixed(),
+    want: { outcome: 'routed', upstream: 'c', candidates: ['c'] },
+  },
+  {
+    name: 'existing subresource on all → default',
+    info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'log', verb: 'get' }),
+    servers: mixed(),
+    want: { outcome: 'default' },
+  },
+  {
+    name: 'routed picks among healthy candidates with the rng',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', NEW), server('c', NEW)],
+    opts: { rng: () => 0.99 },
+    want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'routed skips an unhealthy candidate',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', NEW, { ready: false }), server('c', NEW)],
+    opts: { rng: () => 0 },
+    want: { outcome: 'routed', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'capable server unready → 503',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', OLD), server('c', NEW, { ready: false })],
+    want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] },
+  },
+  {
+    name: 'capable server unreachable (discovery and readyz failing) → 503',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, ready: false })],
+    want: { outcome: 'unavailable' },
+  },
+  {
+    name: 'capable server ready but its discovery failing → still routed on its last good view',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', OLD), server('c', NEW, { consecutiveFailures: 5, lastError: 'malformed' })],
+    want: { outcome: 'routed', upstream: 'c' },
+  },
+  {
+    name: 'capable server unready, a ready server unsynced → routed to the unsynced one, not 503',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', null), server('b', OLD), server('c', NEW, { ready: false })],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'a', candidates: ['c', 'a'] },
+  },
+  {
+    name: 'nobody serves it, all fresh → 404 resource',
+    info: req({ resource: 'widgets' }),
+    servers: mixed(),
+    want: { outcome: 'not_found', reason: 'resource_not_served', candidates: [] },
+  },
+  {
+    name: 'unknown group/version → 404 group_version',
+    info: req({ group: 'nope.example', resource: 'widgets' }),
+    servers: mixed(),
+    want: { outcome: 'not_found', reason: 'group_version_not_served' },
+  },
+  {
+    name: 'unknown subresource everywhere → 404 subresource',
+    info: req({ apiPrefix: 'api', group: '', resource: 'pods', name: 'p', subresource: 'frobnicate', verb: 'get' }),
+    servers: mixed(),
+    want: { outcome: 'not_found', reason: 'subresource_not_served' },
+  },
+  {
+    name: 'verb no server lists → passthrough (apiserver says 405)',
+    info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }),
+    servers: mixed(),
+    want: { outcome: 'passthrough', reason: 'verb_not_listed' },
+  },
+  {
+    name: 'verb only the new server lists → routed',
+    info: req({ group: 'readonly.example', resource: 'things', verb: 'create' }),
+    servers: [
+      server('a', OLD),
+      server('b', [...OLD.filter((r) => r.gvr !== 'readonly.example/v1/things'), { gvr: 'readonly.example/v1/things' }]),
+    ],
+    want: { outcome: 'routed', upstream: 'b' },
+  },
+  {
+    name: 'a server not yet synced → never 404: it is the one that might serve it',
+    info: req({ resource: 'widgets' }),
+    servers: [server('a', OLD), server('b', null), server('c', NEW)],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b', candidates: ['b'] },
+  },
+  {
+    name: 'nothing proven (no view yet anywhere) → passthrough not_synced',
+    info: req({ resource: 'widgets' }),
+    servers: [server('a', null, { ready: null }), server('b', null, { ready: null })],
+    want: { outcome: 'passthrough', reason: 'not_synced', candidates: [] },
+  },
+  {
+    name: 'every view out of date → passthrough view_incomplete',
+    info: req({ resource: 'widgets' }),
+    servers: [server('a', OLD, { lastSuccessAt: NOW - 60_000 }), server('b', OLD, { consecutiveFailures: 3 })],
+    want: { outcome: 'passthrough', reason: 'view_incomplete' },
+  },
+  {
+    name: 'a stale view → never 404',
+    info: req({ resource: 'widgets' }),
+    servers: [server('a', OLD), server('b', OLD, { lastSuccessAt: NOW - 10_000 }), server('c', NEW)],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' },
+  },
+  {
+    name: 'one failed fetch since success → never 404 (may have been upgraded)',
+    info: req({ resource: 'widgets' }),
+    servers: [server('a', OLD), server('b', OLD, { consecutiveFailures: 1 }), server('c', NEW)],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' },
+  },
   // The race the rolling-upgrade test found: kas-1 restarting as v1.36 (serving before /readyz
   // passes) while kas-2/3 (v1.35) are known not to serve the new resource. Balancing would let a
   // create land on kas-1 and the next read hit kas-2: a false 404.
-  { name: 'restarting server unready, the others known not to serve it → 503, never balanced onto them', info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', name: 'm', verb: 'get' }), servers: [server('a', OLD, { consecutiveFailures: 1, ready: false }), server('b', OLD), server('c', OLD)], want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['a'] } },
-  { name: 'a common resource while one server restarts → routed to the proven ones, not balanced', info: req({}), servers: [server('a', OLD, { consecutiveFailures: 1, ready: false }), server('b', OLD), server('c', NEW)], opts: { rng: () => 0.7 }, want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['b', 'c'] } },
-  { name: 'served by all but one unready → routed to the ready ones', info: req({}), servers: [server('a', OLD, { ready: false }), server('b', OLD), server('c', NEW)], opts: { rng: () => 0 }, want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'b', candidates: ['a', 'b', 'c'] } },
-  { name: 'served by all but one unsynced → routed to the known ones', info: req({}), servers: [server('a', OLD), server('b', null), server('c', NEW)], opts: { rng: () => 0.6 }, want: { outcome: 'routed', upstream: 'c', candidates: ['a', 'c'] } },
+  {
+    name: 'restarting server unready, the others known not to serve it → 503, never balanced onto them',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', name: 'm', verb: 'get' }),
+    servers: [server('a', OLD, { consecutiveFailures: 1, ready: false }), server('b', OLD), server('c', OLD)],
+    want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['a'] },
+  },
+  {
+    name: 'a common resource while one server restarts → routed to the proven ones, not balanced',
+    info: req({}),
+    servers: [server('a', OLD, { consecutiveFailures: 1, ready: false }), server('b', OLD), server('c', NEW)],
+    opts: { rng: () => 0.7 },
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'served by all but one unready → routed to the ready ones',
+    info: req({}),
+    servers: [server('a', OLD, { ready: false }), server('b', OLD), server('c', NEW)],
+    opts: { rng: () => 0 },
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'b', candidates: ['a', 'b', 'c'] },
+  },
+  {
+    name: 'served by all but one unsynced → routed to the known ones',
+    info: req({}),
+    servers: [server('a', OLD), server('b', null), server('c', NEW)],
+    opts: { rng: () => 0.6 },
+    want: { outcome: 'routed', upstream: 'c', candidates: ['a', 'c'] },
+  },
   { name: 'verb "" (OPTIONS) matches a listed resource', info: req({ verb: '' }), servers: mixed(), want: { outcome: 'default' } },
   { name: 'single server serving it → default', info: req({}), servers: [server('a', OLD)], want: { outcome: 'default' } },
 ];
@@ -122,7 +301,11 @@ for (const row of rows) {
 }
 
 t.test('rng edge 1.0 - ε never indexes past the end', async (t) => {
-  const d = decide(ask(req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' })), snapshot([server('a', NEW), server('b', NEW), server('c', OLD)]), opts({ rng: () => 0.9999999999 }));
+  const d = decide(
+    ask(req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' })),
+    snapshot([server('a', NEW), server('b', NEW), server('c', OLD)]),
+    opts({ rng: () => 0.9999999999 }),
+  );
   t.equal(d.outcome, 'routed');
   t.equal(d.outcome === 'routed' && d.upstream, 'b');
 });
@@ -155,20 +338,58 @@ t.test('the ladder: an unstated client identity is refused before any other rung
     ['a resource nobody serves', req({ group: 'nothing.example', resource: 'widgets' }), {}],
   ];
   for (const [what, info, headers] of cases) {
-    t.match(decide({ info, headers: new Map(Object.entries(headers)), identity: unstated }, snap, opts()), { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'no CN', candidates: [] }, what);
+    t.match(
+      decide({ info, headers: new Map(Object.entries(headers)), identity: unstated }, snap, opts()),
+      { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'no CN', candidates: [] },
+      what,
+    );
   }
 });
 
 t.test('the ladder: GET /apis with the aggregated Accept is the merged document, other requests go by path', async (t) => {
   const snap = withMerged([server('a', OLD), server('b', NEW)]);
   const token = { authorization: 'Bearer x' };
-  const d = decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } }, snap, opts());
+  const d = decide(
+    { info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } },
+    snap,
+    opts(),
+  );
   t.match(d, { outcome: 'discovery', reason: 'merged_apis', candidates: ['a', 'b'] });
   t.equal(d.outcome === 'discovery' && d.document, MERGED, 'the document the snapshot carries, not one built here');
-  t.match(decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, 'if-none-match': '"AB"', ...token })), identity: { kind: 'none' } }, snap, opts()), { reason: 'merged_apis_not_modified' });
+  t.match(
+    decide(
+      {
+        info: apisInfo,
+        headers: new Map(Object.entries({ accept: AGGREGATED, 'if-none-match': '"AB"', ...token })),
+        identity: { kind: 'none' },
+      },
+      snap,
+      opts(),
+    ),
+    { reason: 'merged_apis_not_modified' },
+  );
   const stated = { kind: 'stated', identity: { user: 'jane', uid: null, groups: [], extra: [], fingerprint: 'ab' } } as const;
-  t.match(decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: stated }, snap, opts()), { outcome: 'discovery' }, 'a stated certificate is a credential');
-  t.match(decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: { kind: 'none' } }, snap, opts()), { outcome: 'passthrough', reason: 'no_credentials' });
-  t.match(decide({ info: apisInfo, headers: new Map(Object.entries(token)), identity: { kind: 'none' } }, snap, opts()), { outcome: 'passthrough', reason: 'non_resource' }, 'no aggregated Accept: by path');
-  t.match(decide({ info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } }, snapshot([server('a', OLD), server('b', NEW)]), opts()), { outcome: 'passthrough', reason: 'not_synced' }, 'a refused merge passes through with its reason');
+  t.match(
+    decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: stated }, snap, opts()),
+    { outcome: 'discovery' },
+    'a stated certificate is a credential',
+  );
+  t.match(decide({ info: apisInfo, headers: new Map([['accept', AGGREGATED]]), identity: { kind: 'none' } }, snap, opts()), {
+    outcome: 'passthrough',
+    reason: 'no_credentials',
+  });
+  t.match(
+    decide({ info: apisInfo, headers: new Map(Object.entries(token)), identity: { kind: 'none' } }, snap, opts()),
+    { outcome: 'passthrough', reason: 'non_resource' },
+    'no aggregated Accept: by path',
+  );
+  t.match(
+    decide(
+      { info: apisInfo, headers: new Map(Object.entries({ accept: AGGREGATED, ...token })), identity: { kind: 'none' } },
+      snapshot([server('a', OLD), server('b', NEW)]),
+      opts(),
+    ),
+    { outcome: 'passthrough', reason: 'not_synced' },
+    'a refused merge passes through with its reason',
+  );
 });

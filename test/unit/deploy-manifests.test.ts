@@ -11,13 +11,19 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
-import { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, OTEL_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
+import {
+  DEFAULT_CLUSTER,
+  EXTPROC_CLUSTER,
+  FRONT_PROXY_SUFFIX,
+  IDENTITY_BACKSTOP_ROUTE,
+  OTEL_CLUSTER,
+  renderBootstrap,
+} from '../../src/envoy/bootstrap.js';
 import { packageRoot } from '../../src/package-root.js';
 import { skewgateRbac } from '../../harness/lab/rbac.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
-
 
 const root = packageRoot();
 const DEPLOY = join(root, 'deploy');
@@ -25,15 +31,19 @@ const rel = (p: string): string => relative(root, p);
 
 /** Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere). */
 function yamlFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) return p === join(DEPLOY, 'compose') ? [] : yamlFiles(p);
-    return /\.ya?ml$/.test(e.name) ? [p] : [];
-  }).sort();
+  return readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) return p === join(DEPLOY, 'compose') ? [] : yamlFiles(p);
+      return /\.ya?ml$/.test(e.name) ? [p] : [];
+    })
+    .sort();
 }
 
 /** The versions the tests run: Envoy from scripts/install-envoy.sh, skewgate from package.json. */
-const ENVOY_VERSION = /ENVOY_VERSION="\$\{SKEWGATE_ENVOY_VERSION:-(\d+\.\d+\.\d+)\}"/.exec(readFileSync(join(root, 'scripts/install-envoy.sh'), 'utf8'))?.[1];
+const ENVOY_VERSION = /ENVOY_VERSION="\$\{SKEWGATE_ENVOY_VERSION:-(\d+\.\d+\.\d+)\}"/.exec(
+  readFileSync(join(root, 'scripts/install-envoy.sh'), 'utf8'),
+)?.[1];
 const SKEWGATE_VERSION = str((JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Obj).version, 'package.json version');
 const ENVOY_IMAGE = `envoyproxy/envoy:v${ENVOY_VERSION ?? '?'}`;
 const SKEWGATE_IMAGE = `skewgate:${SKEWGATE_VERSION}`;
@@ -52,7 +62,10 @@ function parseYamlFile(file: string): Obj[] {
     if (d.errors.length > 0) throw new Error(`${rel(file)}: ${d.errors.map((e) => e.message).join('; ')}`);
     if (d.warnings.length > 0) throw new Error(`${rel(file)}: ${d.warnings.map((e) => e.message).join('; ')}`);
   }
-  return docs.map((d) => d.toJS({ maxAliasCount: 100 }) as unknown).filter((d) => d !== null).map((d) => obj(d, rel(file)));
+  return docs
+    .map((d) => d.toJS({ maxAliasCount: 100 }) as unknown)
+    .filter((d) => d !== null)
+    .map((d) => obj(d, rel(file)));
 }
 
 interface Manifest {
@@ -63,8 +76,16 @@ interface Manifest {
 }
 
 const files = yamlFiles(DEPLOY);
-const manifests: Manifest[] = files.filter((f) => !NOT_MANIFESTS.has(f)).flatMap((file) =>
-  parseYamlFile(file).map((doc) => ({ file, doc, kind: str(doc.kind, `${rel(file)} kind`), name: str(at(doc, 'metadata.name'), `${rel(file)} metadata.name`) })));
+const manifests: Manifest[] = files
+  .filter((f) => !NOT_MANIFESTS.has(f))
+  .flatMap((file) =>
+    parseYamlFile(file).map((doc) => ({
+      file,
+      doc,
+      kind: str(doc.kind, `${rel(file)} kind`),
+      name: str(at(doc, 'metadata.name'), `${rel(file)} metadata.name`),
+    })),
+  );
 const find = (file: string, kind: string, name?: string): Obj => {
   const m = manifests.find((x) => x.file === file && x.kind === kind && (name === undefined || x.name === name));
   if (m === undefined) throw new Error(`${rel(file)}: no ${kind}${name === undefined ? '' : ` ${name}`}`);
@@ -77,7 +98,10 @@ function podSpecOf(m: Manifest): Obj | undefined {
   if (['Deployment', 'DaemonSet', 'StatefulSet'].includes(m.kind)) return obj(at(m.doc, 'spec.template.spec'));
   return undefined;
 }
-const workloads = manifests.flatMap((m) => { const spec = podSpecOf(m); return spec === undefined ? [] : [{ ...m, spec }]; });
+const workloads = manifests.flatMap((m) => {
+  const spec = podSpecOf(m);
+  return spec === undefined ? [] : [{ ...m, spec }];
+});
 const containersOf = (spec: Obj): Obj[] => objs(spec.containers, 'containers');
 const initContainersOf = (spec: Obj): Obj[] => objs(spec.initContainers, 'initContainers');
 const container = (spec: Obj, name: string): Obj => {
@@ -96,7 +120,9 @@ function listedFiles(volume: Obj): string[] | undefined {
   if (volume.configMap !== undefined) return items(volume.configMap);
   if (volume.projected !== undefined) {
     const sources = objs(opt(volume, 'projected.sources'));
-    const lists = sources.map((s) => (s.serviceAccountToken !== undefined ? [str(at(s, 'serviceAccountToken.path'))] : items(s.secret ?? s.configMap)));
+    const lists = sources.map((s) =>
+      s.serviceAccountToken !== undefined ? [str(at(s, 'serviceAccountToken.path'))] : items(s.secret ?? s.configMap),
+    );
     return lists.some((l) => l === undefined) ? undefined : lists.flatMap((l) => l ?? []);
   }
   return undefined;
@@ -105,7 +131,10 @@ function listedFiles(volume: Obj): string[] | undefined {
 /** Where a file path inside a container comes from: the volume mounted at it or at a folder above it (holding that file). */
 function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; rest: string } | undefined {
   const mounts = objs(c.volumeMounts, 'volumeMounts')
-    .filter((m) => { const mp = str(m.mountPath); return path === mp || path.startsWith(`${mp.replace(/\/$/, '')}/`); })
+    .filter((m) => {
+      const mp = str(m.mountPath);
+      return path === mp || path.startsWith(`${mp.replace(/\/$/, '')}/`);
+    })
     .sort((a, b) => str(b.mountPath).length - str(a.mountPath).length);
   const mount = mounts[0];
   if (mount === undefined) return undefined;
@@ -119,12 +148,19 @@ function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; r
 
 /** Every file a container of the gateway reads, by what the skewgate config says. */
 function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
-  const apiservers = config.apiservers.flatMap((s) => [s.caFile, s.credentials?.tokenFile, s.credentials?.kubeconfig, s.credentials?.clientCertFile, s.credentials?.clientKeyFile]);
+  const apiservers = config.apiservers.flatMap((s) => [
+    s.caFile,
+    s.credentials?.tokenFile,
+    s.credentials?.kubeconfig,
+    s.credentials?.clientCertFile,
+    s.credentials?.clientKeyFile,
+  ]);
   const tls = config.envoy.tls;
   const fp = config.envoy.upstreamClientCert;
-  const list = role === 'skewgate'
-    ? [...apiservers, tls.clientCaFile, fp?.certFile]
-    : [...config.apiservers.map((s) => s.caFile), tls.certFile, tls.keyFile, tls.clientCaFile, fp?.certFile, fp?.keyFile];
+  const list =
+    role === 'skewgate'
+      ? [...apiservers, tls.clientCaFile, fp?.certFile]
+      : [...config.apiservers.map((s) => s.caFile), tls.certFile, tls.keyFile, tls.clientCaFile, fp?.certFile, fp?.keyFile];
   return [...new Set(list.filter((x): x is string => x !== undefined))];
 }
 
@@ -138,7 +174,10 @@ const ENTRYPOINT = ((): string[] => {
 const WORKDIR = [...DOCKERFILE.matchAll(/^WORKDIR (\S+)\s*$/gm)].at(-1)?.[1] ?? '';
 
 /** `skewgate health --help` of this build: the options the probes may use, and --timeout's default. */
-const HEALTH_HELP = spawnSync(process.execPath, [join(root, 'dist/src/cli/main.js'), 'health', '--help'], { encoding: 'utf8', timeout: 30_000 });
+const HEALTH_HELP = spawnSync(process.execPath, [join(root, 'dist/src/cli/main.js'), 'health', '--help'], {
+  encoding: 'utf8',
+  timeout: 30_000,
+});
 
 const PROBES = ['startupProbe', 'readinessProbe', 'livenessProbe'] as const;
 type ProbeName = (typeof PROBES)[number];
@@ -148,13 +187,23 @@ type ProbeName = (typeof PROBES)[number];
  * (exec probes do not use the ENTRYPOINT, so they spell it out), --envoy exactly where wanted,
  * with a kubelet timeout that leaves the command time to give its reason.
  */
-function checkHealthProbes(t: Test, spec: Obj, c: Obj, configPath: string, envoyWanted: Readonly<Record<ProbeName, boolean>>, where: string): void {
+function checkHealthProbes(
+  t: Test,
+  spec: Obj,
+  c: Obj,
+  configPath: string,
+  envoyWanted: Readonly<Record<ProbeName, boolean>>,
+  where: string,
+): void {
   t.equal(HEALTH_HELP.status, 0, `skewgate health --help runs${HEALTH_HELP.stderr === '' ? '' : `: ${HEALTH_HELP.stderr}`}`);
   const defaultTimeout = /--timeout <ms>.*\(default: "(\d+)"\)/.exec(HEALTH_HELP.stdout)?.[1];
   t.ok(defaultTimeout, `skewgate health has a default --timeout (${defaultTimeout ?? 'none'})`);
   t.equal(ENTRYPOINT.length, 2, `the Dockerfile's ENTRYPOINT is node and the CLI script: ${JSON.stringify(ENTRYPOINT)}`);
   const script = ENTRYPOINT[1] ?? '';
-  t.ok(script.startsWith(`${WORKDIR}/`) && existsSync(join(root, posix.relative(WORKDIR, script))), `${script} is this build's ${posix.relative(WORKDIR, script)} (WORKDIR ${WORKDIR})`);
+  t.ok(
+    script.startsWith(`${WORKDIR}/`) && existsSync(join(root, posix.relative(WORKDIR, script))),
+    `${script} is this build's ${posix.relative(WORKDIR, script)} (WORKDIR ${WORKDIR})`,
+  );
   t.ok(mountFor(spec, c, configPath), `${where}: ${configPath} is mounted in the skewgate container`);
   for (const p of PROBES) {
     const cmd = arr(at(c, `${p}.exec.command`), `${where} ${p}.exec.command`).map((x) => str(x));
@@ -186,17 +235,38 @@ t.test('every YAML file under deploy/ (compose excepted) parses, and is a manife
   t.ok(files.length >= 4, `found ${files.length} files: ${files.map(rel).join(', ')}`);
   for (const f of [STATIC_CONFIG, STATIC_POD, RBAC, DEPLOYMENT]) t.ok(files.includes(f), `${rel(f)} is there`);
   // Rendered at start by each pod (checkRenderedAtStart), never committed: one diff per renderer change, not one per variant.
-  t.same(files.filter((f) => /envoy.*\.ya?ml$/.test(rel(f))), [], 'no rendered Envoy bootstrap is committed under deploy/');
+  t.same(
+    files.filter((f) => /envoy.*\.ya?ml$/.test(rel(f))),
+    [],
+    'no rendered Envoy bootstrap is committed under deploy/',
+  );
   for (const f of files) {
     const docs = parseYamlFile(f);
     t.ok(docs.length > 0, `${rel(f)}: ${docs.length} document(s), no YAML errors or warnings`);
     if (NOT_MANIFESTS.has(f)) continue;
     for (const d of docs) {
-      t.match(d, { apiVersion: String, kind: String, metadata: { name: String } }, `${rel(f)}: ${String(d.kind)} ${String(at(d, 'metadata.name'))} is a Kubernetes object`);
+      t.match(
+        d,
+        { apiVersion: String, kind: String, metadata: { name: String } },
+        `${rel(f)}: ${String(d.kind)} ${String(at(d, 'metadata.name'))} is a Kubernetes object`,
+      );
     }
   }
-  t.same([...new Set(manifests.map((m) => m.kind))].sort(),
-    ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Pod', 'Service', 'ServiceAccount'].sort(), 'the kinds shipped');
+  t.same(
+    [...new Set(manifests.map((m) => m.kind))].sort(),
+    [
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ConfigMap',
+      'Deployment',
+      'Namespace',
+      'PodDisruptionBudget',
+      'Pod',
+      'Service',
+      'ServiceAccount',
+    ].sort(),
+    'the kinds shipped',
+  );
 });
 
 t.test('images: pinned to the exact versions the tests run', async (t) => {
@@ -227,7 +297,10 @@ t.test('every container: probes, resources, no privilege', async (t) => {
       const where = `${w.name}/${str(c.name)}`;
       t.ok(at(c, 'resources.requests.cpu') && at(c, 'resources.requests.memory'), `${where}: cpu and memory requests`);
       t.ok(at(c, 'resources.limits.memory'), `${where}: a memory limit`);
-      t.notOk(at(c, 'resources.limits') !== undefined && 'cpu' in obj(at(c, 'resources.limits')), `${where}: no CPU limit (throttling adds latency to every API request)`);
+      t.notOk(
+        at(c, 'resources.limits') !== undefined && 'cpu' in obj(at(c, 'resources.limits')),
+        `${where}: no CPU limit (throttling adds latency to every API request)`,
+      );
       t.equal(at(c, 'securityContext.allowPrivilegeEscalation'), false, `${where}: allowPrivilegeEscalation false`);
       t.same(at(c, 'securityContext.capabilities.drop'), ['ALL'], `${where}: every capability dropped`);
       t.equal(at(c, 'securityContext.readOnlyRootFilesystem'), true, `${where}: read-only root filesystem`);
@@ -237,24 +310,40 @@ t.test('every container: probes, resources, no privilege', async (t) => {
   }
 });
 
-t.test('the static pod\'s skewgate config: a 3-node kubeadm control plane, valid, renders', async (t) => {
+t.test("the static pod's skewgate config: a 3-node kubeadm control plane, valid, renders", async (t) => {
   const config = loadConfig(STATIC_CONFIG);
   t.equal(config.apiservers.length, 3, 'three apiservers');
   const urls = config.apiservers.map((s) => new URL(s.url));
-  t.same(urls.map((u) => u.port), ['6443', '6443', '6443'], 'every apiserver on 6443');
+  t.same(
+    urls.map((u) => u.port),
+    ['6443', '6443', '6443'],
+    'every apiserver on 6443',
+  );
   t.equal(new Set(urls.map((u) => u.hostname)).size, 3, 'by node address, one each (never the load balancer)');
   for (const s of config.apiservers) {
     t.equal(s.caFile, '/etc/kubernetes/pki/ca.crt', `${s.name}: verified against kubeadm's cluster CA`);
     t.ok(s.credentials?.kubeconfig ?? s.credentials?.tokenFile ?? s.credentials?.clientCertFile, `${s.name}: a discovery credential`);
   }
-  t.not(config.envoy.listen.port, 6443, 'the gateway does not take the local kube-apiserver\'s port');
+  t.not(config.envoy.listen.port, 6443, "the gateway does not take the local kube-apiserver's port");
   t.equal(config.envoy.listen.port, 16443);
-  t.equal(config.envoy.admin.address, '127.0.0.1', 'Envoy\'s admin interface on loopback only');
+  t.equal(config.envoy.admin.address, '127.0.0.1', "Envoy's admin interface on loopback only");
   t.match(config.extproc.listen, /^unix:\//, 'ext_proc on a unix socket');
   t.equal(config.extproc.failureMode, 'open');
-  t.equal(config.envoy.tls.clientCaFile, '/etc/kubernetes/pki/ca.crt', 'client certificates verified against kubeadm\'s --client-ca-file');
-  t.same(config.envoy.upstreamClientCert, { certFile: '/etc/kubernetes/pki/front-proxy-client.crt', keyFile: '/etc/kubernetes/pki/front-proxy-client.key' }, 'kubeadm\'s front-proxy client');
-  t.same(config.envoy.tls, { certFile: '/etc/kubernetes/pki/apiserver.crt', keyFile: '/etc/kubernetes/pki/apiserver.key', clientCaFile: '/etc/kubernetes/pki/ca.crt' }, 'serving with the apiserver\'s own certificate');
+  t.equal(config.envoy.tls.clientCaFile, '/etc/kubernetes/pki/ca.crt', "client certificates verified against kubeadm's --client-ca-file");
+  t.same(
+    config.envoy.upstreamClientCert,
+    { certFile: '/etc/kubernetes/pki/front-proxy-client.crt', keyFile: '/etc/kubernetes/pki/front-proxy-client.key' },
+    "kubeadm's front-proxy client",
+  );
+  t.same(
+    config.envoy.tls,
+    {
+      certFile: '/etc/kubernetes/pki/apiserver.crt',
+      keyFile: '/etc/kubernetes/pki/apiserver.key',
+      clientCaFile: '/etc/kubernetes/pki/ca.crt',
+    },
+    "serving with the apiserver's own certificate",
+  );
   t.ok(config.routing.retryAfterSeconds >= 1, 'Retry-After on 503');
 });
 
@@ -270,14 +359,26 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
   };
   const names = clusters.map((c) => str(c.name));
   const apiservers = config.apiservers.map((s) => s.name);
-  t.same(names.sort(), [...apiservers, DEFAULT_CLUSTER].flatMap((n) => [n, `${n}${FRONT_PROXY_SUFFIX}`]).concat(EXTPROC_CLUSTER, ...(config.telemetry.tracing.enabled === true ? [OTEL_CLUSTER] : [])).sort(),
-    `${where}: every apiserver and the default pool twice (plain and front-proxy), ext_proc${config.telemetry.tracing.enabled === true ? ', the OTLP collector' : ''}`);
+  t.same(
+    names.sort(),
+    [...apiservers, DEFAULT_CLUSTER]
+      .flatMap((n) => [n, `${n}${FRONT_PROXY_SUFFIX}`])
+      .concat(EXTPROC_CLUSTER, ...(config.telemetry.tracing.enabled === true ? [OTEL_CLUSTER] : []))
+      .sort(),
+    `${where}: every apiserver and the default pool twice (plain and front-proxy), ext_proc${config.telemetry.tracing.enabled === true ? ', the OTLP collector' : ''}`,
+  );
   const fp = config.envoy.upstreamClientCert;
   for (const n of [...apiservers, DEFAULT_CLUSTER]) {
     const twin = cluster(`${n}${FRONT_PROXY_SUFFIX}`);
-    t.same(at(twin, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: fp?.certFile }, private_key: { filename: fp?.keyFile } },
-      `${where}: ${n}${FRONT_PROXY_SUFFIX} presents the front-proxy certificate`);
-    t.notOk('tls_certificates' in obj(at(cluster(n), 'transport_socket.typed_config.common_tls_context')), `${where}: ${n} presents none (tokens, anonymous)`);
+    t.same(
+      at(twin, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'),
+      { certificate_chain: { filename: fp?.certFile }, private_key: { filename: fp?.keyFile } },
+      `${where}: ${n}${FRONT_PROXY_SUFFIX} presents the front-proxy certificate`,
+    );
+    t.notOk(
+      'tls_certificates' in obj(at(cluster(n), 'transport_socket.typed_config.common_tls_context')),
+      `${where}: ${n} presents none (tokens, anonymous)`,
+    );
   }
   for (const s of config.apiservers) {
     const ep = at(cluster(s.name), 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address');
@@ -288,11 +389,27 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
   t.equal(routes[0]?.name, IDENTITY_BACKSTOP_ROUTE, `${where}: the backstop route (401 for an unstated certificate) comes first`);
   t.equal(at(routes[0], 'direct_response.status'), 401);
   const socket = config.extproc.listen.slice('unix:'.length);
-  t.same(at(cluster(EXTPROC_CLUSTER), 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: socket } }, `${where}: ext_proc over the unix socket ${socket}`);
-  t.same(at(b, 'static_resources.listeners.0.address.socket_address'), { address: config.envoy.listen.address, port_value: config.envoy.listen.port }, `${where}: listener ${config.envoy.listen.address}:${config.envoy.listen.port}`);
-  t.same(at(b, 'admin.address.socket_address'), { address: '127.0.0.1', port_value: config.envoy.admin.port }, `${where}: admin on loopback`);
+  t.same(
+    at(cluster(EXTPROC_CLUSTER), 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'),
+    { pipe: { path: socket } },
+    `${where}: ext_proc over the unix socket ${socket}`,
+  );
+  t.same(
+    at(b, 'static_resources.listeners.0.address.socket_address'),
+    { address: config.envoy.listen.address, port_value: config.envoy.listen.port },
+    `${where}: listener ${config.envoy.listen.address}:${config.envoy.listen.port}`,
+  );
+  t.same(
+    at(b, 'admin.address.socket_address'),
+    { address: '127.0.0.1', port_value: config.envoy.admin.port },
+    `${where}: admin on loopback`,
+  );
   const ext = objs(hcm.http_filters).find((f) => f.name === 'envoy.filters.http.ext_proc');
-  t.equal(at(ext, 'typed_config.failure_mode_allow'), config.extproc.failureMode === 'open', `${where}: failure_mode_allow follows failureMode`);
+  t.equal(
+    at(ext, 'typed_config.failure_mode_allow'),
+    config.extproc.failureMode === 'open',
+    `${where}: failure_mode_allow follows failureMode`,
+  );
 }
 
 /**
@@ -304,7 +421,11 @@ function checkRenderedAtStart(t: Test, spec: Obj, configPath: string, where: str
   const init = container(spec, 'render-envoy-bootstrap');
   const skewgate = container(spec, 'skewgate');
   const envoy = container(spec, 'envoy');
-  t.same(initContainersOf(spec).map((c) => c.name), ['render-envoy-bootstrap'], `${where}: one init container`);
+  t.same(
+    initContainersOf(spec).map((c) => c.name),
+    ['render-envoy-bootstrap'],
+    `${where}: one init container`,
+  );
   t.equal(init.image, SKEWGATE_IMAGE, `${where}: rendered by the skewgate image the pod runs`);
   const cmd = arr(init.command).map((x) => str(x));
   t.same(cmd.slice(0, 2), ['sh', '-c'], `${where}: a shell, for the redirection`);
@@ -314,7 +435,11 @@ function checkRenderedAtStart(t: Test, spec: Obj, configPath: string, where: str
   t.equal(rendered?.[1], ENTRYPOINT.join(' '), `${where}: through the image's CLI, as its ENTRYPOINT runs it`);
   t.equal(rendered?.[2], configPath, `${where}: from the skewgate container's own config file`);
   const configMount = mountFor(spec, init, rendered?.[2] ?? '');
-  t.equal(configMount?.volume.name, mountFor(spec, skewgate, configPath)?.volume.name, `${where}: from the same volume skewgate reads it from`);
+  t.equal(
+    configMount?.volume.name,
+    mountFor(spec, skewgate, configPath)?.volume.name,
+    `${where}: from the same volume skewgate reads it from`,
+  );
   const envoyArgs = arr(envoy.args).map((a) => str(a));
   const bootstrapPath = envoyArgs[envoyArgs.indexOf('-c') + 1] ?? '';
   t.equal(bootstrapPath, rendered?.[3], `${where}: Envoy starts from the rendered bootstrap`);
@@ -328,7 +453,7 @@ function checkRenderedAtStart(t: Test, spec: Obj, configPath: string, where: str
   return init;
 }
 
-t.test('the static pod\'s Envoy bootstrap: rendered from its config with the key properties', async (t) => {
+t.test("the static pod's Envoy bootstrap: rendered from its config with the key properties", async (t) => {
   const config = loadConfig(STATIC_CONFIG);
   // The init container (checkRenderedAtStart) prints this rendering: `skewgate envoy-config` on the same file.
   checkBootstrap(t, config, 'static pod');
@@ -340,10 +465,11 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
   const config = loadConfig(STATIC_CONFIG);
   t.equal(at(pod, 'metadata.namespace'), 'kube-system');
   t.equal(spec.hostNetwork, true, 'hostNetwork');
-  t.equal(spec.dnsPolicy, 'Default', 'the node\'s resolver, not cluster DNS');
+  t.equal(spec.dnsPolicy, 'Default', "the node's resolver, not cluster DNS");
   t.equal(spec.priorityClassName, 'system-node-critical');
   // What a mirror pod may use: the kubelet runs it without the API.
-  for (const v of objs(spec.volumes)) t.ok(v.hostPath !== undefined || v.emptyDir !== undefined, `volume ${str(v.name)}: hostPath or emptyDir only`);
+  for (const v of objs(spec.volumes))
+    t.ok(v.hostPath !== undefined || v.emptyDir !== undefined, `volume ${str(v.name)}: hostPath or emptyDir only`);
   t.notOk(spec.serviceAccountName, 'no ServiceAccount');
 
   const envoy = container(spec, 'envoy');
@@ -360,14 +486,25 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
     const hp = m === undefined ? undefined : m.volume.hostPath;
     return hp === undefined ? undefined : posix.join(str(at(hp, 'path')), m?.rest ?? '');
   };
-  t.equal(hostPathOf(skewgate, configPath), '/etc/skewgate/skewgate.yaml', `skewgate reads ${configPath} = the node's /etc/skewgate/skewgate.yaml`);
+  t.equal(
+    hostPathOf(skewgate, configPath),
+    '/etc/skewgate/skewgate.yaml',
+    `skewgate reads ${configPath} = the node's /etc/skewgate/skewgate.yaml`,
+  );
   t.equal(configPath, '/etc/skewgate/skewgate.yaml', 'the config sits where its own paths assume');
   const init = checkRenderedAtStart(t, spec, configPath, 'static pod');
-  t.equal(hostPathOf(init, configPath), '/etc/skewgate/skewgate.yaml', `the init container renders from the node's /etc/skewgate/skewgate.yaml`);
+  t.equal(
+    hostPathOf(init, configPath),
+    '/etc/skewgate/skewgate.yaml',
+    `the init container renders from the node's /etc/skewgate/skewgate.yaml`,
+  );
   t.notOk(mountFor(spec, envoy, configPath), `Envoy does not see ${configPath} (nor the discovery credential beside it)`);
   t.equal(mountFor(spec, envoy, bootstrapPath)?.volume.hostPath, undefined, `Envoy reads ${bootstrapPath} from no file on the node`);
 
-  for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
+  for (const [c, role] of [
+    [envoy, 'envoy'],
+    [skewgate, 'skewgate'],
+  ] as const) {
     for (const f of filesNeeded(config, role)) {
       const m = mountFor(spec, c, f);
       t.ok(m, `${role} can read ${f}`);
@@ -380,20 +517,41 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
       if (v?.hostPath !== undefined) t.equal(m.readOnly, true, `${role}: hostPath ${str(at(v.hostPath, 'path'))} read-only`);
     }
   }
-  t.notOk(objs(spec.volumes).some((v) => v.hostPath !== undefined && at(v.hostPath, 'path') === '/etc/kubernetes/pki'), 'not the whole PKI folder: the CA keys stay out');
+  t.notOk(
+    objs(spec.volumes).some((v) => v.hostPath !== undefined && at(v.hostPath, 'path') === '/etc/kubernetes/pki'),
+    'not the whole PKI folder: the CA keys stay out',
+  );
   t.notOk(mountFor(spec, skewgate, config.envoy.upstreamClientCert?.keyFile ?? ''), 'skewgate never sees the front-proxy key');
 
   const socket = config.extproc.listen.slice('unix:'.length);
   const se = mountFor(spec, envoy, socket);
   const ss = mountFor(spec, skewgate, socket);
-  t.ok(se && ss && se.volume.name === ss.volume.name && se.volume.emptyDir !== undefined, `the socket ${socket} is on one emptyDir shared by both containers`);
+  t.ok(
+    se && ss && se.volume.name === ss.volume.name && se.volume.emptyDir !== undefined,
+    `the socket ${socket} is on one emptyDir shared by both containers`,
+  );
 
-  t.same(at(envoy, 'readinessProbe.httpGet'), { host: '127.0.0.1', port: config.envoy.admin.port, path: '/ready' }, 'Envoy readiness: admin /ready');
+  t.same(
+    at(envoy, 'readinessProbe.httpGet'),
+    { host: '127.0.0.1', port: config.envoy.admin.port, path: '/ready' },
+    'Envoy readiness: admin /ready',
+  );
   t.not(at(envoy, 'livenessProbe.httpGet.path'), '/ready', 'Envoy liveness is not /ready (a drained Envoy is alive)');
   t.equal(at(envoy, 'livenessProbe.httpGet.host'), '127.0.0.1');
   // Envoy's readiness is its own container's probe; a drained Envoy must not restart skewgate.
-  checkHealthProbes(t, spec, skewgate, configPath, { startupProbe: false, readinessProbe: false, livenessProbe: false }, 'static pod skewgate');
-  t.same(arr(at(envoy, 'ports')).map((p) => at(p, 'containerPort')), [config.envoy.listen.port], 'the declared port is the gateway\'s');
+  checkHealthProbes(
+    t,
+    spec,
+    skewgate,
+    configPath,
+    { startupProbe: false, readinessProbe: false, livenessProbe: false },
+    'static pod skewgate',
+  );
+  t.same(
+    arr(at(envoy, 'ports')).map((p) => at(p, 'containerPort')),
+    [config.envoy.listen.port],
+    "the declared port is the gateway's",
+  );
 });
 
 t.test('the Deployment: config valid and rendered by the init container, replicas, spreading, budget, service', async (t) => {
@@ -407,29 +565,46 @@ t.test('the Deployment: config valid and rendered by the init container, replica
   t.equal(at(m?.volume, 'configMap.name'), 'skewgate-gateway', `skewgate reads ${configPath} from the ConfigMap`);
   const text = str(obj(cm.data, 'ConfigMap data')[m?.rest ?? ''], 'ConfigMap data');
   const doc = parseDocument(text);
-  t.same(doc.errors, [], 'the ConfigMap\'s skewgate.yaml is YAML');
+  t.same(doc.errors, [], "the ConfigMap's skewgate.yaml is YAML");
   const config = parseConfig(doc.toJS(), `${rel(DEPLOYMENT)}#ConfigMap/skewgate-gateway/${m?.rest ?? ''}`, '/');
-  t.pass('the ConfigMap\'s skewgate.yaml passes parseConfig');
+  t.pass("the ConfigMap's skewgate.yaml passes parseConfig");
   t.equal(config.apiservers.length, 3);
-  t.same(config.apiservers.map((s) => new URL(s.url).port), ['6443', '6443', '6443']);
+  t.same(
+    config.apiservers.map((s) => new URL(s.url).port),
+    ['6443', '6443', '6443'],
+  );
   for (const s of config.apiservers) t.ok(s.credentials?.tokenFile, `${s.name}: the pod's ServiceAccount token`);
   checkBootstrap(t, config, 'Deployment');
 
   const init = checkRenderedAtStart(t, spec, configPath, 'Deployment');
   t.equal(mountFor(spec, init, configPath)?.volume.name, m?.volume.name, 'the init container renders from the same ConfigMap volume');
 
-  for (const [c, role] of [[envoy, 'envoy'], [skewgate, 'skewgate']] as const) {
+  for (const [c, role] of [
+    [envoy, 'envoy'],
+    [skewgate, 'skewgate'],
+  ] as const) {
     for (const f of filesNeeded(config, role)) t.ok(mountFor(spec, c, f), `${role} can read ${f}`);
   }
   t.notOk(mountFor(spec, skewgate, config.envoy.upstreamClientCert?.keyFile ?? ''), 'skewgate never sees the front-proxy key');
   const socket = config.extproc.listen.slice('unix:'.length);
   t.equal(mountFor(spec, envoy, socket)?.volume.name, mountFor(spec, skewgate, socket)?.volume.name, 'one socket volume for both');
   // Ready only when Envoy's /ready is too; never restarted for a drained Envoy.
-  checkHealthProbes(t, spec, skewgate, configPath, { startupProbe: false, readinessProbe: true, livenessProbe: false }, 'Deployment skewgate');
-  t.match(config.envoy.admin.address, /^(127\.\d+\.\d+\.\d+|::1)$/, `envoy.admin ${config.envoy.admin.address}: loopback, which skewgate's container shares with Envoy's (health --envoy)`);
+  checkHealthProbes(
+    t,
+    spec,
+    skewgate,
+    configPath,
+    { startupProbe: false, readinessProbe: true, livenessProbe: false },
+    'Deployment skewgate',
+  );
+  t.match(
+    config.envoy.admin.address,
+    /^(127\.\d+\.\d+\.\d+|::1)$/,
+    `envoy.admin ${config.envoy.admin.address}: loopback, which skewgate's container shares with Envoy's (health --envoy)`,
+  );
   t.equal(at(envoy, 'readinessProbe.tcpSocket.port'), 'gateway');
   const gatewayPort = objs(envoy.ports).find((p) => p.name === 'gateway');
-  t.equal(gatewayPort?.containerPort, config.envoy.listen.port, 'the gateway port is the config\'s listener');
+  t.equal(gatewayPort?.containerPort, config.envoy.listen.port, "the gateway port is the config's listener");
 
   const replicas = Number(at(dep, 'spec.replicas'));
   t.ok(replicas >= 2 && replicas <= 3, `${replicas} replicas`);
@@ -438,22 +613,32 @@ t.test('the Deployment: config valid and rendered by the init container, replica
   const matches = (sel: unknown): boolean => Object.entries(obj(sel)).every(([k, v]) => labels[k] === v);
   t.ok(matches(at(dep, 'spec.selector.matchLabels')), 'the selector matches the pod labels');
   const anti = objs(at(spec, 'affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution'));
-  t.ok(anti.some((a) => a.topologyKey === 'kubernetes.io/hostname' && matches(at(a, 'labelSelector.matchLabels'))), 'required anti-affinity: one replica per node');
+  t.ok(
+    anti.some((a) => a.topologyKey === 'kubernetes.io/hostname' && matches(at(a, 'labelSelector.matchLabels'))),
+    'required anti-affinity: one replica per node',
+  );
   const pdb = find(DEPLOYMENT, 'PodDisruptionBudget');
   t.ok(matches(at(pdb, 'spec.selector.matchLabels')), 'the PodDisruptionBudget selects the replicas');
   t.equal(at(pdb, 'spec.maxUnavailable'), 1);
   const svc = find(DEPLOYMENT, 'Service');
   t.ok(matches(at(svc, 'spec.selector')), 'the Service selects the replicas');
-  t.equal(at(svc, 'spec.externalTrafficPolicy'), 'Local', 'Local: no second hop, the client\'s address reaches Envoy');
+  t.equal(at(svc, 'spec.externalTrafficPolicy'), 'Local', "Local: no second hop, the client's address reaches Envoy");
   t.equal(at(svc, 'spec.ports.0.targetPort'), 'gateway');
   t.equal(spec.automountServiceAccountToken, false, 'no token in the Envoy container');
   const sa = find(DEPLOYMENT, 'ServiceAccount');
   t.equal(spec.serviceAccountName, at(sa, 'metadata.name'));
   const tokenFile = config.apiservers[0]?.credentials?.tokenFile ?? '';
   const tokenVolume = mountFor(spec, skewgate, tokenFile)?.volume;
-  t.ok(objs(at(tokenVolume, 'projected.sources')).some((s) => s.serviceAccountToken !== undefined), `${tokenFile}: a projected, rotated ServiceAccount token`);
+  t.ok(
+    objs(at(tokenVolume, 'projected.sources')).some((s) => s.serviceAccountToken !== undefined),
+    `${tokenFile}: a projected, rotated ServiceAccount token`,
+  );
   const ns = find(DEPLOYMENT, 'Namespace');
-  t.equal(obj(at(ns, 'metadata.labels'))['pod-security.kubernetes.io/enforce'], 'restricted', 'the namespace enforces the restricted Pod Security profile');
+  t.equal(
+    obj(at(ns, 'metadata.labels'))['pod-security.kubernetes.io/enforce'],
+    'restricted',
+    'the namespace enforces the restricted Pod Security profile',
+  );
   t.equal(at(dep, 'metadata.namespace'), at(ns, 'metadata.name'), 'the Deployment lives there');
   for (const v of objs(spec.volumes)) {
     const mode = opt(v, 'secret.defaultMode') ?? opt(v, 'projected.defaultMode');
@@ -467,11 +652,19 @@ t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both c
   t.same(role.rules, want.clusterRole.rules, 'get/list/watch on CRDs and APIServices, nothing more (harness/lab/rbac.ts skewgateRbac)');
   const group = find(RBAC, 'ClusterRoleBinding');
   t.same(group.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: at(role, 'metadata.name') });
-  t.same(group.subjects, [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }], `the static pods' certificates: group ${SKEWGATE_GROUP}`);
+  t.same(
+    group.subjects,
+    [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }],
+    `the static pods' certificates: group ${SKEWGATE_GROUP}`,
+  );
   const saBinding = find(DEPLOYMENT, 'ClusterRoleBinding');
   const sa = find(DEPLOYMENT, 'ServiceAccount');
   t.same(saBinding.roleRef, group.roleRef, 'the Deployment binds the same role');
-  t.same(saBinding.subjects, [{ kind: 'ServiceAccount', name: at(sa, 'metadata.name'), namespace: at(sa, 'metadata.namespace') }], 'to its ServiceAccount');
+  t.same(
+    saBinding.subjects,
+    [{ kind: 'ServiceAccount', name: at(sa, 'metadata.name'), namespace: at(sa, 'metadata.namespace') }],
+    'to its ServiceAccount',
+  );
   const readme = readFileSync(join(DEPLOY, 'static-pods/README.md'), 'utf8');
   t.ok(readme.includes(`--org ${SKEWGATE_GROUP}`), 'the static-pod instructions issue the certificate in that group');
 });
@@ -479,7 +672,14 @@ t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both c
 t.test('the operator docs name only metrics, spans and attributes that skewgate emits', async (t) => {
   const docs = ['README.md', 'runbook.md', 'replicas.md', 'static-pods/README.md', 'kubernetes/README.md'];
   const prometheus = new Set(Object.values(METRIC).map((m) => m.replaceAll('.', '_')));
-  const otel = new Set<string>([SPAN_DECISION, SPAN_DISCOVERY, EVENT_VIEW_CHANGED, EVENT_SKEW_CHANGED, ...Object.values(ATTR), ...Object.values(METRIC)]);
+  const otel = new Set<string>([
+    SPAN_DECISION,
+    SPAN_DISCOVERY,
+    EVENT_VIEW_CHANGED,
+    EVENT_SKEW_CHANGED,
+    ...Object.values(ATTR),
+    ...Object.values(METRIC),
+  ]);
   let names = 0;
   for (const d of docs) {
     const text = readFileSync(join(DEPLOY, d), 'utf8');
@@ -495,7 +695,17 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
   }
   t.ok(names >= 15, `${names} names checked`);
   const runbook = readFileSync(join(DEPLOY, 'runbook.md'), 'utf8');
-  for (const must of [SPAN_DECISION, ATTR.outcome, ATTR.reason, 'Retry-After', 'skewgate skew', 'explain', 'validate', '/healthcheck/fail', 'crictl stop']) {
+  for (const must of [
+    SPAN_DECISION,
+    ATTR.outcome,
+    ATTR.reason,
+    'Retry-After',
+    'skewgate skew',
+    'explain',
+    'validate',
+    '/healthcheck/fail',
+    'crictl stop',
+  ]) {
     t.ok(runbook.includes(must), `the runbook uses ${must}`);
   }
 });

@@ -34,7 +34,8 @@ t.test('equal to kube-apiserver v1.36.3 on every oracle case: body and ETag byte
     t.equal(computeEtag(mergePeerDiscovery(frozen)), asFirst?.etag, `${name}: ETag from frozen documents, decoded once`);
     // Whichever server kube-apiserver answers from, it agrees, except where the docs say not.
     const distinct = new Set(results.map((r) => r.etag));
-    if (name === 'freshness differs, content equal') t.equal(distinct.size, 2, `${name}: kube-apiserver's answer depends on the answering server`);
+    if (name === 'freshness differs, content equal')
+      t.equal(distinct.size, 2, `${name}: kube-apiserver's answer depends on the answering server`);
     else t.equal(distinct.size, 1, `${name}: every kube-apiserver gives this answer`);
   }
 });
@@ -45,9 +46,16 @@ t.test('the real lab documents (v1.35.4 and two v1.36.3 with different --runtime
   const groups = items.map((g) => g.name);
   t.ok(groups.includes('batch'), 'batch, missing on one server, is in the union');
   const autoscaling = items.find((g) => g.name === 'autoscaling');
-  t.same(autoscaling?.versions?.map((v) => v.version), ['v2', 'v1'], 'autoscaling/v2, missing on one server, keeps its place');
+  t.same(
+    autoscaling?.versions?.map((v) => v.version),
+    ['v2', 'v1'],
+    'autoscaling/v2, missing on one server, keeps its place',
+  );
   const admission = items.find((g) => g.name === 'admissionregistration.k8s.io')?.versions?.find((v) => v.version === 'v1');
-  t.ok(admission?.resources?.some((r) => r.resource === 'mutatingadmissionpolicies'), 'the v1.36-only resource is in the union');
+  t.ok(
+    admission?.resources?.some((r) => r.resource === 'mutatingadmissionpolicies'),
+    'the v1.36-only resource is in the union',
+  );
   // Each server's own document alone re-encodes to exactly what that server sent.
   for (const s of cases[name]?.servers ?? []) {
     const single = mergePeerDiscovery([{ serverId: s.id, document: s.document }]);
@@ -59,46 +67,102 @@ t.test('the real lab documents (v1.35.4 and two v1.36.3 with different --runtime
 
 const V = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
 const list = (items: unknown[]): unknown => ({ kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v2', metadata: {}, items });
-const res = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ resource: name, responseKind: { group: '', version: '', kind: 'K' }, scope: 'Namespaced', singularResource: name, verbs: V, ...extra });
-const grp = (name: string, versions: Record<string, Record<string, unknown>[]>): unknown => ({ metadata: { name }, versions: Object.entries(versions).map(([version, resources]) => ({ version, resources, freshness: 'Current' })) });
-const shape = (docsIn: ServerDocument[]): string[] => mergePeerDiscovery(docsIn).flatMap((g) => (g.versions ?? []).flatMap((v) => (v.resources ?? []).map((r) => `${g.name}/${v.version}/${r.resource}`)));
+const res = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  resource: name,
+  responseKind: { group: '', version: '', kind: 'K' },
+  scope: 'Namespaced',
+  singularResource: name,
+  verbs: V,
+  ...extra,
+});
+const grp = (name: string, versions: Record<string, Record<string, unknown>[]>): unknown => ({
+  metadata: { name },
+  versions: Object.entries(versions).map(([version, resources]) => ({ version, resources, freshness: 'Current' })),
+});
+const shape = (docsIn: ServerDocument[]): string[] =>
+  mergePeerDiscovery(docsIn).flatMap((g) =>
+    (g.versions ?? []).flatMap((v) => (v.resources ?? []).map((r) => `${g.name}/${v.version}/${r.resource}`)),
+  );
 
 t.test('crafted cases', async (t) => {
   t.test('conflicting group orders', async (t) => {
     const g = (...names: string[]): unknown => list(names.map((n) => grp(n, { v1: [res('xs')] })));
-    const order = (...lists: string[][]): string[] => mergePeerDiscovery(lists.map((l, i) => ({ serverId: `s${i}`, document: g(...l) }))).map((x) => x.name);
-    t.same(order(['c.io', 'a.io', 'b.io'], ['b.io', 'c.io', 'a.io']), ['c.io', 'a.io', 'b.io'], 'a complete list is taken as it is, even against another');
+    const order = (...lists: string[][]): string[] =>
+      mergePeerDiscovery(lists.map((l, i) => ({ serverId: `s${i}`, document: g(...l) }))).map((x) => x.name);
+    t.same(
+      order(['c.io', 'a.io', 'b.io'], ['b.io', 'c.io', 'a.io']),
+      ['c.io', 'a.io', 'b.io'],
+      'a complete list is taken as it is, even against another',
+    );
     t.same(order(['c.io', 'a.io'], ['a.io', 'c.io'], ['b.io']), ['a.io', 'b.io', 'c.io'], 'no complete list and a cycle: name order');
     t.same(order(['z.io', 'm.io'], ['a.io', 'm.io']), ['a.io', 'z.io', 'm.io'], 'no complete list: relative order kept, ties by name');
   });
   t.test('one resource with different verbs on two servers: union, sorted; other fields from the first id', async (t) => {
     const merged = mergePeerDiscovery([
-      { serverId: 'apiserver-z', document: list([grp('apps', { v1: [res('deployments', { verbs: ['watch', 'get'], shortNames: ['z'] })] })]) },
-      { serverId: 'apiserver-a', document: list([grp('apps', { v1: [res('deployments', { verbs: ['list', 'get'], shortNames: ['a'] })] })]) },
+      {
+        serverId: 'apiserver-z',
+        document: list([grp('apps', { v1: [res('deployments', { verbs: ['watch', 'get'], shortNames: ['z'] })] })]),
+      },
+      {
+        serverId: 'apiserver-a',
+        document: list([grp('apps', { v1: [res('deployments', { verbs: ['list', 'get'], shortNames: ['a'] })] })]),
+      },
     ]);
     const r = merged[0]?.versions?.[0]?.resources?.[0];
     t.same(r?.verbs, ['get', 'list', 'watch']);
     t.same(r?.shortNames, ['a'], 'apiserver-a sorts first');
   });
   t.test('a server missing a whole group; an empty server adds nothing', async (t) => {
-    const full = list([grp('apps', { v1: [res('deployments')] }), grp('batch', { v1: [res('jobs')] }), grp('policy', { v1: [res('pdbs')] })]);
+    const full = list([
+      grp('apps', { v1: [res('deployments')] }),
+      grp('batch', { v1: [res('jobs')] }),
+      grp('policy', { v1: [res('pdbs')] }),
+    ]);
     const noBatch = list([grp('apps', { v1: [res('deployments')] }), grp('policy', { v1: [res('pdbs')] })]);
-    t.same(shape([{ serverId: 'b', document: noBatch }, { serverId: 'a', document: full }]), ['apps/v1/deployments', 'batch/v1/jobs', 'policy/v1/pdbs']);
-    t.same(shape([{ serverId: 'a', document: noBatch }, { serverId: 'b', document: full }]), ['apps/v1/deployments', 'batch/v1/jobs', 'policy/v1/pdbs'], 'same either way round');
-    t.same(shape([{ serverId: 'a', document: noBatch }, { serverId: 'b', document: list([]) }]), ['apps/v1/deployments', 'policy/v1/pdbs']);
+    t.same(
+      shape([
+        { serverId: 'b', document: noBatch },
+        { serverId: 'a', document: full },
+      ]),
+      ['apps/v1/deployments', 'batch/v1/jobs', 'policy/v1/pdbs'],
+    );
+    t.same(
+      shape([
+        { serverId: 'a', document: noBatch },
+        { serverId: 'b', document: full },
+      ]),
+      ['apps/v1/deployments', 'batch/v1/jobs', 'policy/v1/pdbs'],
+      'same either way round',
+    );
+    t.same(
+      shape([
+        { serverId: 'a', document: noBatch },
+        { serverId: 'b', document: list([]) },
+      ]),
+      ['apps/v1/deployments', 'policy/v1/pdbs'],
+    );
   });
   t.test('versions and resources unioned in relative order', async (t) => {
-    t.same(shape([
-      { serverId: 'a', document: list([grp('apps', { v2: [res('as'), res('cs')], v1: [res('as')] })]) },
-      { serverId: 'b', document: list([grp('apps', { v2: [res('bs'), res('cs')], v1beta1: [res('as')] })]) },
-    ]), ['apps/v2/as', 'apps/v2/bs', 'apps/v2/cs', 'apps/v1/as', 'apps/v1beta1/as']);
+    t.same(
+      shape([
+        { serverId: 'a', document: list([grp('apps', { v2: [res('as'), res('cs')], v1: [res('as')] })]) },
+        { serverId: 'b', document: list([grp('apps', { v2: [res('bs'), res('cs')], v1beta1: [res('as')] })]) },
+      ]),
+      ['apps/v2/as', 'apps/v2/bs', 'apps/v2/cs', 'apps/v1/as', 'apps/v1beta1/as'],
+    );
   });
-  t.test('the core group and repeated groups in a document are dropped, as a peer\'s are', async (t) => {
+  t.test("the core group and repeated groups in a document are dropped, as a peer's are", async (t) => {
     const merged = decodeGroupList(list([grp('', { v1: [res('pods')] }), grp('apps', { v1: [] }), grp('apps', { v2: [] })]));
-    t.same(merged.map((g) => [g.name, g.versions?.map((v) => v.version)]), [['apps', ['v1']]]);
+    t.same(
+      merged.map((g) => [g.name, g.versions?.map((v) => v.version)]),
+      [['apps', ['v1']]],
+    );
   });
   t.test('a document Go would not decode is an error, not a guess', async (t) => {
-    t.throws(() => mergePeerDiscovery([{ serverId: 'a', document: list([{ metadata: { name: 'x' }, versions: 'v1' }]) }]), AggregatedDecodeError);
+    t.throws(
+      () => mergePeerDiscovery([{ serverId: 'a', document: list([{ metadata: { name: 'x' }, versions: 'v1' }]) }]),
+      AggregatedDecodeError,
+    );
     t.throws(() => mergePeerDiscovery([{ serverId: 'a', document: list([grp('x', { v1: [res('r', { verbs: [1] })] })]) }]), /verbs\[0\]/);
     t.throws(() => decodeGroupList('nope'), AggregatedDecodeError);
   });
@@ -109,9 +173,30 @@ t.test('crafted cases', async (t) => {
 
 t.test('mergePreservingRelativeOrder', async (t) => {
   const table: [string, string[][], string[]][] = [
-    ['a list holding everything wins as it is', [['b', 'c'], ['a', 'b', 'c']], ['a', 'b', 'c']],
-    ['the first complete list wins', [['c', 'b', 'a'], ['a', 'b', 'c']], ['c', 'b', 'a']],
-    ['ties broken by name', [['a', 'c'], ['b', 'c']], ['a', 'b', 'c']],
+    [
+      'a list holding everything wins as it is',
+      [
+        ['b', 'c'],
+        ['a', 'b', 'c'],
+      ],
+      ['a', 'b', 'c'],
+    ],
+    [
+      'the first complete list wins',
+      [
+        ['c', 'b', 'a'],
+        ['a', 'b', 'c'],
+      ],
+      ['c', 'b', 'a'],
+    ],
+    [
+      'ties broken by name',
+      [
+        ['a', 'c'],
+        ['b', 'c'],
+      ],
+      ['a', 'b', 'c'],
+    ],
     ['smallest ready item first', [['z', 'y'], ['a']], ['a', 'z', 'y']],
     ['a cycle: name order', [['a', 'b'], ['b', 'a'], ['c']], ['a', 'b', 'c']],
     ['a repeated item in a list is no complete list', [['a', 'a', 'b'], ['b']], ['a', 'b']],
@@ -142,8 +227,17 @@ t.test('ETag and body: Go json.Marshal compatible', async (t) => {
   const flipped = Object.fromEntries(Object.entries(r).reverse());
   (reordered.items[0]?.versions[0]?.resources as unknown[])[0] = flipped;
   t.equal(computeEtag(mergePeerDiscovery([{ serverId: 'a', document: reordered }])), etag, 'key order of the input does not matter');
-  t.not(computeEtag(mergePeerDiscovery([{ serverId: 'a', document: list([grp('esc.io', { v1: [res('things', { shortNames: ['<a>&b'] })] })]) }])), etag, 'content does');
-  t.match(discoveryBody(items), /^\{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io\/v2","metadata":\{\},"items":\[.*\]\}\n$/s);
+  t.not(
+    computeEtag(
+      mergePeerDiscovery([{ serverId: 'a', document: list([grp('esc.io', { v1: [res('things', { shortNames: ['<a>&b'] })] })]) }]),
+    ),
+    etag,
+    'content does',
+  );
+  t.match(
+    discoveryBody(items),
+    /^\{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io\/v2","metadata":\{\},"items":\[.*\]\}\n$/s,
+  );
 });
 
 t.test('apiserverIdentity: the identity-lease name kube-apiserver derives from its hostname', async (t) => {

@@ -57,7 +57,13 @@ const APIS = aggList([
             scope: 'Namespaced',
             singularResource: 'deployment',
             verbs: VERBS,
-            subresources: [{ subresource: 'scale', responseKind: { group: 'autoscaling', version: 'v1', kind: 'Scale' }, verbs: ['get', 'patch', 'update'] }],
+            subresources: [
+              {
+                subresource: 'scale',
+                responseKind: { group: 'autoscaling', version: 'v1', kind: 'Scale' },
+                verbs: ['get', 'patch', 'update'],
+              },
+            ],
           },
         ],
         freshness: 'Current',
@@ -67,7 +73,10 @@ const APIS = aggList([
   // A version with no resources (omitempty) still counts as served.
   { metadata: { name: 'empty.example.com' }, versions: [{ version: 'v1alpha1' }] },
   // Go encodes nil slices as null.
-  { metadata: { name: 'nulls.example.com' }, versions: [{ version: 'v1', resources: [{ resource: 'things', scope: 'Cluster', verbs: null, subresources: null }] }] },
+  {
+    metadata: { name: 'nulls.example.com' },
+    versions: [{ version: 'v1', resources: [{ resource: 'things', scope: 'Cluster', verbs: null, subresources: null }] }],
+  },
 ]);
 
 t.test('aggregated documents → view', async (t) => {
@@ -112,23 +121,63 @@ const BAD: readonly BadCase[] = [
   { name: 'empty object', apis: {}, match: /\/apis at kind: expected "APIGroupDiscoveryList", got nothing/ },
   { name: 'a string', api: 'hello', match: /\/api: expected an object, got the string "hello"/ },
   { name: 'an array', apis: [], match: /expected an object, got an array/ },
-  { name: 'wrong kind', apis: { ...aggList([]), kind: 'APIGroupList' }, match: /at kind: expected "APIGroupDiscoveryList", got the string "APIGroupList"/ },
-  { name: 'wrong apiVersion (v2beta1)', apis: { ...aggList([]), apiVersion: 'apidiscovery.k8s.io/v2beta1' }, match: /at apiVersion: expected "apidiscovery.k8s.io\/v2"/ },
+  {
+    name: 'wrong kind',
+    apis: { ...aggList([]), kind: 'APIGroupList' },
+    match: /at kind: expected "APIGroupDiscoveryList", got the string "APIGroupList"/,
+  },
+  {
+    name: 'wrong apiVersion (v2beta1)',
+    apis: { ...aggList([]), apiVersion: 'apidiscovery.k8s.io/v2beta1' },
+    match: /at apiVersion: expected "apidiscovery.k8s.io\/v2"/,
+  },
   { name: 'items not an array', apis: { ...aggList([]), items: {} }, match: /at items: expected an array, got an object/ },
   { name: 'item not an object', apis: aggList([42]), match: /at items\[0\]: expected an object, got number 42/ },
-  { name: 'group name a number', apis: group({ metadata: { name: 7 }, versions: [{ version: 'v1' }] }), match: /items\[0\]\.metadata\.name: expected a string, got number 7/ },
+  {
+    name: 'group name a number',
+    apis: group({ metadata: { name: 7 }, versions: [{ version: 'v1' }] }),
+    match: /items\[0\]\.metadata\.name: expected a string, got number 7/,
+  },
   { name: 'missing versions', apis: group({ metadata: { name: 'g' } }), match: /items\[0\]\.versions: is missing/ },
-  { name: 'null versions', apis: group({ metadata: { name: 'g' }, versions: null }), match: /items\[0\]\.versions: expected an array, got null/ },
+  {
+    name: 'null versions',
+    apis: group({ metadata: { name: 'g' }, versions: null }),
+    match: /items\[0\]\.versions: expected an array, got null/,
+  },
   { name: 'no versions', apis: group({ metadata: { name: 'g' }, versions: [] }), match: /group "g" lists no versions/ },
-  { name: 'version missing its name', apis: group({ metadata: { name: 'g' }, versions: [{ resources: [] }] }), match: /versions\[0\]\.version: is missing/ },
-  { name: 'version name empty', apis: group({ metadata: { name: 'g' }, versions: [{ version: '' }] }), match: /versions\[0\]\.version: must not be empty/ },
-  { name: 'resources a string', apis: group({ metadata: { name: 'g' }, versions: [{ version: 'v1', resources: 'pods' }] }), match: /resources: expected an array, got the string "pods"/ },
+  {
+    name: 'version missing its name',
+    apis: group({ metadata: { name: 'g' }, versions: [{ resources: [] }] }),
+    match: /versions\[0\]\.version: is missing/,
+  },
+  {
+    name: 'version name empty',
+    apis: group({ metadata: { name: 'g' }, versions: [{ version: '' }] }),
+    match: /versions\[0\]\.version: must not be empty/,
+  },
+  {
+    name: 'resources a string',
+    apis: group({ metadata: { name: 'g' }, versions: [{ version: 'v1', resources: 'pods' }] }),
+    match: /resources: expected an array, got the string "pods"/,
+  },
   { name: 'resource name missing', apis: res({ resource: undefined }), match: /resources\[0\]\.resource: is missing/ },
-  { name: 'bad scope', apis: res({ scope: 'Global' }), match: /resources\[0\]\.scope: expected "Namespaced" or "Cluster", got the string "Global"/ },
+  {
+    name: 'bad scope',
+    apis: res({ scope: 'Global' }),
+    match: /resources\[0\]\.scope: expected "Namespaced" or "Cluster", got the string "Global"/,
+  },
   { name: 'verbs a string', apis: res({ verbs: 'get' }), match: /resources\[0\]\.verbs: expected an array, got the string "get"/ },
   { name: 'verb a number', apis: res({ verbs: ['get', 1] }), match: /resources\[0\]\.verbs\[1\]: expected a string, got number 1/ },
-  { name: 'subresource without a name', apis: res({ subresources: [{ verbs: ['get'] }] }), match: /subresources\[0\]\.subresource: is missing/ },
-  { name: 'subresource verbs wrong', apis: res({ subresources: [{ subresource: 's', verbs: {} }] }), match: /subresources\[0\]\.verbs: expected an array, got an object/ },
+  {
+    name: 'subresource without a name',
+    apis: res({ subresources: [{ verbs: ['get'] }] }),
+    match: /subresources\[0\]\.subresource: is missing/,
+  },
+  {
+    name: 'subresource verbs wrong',
+    apis: res({ subresources: [{ subresource: 's', verbs: {} }] }),
+    match: /subresources\[0\]\.verbs: expected an array, got an object/,
+  },
 ];
 
 t.test('malformed aggregated documents throw DiscoveryDocumentError, never TypeError', async (t) => {
@@ -181,7 +230,15 @@ const APPS_V1 = {
   apiVersion: 'v1',
   groupVersion: 'apps/v1',
   resources: [
-    { name: 'deployments/scale', singularName: '', namespaced: true, group: 'autoscaling', version: 'v1', kind: 'Scale', verbs: ['get', 'patch', 'update'] },
+    {
+      name: 'deployments/scale',
+      singularName: '',
+      namespaced: true,
+      group: 'autoscaling',
+      version: 'v1',
+      kind: 'Scale',
+      verbs: ['get', 'patch', 'update'],
+    },
     { name: 'deployments', singularName: 'deployment', namespaced: true, kind: 'Deployment', verbs: VERBS },
   ],
 };
@@ -192,11 +249,24 @@ t.test('legacy documents → view', async (t) => {
     kind: 'APIGroupList',
     apiVersion: 'v1',
     groups: [
-      { name: 'apps', versions: [{ groupVersion: 'apps/v1', version: 'v1' }], preferredVersion: { groupVersion: 'apps/v1', version: 'v1' } },
-      { name: 'batch', versions: [{ groupVersion: 'batch/v1', version: 'v1' }, { groupVersion: 'batch/v1beta1', version: 'v1beta1' }] },
+      {
+        name: 'apps',
+        versions: [{ groupVersion: 'apps/v1', version: 'v1' }],
+        preferredVersion: { groupVersion: 'apps/v1', version: 'v1' },
+      },
+      {
+        name: 'batch',
+        versions: [
+          { groupVersion: 'batch/v1', version: 'v1' },
+          { groupVersion: 'batch/v1beta1', version: 'v1beta1' },
+        ],
+      },
     ],
   });
-  t.same(groups, [{ group: 'apps', versions: ['v1'] }, { group: 'batch', versions: ['v1', 'v1beta1'] }]);
+  t.same(groups, [
+    { group: 'apps', versions: ['v1'] },
+    { group: 'batch', versions: ['v1', 'v1beta1'] },
+  ]);
 
   const core = parseApiResourceList(CORE_V1, '', 'v1');
   t.same([...core.keys()].sort(), ['bindings', 'namespaces', 'pods']);
@@ -228,16 +298,52 @@ t.test('legacy documents → view', async (t) => {
 t.test('malformed legacy documents', async (t) => {
   const cases: [string, () => unknown, RegExp][] = [
     ['APIVersions wrong kind', () => parseApiVersions({ kind: 'APIGroupList', versions: ['v1'] }), /\/api at kind: expected "APIVersions"/],
-    ['APIVersions versions wrong type', () => parseApiVersions({ kind: 'APIVersions', versions: 'v1' }), /\/api at versions: expected an array/],
+    [
+      'APIVersions versions wrong type',
+      () => parseApiVersions({ kind: 'APIVersions', versions: 'v1' }),
+      /\/api at versions: expected an array/,
+    ],
     ['APIVersions empty version', () => parseApiVersions({ kind: 'APIVersions', versions: [''] }), /versions\[0\]: must not be empty/],
-    ['APIGroupList wrong apiVersion', () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v2', groups: [] }), /\/apis at apiVersion: expected "v1"/],
-    ['APIGroupList group without versions', () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ name: 'apps' }] }), /groups\[0\]\.versions: is missing/],
-    ['APIGroupList group empty versions', () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ name: 'apps', versions: [] }] }), /group "apps" lists no versions/],
-    ['APIGroupList group name missing', () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ versions: [] }] }), /groups\[0\]\.name: is missing/],
-    ['APIResourceList wrong groupVersion', () => parseApiResourceList({ ...APPS_V1, groupVersion: 'apps/v2' }, 'apps', 'v1'), /\/apis\/apps\/v1 at groupVersion: expected "apps\/v1", got the string "apps\/v2"/],
-    ['APIResourceList namespaced not boolean', () => parseApiResourceList({ ...CORE_V1, resources: [{ name: 'pods', namespaced: 'yes', verbs: [] }] }, '', 'v1'), /\/api\/v1 at resources\[0\]\.namespaced: expected true or false, got the string "yes"/],
-    ['APIResourceList bad subresource name', () => parseApiResourceList({ ...CORE_V1, resources: [{ name: 'pods/', namespaced: true, verbs: [] }] }, '', 'v1'), /"pods\/" is not resource or resource\/subresource/],
-    ['APIResourceList resources an object', () => parseApiResourceList({ ...CORE_V1, resources: {} }, '', 'v1'), /at resources: expected an array, got an object/],
+    [
+      'APIGroupList wrong apiVersion',
+      () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v2', groups: [] }),
+      /\/apis at apiVersion: expected "v1"/,
+    ],
+    [
+      'APIGroupList group without versions',
+      () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ name: 'apps' }] }),
+      /groups\[0\]\.versions: is missing/,
+    ],
+    [
+      'APIGroupList group empty versions',
+      () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ name: 'apps', versions: [] }] }),
+      /group "apps" lists no versions/,
+    ],
+    [
+      'APIGroupList group name missing',
+      () => parseApiGroupList({ kind: 'APIGroupList', apiVersion: 'v1', groups: [{ versions: [] }] }),
+      /groups\[0\]\.name: is missing/,
+    ],
+    [
+      'APIResourceList wrong groupVersion',
+      () => parseApiResourceList({ ...APPS_V1, groupVersion: 'apps/v2' }, 'apps', 'v1'),
+      /\/apis\/apps\/v1 at groupVersion: expected "apps\/v1", got the string "apps\/v2"/,
+    ],
+    [
+      'APIResourceList namespaced not boolean',
+      () => parseApiResourceList({ ...CORE_V1, resources: [{ name: 'pods', namespaced: 'yes', verbs: [] }] }, '', 'v1'),
+      /\/api\/v1 at resources\[0\]\.namespaced: expected true or false, got the string "yes"/,
+    ],
+    [
+      'APIResourceList bad subresource name',
+      () => parseApiResourceList({ ...CORE_V1, resources: [{ name: 'pods/', namespaced: true, verbs: [] }] }, '', 'v1'),
+      /"pods\/" is not resource or resource\/subresource/,
+    ],
+    [
+      'APIResourceList resources an object',
+      () => parseApiResourceList({ ...CORE_V1, resources: {} }, '', 'v1'),
+      /at resources: expected an array, got an object/,
+    ],
     ['APIResourceList empty document', () => parseApiResourceList(undefined, '', 'v1'), /\/api\/v1: expected an object, got nothing/],
   ];
   for (const [name, fn, match] of cases) {

@@ -17,7 +17,16 @@ function view(entries: Record<string, Record<string, ResourceCapability>>): Serv
 }
 
 function state(name: string, v: ServerView | null, extra: Partial<ServerState> = {}): ServerState {
-  return { name, url: `https://127.0.0.1/${name}`, view: v, lastSuccessAt: v ? 1000 : null, consecutiveFailures: 0, lastError: null, ready: true, ...extra };
+  return {
+    name,
+    url: `https://127.0.0.1/${name}`,
+    view: v,
+    lastSuccessAt: v ? 1000 : null,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
+    ...extra,
+  };
 }
 
 const OLD = view({ '/v1': { pods: cap(['get', 'list']) }, 'apps/v1': { deployments: cap(['get']) } });
@@ -29,9 +38,16 @@ const NEW = view({
 });
 
 t.test('union across three servers, one without a view', async (t) => {
-  const snap = buildSnapshot([state('a', OLD), state('b', NEW), state('c', null, { consecutiveFailures: 3, lastError: 'down', ready: false })], 7);
+  const snap = buildSnapshot(
+    [state('a', OLD), state('b', NEW), state('c', null, { consecutiveFailures: 3, lastError: 'down', ready: false })],
+    7,
+  );
   t.equal(snap.generation, 7);
-  t.same(snap.servers.map((s) => s.name), ['a', 'b', 'c'], 'config order');
+  t.same(
+    snap.servers.map((s) => s.name),
+    ['a', 'b', 'c'],
+    'config order',
+  );
   t.same([...(snap.resources.get('/v1/pods')?.keys() ?? [])], ['a', 'b']);
   t.same([...(snap.resources.get('/v1/pods')?.get('b')?.verbs ?? [])], ['get', 'list', 'watch'], 'per-server capability kept');
   t.same([...(snap.resources.get('admissionregistration.k8s.io/v1/mutatingadmissionpolicies')?.keys() ?? [])], ['b']);
@@ -58,7 +74,11 @@ t.test('immutability', async (t) => {
 t.test('indexes are reused when no view object changed', async (t) => {
   const s1 = buildSnapshot([state('a', OLD), state('b', NEW), state('c', null)], 1);
   // Only timestamps, failures and readiness moved.
-  const s2 = buildSnapshot([state('a', OLD, { lastSuccessAt: 2000 }), state('b', NEW, { ready: false }), state('c', null, { consecutiveFailures: 1 })], 2, s1);
+  const s2 = buildSnapshot(
+    [state('a', OLD, { lastSuccessAt: 2000 }), state('b', NEW, { ready: false }), state('c', null, { consecutiveFailures: 1 })],
+    2,
+    s1,
+  );
   t.equal(s2.generation, 2);
   t.equal(s2.resources, s1.resources, 'resources map reused');
   t.equal(s2.groupVersions, s1.groupVersions, 'groupVersions map reused');
@@ -82,12 +102,18 @@ t.test('indexes are reused when no view object changed', async (t) => {
 });
 
 t.test('initial snapshot: every server, no view', async (t) => {
-  const snap = initialSnapshot([{ name: 'a', url: 'https://127.0.0.1:1' }, { name: 'b', url: 'https://127.0.0.1:2' }]);
-  t.equal(snap.generation, 0);
-  t.same(snap.servers.map((s) => [s.name, s.view, s.ready, s.lastSuccessAt, s.consecutiveFailures]), [
-    ['a', null, null, null, 0],
-    ['b', null, null, null, 0],
+  const snap = initialSnapshot([
+    { name: 'a', url: 'https://127.0.0.1:1' },
+    { name: 'b', url: 'https://127.0.0.1:2' },
   ]);
+  t.equal(snap.generation, 0);
+  t.same(
+    snap.servers.map((s) => [s.name, s.view, s.ready, s.lastSuccessAt, s.consecutiveFailures]),
+    [
+      ['a', null, null, null, 0],
+      ['b', null, null, null, 0],
+    ],
+  );
   t.equal(snap.resources.size, 0);
   t.equal(snap.groupVersions.size, 0);
 });

@@ -62,10 +62,16 @@ t.test('watch: list → watch from its resourceVersion; ERROR 410 → relist; ju
     urls.push(url);
     if (!url.includes('watch=1')) {
       lists++;
-      return response(200, JSON.stringify({ kind: 'CustomResourceDefinitionList', metadata: { resourceVersion: lists === 1 ? '5' : '9' }, items: [] }));
+      return response(
+        200,
+        JSON.stringify({ kind: 'CustomResourceDefinitionList', metadata: { resourceVersion: lists === 1 ? '5' : '9' }, items: [] }),
+      );
     }
     if (url.includes('resourceVersion=5')) {
-      return response(200, openStream(['this is not json', JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } })], init));
+      return response(
+        200,
+        openStream(['this is not json', JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } })], init),
+      );
     }
     return response(200, openStream([JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'x', resourceVersion: '10' } } })], init));
   };
@@ -76,7 +82,9 @@ t.test('watch: list → watch from its resourceVersion; ERROR 410 → relist; ju
   const added = new Promise<void>((r) => (sawAdded = r));
   const watcher = new ApiWatcher(
     {
-      candidates: () => [{ target: { name: 's', url: 'https://127.0.0.1:6443', credentials, timeoutMs: 1000, fetchImpl }, health: 'healthy' }],
+      candidates: () => [
+        { target: { name: 's', url: 'https://127.0.0.1:6443', credentials, timeoutMs: 1000, fetchImpl }, health: 'healthy' },
+      ],
       onChange: (kind, type) => {
         events.push(`${kind}:${type}`);
         if (type === 'ADDED') sawAdded();
@@ -111,12 +119,18 @@ t.test('service: failures back off up to the interval; refresh() goes through at
     throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
   };
   const svc = new DiscoveryService(
-    { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200 } },
+    {
+      apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }],
+      discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200 },
+    },
     { fetchImpl, minRetryMs: 25, now: clock.now },
   );
   await svc.start();
   t.equal(svc.current().servers[0]?.consecutiveFailures, 1);
-  t.match(svc.current().servers[0]?.lastError, /GET https:\/\/127\.0\.0\.1:6443\/apis?: connect ECONNREFUSED 127\.0\.0\.1:6443 \(ECONNREFUSED\)/);
+  t.match(
+    svc.current().servers[0]?.lastError,
+    /GET https:\/\/127\.0\.0\.1:6443\/apis?: connect ECONNREFUSED 127\.0\.0\.1:6443 \(ECONNREFUSED\)/,
+  );
   await clock.advance(1175);
   const gaps = calls.slice(1).map((c, i) => c - (calls[i] ?? 0));
   // Doubling from minRetryMs, capped at the interval.
@@ -143,7 +157,13 @@ t.test('service: failures back off up to the interval; refresh() goes through at
 /** A JSON answer with the headers discovery reads. */
 function answer(status: number, body: AsyncIterable<Uint8Array> | string, headers: Record<string, string> = {}): FetchResponseLike {
   const h: Record<string, string> = { 'content-type': 'application/json', ...headers };
-  return { status, statusText: '', headers: { get: (n: string) => h[n.toLowerCase()] ?? null }, body: typeof body === 'string' ? chunks([body]) : body, text: async () => (typeof body === 'string' ? body : '') };
+  return {
+    status,
+    statusText: '',
+    headers: { get: (n: string) => h[n.toLowerCase()] ?? null },
+    body: typeof body === 'string' ? chunks([body]) : body,
+    text: async () => (typeof body === 'string' ? body : ''),
+  };
 }
 
 t.test('service: a watch event refreshes discovery at once and again after 250 and 750 ms; then nothing until the poll', async (t) => {
@@ -158,24 +178,35 @@ t.test('service: a watch event refreshes discovery at once and again after 250 a
       if (u.pathname === '/apis') apisFetched.push(clock.now());
       return answer(200, emptyList, { 'content-type': MEDIA_AGGREGATED_V2, etag: '"1"' });
     }
-    if (u.searchParams.get('watch') !== '1') return answer(200, JSON.stringify({ kind: 'List', metadata: { resourceVersion: '5' }, items: [] }));
+    if (u.searchParams.get('watch') !== '1')
+      return answer(200, JSON.stringify({ kind: 'List', metadata: { resourceVersion: '5' }, items: [] }));
     // A watch that stays open; the CRD one delivers what the test pushes.
     const lines: string[] = [];
     let wake: () => void = () => undefined;
-    if (u.pathname.endsWith('/customresourcedefinitions')) pushCrdEvent = (l) => { lines.push(l); wake(); };
-    return answer(200, (async function* () {
-      for (;;) {
-        while (lines.length > 0) yield enc.encode(`${lines.shift() as string}\n`);
-        await new Promise<void>((resolve, reject) => {
-          wake = resolve;
-          if (init.signal.aborted) reject(new Error('aborted'));
-          init.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
-        });
-      }
-    })());
+    if (u.pathname.endsWith('/customresourcedefinitions'))
+      pushCrdEvent = (l) => {
+        lines.push(l);
+        wake();
+      };
+    return answer(
+      200,
+      (async function* () {
+        for (;;) {
+          while (lines.length > 0) yield enc.encode(`${lines.shift() as string}\n`);
+          await new Promise<void>((resolve, reject) => {
+            wake = resolve;
+            if (init.signal.aborted) reject(new Error('aborted'));
+            init.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+          });
+        }
+      })(),
+    );
   };
   const svc = new DiscoveryService(
-    { apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }], discovery: { interval: 60_000, timeout: 1000, watch: true, staleAfter: 180_000 } },
+    {
+      apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }],
+      discovery: { interval: 60_000, timeout: 1000, watch: true, staleAfter: 180_000 },
+    },
     { fetchImpl, now: clock.now },
   );
   await svc.start();
@@ -184,7 +215,12 @@ t.test('service: a watch event refreshes discovery at once and again after 250 a
   t.ok(apisFetched.length >= 2, `start-up: the first round and the relist refreshes (${apisFetched.join(', ')} ms)`);
   apisFetched.length = 0;
   const at = clock.now();
-  pushCrdEvent(JSON.stringify({ type: 'ADDED', object: { kind: 'CustomResourceDefinition', metadata: { name: 'crontabs.stable.example.com', resourceVersion: '6' } } }));
+  pushCrdEvent(
+    JSON.stringify({
+      type: 'ADDED',
+      object: { kind: 'CustomResourceDefinition', metadata: { name: 'crontabs.stable.example.com', resourceVersion: '6' } },
+    }),
+  );
   await clock.flush();
   t.same(apisFetched, [at], 'fetched at once: no time passed');
   await clock.advance(249);

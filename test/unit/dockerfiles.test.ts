@@ -89,12 +89,17 @@ interface Copy {
 }
 
 function copies(stage: Stage): Copy[] {
-  return stage.instructions.filter((i) => i.keyword === 'COPY' || i.keyword === 'ADD').map((i) => {
-    const words = i.args.split(/\s+/);
-    const from = words.find((w) => w.startsWith('--from='))?.slice('--from='.length).toLowerCase();
-    const paths = words.filter((w) => !w.startsWith('--'));
-    return { from, sources: paths.slice(0, -1), dest: paths.at(-1) as string };
-  });
+  return stage.instructions
+    .filter((i) => i.keyword === 'COPY' || i.keyword === 'ADD')
+    .map((i) => {
+      const words = i.args.split(/\s+/);
+      const from = words
+        .find((w) => w.startsWith('--from='))
+        ?.slice('--from='.length)
+        .toLowerCase();
+      const paths = words.filter((w) => !w.startsWith('--'));
+      return { from, sources: paths.slice(0, -1), dest: paths.at(-1) as string };
+    });
 }
 
 /** The image a stage makes: its own instructions after those of the stages it is built FROM. */
@@ -144,12 +149,34 @@ const isRoot = (user: string): boolean => ['root', '0'].includes(user.split(':')
 
 /** Patterns in order; the last one matching a path or one of its parent folders decides. */
 function dockerignore(text: string): (path: string) => boolean {
-  const rules = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#')).map((l) => {
-    const negate = l.startsWith('!');
-    const pattern = posix.normalize((negate ? l.slice(1) : l).trim()).replace(/^\/+/, '').replace(/\/+$/, '');
-    const re = new RegExp(`^${pattern.split('**').map((part) => part.split('*').map((s) => s.split('?').map((c) => c.replace(/[.+^${}()|[\]\\]/g, '\\$&')).join('[^/]')).join('[^/]*')).join('.*')}$`);
-    return { negate, re };
-  });
+  const rules = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .map((l) => {
+      const negate = l.startsWith('!');
+      const pattern = posix
+        .normalize((negate ? l.slice(1) : l).trim())
+        .replace(/^\/+/, '')
+        .replace(/\/+$/, '');
+      const re = new RegExp(
+        `^${pattern
+          .split('**')
+          .map((part) =>
+            part
+              .split('*')
+              .map((s) =>
+                s
+                  .split('?')
+                  .map((c) => c.replace(/[.+^${}()|[\]\\]/g, '\\$&'))
+                  .join('[^/]'),
+              )
+              .join('[^/]*'),
+          )
+          .join('.*')}$`,
+      );
+      return { negate, re };
+    });
   return (path: string): boolean => {
     const parts = path.split('/');
     const candidates = parts.map((_, i) => parts.slice(0, i + 1).join('/'));
@@ -168,11 +195,25 @@ const serviceImage = effective(rootStages.at(-1) as Stage);
 const clientStages = parseDockerfile(read(CLIENT_DOCKERFILE));
 
 t.test('the pin check itself tells pinned from floating', async (t) => {
-  for (const ok of ['node:20.19.4-alpine3.22', 'registry.k8s.io/kubectl:v1.36.3', 'alpine:3.22.2', `alpine@sha256:${'a'.repeat(64)}`]) t.ok(pinned(ok), ok);
-  for (const bad of ['node', 'node:latest', 'node:20', 'node:20-alpine', 'alpine:3', 'alpine:3.22', 'registry.k8s.io:5000/kubectl', 'node:lts-alpine3.22']) t.notOk(pinned(bad), bad);
+  for (const ok of ['node:20.19.4-alpine3.22', 'registry.k8s.io/kubectl:v1.36.3', 'alpine:3.22.2', `alpine@sha256:${'a'.repeat(64)}`])
+    t.ok(pinned(ok), ok);
+  for (const bad of [
+    'node',
+    'node:latest',
+    'node:20',
+    'node:20-alpine',
+    'alpine:3',
+    'alpine:3.22',
+    'registry.k8s.io:5000/kubectl',
+    'node:lts-alpine3.22',
+  ])
+    t.notOk(pinned(bad), bad);
 });
 
-for (const [file, stages] of [[ROOT_DOCKERFILE, rootStages], [CLIENT_DOCKERFILE, clientStages]] as const) {
+for (const [file, stages] of [
+  [ROOT_DOCKERFILE, rootStages],
+  [CLIENT_DOCKERFILE, clientStages],
+] as const) {
   t.test(`${file}: pinned bases, multi-stage, non-root`, async (t) => {
     t.ok(stages.length >= 2, `${stages.length} stages`);
     const names = new Set(stages.map((s) => s.name).filter((n) => n !== undefined));
@@ -195,9 +236,18 @@ t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
   t.same(argv, ['node', '/app/dist/src/cli/main.js', 'serve', '--config', '/deploy/skewgate.yaml'], 'ENTRYPOINT + CMD (exec form)');
   t.equal(lastUser(final), 'node', 'USER node (uid 1000 in the node images)');
   t.equal(workdirs(final).at(-1), '/app');
-  t.ok(final.instructions.some((i) => i.keyword === 'RUN' && /\bapk add --no-cache\b.*\bopenssl\b/.test(i.args)), 'openssl installed (skewgate gateway-cert)');
-  t.notOk(final.instructions.some((i) => i.keyword === 'RUN' && /\bnpm\b/.test(i.args)), 'no npm in the final stage: it copies built results only');
-  t.notOk(final.instructions.some((i) => i.keyword === 'HEALTHCHECK'), 'no HEALTHCHECK in the image (the config path is the deployment\'s; compose and deploy/ run skewgate health)');
+  t.ok(
+    final.instructions.some((i) => i.keyword === 'RUN' && /\bapk add --no-cache\b.*\bopenssl\b/.test(i.args)),
+    'openssl installed (skewgate gateway-cert)',
+  );
+  t.notOk(
+    final.instructions.some((i) => i.keyword === 'RUN' && /\bnpm\b/.test(i.args)),
+    'no npm in the final stage: it copies built results only',
+  );
+  t.notOk(
+    final.instructions.some((i) => i.keyword === 'HEALTHCHECK'),
+    "no HEALTHCHECK in the image (the config path is the deployment's; compose and deploy/ run skewgate health)",
+  );
 });
 
 t.test(`${ROOT_DOCKERFILE}: installs from the lock file, production packages only in the final stage`, async (t) => {
@@ -209,10 +259,14 @@ t.test(`${ROOT_DOCKERFILE}: installs from the lock file, production packages onl
   const installs = depsStage?.instructions.filter((i) => i.keyword === 'RUN' && /\bnpm (ci|install|i)\b/.test(i.args)) ?? [];
   t.equal(installs.length, 1, 'one install in that stage');
   t.match(installs[0]?.args ?? '', /\bnpm ci\b.*--omit=dev/, 'npm ci --omit=dev (lock file, no dev dependencies)');
-  t.ok(copies(depsStage as Stage).some((c) => c.sources.includes('package-lock.json')), 'the lock file is copied in before it');
+  t.ok(
+    copies(depsStage as Stage).some((c) => c.sources.includes('package-lock.json')),
+    'the lock file is copied in before it',
+  );
   for (const s of rootStages) {
     for (const i of s.instructions) {
-      if (i.keyword === 'RUN') t.notMatch(i.args, /\bnpm (install|i)\b/, `FROM ${s.image}${s.name ? ` AS ${s.name}` : ''}: npm ci only, never npm install`);
+      if (i.keyword === 'RUN')
+        t.notMatch(i.args, /\bnpm (install|i)\b/, `FROM ${s.image}${s.name ? ` AS ${s.name}` : ''}: npm ci only, never npm install`);
     }
   }
 });
@@ -225,7 +279,8 @@ t.test('every file a COPY names exists (repository, build output) and the contex
       for (const { copy, source } of copyTargets(stage)) {
         if (copy.from === undefined) {
           t.ok(existsSync(join(root, context, source)), `${file}: COPY ${source} exists in ${context || 'the repository root'}`);
-          if (context === '') t.notOk(ignored(posix.normalize(source).replace(/\/$/, '')), `${file}: ${source} is not excluded by .dockerignore`);
+          if (context === '')
+            t.notOk(ignored(posix.normalize(source).replace(/\/$/, '')), `${file}: ${source} is not excluded by .dockerignore`);
           continue;
         }
         const from = byName.get(copy.from) as Stage;
@@ -243,28 +298,68 @@ t.test('every file a COPY names exists (repository, build output) and the contex
   check(CLIENT_DOCKERFILE, clientStages, CLIENT_DIR);
 
   const final = serviceImage;
-  const targets = copyTargets(final).map((c) => c.target).sort();
-  t.same(targets, ['/app/dist/src', '/app/node_modules', '/app/package.json', '/app/proto'], 'the final stage holds only what runs skewgate (no dist/harness)');
+  const targets = copyTargets(final)
+    .map((c) => c.target)
+    .sort();
+  t.same(
+    targets,
+    ['/app/dist/src', '/app/node_modules', '/app/package.json', '/app/proto'],
+    'the final stage holds only what runs skewgate (no dist/harness)',
+  );
   t.ok(existsSync(join(root, 'dist/src/cli/main.js')), 'the entry point is in the local build');
-  for (const p of [EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE]) t.ok(existsSync(join(root, 'proto', p)), `proto/${p} (loaded at run time) is in the copied folder`);
+  for (const p of [EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE])
+    t.ok(existsSync(join(root, 'proto', p)), `proto/${p} (loaded at run time) is in the copied folder`);
 });
 
 t.test('.dockerignore keeps the build context to what the image needs', async (t) => {
   const ignored = dockerignore(read('.dockerignore'));
-  for (const p of ['node_modules', 'node_modules/yaml/package.json', 'dist', 'dist/src/cli/main.js', '.tools', '.tools/envoy/current', '.cache', '.cache/lab/pki/ca.key', '.git', '.git/HEAD', 'test/unit/dockerfiles.test.ts', 'bench', 'docs', 'deploy/compose/client/demo.sh']) {
+  for (const p of [
+    'node_modules',
+    'node_modules/yaml/package.json',
+    'dist',
+    'dist/src/cli/main.js',
+    '.tools',
+    '.tools/envoy/current',
+    '.cache',
+    '.cache/lab/pki/ca.key',
+    '.git',
+    '.git/HEAD',
+    'test/unit/dockerfiles.test.ts',
+    'bench',
+    'docs',
+    'deploy/compose/client/demo.sh',
+  ]) {
     t.ok(ignored(p), `${p} is excluded`);
   }
-  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'src/cli/main.ts', 'harness/cli/main.ts', `proto/${EXTPROC_PROTO_FILE}`]) t.notOk(ignored(p), `${p} is sent`);
+  for (const p of [
+    'package.json',
+    'package-lock.json',
+    'tsconfig.json',
+    'src/cli/main.ts',
+    'harness/cli/main.ts',
+    `proto/${EXTPROC_PROTO_FILE}`,
+  ])
+    t.notOk(ignored(p), `${p} is sent`);
 });
 
 t.test(`${CLIENT_DOCKERFILE}: kubectl of the lab's newest version, demo.sh`, async (t) => {
   const kubectlStage = clientStages.find((s) => s.image.startsWith('registry.k8s.io/kubectl:'));
-  t.equal(kubectlStage?.image, `registry.k8s.io/kubectl:v${labVersions().kubeNew}`, 'the same kubectl version as lab/versions.env KUBE_NEW');
+  t.equal(
+    kubectlStage?.image,
+    `registry.k8s.io/kubectl:v${labVersions().kubeNew}`,
+    'the same kubectl version as lab/versions.env KUBE_NEW',
+  );
   const final = clientStages.at(-1) as Stage;
   t.match(final.image, /^alpine:/, 'runs on Alpine (busybox sh for demo.sh)');
   const targets = copyTargets(final);
-  t.ok(targets.some((c) => c.copy.from === kubectlStage?.name && c.source === '/bin/kubectl' && c.target === '/usr/local/bin/kubectl'), 'kubectl copied onto the PATH');
-  t.ok(targets.some((c) => c.copy.from === undefined && c.source === 'demo.sh' && c.target === '/usr/local/bin/demo.sh'), 'demo.sh copied onto the PATH');
+  t.ok(
+    targets.some((c) => c.copy.from === kubectlStage?.name && c.source === '/bin/kubectl' && c.target === '/usr/local/bin/kubectl'),
+    'kubectl copied onto the PATH',
+  );
+  t.ok(
+    targets.some((c) => c.copy.from === undefined && c.source === 'demo.sh' && c.target === '/usr/local/bin/demo.sh'),
+    'demo.sh copied onto the PATH',
+  );
   t.same(execForm(final, 'CMD'), ['demo.sh', 'demo'], 'CMD demo.sh demo');
 });
 
@@ -280,7 +375,10 @@ t.test('demo.sh: POSIX sh that parses, and refuses bad usage', async (t) => {
   const noArgs = spawnSync('sh', [script], { encoding: 'utf8', env });
   t.equal(noArgs.status, 2, 'no mode: exit 2');
   t.match(noArgs.stderr, /usage: .* setup\|demo/);
-  const noPki = spawnSync('sh', [script, 'demo'], { encoding: 'utf8', env: { ...env, PKI_DIR: join(tmpdir(), 'skewgate-no-such-pki'), KUBECTL: 'sh' } });
+  const noPki = spawnSync('sh', [script, 'demo'], {
+    encoding: 'utf8',
+    env: { ...env, PKI_DIR: join(tmpdir(), 'skewgate-no-such-pki'), KUBECTL: 'sh' },
+  });
   t.equal(noPki.status, 2, 'missing PKI: exit 2');
   t.match(noPki.stderr, /skewgate-no-such-pki\/ca\.crt is missing/);
   const badRounds = spawnSync('sh', [script, 'demo'], { encoding: 'utf8', env: { ...env, ROUNDS: 'many' } });
@@ -290,7 +388,9 @@ t.test('demo.sh: POSIX sh that parses, and refuses bad usage', async (t) => {
 /** Production packages as `npm ci --omit=dev` lays them out: every lock entry not marked dev. */
 function productionPackages(): string[] {
   const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { dev?: boolean }> };
-  return Object.entries(lock.packages).filter(([k, v]) => k.startsWith('node_modules/') && v.dev !== true).map(([k]) => k);
+  return Object.entries(lock.packages)
+    .filter(([k, v]) => k.startsWith('node_modules/') && v.dev !== true)
+    .map(([k]) => k);
 }
 
 /** Lays a stage's COPYs out under `app` (its /app) from the repository and the local build. */
@@ -316,7 +416,13 @@ async function layOut(t: Test, stage: Stage, app: string): Promise<void> {
 
 /** node inside a laid-out image: packages resolve their own imports inside this tree, not the repository's node_modules. */
 function nodeIn(image: string): (args: string[]) => ReturnType<typeof spawnSync> {
-  return (args) => spawnSync(process.execPath, ['--preserve-symlinks', '--preserve-symlinks-main', ...args], { encoding: 'utf8', cwd: image, timeout: 60_000, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' } });
+  return (args) =>
+    spawnSync(process.execPath, ['--preserve-symlinks', '--preserve-symlinks-main', ...args], {
+      encoding: 'utf8',
+      cwd: image,
+      timeout: 60_000,
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' },
+    });
 }
 
 t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate', async (t) => {
@@ -331,14 +437,17 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
   t.match(String(help.stdout), /\bserve\b/, 'lists the serve command');
   // Inside the tree, so that its bare import resolves in /app/node_modules as the image's would.
   const probe = join(app, 'probe.mjs');
-  await writeFile(probe, [
-    `const proto = await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/extproc/proto.js')).href)});`,
-    `await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/cli/serve.js')).href)});`,
-    `await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/telemetry/sdk.js')).href)});`,
-    'let dev = "absent";',
-    'try { await import("typescript"); dev = "present"; } catch {}',
-    'console.log(JSON.stringify({ protoRoot: proto.loadProtos().protoRoot, dev }));',
-  ].join('\n'));
+  await writeFile(
+    probe,
+    [
+      `const proto = await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/extproc/proto.js')).href)});`,
+      `await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/cli/serve.js')).href)});`,
+      `await import(${JSON.stringify(pathToFileURL(join(app, 'dist/src/telemetry/sdk.js')).href)});`,
+      'let dev = "absent";',
+      'try { await import("typescript"); dev = "present"; } catch {}',
+      'console.log(JSON.stringify({ protoRoot: proto.loadProtos().protoRoot, dev }));',
+    ].join('\n'),
+  );
   const run = node([probe]);
   t.equal(run.status, 0, `loads the protos, serve and telemetry: ${String(run.stderr)}`);
   const out = JSON.parse(String(run.stdout).trim() || '{}') as { protoRoot?: string; dev?: string };
@@ -350,38 +459,67 @@ t.test('the final stage, laid out as the Dockerfile assembles it, runs skewgate'
   t.comment(`${productionPackages().length} production packages; image tree at ${relative(tmpdir(), image)}`);
 });
 
-t.test('the harness stage (compose one-shots) runs `skewgate-lab lab pki` and renders both bootstraps as the compose file asks', async (t) => {
-  const found = rootStages.find((s) => s.name === 'harness');
-  t.ok(found, 'the Dockerfile has a stage named harness');
-  t.not(found, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
-  const stage = effective(found as Stage);
-  t.equal(lastUser(stage), 'node', 'USER node: it writes the PKI volume as uid 1000, as skewgate reads it');
-  t.ok(stage.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate \/run\/envoy/.test(i.args)), 'openssl, and the three volume folders owned by node');
-  const image = await mkdtemp(join(tmpdir(), 'skewgate-pki-image-'));
-  t.teardown(() => rm(image, { recursive: true, force: true }));
-  const app = join(image, 'app');
-  await layOut(t, stage, app);
-  const entry = execForm(stage, 'ENTRYPOINT') ?? [];
-  t.same(entry, ['node', '/app/dist/harness/cli/main.js'], 'ENTRYPOINT: the harness command');
-  // With the host's openssl here.
-  const pki = nodeIn(image)([join(app, posix.relative('/app', entry[1] ?? '')), 'lab', 'pki', '--dir', join(image, 'pki'), '--san', 'DNS:kas-1']);
-  t.equal(pki.status, 0, `skewgate-lab lab pki: ${String(pki.stderr)}`);
-  t.ok(existsSync(join(image, 'pki', 'ca.crt')) && existsSync(join(image, 'pki', 'admin.token')), 'lab pki wrote ca.crt and admin.token (what demo.sh reads)');
+t.test(
+  'the harness stage (compose one-shots) runs `skewgate-lab lab pki` and renders both bootstraps as the compose file asks',
+  async (t) => {
+    const found = rootStages.find((s) => s.name === 'harness');
+    t.ok(found, 'the Dockerfile has a stage named harness');
+    t.not(found, rootStages.at(-1), 'not the final (service) stage: `docker build .` never builds the harness in');
+    const stage = effective(found as Stage);
+    t.equal(lastUser(stage), 'node', 'USER node: it writes the PKI volume as uid 1000, as skewgate reads it');
+    t.ok(
+      stage.instructions.some(
+        (i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args) && /chown node:node \/pki \/run\/skewgate \/run\/envoy/.test(i.args),
+      ),
+      'openssl, and the three volume folders owned by node',
+    );
+    const image = await mkdtemp(join(tmpdir(), 'skewgate-pki-image-'));
+    t.teardown(() => rm(image, { recursive: true, force: true }));
+    const app = join(image, 'app');
+    await layOut(t, stage, app);
+    const entry = execForm(stage, 'ENTRYPOINT') ?? [];
+    t.same(entry, ['node', '/app/dist/harness/cli/main.js'], 'ENTRYPOINT: the harness command');
+    // With the host's openssl here.
+    const pki = nodeIn(image)([
+      join(app, posix.relative('/app', entry[1] ?? '')),
+      'lab',
+      'pki',
+      '--dir',
+      join(image, 'pki'),
+      '--san',
+      'DNS:kas-1',
+    ]);
+    t.equal(pki.status, 0, `skewgate-lab lab pki: ${String(pki.stderr)}`);
+    t.ok(
+      existsSync(join(image, 'pki', 'ca.crt')) && existsSync(join(image, 'pki', 'admin.token')),
+      'lab pki wrote ca.crt and admin.token (what demo.sh reads)',
+    );
 
-  // The envoy-config service's line, as docker-compose.yml gives it, inside the laid-out image:
-  // /app is the image's, /deploy the repository's deploy/compose, /run/envoy a folder of the image.
-  const compose = parseYaml(read('docker-compose.yml'), { version: '1.1' }) as { services: Record<string, { entrypoint?: string[]; command?: string[] }> };
-  const envoyConfig = compose.services['envoy-config'];
-  t.same(envoyConfig?.entrypoint, ['sh', '-c'], 'envoy-config: a shell line');
-  const line = envoyConfig?.command?.[0] ?? '';
-  const out = join(image, 'run', 'envoy');
-  await mkdir(out, { recursive: true });
-  const mapped = line.replaceAll('/app/', `${app}/`).replaceAll('/deploy/', `${join(root, 'deploy/compose')}/`).replaceAll('/run/envoy/', `${out}/`)
-    .replace(/(^|&& )node /g, `$1${process.execPath} --preserve-symlinks --preserve-symlinks-main `);
-  const rendered = spawnSync('sh', ['-c', mapped], { encoding: 'utf8', cwd: image, timeout: 60_000, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' } });
-  t.equal(rendered.status, 0, `envoy-config's line runs in the image: ${line}\n${String(rendered.stderr)}`);
-  for (const f of ['envoy.yaml', 'envoy-baseline.yaml']) {
-    const text = existsSync(join(out, f)) ? readFileSync(join(out, f), 'utf8') : '';
-    t.match(text, /^static_resources:$/m, `${f} written: an Envoy bootstrap`);
-  }
-});
+    // The envoy-config service's line, as docker-compose.yml gives it, inside the laid-out image:
+    // /app is the image's, /deploy the repository's deploy/compose, /run/envoy a folder of the image.
+    const compose = parseYaml(read('docker-compose.yml'), { version: '1.1' }) as {
+      services: Record<string, { entrypoint?: string[]; command?: string[] }>;
+    };
+    const envoyConfig = compose.services['envoy-config'];
+    t.same(envoyConfig?.entrypoint, ['sh', '-c'], 'envoy-config: a shell line');
+    const line = envoyConfig?.command?.[0] ?? '';
+    const out = join(image, 'run', 'envoy');
+    await mkdir(out, { recursive: true });
+    const mapped = line
+      .replaceAll('/app/', `${app}/`)
+      .replaceAll('/deploy/', `${join(root, 'deploy/compose')}/`)
+      .replaceAll('/run/envoy/', `${out}/`)
+      .replace(/(^|&& )node /g, `$1${process.execPath} --preserve-symlinks --preserve-symlinks-main `);
+    const rendered = spawnSync('sh', ['-c', mapped], {
+      encoding: 'utf8',
+      cwd: image,
+      timeout: 60_000,
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' },
+    });
+    t.equal(rendered.status, 0, `envoy-config's line runs in the image: ${line}\n${String(rendered.stderr)}`);
+    for (const f of ['envoy.yaml', 'envoy-baseline.yaml']) {
+      const text = existsSync(join(out, f)) ? readFileSync(join(out, f), 'utf8') : '';
+      t.match(text, /^static_resources:$/m, `${f} written: an Envoy bootstrap`);
+    }
+  },
+);

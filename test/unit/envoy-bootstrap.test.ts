@@ -3,10 +3,27 @@ import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import {
-  CLIENT_CERT_HEADER, EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, IDENTITY_UNSTATED_REASON, REASON_HEADER, REMOTE_USER_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES,
-  SANITIZED_REQUEST_HEADERS, UPSTREAM_HEADER,
+  CLIENT_CERT_HEADER,
+  EXTPROC_SERVICE_NAME,
+  HEALTH_CHECK_USER,
+  IDENTITY_UNSTATED_REASON,
+  REASON_HEADER,
+  REMOTE_USER_HEADER,
+  SANITIZED_REQUEST_HEADER_PREFIXES,
+  SANITIZED_REQUEST_HEADERS,
+  UPSTREAM_HEADER,
 } from '../../src/constants.js';
-import { BootstrapError, duration, EXTPROC_GRACEFUL_CLOSE, FRONT_PROXY_SUFFIX, IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, renderBootstrap, renderPath } from '../../src/envoy/bootstrap.js';
+import {
+  BootstrapError,
+  duration,
+  EXTPROC_GRACEFUL_CLOSE,
+  FRONT_PROXY_SUFFIX,
+  IDENTITY_BACKSTOP_ROUTE,
+  READ_NUM_RETRIES,
+  READ_RETRY_ON,
+  renderBootstrap,
+  renderPath,
+} from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { arr, at, obj, type Obj } from '../helpers/json.js';
 import { packageRoot } from '../../src/package-root.js';
@@ -23,11 +40,13 @@ interface Opts {
 function config(o: Opts = {}): Config {
   return parseConfig(
     {
-      apiservers: (o.apiservers ?? [
-        { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
-        { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
-        { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
-      ]).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
+      apiservers: (
+        o.apiservers ?? [
+          { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
+          { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
+          { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
+        ]
+      ).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
       extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
       envoy: {
         listen: { address: '127.0.0.1', port: 8443 },
@@ -75,19 +94,37 @@ t.test('sanitising removes every identity and routing header, early and in the c
   t.equal(at(early[0], 'name'), 'envoy.http.early_header_mutation.header_mutation');
   const earlyMutations = arr(at(early[0], 'typed_config.mutations')).map((m) => obj(m));
   const chainMutations = arr(at(filters(b)[0], 'typed_config.mutations.request_mutations')).map((m) => obj(m));
-  for (const [where, list] of [['early', earlyMutations], ['filter', chainMutations]] as const) {
+  for (const [where, list] of [
+    ['early', earlyMutations],
+    ['filter', chainMutations],
+  ] as const) {
     const removed = list.map((m) => m.remove).filter((x) => x !== undefined);
-    const prefixes = list.map((m) => (m.remove_on_match === undefined ? undefined : at(m, 'remove_on_match.key_matcher.prefix'))).filter((x) => x !== undefined);
+    const prefixes = list
+      .map((m) => (m.remove_on_match === undefined ? undefined : at(m, 'remove_on_match.key_matcher.prefix')))
+      .filter((x) => x !== undefined);
     for (const h of SANITIZED_REQUEST_HEADERS) t.ok(removed.includes(h), `${where}: removes ${h}`);
     for (const p of SANITIZED_REQUEST_HEADER_PREFIXES) t.ok(prefixes.includes(p), `${where}: removes prefix ${p}`);
     t.ok(prefixes.includes('x-envoy-'), `${where}: removes client x-envoy-* (e.g. x-envoy-retry-on)`);
     t.ok(removed.includes(UPSTREAM_HEADER), `${where}: removes the routing header`);
-    t.ok(list.every((m) => m.append === undefined), `${where}: only removals`);
+    t.ok(
+      list.every((m) => m.append === undefined),
+      `${where}: only removals`,
+    );
   }
-  t.ok(earlyMutations.some((m) => m.remove === 'x-forwarded-for'), 'client X-Forwarded-For dropped before Envoy appends the peer');
-  t.notOk(chainMutations.some((m) => m.remove === 'x-forwarded-for'), 'the filter keeps the X-Forwarded-For Envoy wrote');
+  t.ok(
+    earlyMutations.some((m) => m.remove === 'x-forwarded-for'),
+    'client X-Forwarded-For dropped before Envoy appends the peer',
+  );
+  t.notOk(
+    chainMutations.some((m) => m.remove === 'x-forwarded-for'),
+    'the filter keeps the X-Forwarded-For Envoy wrote',
+  );
   t.equal(hcm(b).forward_client_cert_details, 'SANITIZE');
-  t.same(at(hcm(b), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER, CLIENT_CERT_HEADER], 'the routing header and XFCC are never forwarded upstream');
+  t.same(
+    at(hcm(b), 'route_config.request_headers_to_remove'),
+    [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
+    'the routing header and XFCC are never forwarded upstream',
+  );
 });
 
 const mutationsOf = (b: unknown): { early: Obj[]; chain: Obj[] } => ({
@@ -106,22 +143,38 @@ t.test('client certificates: asked for, verified against clientCaFile, optional'
   t.notOk('require_client_certificate' in off);
 });
 
-t.test('client certificates: Envoy sets XFCC (cert + chain) for skewgate; a client\'s XFCC never survives', async (t) => {
+t.test("client certificates: Envoy sets XFCC (cert + chain) for skewgate; a client's XFCC never survives", async (t) => {
   const on = renderBootstrap(config({ clientCa: true }));
   t.equal(hcm(on).forward_client_cert_details, 'SANITIZE_SET');
   t.same(hcm(on).set_current_client_cert_details, { cert: true, chain: true });
   const m = mutationsOf(on);
-  t.ok(m.early.some((x) => x.remove === CLIENT_CERT_HEADER), 'the early mutation drops a client\'s XFCC (before Envoy sets its own)');
-  t.notOk(m.chain.some((x) => x.remove === CLIENT_CERT_HEADER), 'the filter keeps the XFCC Envoy set, for skewgate');
+  t.ok(
+    m.early.some((x) => x.remove === CLIENT_CERT_HEADER),
+    "the early mutation drops a client's XFCC (before Envoy sets its own)",
+  );
+  t.notOk(
+    m.chain.some((x) => x.remove === CLIENT_CERT_HEADER),
+    'the filter keeps the XFCC Envoy set, for skewgate',
+  );
   for (const h of SANITIZED_REQUEST_HEADERS.filter((x) => x !== CLIENT_CERT_HEADER)) {
-    t.ok(m.chain.some((x) => x.remove === h), `the filter still removes ${h}`);
+    t.ok(
+      m.chain.some((x) => x.remove === h),
+      `the filter still removes ${h}`,
+    );
   }
-  t.same(at(hcm(on), 'route_config.request_headers_to_remove'), [UPSTREAM_HEADER, CLIENT_CERT_HEADER], 'XFCC never reaches an apiserver, even with skewgate down');
+  t.same(
+    at(hcm(on), 'route_config.request_headers_to_remove'),
+    [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
+    'XFCC never reaches an apiserver, even with skewgate down',
+  );
 
   const off = renderBootstrap(config());
   t.equal(hcm(off).forward_client_cert_details, 'SANITIZE');
   t.notOk('set_current_client_cert_details' in hcm(off));
-  t.ok(mutationsOf(off).chain.some((x) => x.remove === CLIENT_CERT_HEADER), 'without client certificates the filter strips XFCC too');
+  t.ok(
+    mutationsOf(off).chain.some((x) => x.remove === CLIENT_CERT_HEADER),
+    'without client certificates the filter strips XFCC too',
+  );
 });
 
 t.test('client certificates: the backstop route answers 401 when nobody stated the identity', async (t) => {
@@ -131,22 +184,32 @@ t.test('client certificates: the backstop route answers 401 when nobody stated t
   const first = rs[0] as Obj;
   t.equal(first.name, IDENTITY_BACKSTOP_ROUTE);
   t.equal(first.name, 'client-identity-unstated');
-  t.same(first.match, {
-    prefix: '/',
-    tls_context: { presented: true },
-    headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
-  }, 'a certificate was presented and no X-Remote-User was stated');
+  t.same(
+    first.match,
+    {
+      prefix: '/',
+      tls_context: { presented: true },
+      headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
+    },
+    'a certificate was presented and no X-Remote-User was stated',
+  );
   t.notOk('route' in first, 'never forwarded');
   t.equal(at(first, 'direct_response.status'), 401);
   const body = JSON.parse(String(at(first, 'direct_response.body.inline_string'))) as Obj;
   t.match(body, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'Unauthorized', code: 401 });
   t.match(body.message, /^Unauthorized/);
   const added = arr(first.response_headers_to_add).map((h) => obj(h));
-  t.same(added.map((h) => [at(h, 'header.key'), at(h, 'header.value'), h.append_action]), [
-    ['content-type', 'application/json', 'OVERWRITE_IF_EXISTS_OR_ADD'],
-    [REASON_HEADER, IDENTITY_UNSTATED_REASON, 'OVERWRITE_IF_EXISTS_OR_ADD'],
-  ]);
-  t.notOk(routes(renderBootstrap(config())).some((r) => r.name === IDENTITY_BACKSTOP_ROUTE), 'no backstop without client certificates');
+  t.same(
+    added.map((h) => [at(h, 'header.key'), at(h, 'header.value'), h.append_action]),
+    [
+      ['content-type', 'application/json', 'OVERWRITE_IF_EXISTS_OR_ADD'],
+      [REASON_HEADER, IDENTITY_UNSTATED_REASON, 'OVERWRITE_IF_EXISTS_OR_ADD'],
+    ],
+  );
+  t.notOk(
+    routes(renderBootstrap(config())).some((r) => r.name === IDENTITY_BACKSTOP_ROUTE),
+    'no backstop without client certificates',
+  );
 });
 
 t.test('client certificates: a stated identity goes over front-proxy connections, everything else over direct ones', async (t) => {
@@ -156,34 +219,75 @@ t.test('client certificates: a stated identity goes over front-proxy connections
   const fp = names.filter((n) => n.endsWith(FRONT_PROXY_SUFFIX));
   // Non-empty first: the comparisons and loops below would pass on nothing at all.
   t.equal(fp.length, config({ clientCa: true }).apiservers.length + 1, 'one front-proxy twin per apiserver and one for default');
-  t.same(fp, names.filter((n) => !n.endsWith(FRONT_PROXY_SUFFIX)).map((n) => `${n}${FRONT_PROXY_SUFFIX}`), 'a front-proxy twin of every apiserver cluster and of default');
+  t.same(
+    fp,
+    names.filter((n) => !n.endsWith(FRONT_PROXY_SUFFIX)).map((n) => `${n}${FRONT_PROXY_SUFFIX}`),
+    'a front-proxy twin of every apiserver cluster and of default',
+  );
   for (const c of cs) {
     const front = String(c.name).endsWith(FRONT_PROXY_SUFFIX);
     const certs = at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates');
-    if (front) t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/fp.crt' }, private_key: { filename: '/srv/sg/pki/fp.key' } }, `${String(c.name)}: the front-proxy certificate`);
+    if (front)
+      t.same(
+        at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'),
+        { certificate_chain: { filename: '/srv/sg/pki/fp.crt' }, private_key: { filename: '/srv/sg/pki/fp.key' } },
+        `${String(c.name)}: the front-proxy certificate`,
+      );
     else t.equal(certs, undefined, `${String(c.name)}: no client certificate (tokens and anonymous requests as if direct)`);
     const hc = at(c, 'health_checks.0.http_health_check.request_headers_to_add');
-    if (front) t.same(arr(hc).map((h) => [at(h, 'header.key'), at(h, 'header.value')]), [[REMOTE_USER_HEADER, HEALTH_CHECK_USER]], `${String(c.name)}: /readyz as the health-check user`);
+    if (front)
+      t.same(
+        arr(hc).map((h) => [at(h, 'header.key'), at(h, 'header.value')]),
+        [[REMOTE_USER_HEADER, HEALTH_CHECK_USER]],
+        `${String(c.name)}: /readyz as the health-check user`,
+      );
     else t.equal(hc, undefined, `${String(c.name)}: anonymous /readyz`);
   }
   const matches = arr(at(cluster(b, `default${FRONT_PROXY_SUFFIX}`), 'transport_socket_matches'));
   t.equal(matches.length, config({ clientCa: true }).apiservers.length, 'default front-proxy: a transport socket per apiserver');
   for (const m of matches) {
-    t.same(at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, `default front-proxy: ${String(at(m, 'name'))}`);
+    t.same(
+      at(m, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'),
+      { filename: '/srv/sg/pki/fp.crt' },
+      `default front-proxy: ${String(at(m, 'name'))}`,
+    );
   }
   // Routes: backstop, then X-Remote-User present → front-proxy twins, then the direct ones.
   const rs = routes(b);
   t.equal(rs[0]?.name, IDENTITY_BACKSTOP_ROUTE);
-  const stated = rs.slice(1).filter((r) => arr(at(r, 'match.headers') ?? []).some((h) => at(h, 'name') === REMOTE_USER_HEADER && at(h, 'present_match') === true && at(h, 'invert_match') === undefined));
-  t.same(stated.map((r) => at(r, 'route.cluster')), stated.map((r) => String(at(r, 'route.cluster'))).filter((c) => c.endsWith(FRONT_PROXY_SUFFIX)), 'every route on a stated identity goes to a front-proxy cluster');
-  t.equal(stated.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'one read and one write route per apiserver and for default');
+  const stated = rs
+    .slice(1)
+    .filter((r) =>
+      arr(at(r, 'match.headers') ?? []).some(
+        (h) => at(h, 'name') === REMOTE_USER_HEADER && at(h, 'present_match') === true && at(h, 'invert_match') === undefined,
+      ),
+    );
+  t.same(
+    stated.map((r) => at(r, 'route.cluster')),
+    stated.map((r) => String(at(r, 'route.cluster'))).filter((c) => c.endsWith(FRONT_PROXY_SUFFIX)),
+    'every route on a stated identity goes to a front-proxy cluster',
+  );
+  t.equal(
+    stated.length,
+    (config({ clientCa: true }).apiservers.length + 1) * 2,
+    'one read and one write route per apiserver and for default',
+  );
   const lastStated = rs.indexOf(stated.at(-1) as Obj);
   const direct = rs.slice(lastStated + 1);
   t.equal(direct.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'and as many direct routes');
-  t.ok(direct.every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)), 'the direct routes come after, and never use the front-proxy certificate');
+  t.ok(
+    direct.every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)),
+    'the direct routes come after, and never use the front-proxy certificate',
+  );
   const plain = renderBootstrap(config({ clientCert: true }));
-  t.notOk(clusters(plain).some((c) => String(c.name).endsWith(FRONT_PROXY_SUFFIX)), 'without clientCaFile: one set of clusters');
-  t.ok(at(cluster(plain, 'default'), 'transport_socket.typed_config.common_tls_context.tls_certificates.0'), 'and upstreamClientCert on it, as configured');
+  t.notOk(
+    clusters(plain).some((c) => String(c.name).endsWith(FRONT_PROXY_SUFFIX)),
+    'without clientCaFile: one set of clusters',
+  );
+  t.ok(
+    at(cluster(plain, 'default'), 'transport_socket.typed_config.common_tls_context.tls_certificates.0'),
+    'and upstreamClientCert on it, as configured',
+  );
 });
 
 t.test('ext_proc: headers only, timeouts, route cache, failure mode', async (t) => {
@@ -215,14 +319,19 @@ t.test('routes: one pair per apiserver on the exact header value, then the defau
     const mine = rs.filter((r) => r.route !== undefined && at(r, 'route.cluster') === s.name);
     t.equal(mine.length, 2, `${s.name}: read and write routes`);
     for (const r of mine) {
-      const hdr = arr(at(r, 'match.headers')).map((h) => obj(h)).find((h) => h.name === UPSTREAM_HEADER);
+      const hdr = arr(at(r, 'match.headers'))
+        .map((h) => obj(h))
+        .find((h) => h.name === UPSTREAM_HEADER);
       t.same(hdr?.string_match, { exact: s.name }, `${s.name}: exact match on ${UPSTREAM_HEADER}`);
     }
   }
   const last = rs[rs.length - 1] as Obj;
   t.same(last.match, { prefix: '/' }, 'catch-all last');
   t.equal(at(last, 'route.cluster'), 'default');
-  t.notOk(rs.some((r) => at(r, 'route.cluster') === 'skewgate-extproc'), 'no route can reach the processor cluster');
+  t.notOk(
+    rs.some((r) => at(r, 'route.cluster') === 'skewgate-extproc'),
+    'no route can reach the processor cluster',
+  );
   t.notOk(JSON.stringify(rs).includes('cluster_header'), 'no cluster_header: a value can never name an arbitrary cluster');
   for (const r of rs) {
     t.equal(at(r, 'route.timeout'), '0s', `${String(r.name)}: no route timeout (watches, exec)`);
@@ -233,7 +342,12 @@ t.test('routes: one pair per apiserver on the exact header value, then the defau
 t.test('retries: reads only, connect-level failures only; writes never', async (t) => {
   const rs = routes(renderBootstrap(config()));
   const methodRegex = (r: Obj): RegExp | undefined => {
-    const m = (r.match as Obj).headers === undefined ? undefined : arr(at(r, 'match.headers')).map((h) => obj(h)).find((h) => h.name === ':method');
+    const m =
+      (r.match as Obj).headers === undefined
+        ? undefined
+        : arr(at(r, 'match.headers'))
+            .map((h) => obj(h))
+            .find((h) => h.name === ':method');
     return m === undefined ? undefined : new RegExp(String(at(m, 'string_match.safe_regex.regex')));
   };
   let reads = 0;
@@ -257,9 +371,17 @@ t.test('retries: reads only, connect-level failures only; writes never', async (
   t.equal(writes, reads, 'every read route has a write twin (no retries)');
   t.equal(reads + writes, rs.length, 'and nothing else');
   const conditions = READ_RETRY_ON.split(',');
-  t.same(conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request'].includes(c)), [], 'no condition that may fire after bytes were sent');
+  t.same(
+    conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request'].includes(c)),
+    [],
+    'no condition that may fire after bytes were sent',
+  );
   const defaultRead = rs.find((r) => r.name === 'default-read') as Obj;
-  t.equal(at(defaultRead, 'route.retry_policy.retry_host_predicate.0.name'), 'envoy.retry_host_predicates.previous_hosts', 'default: a retry goes to another apiserver');
+  t.equal(
+    at(defaultRead, 'route.retry_policy.retry_host_predicate.0.name'),
+    'envoy.retry_host_predicates.previous_hosts',
+    'default: a retry goes to another apiserver',
+  );
 });
 
 t.test('listener: TLS with h2 + http/1.1, upgrades, no stream timeouts, trusted addresses', async (t) => {
@@ -268,10 +390,16 @@ t.test('listener: TLS with h2 + http/1.1, upgrades, no stream timeouts, trusted 
   t.same(at(l, 'address.socket_address'), { address: '127.0.0.1', port_value: 8443 });
   const tls = obj(at(l, 'filter_chains.0.transport_socket.typed_config'));
   t.same(at(tls, 'common_tls_context.alpn_protocols'), ['h2', 'http/1.1']);
-  t.same(at(tls, 'common_tls_context.tls_certificates.0'), { certificate_chain: { filename: '/srv/sg/pki/gw.crt' }, private_key: { filename: '/srv/sg/pki/gw.key' } });
+  t.same(at(tls, 'common_tls_context.tls_certificates.0'), {
+    certificate_chain: { filename: '/srv/sg/pki/gw.crt' },
+    private_key: { filename: '/srv/sg/pki/gw.key' },
+  });
   const h = hcm(b);
   t.equal(h.codec_type, 'AUTO');
-  t.same(arr(h.upgrade_configs).map((u) => at(u, 'upgrade_type')), ['websocket', 'spdy/3.1']);
+  t.same(
+    arr(h.upgrade_configs).map((u) => at(u, 'upgrade_type')),
+    ['websocket', 'spdy/3.1'],
+  );
   t.equal(h.stream_idle_timeout, '0s');
   t.equal(h.use_remote_address, true);
   t.equal(h.xff_num_trusted_hops, 0);
@@ -283,7 +411,10 @@ t.test('listener: TLS with h2 + http/1.1, upgrades, no stream timeouts, trusted 
 t.test('clusters: one per apiserver with TLS and /readyz checks, plus default and processor', async (t) => {
   const cfg = config({ clientCert: true });
   const b = renderBootstrap(cfg);
-  t.same(clusters(b).map((c) => c.name), ['apiserver-a', 'apiserver-b', 'apiserver-c', 'default', 'skewgate-extproc']);
+  t.same(
+    clusters(b).map((c) => c.name),
+    ['apiserver-a', 'apiserver-b', 'apiserver-c', 'default', 'skewgate-extproc'],
+  );
   for (const s of cfg.apiservers) {
     const c = cluster(b, s.name);
     t.equal(at(c, 'health_checks.0.http_health_check.path'), '/readyz', `${s.name}: /readyz`);
@@ -295,18 +426,29 @@ t.test('clusters: one per apiserver with TLS and /readyz checks, plus default an
     const opts = obj(at(c, 'typed_extension_protocol_options'))['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
     t.same(at(opts, 'explicit_http_config'), { http_protocol_options: {} }, `${s.name}: HTTP/1.1 upstream, so upgrades pass`);
     t.equal(at(c, 'transport_socket.typed_config.common_tls_context.validation_context.trusted_ca.filename'), '/srv/sg/pki/ca.crt');
-    t.same(at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/fp.crt' }, 'client certificate');
+    t.same(
+      at(c, 'transport_socket.typed_config.common_tls_context.tls_certificates.0.certificate_chain'),
+      { filename: '/srv/sg/pki/fp.crt' },
+      'client certificate',
+    );
     t.ok(Number(at(c, 'circuit_breakers.thresholds.0.max_requests')) >= 100_000, 'long watches do not exhaust the circuit breaker');
   }
   const a = cluster(b, 'apiserver-a');
   t.equal(a.type, 'STATIC', 'IP URL: STATIC');
   t.notOk('sni' in obj(at(a, 'transport_socket.typed_config')), 'no SNI for an IP');
-  t.same(at(a, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [{ san_type: 'IP_ADDRESS', matcher: { exact: '127.0.0.1' } }]);
+  t.same(at(a, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [
+    { san_type: 'IP_ADDRESS', matcher: { exact: '127.0.0.1' } },
+  ]);
   const c = cluster(b, 'apiserver-c');
   t.equal(c.type, 'STRICT_DNS', 'host name URL: STRICT_DNS');
-  t.same(at(c, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address'), { address: 'kube-c.example', port_value: 6443 });
+  t.same(at(c, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address.socket_address'), {
+    address: 'kube-c.example',
+    port_value: 6443,
+  });
   t.equal(at(c, 'transport_socket.typed_config.sni'), 'kubernetes', 'serverName is the SNI');
-  t.same(at(c, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [{ san_type: 'DNS', matcher: { exact: 'kubernetes' } }]);
+  t.same(at(c, 'transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names'), [
+    { san_type: 'DNS', matcher: { exact: 'kubernetes' } },
+  ]);
 
   const d = cluster(b, 'default');
   t.equal(d.type, 'STRICT_DNS', 'default: STRICT_DNS as one apiserver has a host name');
@@ -317,7 +459,11 @@ t.test('clusters: one per apiserver with TLS and /readyz checks, plus default an
     cfg.apiservers.map((s) => ({ apiserver: s.name })),
   );
   const matches = arr(d.transport_socket_matches).map((m) => obj(m));
-  t.same(matches.map((m) => m.match), cfg.apiservers.map((s) => ({ apiserver: s.name })), 'each endpoint keeps its own TLS settings');
+  t.same(
+    matches.map((m) => m.match),
+    cfg.apiservers.map((s) => ({ apiserver: s.name })),
+    'each endpoint keeps its own TLS settings',
+  );
   t.equal(at(matches[2], 'transport_socket.typed_config.sni'), 'kubernetes');
   t.ok(d.transport_socket !== undefined, 'never plaintext');
   t.equal(at(d, 'health_checks.0.http_health_check.path'), '/readyz');
@@ -330,11 +476,17 @@ t.test('apiserver clusters without a client certificate present none', async (t)
 
 t.test('processor cluster: HTTP/2, TCP or unix socket, gRPC health, raised limits', async (t) => {
   const tcp = cluster(renderBootstrap(config({ extproc: '127.0.0.1:9002' })), 'skewgate-extproc');
-  t.same(at(tcp, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { socket_address: { address: '127.0.0.1', port_value: 9002 } });
+  t.same(at(tcp, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), {
+    socket_address: { address: '127.0.0.1', port_value: 9002 },
+  });
   const unix = cluster(renderBootstrap(config({ extproc: 'unix:/run/skewgate/extproc.sock' })), 'skewgate-extproc');
   t.same(at(unix, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: '/run/skewgate/extproc.sock' } });
   const rel = cluster(renderBootstrap(config({ extproc: 'unix:run/x.sock' })), 'skewgate-extproc');
-  t.same(at(rel, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { pipe: { path: '/srv/sg/run/x.sock' } }, 'relative socket resolved against the config');
+  t.same(
+    at(rel, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'),
+    { pipe: { path: '/srv/sg/run/x.sock' } },
+    'relative socket resolved against the config',
+  );
   const v6 = cluster(renderBootstrap(config({ extproc: '[::1]:9002' })), 'skewgate-extproc');
   t.same(at(v6, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), { socket_address: { address: '::1', port_value: 9002 } });
   const opts = obj(at(tcp, 'typed_extension_protocol_options'))['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];

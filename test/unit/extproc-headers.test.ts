@@ -47,7 +47,16 @@ t.test('headerMapToMap tolerates absent maps', async (t) => {
 });
 
 t.test('isSensitiveHeader', async (t) => {
-  for (const h of ['authorization', 'Authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-remote-user', 'X-Remote-Group', 'x-remote-extra-scopes']) {
+  for (const h of [
+    'authorization',
+    'Authorization',
+    'proxy-authorization',
+    'cookie',
+    'set-cookie',
+    'x-remote-user',
+    'X-Remote-Group',
+    'x-remote-extra-scopes',
+  ]) {
     t.ok(isSensitiveHeader(h), h);
   }
   for (const h of [':path', 'accept', 'user-agent', 'x-request-id', 'x-remotely']) t.notOk(isSensitiveHeader(h), h);

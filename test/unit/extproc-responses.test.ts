@@ -2,13 +2,7 @@ import t from 'tap';
 import { REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
-import {
-  continueRequestHeaders,
-  emptyResponseFor,
-  internalErrorResponse,
-  responseFor,
-  routeTo,
-} from '../../src/extproc/responses.js';
+import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, responseFor, routeTo } from '../../src/extproc/responses.js';
 import type { ProcessingResponseOut, RequestPhase } from '../../src/extproc/messages.js';
 import type { Decision } from '../../src/routing/decision.js';
 import { resourceInfo, resultOf } from '../helpers/extproc-client.js';
@@ -58,7 +52,14 @@ t.test('routed: sets the upstream header with raw_value only and clears the rout
   t.equal(Buffer.from(set?.[0]?.header?.raw_value ?? []).toString(), 'kas-new');
   t.equal(set?.[0]?.append, null, 'append unset means overwrite');
   t.equal(set?.[0]?.append_action, 'APPEND_IF_EXISTS_OR_ADD', 'append_action left at its zero value');
-  t.same(routeTo('x'), { request_headers: { response: { header_mutation: { set_headers: [{ header: { key: UPSTREAM_HEADER, raw_value: Buffer.from('x') } }] }, clear_route_cache: true } } });
+  t.same(routeTo('x'), {
+    request_headers: {
+      response: {
+        header_mutation: { set_headers: [{ header: { key: UPSTREAM_HEADER, raw_value: Buffer.from('x') } }] },
+        clear_route_cache: true,
+      },
+    },
+  });
 });
 
 t.test('default and passthrough continue without touching headers', async (t) => {
@@ -183,7 +184,14 @@ t.test('internalErrorResponse is a 500 Status', async (t) => {
 });
 
 t.test('emptyResponseFor answers each phase with its own kind', async (t) => {
-  const phases: RequestPhase[] = ['request_headers', 'response_headers', 'request_body', 'response_body', 'request_trailers', 'response_trailers'];
+  const phases: RequestPhase[] = [
+    'request_headers',
+    'response_headers',
+    'request_body',
+    'response_body',
+    'request_trailers',
+    'response_trailers',
+  ];
   for (const p of phases) {
     const res = wire(emptyResponseFor(p));
     t.equal(res.response, p, p);
@@ -193,7 +201,13 @@ t.test('emptyResponseFor answers each phase with its own kind', async (t) => {
 t.test('a stated client certificate goes upstream as front-proxy headers, XFCC removed', async (t) => {
   const identity = {
     kind: 'stated' as const,
-    identity: { user: 'jane', uid: 'u-1', groups: ['dev', 'a,b'], extra: [['authentication.kubernetes.io/credential-id', ['X509SHA256=ab']]] as const, fingerprint: 'ab' },
+    identity: {
+      user: 'jane',
+      uid: 'u-1',
+      groups: ['dev', 'a,b'],
+      extra: [['authentication.kubernetes.io/credential-id', ['X509SHA256=ab']]] as const,
+      fingerprint: 'ab',
+    },
   };
   const routed: Decision = { outcome: 'routed', reason: 'served_by_subset', candidates: ['kas-new'], upstream: 'kas-new' };
   const passthrough: Decision = { outcome: 'passthrough', reason: 'non_resource', candidates: [] };
@@ -203,21 +217,37 @@ t.test('a stated client certificate goes upstream as front-proxy headers, XFCC r
     t.equal(common?.clear_route_cache, true, `${d.outcome}: the route is picked again (Envoy's backstop route no longer matches)`);
     const set = common?.header_mutation?.set_headers ?? [];
     assertRawOnly(t, set);
-    const lines = set.filter((o) => o.header?.key !== UPSTREAM_HEADER).map((o) => [o.header?.key, Buffer.from(o.header?.raw_value ?? []).toString(), o.append?.value ?? false]);
-    t.same(lines, [
-      ['x-remote-user', 'jane', false],
-      ['x-remote-uid', 'u-1', false],
-      ['x-remote-group', 'dev', false],
-      ['x-remote-group', 'a,b', true],
-      ['x-remote-extra-authentication.kubernetes.io%2Fcredential-id', 'X509SHA256=ab', false],
-    ], `${d.outcome}: user, uid, one line per group (appended), extra`);
+    const lines = set
+      .filter((o) => o.header?.key !== UPSTREAM_HEADER)
+      .map((o) => [o.header?.key, Buffer.from(o.header?.raw_value ?? []).toString(), o.append?.value ?? false]);
+    t.same(
+      lines,
+      [
+        ['x-remote-user', 'jane', false],
+        ['x-remote-uid', 'u-1', false],
+        ['x-remote-group', 'dev', false],
+        ['x-remote-group', 'a,b', true],
+        ['x-remote-extra-authentication.kubernetes.io%2Fcredential-id', 'X509SHA256=ab', false],
+      ],
+      `${d.outcome}: user, uid, one line per group (appended), extra`,
+    );
     t.same(common?.header_mutation?.remove_headers, ['x-forwarded-client-cert']);
   }
-  const unstated: Decision = { outcome: 'rejected', reason: 'client_identity_unstated', problem: 'the client certificate has no common name (CN), so it names no user', candidates: [] };
+  const unstated: Decision = {
+    outcome: 'rejected',
+    reason: 'client_identity_unstated',
+    problem: 'the client certificate has no common name (CN), so it names no user',
+    candidates: [],
+  };
   const res = wire(responseFor(resultOf(unstated), 5));
   const im = res.immediate_response;
   t.equal(im?.status?.code, 401);
   t.equal(headersOf(im?.headers?.set_headers).get(REASON_HEADER), 'client_identity_unstated');
-  t.match(JSON.parse(Buffer.from(im?.body ?? []).toString()), { kind: 'Status', reason: 'Unauthorized', code: 401, message: /cannot state the identity of this client certificate.*no common name/ });
+  t.match(JSON.parse(Buffer.from(im?.body ?? []).toString()), {
+    kind: 'Status',
+    reason: 'Unauthorized',
+    code: 401,
+    message: /cannot state the identity of this client certificate.*no common name/,
+  });
   t.equal(im?.details, 'skewgate_client_identity_unstated');
 });

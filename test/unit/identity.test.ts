@@ -5,7 +5,14 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { ClientIdentityVerifier, CREDENTIAL_ID_EXTRA, parsePemCertificates, stateClientIdentity, type ClientTrust, type IdentityResult } from '../../src/identity/client-identity.js';
+import {
+  ClientIdentityVerifier,
+  CREDENTIAL_ID_EXTRA,
+  parsePemCertificates,
+  stateClientIdentity,
+  type ClientTrust,
+  type IdentityResult,
+} from '../../src/identity/client-identity.js';
 import { extraHeaderName, frontProxyHeaders } from '../../src/identity/front-proxy-headers.js';
 import { goSubject, SubjectParseError, subjectAttributes } from '../../src/identity/x509-subject.js';
 import { parseXfcc } from '../../src/identity/xfcc.js';
@@ -49,16 +56,20 @@ t.test('states what kube-apiserver itself would see, for every fixture certifica
       t.equal(want.authenticated, true, `${name}: kube-apiserver takes it`);
       t.match(got, { kind: 'unstated', problem: refusal }, `${name}: skewgate refuses it`);
     } else if (want.authenticated && want.user) {
-      t.same(got, {
-        kind: 'stated',
-        identity: {
-          user: want.user.name,
-          uid: want.user.uid === '' ? null : want.user.uid,
-          groups: want.user.groups ?? [],
-          extra: Object.entries(want.user.extra),
-          fingerprint: (want.user.extra[CREDENTIAL_ID_EXTRA]?.[0] ?? '').replace('X509SHA256=', ''),
+      t.same(
+        got,
+        {
+          kind: 'stated',
+          identity: {
+            user: want.user.name,
+            uid: want.user.uid === '' ? null : want.user.uid,
+            groups: want.user.groups ?? [],
+            extra: Object.entries(want.user.extra),
+            fingerprint: (want.user.extra[CREDENTIAL_ID_EXTRA]?.[0] ?? '').replace('X509SHA256=', ''),
+          },
         },
-      }, `${name}: same user, UID, groups and credential-id`);
+        `${name}: same user, UID, groups and credential-id`,
+      );
     } else {
       // Not authenticated by kube-apiserver (no CN: it would try the next authenticator; an error: 401).
       t.equal(got.kind, 'unstated', `${name}: refused (kube-apiserver: ${want.error ?? 'not authenticated'})`);
@@ -74,10 +85,23 @@ t.test('refusals name the reason', async (t) => {
     ['unrelated', undefined, /not issued by a CA in client-ca\.crt/],
     ['via-intermediate', undefined, /not issued by a CA/],
   ];
-  for (const [name, chain, problem] of cases) t.match(stateClientIdentity(xfccOf(pem(name), chain), trust, NOW), { kind: 'unstated', problem }, name);
-  t.match(stateClientIdentity(xfccOf(pem('via-intermediate'), pem('via-intermediate') + pem('intermediate')), trust, NOW), { kind: 'stated', identity: { user: 'grace' } }, 'with its chain it verifies');
-  t.match(stateClientIdentity(xfccOf(pem('via-intermediate'), pem('intermediate') + pem('jane')), trust, NOW), { kind: 'stated' }, 'certificates in Chain that are not on the path are ignored');
-  t.match(stateClientIdentity(xfccOf(pem('jane'), pem('admin')), trust, NOW), { kind: 'stated', identity: { user: 'jane' } }, 'a stray certificate in Chain changes nothing');
+  for (const [name, chain, problem] of cases)
+    t.match(stateClientIdentity(xfccOf(pem(name), chain), trust, NOW), { kind: 'unstated', problem }, name);
+  t.match(
+    stateClientIdentity(xfccOf(pem('via-intermediate'), pem('via-intermediate') + pem('intermediate')), trust, NOW),
+    { kind: 'stated', identity: { user: 'grace' } },
+    'with its chain it verifies',
+  );
+  t.match(
+    stateClientIdentity(xfccOf(pem('via-intermediate'), pem('intermediate') + pem('jane')), trust, NOW),
+    { kind: 'stated' },
+    'certificates in Chain that are not on the path are ignored',
+  );
+  t.match(
+    stateClientIdentity(xfccOf(pem('jane'), pem('admin')), trust, NOW),
+    { kind: 'stated', identity: { user: 'jane' } },
+    'a stray certificate in Chain changes nothing',
+  );
 });
 
 t.test('the clock: expired and not yet valid', async (t) => {
@@ -101,7 +125,8 @@ t.test('XFCC that cannot come from the gateway Envoy is refused', async (t) => {
     ['Cert=a;Cert=b', /appears twice/],
     ['justakey', /malformed pair/],
   ];
-  for (const [header, problem] of cases) t.match(stateClientIdentity(header, trust, NOW), { kind: 'unstated', problem }, header.slice(0, 40));
+  for (const [header, problem] of cases)
+    t.match(stateClientIdentity(header, trust, NOW), { kind: 'unstated', problem }, header.slice(0, 40));
   t.match(stateClientIdentity(jane, null, NOW), { kind: 'unstated', problem: /no client CA/ }, 'no trust configured: never stated');
   t.same(stateClientIdentity(undefined, trust, NOW), { kind: 'none' });
   t.same(stateClientIdentity('', null, NOW), { kind: 'none' });
@@ -123,14 +148,25 @@ t.test('parseXfcc', async (t) => {
 
 t.test('the DER subject walk', async (t) => {
   const der = (name: string): Uint8Array => new Uint8Array(new X509Certificate(pem(name)).raw);
-  t.same(goSubject(subjectAttributes(der('multivalued'))), {
-    commonName: 'multi',
-    organization: ['g1', 'g2'],
-    // The order of the DER (openssl asn1parse): the set {O=g1, CN=multi}, then O=g2.
-    attributes: [{ oid: '2.5.4.10', value: 'g1' }, { oid: '2.5.4.3', value: 'multi' }, { oid: '2.5.4.10', value: 'g2' }],
-  }, 'a multi-valued RDN: CN and O from the same set');
+  t.same(
+    goSubject(subjectAttributes(der('multivalued'))),
+    {
+      commonName: 'multi',
+      organization: ['g1', 'g2'],
+      // The order of the DER (openssl asn1parse): the set {O=g1, CN=multi}, then O=g2.
+      attributes: [
+        { oid: '2.5.4.10', value: 'g1' },
+        { oid: '2.5.4.3', value: 'multi' },
+        { oid: '2.5.4.10', value: 'g2' },
+      ],
+    },
+    'a multi-valued RDN: CN and O from the same set',
+  );
   t.equal(goSubject(subjectAttributes(der('two-cns'))).commonName, 'second', 'the last CN wins, as in Go');
-  t.same(subjectAttributes(der('uid')).map((a) => a.oid), ['2.5.4.3', '2.5.4.10', '1.3.6.1.4.1.57683.2']);
+  t.same(
+    subjectAttributes(der('uid')).map((a) => a.oid),
+    ['2.5.4.3', '2.5.4.10', '1.3.6.1.4.1.57683.2'],
+  );
 
   // Hand-built TBS structures for the string types openssl does not write by default.
   const tlv = (tag: number, ...body: (number[] | Uint8Array)[]): number[] => {
@@ -188,11 +224,15 @@ t.test('front-proxy headers', async (t) => {
     { name: 'x-remote-extra-authentication.kubernetes.io%2Fcredential-id', value: `X509SHA256=${got.identity.fingerprint}`, append: false },
   ]);
   const tricky = stateClientIdentity(xfccOf(pem('tricky')), trust, NOW) as Extract<IdentityResult, { kind: 'stated' }>;
-  t.same(frontProxyHeaders(tricky.identity).filter((h) => h.name === 'x-remote-group'), [
-    { name: 'x-remote-group', value: 'a,b', append: false },
-    { name: 'x-remote-group', value: 'team "q"', append: true },
-    { name: 'x-remote-group', value: 'semi;colon', append: true },
-  ], 'one line per group, commas kept inside a group');
+  t.same(
+    frontProxyHeaders(tricky.identity).filter((h) => h.name === 'x-remote-group'),
+    [
+      { name: 'x-remote-group', value: 'a,b', append: false },
+      { name: 'x-remote-group', value: 'team "q"', append: true },
+      { name: 'x-remote-group', value: 'semi;colon', append: true },
+    ],
+    'one line per group, commas kept inside a group',
+  );
   t.equal(extraHeaderName('a b%/é'), 'x-remote-extra-a%20b%25%2F%C3%A9', 'escaped as client-go does; % itself too');
 });
 

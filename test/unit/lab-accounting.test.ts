@@ -1,13 +1,38 @@
 import t from 'tap';
-import { UNAVAILABLE_REASON, account, judge404, shutdownWindows, total, unexplained503s, type AccountingRules } from '../load/accounting.js';
+import {
+  UNAVAILABLE_REASON,
+  account,
+  judge404,
+  shutdownWindows,
+  total,
+  unexplained503s,
+  type AccountingRules,
+} from '../load/accounting.js';
 import { summariseLatency } from '../load/latency.js';
 import { answerDetail } from '../load/http.js';
 import { sumCounter } from '../load/metrics.js';
 import { collectAuditIds } from '../load/audit.js';
 import { TimelineRecorder, capableReadyForMs, phaseAt, readySpans } from '../load/timeline.js';
 import type { FinalObject, RequestRecord } from '../load/types.js';
-import { objectManifest, opAt, configMaps, mutatingAdmissionPolicies, collectionPath, objectPath, ARM_LABEL, TOKEN_LABEL } from '../load/workload.js';
-import { extractClusterSection, false404Table, phaseTable, problemsTable, spliceClusterPart, CLUSTER_END, CLUSTER_START } from '../../bench/cluster-results.js';
+import {
+  objectManifest,
+  opAt,
+  configMaps,
+  mutatingAdmissionPolicies,
+  collectionPath,
+  objectPath,
+  ARM_LABEL,
+  TOKEN_LABEL,
+} from '../load/workload.js';
+import {
+  extractClusterSection,
+  false404Table,
+  phaseTable,
+  problemsTable,
+  spliceClusterPart,
+  CLUSTER_END,
+  CLUSTER_START,
+} from '../../bench/cluster-results.js';
 
 const OLD = '1.35.4';
 const NEW = '1.36.3';
@@ -34,7 +59,12 @@ function rolling(): ReturnType<TimelineRecorder['snapshot']> {
 }
 
 const req = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord => ({
-  arm: 'skewgate', kind: 'skewed', op: 'list', endMs: o.startMs + 5, status: 200, ...o,
+  arm: 'skewgate',
+  kind: 'skewed',
+  op: 'list',
+  endMs: o.startMs + 5,
+  status: 200,
+  ...o,
 });
 
 t.test('timeline: phases and ready spans', async (t) => {
@@ -45,8 +75,14 @@ t.test('timeline: phases and ready spans', async (t) => {
   t.equal(phaseAt(tl, 50_000), 'P2');
   const spans = readySpans(tl);
   t.equal(spans.length, 4);
-  t.same(spans.find((s) => s.server === 'kas-1' && s.version === OLD), { server: 'kas-1', version: OLD, readyAtMs: 0, downAtMs: 10_000 });
-  t.same(spans.find((s) => s.version === NEW), { server: 'kas-1', version: NEW, readyAtMs: 20_000, downAtMs: null });
+  t.same(
+    spans.find((s) => s.server === 'kas-1' && s.version === OLD),
+    { server: 'kas-1', version: OLD, readyAtMs: 0, downAtMs: 10_000 },
+  );
+  t.same(
+    spans.find((s) => s.version === NEW),
+    { server: 'kas-1', version: NEW, readyAtMs: 20_000, downAtMs: null },
+  );
   const serves = rules.serves.skewed;
   t.equal(capableReadyForMs(spans, 19_999, serves), Number.NEGATIVE_INFINITY, 'nothing serves it before the new server is ready');
   t.equal(capableReadyForMs(spans, 20_500, serves), 500);
@@ -58,7 +94,10 @@ t.test('timeline: phases and ready spans', async (t) => {
 t.test('judge404: ground truth from the timeline, and acknowledged objects', async (t) => {
   const tl = rolling();
   const spans = readySpans(tl);
-  const acked = new Map<string, { atMs: number; auditId?: string }>([['skewgate\u0000common\u0000cm-1', { atMs: 3000, auditId: 'aud-1' }], ['skewgate\u0000skewed\u0000map-1', { atMs: 21_000 }]]);
+  const acked = new Map<string, { atMs: number; auditId?: string }>([
+    ['skewgate\u0000common\u0000cm-1', { atMs: 3000, auditId: 'aud-1' }],
+    ['skewgate\u0000skewed\u0000map-1', { atMs: 21_000 }],
+  ]);
   t.equal(judge404(req({ startMs: 5000, status: 404 }), tl, spans, rules, acked), null, 'P0: nothing serves it: a true 404');
   t.equal(judge404(req({ startMs: 20_800, status: 404 }), tl, spans, rules, acked), null, 'within the 1 s grace after ready');
   const f = judge404(req({ startMs: 21_200, status: 404, reason: 'not_found/resource_not_served' }), tl, spans, rules, acked);
@@ -67,22 +106,51 @@ t.test('judge404: ground truth from the timeline, and acknowledged objects', asy
   t.equal(f?.reason, 'not_found/resource_not_served');
   t.ok((f?.capableReadyForMs ?? 0) > 1000);
   t.equal(judge404(req({ startMs: 21_200, status: 200 }), tl, spans, rules, acked), null, 'only 404s are judged');
-  const ackd = judge404(req({ startMs: 4000, kind: 'common', op: 'get', name: 'cm-1', status: 404, auditId: 'aud-2' }), tl, spans, rules, acked);
+  const ackd = judge404(
+    req({ startMs: 4000, kind: 'common', op: 'get', name: 'cm-1', status: 404, auditId: 'aud-2' }),
+    tl,
+    spans,
+    rules,
+    acked,
+  );
   t.equal(ackd?.why, 'acknowledged_object');
   t.equal(ackd?.createdAuditId, 'aud-1', 'which create acknowledged it');
   t.equal(ackd?.auditId, 'aud-2');
-  t.equal(judge404(req({ startMs: 2000, kind: 'common', op: 'get', name: 'cm-1', status: 404 }), tl, spans, rules, acked)?.why, 'capable_server_ready', 'before the ack: judged by the server rule only');
-  t.equal(judge404(req({ startMs: 500, kind: 'common', op: 'get', name: 'other', status: 404 }), tl, spans, { ...rules, serves: { ...rules.serves, common: () => false } }, acked), null);
-  t.equal(judge404(req({ startMs: 22_000, op: 'get', name: 'map-1', status: 404 }), tl, spans, rules, acked)?.why, 'acknowledged_object', 'an acknowledged object wins over the server rule');
+  t.equal(
+    judge404(req({ startMs: 2000, kind: 'common', op: 'get', name: 'cm-1', status: 404 }), tl, spans, rules, acked)?.why,
+    'capable_server_ready',
+    'before the ack: judged by the server rule only',
+  );
+  t.equal(
+    judge404(
+      req({ startMs: 500, kind: 'common', op: 'get', name: 'other', status: 404 }),
+      tl,
+      spans,
+      { ...rules, serves: { ...rules.serves, common: () => false } },
+      acked,
+    ),
+    null,
+  );
+  t.equal(
+    judge404(req({ startMs: 22_000, op: 'get', name: 'map-1', status: 404 }), tl, spans, rules, acked)?.why,
+    'acknowledged_object',
+    'an acknowledged object wins over the server rule',
+  );
 });
 
 t.test('503s: explained only inside a window when no capable apiserver was ready, or while one was going down', async (t) => {
   const tl = rolling();
   const lagMs = 3000;
-  t.same(shutdownWindows(tl, rules.serves.common, lagMs), [{ server: 'kas-1', fromMs: 10_000, toMs: 15_000 }], 'common: kas-1 from its stop until 3 s after it exited');
+  t.same(
+    shutdownWindows(tl, rules.serves.common, lagMs),
+    [{ server: 'kas-1', fromMs: 10_000, toMs: 15_000 }],
+    'common: kas-1 from its stop until 3 s after it exited',
+  );
   t.same(shutdownWindows(tl, rules.serves.skewed, lagMs), [], 'skewed: the stopped server never served it');
-  const sg = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord => req({ status: 503, reason: UNAVAILABLE_REASON, ...o });
-  const envoy = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord => req({ status: 503, detail: 'envoy: upstream connect error or disconnect/reset before headers', ...o });
+  const sg = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord =>
+    req({ status: 503, reason: UNAVAILABLE_REASON, ...o });
+  const envoy = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord =>
+    req({ status: 503, detail: 'envoy: upstream connect error or disconnect/reset before headers', ...o });
   const cases: [string, RequestRecord, boolean][] = [
     ['skewgate, skewed, before any new server', sg({ startMs: 15_000 }), true],
     ['skewgate, skewed, 1 s after the new server was ready (its next probe)', sg({ startMs: 21_000 }), true],
@@ -98,11 +166,24 @@ t.test('503s: explained only inside a window when no capable apiserver was ready
     ['envoy, skewed, new server ready for 10 s', envoy({ startMs: 30_000 }), false],
   ];
   for (const [what, r, explained] of cases) {
-    t.equal(unexplained503s({ timeline: tl, requests: [r], rules, lagMs }).length, explained ? 0 : 1, `${what}: ${explained ? 'explained' : 'not explained'}`);
+    t.equal(
+      unexplained503s({ timeline: tl, requests: [r], rules, lagMs }).length,
+      explained ? 0 : 1,
+      `${what}: ${explained ? 'explained' : 'not explained'}`,
+    );
   }
-  const all = unexplained503s({ timeline: tl, requests: [...cases.map((c) => c[1]), req({ startMs: 24_000, status: 404 }), req({ startMs: 24_000 })], rules, lagMs });
+  const all = unexplained503s({
+    timeline: tl,
+    requests: [...cases.map((c) => c[1]), req({ startMs: 24_000, status: 404 }), req({ startMs: 24_000 })],
+    rules,
+    lagMs,
+  });
   t.equal(all.length, cases.filter((c) => !c[2]).length, 'only 503s are judged, each once');
-  t.match(all[0], { arm: 'skewgate', phase: 'P1', kind: 'skewed', atMs: 24_000, reason: UNAVAILABLE_REASON, capableReadyForMs: 4000 }, 'says when, what, and how long a capable server had been ready');
+  t.match(
+    all[0],
+    { arm: 'skewgate', phase: 'P1', kind: 'skewed', atMs: 24_000, reason: UNAVAILABLE_REASON, capableReadyForMs: 4000 },
+    'says when, what, and how long a capable server had been ready',
+  );
 });
 
 t.test('account: per phase and arm, writes and watches', async (t) => {
@@ -149,15 +230,42 @@ t.test('account: per phase and arm, writes and watches', async (t) => {
   t.same(a.arms, ['baseline', 'skewgate']);
   t.equal(a.rows.length, 6, 'every phase × arm, empty ones included');
   const row = (phase: string, arm: string) => a.rows.find((r) => r.phase === phase && r.arm === arm);
-  t.match(row('P0', 'skewgate'), { requests: 3, false404s: 0, true404s: 1, createsAcked: 1, lostWrites: 0, watchEvents: 1, watchInterruptions: 0 });
+  t.match(row('P0', 'skewgate'), {
+    requests: 3,
+    false404s: 0,
+    true404s: 1,
+    createsAcked: 1,
+    lostWrites: 0,
+    watchEvents: 1,
+    watchInterruptions: 0,
+  });
   t.match(row('P0', 'baseline'), { requests: 2, noAnswer: 1, createsAcked: 1, unackedPersisted: 1, lostWrites: 0, duplicatedWrites: 0 });
   t.equal(row('P0', 'baseline')?.statuses.get('no answer'), 1);
-  t.match(row('P1', 'skewgate'), { requests: 3, lostWrites: 1, server5xx: 1, watchEvents: 0, watchInterruptions: 1, skewedOk: 2, skewedRequests: 2, commonRequests: 1, commonOk: 0 });
+  t.match(row('P1', 'skewgate'), {
+    requests: 3,
+    lostWrites: 1,
+    server5xx: 1,
+    watchEvents: 0,
+    watchInterruptions: 1,
+    skewedOk: 2,
+    skewedRequests: 2,
+    commonRequests: 1,
+    commonOk: 0,
+  });
   t.match(row('P1', 'baseline'), { requests: 4, false404s: 2, true404s: 1, duplicatedWrites: 1 });
   t.match(row('P2', 'skewgate'), { requests: 0 });
   t.equal(a.false404s.length, 2);
-  t.same(a.false404s.map((f) => f.op), ['list', 'watch']);
-  t.same(a.writeProblems.map((p) => [p.arm, p.problem, p.token, p.copies]), [['skewgate', 'lost', 'sg-s-2', 0], ['baseline', 'duplicated', 'b-s-1', 2]]);
+  t.same(
+    a.false404s.map((f) => f.op),
+    ['list', 'watch'],
+  );
+  t.same(
+    a.writeProblems.map((p) => [p.arm, p.problem, p.token, p.copies]),
+    [
+      ['skewgate', 'lost', 'sg-s-2', 0],
+      ['baseline', 'duplicated', 'b-s-1', 2],
+    ],
+  );
   t.equal(a.watchMissed.get('baseline/common'), undefined, 'baseline saw its configmap');
   t.equal(a.watchMissed.get('skewgate/skewed'), 1, 'map-x never reached the skewed watch');
   t.equal(a.watchMissed.get('baseline/skewed'), undefined, 'no skewed watch on the baseline arm: not counted');
@@ -177,15 +285,24 @@ t.test('account: per phase and arm, writes and watches', async (t) => {
 });
 
 t.test('workload: paths, manifests and the cycle', async (t) => {
-  t.equal(collectionPath(mutatingAdmissionPolicies, 'ns'), '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies', 'cluster-scoped');
+  t.equal(
+    collectionPath(mutatingAdmissionPolicies, 'ns'),
+    '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies',
+    'cluster-scoped',
+  );
   t.equal(collectionPath(configMaps, 'lab-a'), '/api/v1/namespaces/lab-a/configmaps');
   t.equal(objectPath(configMaps, 'lab-a', 'x y'), '/api/v1/namespaces/lab-a/configmaps/x%20y');
-  const m = objectManifest(configMaps, { arm: 'a', token: 'a-common-1', namespace: 'lab-a' }) as { metadata: { generateName: string; namespace: string; labels: Record<string, string> }; data: unknown };
+  const m = objectManifest(configMaps, { arm: 'a', token: 'a-common-1', namespace: 'lab-a' }) as {
+    metadata: { generateName: string; namespace: string; labels: Record<string, string> };
+    data: unknown;
+  };
   t.equal(m.metadata.generateName, 'lab-a-');
   t.equal(m.metadata.namespace, 'lab-a');
   t.same(m.metadata.labels, { [ARM_LABEL]: 'a', [TOKEN_LABEL]: 'a-common-1' });
   t.ok(m.data);
-  const p = objectManifest(mutatingAdmissionPolicies, { arm: 'a', token: 't', namespace: 'lab-a' }) as { metadata: Record<string, unknown> };
+  const p = objectManifest(mutatingAdmissionPolicies, { arm: 'a', token: 't', namespace: 'lab-a' }) as {
+    metadata: Record<string, unknown>;
+  };
   t.notOk('namespace' in p.metadata, 'no namespace on a cluster-scoped object');
   const kinds = Array.from({ length: 12 }, (_, i) => `${opAt(i).kind}:${opAt(i).op}`);
   t.equal(new Set(kinds).size, 6, 'every kind × op in a cycle of six');
@@ -193,9 +310,18 @@ t.test('workload: paths, manifests and the cycle', async (t) => {
 });
 
 t.test('answerDetail: who said what', async (t) => {
-  t.equal(answerDetail('{"kind":"Status","reason":"ServiceUnavailable","message":"no"}', 'unavailable/no_healthy_capable_server'), 'skewgate: unavailable/no_healthy_capable_server');
-  t.equal(answerDetail('{"kind":"Status","apiVersion":"v1","reason":"Conflict","message":"already exists"}', undefined), 'apiserver: Conflict already exists');
-  t.equal(answerDetail('upstream connect error or disconnect/reset before headers. reset reason: connection termination', undefined), 'envoy: upstream connect error or disconnect/reset before headers');
+  t.equal(
+    answerDetail('{"kind":"Status","reason":"ServiceUnavailable","message":"no"}', 'unavailable/no_healthy_capable_server'),
+    'skewgate: unavailable/no_healthy_capable_server',
+  );
+  t.equal(
+    answerDetail('{"kind":"Status","apiVersion":"v1","reason":"Conflict","message":"already exists"}', undefined),
+    'apiserver: Conflict already exists',
+  );
+  t.equal(
+    answerDetail('upstream connect error or disconnect/reset before headers. reset reason: connection termination', undefined),
+    'envoy: upstream connect error or disconnect/reset before headers',
+  );
   t.equal(answerDetail('no healthy upstream', undefined), 'envoy: no healthy upstream');
   t.equal(answerDetail('', undefined), '(empty body)');
 });
@@ -230,7 +356,10 @@ t.test('RESULTS.md: the cluster section and its parts', async (t) => {
   const one = spliceClusterPart(doc, 'rolling-upgrade', '### Rolling upgrade\n\n| a |\n');
   t.ok(one.startsWith(doc.trimEnd()), 'the rest of the file is untouched');
   t.match(one, /<!-- cluster:start -->\n## Real control plane/);
-  t.match(one, /<!-- cluster:rolling-upgrade:start -->\n### Rolling upgrade\n\n\| a \|\n<!-- cluster:rolling-upgrade:end -->\n<!-- cluster:end -->\n$/);
+  t.match(
+    one,
+    /<!-- cluster:rolling-upgrade:start -->\n### Rolling upgrade\n\n\| a \|\n<!-- cluster:rolling-upgrade:end -->\n<!-- cluster:end -->\n$/,
+  );
   const two = spliceClusterPart(one, 'mvp', 'MVP v1');
   const three = spliceClusterPart(two, 'rolling-upgrade', 'replaced');
   t.notMatch(three, /### Rolling upgrade/, 'a part is replaced');

@@ -35,8 +35,13 @@ t.test('the lab: loopback address bound and advertised; the flags as they were',
     '--profiling=false',
     '--shutdown-watch-termination-grace-period=5s',
   ]);
-  t.same(apiServerArgs({ ...lab, placement: 'loopback' }, pki, 'u', { certDir: 'c' }), apiServerArgs(lab, pki, 'u', { certDir: 'c' }), 'loopback is the default placement');
-  for (const ip of ['10.0.0.2', '0.0.0.0', 'kas-1']) t.throws(() => apiServerArgs({ ...lab, ip }, pki, 'u', { certDir: 'c' }), /not a loopback IPv4 address/, `the lab refuses ${ip}`);
+  t.same(
+    apiServerArgs({ ...lab, placement: 'loopback' }, pki, 'u', { certDir: 'c' }),
+    apiServerArgs(lab, pki, 'u', { certDir: 'c' }),
+    'loopback is the default placement',
+  );
+  for (const ip of ['10.0.0.2', '0.0.0.0', 'kas-1'])
+    t.throws(() => apiServerArgs({ ...lab, ip }, pki, 'u', { certDir: 'c' }), /not a loopback IPv4 address/, `the lab refuses ${ip}`);
 });
 
 t.test('a container: bound on every interface, advertising its network address (peers too)', async (t) => {
@@ -45,21 +50,37 @@ t.test('a container: bound on every interface, advertising its network address (
   t.ok(args.includes('--bind-address=0.0.0.0'));
   t.ok(args.includes('--advertise-address=172.31.250.11'));
   t.ok(args.includes('--peer-advertise-ip=172.31.250.11'));
-  const labArgs = apiServerArgs({ ...spec, ip: '127.0.0.2', placement: 'loopback' }, pki, 'http://etcd:2379', { certDir: '/var/run/kubernetes' });
-  t.same(args.filter((a, i) => a !== labArgs[i]), ['--bind-address=0.0.0.0', '--advertise-address=172.31.250.11', '--peer-advertise-ip=172.31.250.11'], 'nothing else differs');
+  const labArgs = apiServerArgs({ ...spec, ip: '127.0.0.2', placement: 'loopback' }, pki, 'http://etcd:2379', {
+    certDir: '/var/run/kubernetes',
+  });
+  t.same(
+    args.filter((a, i) => a !== labArgs[i]),
+    ['--bind-address=0.0.0.0', '--advertise-address=172.31.250.11', '--peer-advertise-ip=172.31.250.11'],
+    'nothing else differs',
+  );
   for (const ip of ['127.0.0.1', '0.0.0.0', 'kas-1', '::1']) {
-    t.throws(() => apiServerArgs({ ...spec, ip }, pki, 'u', { certDir: 'c' }), /advertises its network IPv4 address/, `a container refuses ${ip}`);
+    t.throws(
+      () => apiServerArgs({ ...spec, ip }, pki, 'u', { certDir: 'c' }),
+      /advertises its network IPv4 address/,
+      `a container refuses ${ip}`,
+    );
   }
 });
 
 t.test('etcd: the lab binds and advertises one address; a container listens everywhere and advertises its name', async (t) => {
   const labSpec = { name: 'lab', dataDir: '/d', ip: '127.0.0.1', clientPort: 23790, peerPort: 23800 };
   t.same(etcdArgs(labSpec), [
-    '--name=lab', '--data-dir=/d',
-    '--listen-client-urls=http://127.0.0.1:23790', '--advertise-client-urls=http://127.0.0.1:23790',
-    '--listen-peer-urls=http://127.0.0.1:23800', '--initial-advertise-peer-urls=http://127.0.0.1:23800',
-    '--initial-cluster=lab=http://127.0.0.1:23800', '--initial-cluster-state=new',
-    '--unsafe-no-fsync=true', '--watch-progress-notify-interval=5s', '--log-level=warn',
+    '--name=lab',
+    '--data-dir=/d',
+    '--listen-client-urls=http://127.0.0.1:23790',
+    '--advertise-client-urls=http://127.0.0.1:23790',
+    '--listen-peer-urls=http://127.0.0.1:23800',
+    '--initial-advertise-peer-urls=http://127.0.0.1:23800',
+    '--initial-cluster=lab=http://127.0.0.1:23800',
+    '--initial-cluster-state=new',
+    '--unsafe-no-fsync=true',
+    '--watch-progress-notify-interval=5s',
+    '--log-level=warn',
   ]);
   t.equal(etcdUrl(labSpec), 'http://127.0.0.1:23790');
   const c = { name: 'etcd', dataDir: '/var/lib/etcd', ip: '0.0.0.0', advertiseHost: 'etcd', clientPort: 2379, peerPort: 2380 };

@@ -7,17 +7,43 @@ import type { LabPki } from '../../harness/lab/pki.js';
 
 const f = (n: string): string => `/pki/${n}`;
 const pki: LabPki = {
-  dir: '/pki', caFile: f('ca.crt'), caKeyFile: f('ca.key'), serverCertFile: f('apiserver.crt'), serverKeyFile: f('apiserver.key'),
-  frontProxyCaFile: f('front-proxy-ca.crt'), frontProxyClientCertFile: f('front-proxy-client.crt'), frontProxyClientKeyFile: f('front-proxy-client.key'),
-  saKeyFile: f('sa.key'), saPubFile: f('sa.pub'), adminCertFile: f('admin.crt'), adminKeyFile: f('admin.key'),
-  janeCertFile: f('jane.crt'), janeKeyFile: f('jane.key'), bobCertFile: f('bob.crt'), bobKeyFile: f('bob.key'),
-  trickyCertFile: f('tricky.crt'), trickyKeyFile: f('tricky.key'), serverOnlyCertFile: f('server-only.crt'), serverOnlyKeyFile: f('server-only.key'),
-  foreignCaFile: f('foreign-ca.crt'), foreignCertFile: f('foreign.crt'), foreignKeyFile: f('foreign.key'),
-  gatewayCertFile: f('gateway.crt'), gatewayKeyFile: f('gateway.key'), tokenAuthFile: f('tokens.csv'),
-  adminToken: 'admin-tok', adminTokenFile: f('admin.token'), janeToken: 'jane-tok', janeTokenFile: f('jane.token'),
-  skewgateToken: 'sg-tok', skewgateTokenFile: f('skewgate.token'),
+  dir: '/pki',
+  caFile: f('ca.crt'),
+  caKeyFile: f('ca.key'),
+  serverCertFile: f('apiserver.crt'),
+  serverKeyFile: f('apiserver.key'),
+  frontProxyCaFile: f('front-proxy-ca.crt'),
+  frontProxyClientCertFile: f('front-proxy-client.crt'),
+  frontProxyClientKeyFile: f('front-proxy-client.key'),
+  saKeyFile: f('sa.key'),
+  saPubFile: f('sa.pub'),
+  adminCertFile: f('admin.crt'),
+  adminKeyFile: f('admin.key'),
+  janeCertFile: f('jane.crt'),
+  janeKeyFile: f('jane.key'),
+  bobCertFile: f('bob.crt'),
+  bobKeyFile: f('bob.key'),
+  trickyCertFile: f('tricky.crt'),
+  trickyKeyFile: f('tricky.key'),
+  serverOnlyCertFile: f('server-only.crt'),
+  serverOnlyKeyFile: f('server-only.key'),
+  foreignCaFile: f('foreign-ca.crt'),
+  foreignCertFile: f('foreign.crt'),
+  foreignKeyFile: f('foreign.key'),
+  gatewayCertFile: f('gateway.crt'),
+  gatewayKeyFile: f('gateway.key'),
+  tokenAuthFile: f('tokens.csv'),
+  adminToken: 'admin-tok',
+  adminTokenFile: f('admin.token'),
+  janeToken: 'jane-tok',
+  janeTokenFile: f('jane.token'),
+  skewgateToken: 'sg-tok',
+  skewgateTokenFile: f('skewgate.token'),
 };
-const apiservers = [{ name: 'kas-1', url: 'https://127.0.0.1:6443' }, { name: 'kas-2', url: 'https://127.0.0.2:6443' }];
+const apiservers = [
+  { name: 'kas-1', url: 'https://127.0.0.1:6443' },
+  { name: 'kas-2', url: 'https://127.0.0.2:6443' },
+];
 
 t.test('the lab gateway verifies client certificates and presents the front-proxy certificate', async (t) => {
   const doc = gatewayConfigDocument({ pki, apiservers, extprocListen: 'unix:/run/x.sock', port: 16443 });
@@ -60,20 +86,30 @@ t.test('RBAC: jane reads configmaps in default, nothing else', async (t) => {
   t.same(role['metadata'], { name: JANE_ROLE, namespace: JANE_NAMESPACE });
   t.same(roleBinding['subjects'], [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'jane' }]);
   const objs = labRbacObjects();
-  t.same(objs.map((o) => `${o.path} ${String(o.body['kind'])}`), [
-    '/apis/rbac.authorization.k8s.io/v1/clusterroles ClusterRole',
-    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings ClusterRoleBinding',
-    '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
-    '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
-  ]);
+  t.same(
+    objs.map((o) => `${o.path} ${String(o.body['kind'])}`),
+    [
+      '/apis/rbac.authorization.k8s.io/v1/clusterroles ClusterRole',
+      '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings ClusterRoleBinding',
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
+    ],
+  );
 });
 
 t.test('apiserver flags: the front-proxy identity headers, UID included', async (t) => {
-  const args = apiServerArgs({ name: 'kas-1', version: '1.35.4', ip: '127.0.0.1', port: 6443 }, pki, 'http://127.0.0.1:23790', { certDir: '/c' });
+  const args = apiServerArgs({ name: 'kas-1', version: '1.35.4', ip: '127.0.0.1', port: 6443 }, pki, 'http://127.0.0.1:23790', {
+    certDir: '/c',
+  });
   for (const flag of [
-    `--requestheader-client-ca-file=${pki.frontProxyCaFile}`, '--requestheader-allowed-names=front-proxy-client',
-    '--requestheader-username-headers=X-Remote-User', '--requestheader-uid-headers=X-Remote-Uid',
-    '--requestheader-group-headers=X-Remote-Group', '--requestheader-extra-headers-prefix=X-Remote-Extra-',
-    `--client-ca-file=${pki.caFile}`, `--token-auth-file=${pki.tokenAuthFile}`,
-  ]) t.ok(args.includes(flag), flag);
+    `--requestheader-client-ca-file=${pki.frontProxyCaFile}`,
+    '--requestheader-allowed-names=front-proxy-client',
+    '--requestheader-username-headers=X-Remote-User',
+    '--requestheader-uid-headers=X-Remote-Uid',
+    '--requestheader-group-headers=X-Remote-Group',
+    '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+    `--client-ca-file=${pki.caFile}`,
+    `--token-auth-file=${pki.tokenAuthFile}`,
+  ])
+    t.ok(args.includes(flag), flag);
 });

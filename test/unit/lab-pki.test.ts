@@ -5,13 +5,29 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stat } from 'node:fs/promises';
 import {
-  ADMIN_USER, BOB_UID, JANE_GROUPS, JANE_USER, KUBERNETES_UID_OID, LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS,
-  checkSanEntries, createLabPki, extraSansTag, labPkiFiles, labStaticTokens, subjectCertOpensslConfig, tokenAuthCsv,
+  ADMIN_USER,
+  BOB_UID,
+  JANE_GROUPS,
+  JANE_USER,
+  KUBERNETES_UID_OID,
+  LAB_MAX_LOOPBACK,
+  LAB_PKI_FILES,
+  LAB_SANS,
+  checkSanEntries,
+  createLabPki,
+  extraSansTag,
+  labPkiFiles,
+  labStaticTokens,
+  subjectCertOpensslConfig,
+  tokenAuthCsv,
 } from '../../harness/lab/pki.js';
 
 t.test('static tokens: --token-auth-file lines, groups quoted', async (t) => {
   const csv = tokenAuthCsv(labStaticTokens({ admin: 'a1', jane: 'j1', skewgate: 's1' }));
-  t.equal(csv, 'a1,kubernetes-admin,uid-kubernetes-admin,"system:masters"\nj1,jane,uid-jane,"dev-viewers,team-b"\ns1,skewgate,uid-skewgate,"skewgate:discovery"\n');
+  t.equal(
+    csv,
+    'a1,kubernetes-admin,uid-kubernetes-admin,"system:masters"\nj1,jane,uid-jane,"dev-viewers,team-b"\ns1,skewgate,uid-skewgate,"skewgate:discovery"\n',
+  );
   t.throws(() => tokenAuthCsv([{ token: 't', user: 'a,b', uid: 'u', groups: [] }]), /CSV quoting/);
   t.throws(() => tokenAuthCsv([{ token: 't', user: 'u', uid: 'u', groups: ['x"y'] }]), /CSV quoting/);
 });
@@ -73,7 +89,10 @@ t.test('createLabPki: the identity test certificates (openssl)', async (t) => {
   t.equal((await readFile(pki.janeTokenFile, 'utf8')).trim(), pki.janeToken);
 
   // Reused while complete; made again when a file is missing or the marker is of an older layout.
-  const fingerprint = async (): Promise<string> => createHash('sha256').update(await readFile(pki.caFile)).digest('hex');
+  const fingerprint = async (): Promise<string> =>
+    createHash('sha256')
+      .update(await readFile(pki.caFile))
+      .digest('hex');
   const first = await fingerprint();
   t.equal((await createLabPki(dir)).janeToken, pki.janeToken, 'a complete set is reused');
   t.equal(await fingerprint(), first);
@@ -85,22 +104,28 @@ t.test('createLabPki: the identity test certificates (openssl)', async (t) => {
   await writeFile(join(dir, '.complete'), 'skewgate-lab-pki/2 2026-01-01T00:00:00Z\n');
   await createLabPki(dir);
   t.not(await fingerprint(), second, 'a marker of another layout: made again');
-  t.ok(LAB_PKI_FILES.every((f) => !f.includes('/')), 'flat file list');
+  t.ok(
+    LAB_PKI_FILES.every((f) => !f.includes('/')),
+    'flat file list',
+  );
 });
 
 t.test('labPkiFiles: the paths of a set, known before it is made', async (t) => {
   const files = labPkiFiles('/pki');
-  const paths = Object.entries(files).filter(([k]) => k !== 'dir').map(([, v]) => v);
+  const paths = Object.entries(files)
+    .filter(([k]) => k !== 'dir')
+    .map(([, v]) => v);
   for (const p of paths) t.ok(LAB_PKI_FILES.includes(p.replace(/^\/pki\//, '')), `${p} is in the set`);
   t.equal(files.caFile, '/pki/ca.crt');
 });
 
-t.test('extra SANs: on both serving certificates, after the lab\'s; a set made for other names is made again', async (t) => {
-  t.equal(extraSansTag([]), '', 'no extra SANs: the marker of the lab\'s sets (which are reused as before)');
+t.test("extra SANs: on both serving certificates, after the lab's; a set made for other names is made again", async (t) => {
+  t.equal(extraSansTag([]), '', "no extra SANs: the marker of the lab's sets (which are reused as before)");
   t.match(extraSansTag(['DNS:kas-1']), /^sans-[0-9a-f]{16}$/);
   t.not(extraSansTag(['DNS:kas-1']), extraSansTag(['DNS:kas-2']));
   t.doesNotThrow(() => checkSanEntries(['DNS:kas-1', 'DNS:envoy-baseline', 'IP:172.31.250.11', 'IP:::1']));
-  for (const bad of ['kas-1', 'DNS:a,b', 'DNS:', 'URI:x', 'IP:1.2.3.4,DNS:x']) t.throws(() => checkSanEntries([bad]), /DNS:name or IP:address/, bad);
+  for (const bad of ['kas-1', 'DNS:a,b', 'DNS:', 'URI:x', 'IP:1.2.3.4,DNS:x'])
+    t.throws(() => checkSanEntries([bad]), /DNS:name or IP:address/, bad);
 
   const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-pki-sans-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -109,7 +134,7 @@ t.test('extra SANs: on both serving certificates, after the lab\'s; a set made f
   for (const f of [pki.serverCertFile, pki.gatewayCertFile]) {
     const sans = (new X509Certificate(await readFile(f)).subjectAltName ?? '').split(', ');
     t.ok(sans.includes('DNS:kas-1') && sans.includes('IP Address:172.31.250.11'), `${f}: the extra names`);
-    t.ok(sans.includes('DNS:localhost') && sans.includes('IP Address:127.0.0.16'), 'and the lab\'s');
+    t.ok(sans.includes('DNS:localhost') && sans.includes('IP Address:127.0.0.16'), "and the lab's");
   }
   const uid = process.getuid?.();
   for (const name of LAB_PKI_FILES) {
@@ -118,13 +143,21 @@ t.test('extra SANs: on both serving certificates, after the lab\'s; a set made f
     if (/\.(key|token)$|^tokens\.csv$/.test(name)) t.equal(st.mode & 0o077, 0, `${name}: owner only`);
     else t.equal(st.mode & 0o444, 0o444, `${name}: readable by all`);
   }
-  const ca = createHash('sha256').update(await readFile(pki.caFile)).digest('hex');
+  const ca = createHash('sha256')
+    .update(await readFile(pki.caFile))
+    .digest('hex');
   t.equal((await createLabPki(dir, { extraSans })).janeToken, pki.janeToken, 'the same names: reused');
   await createLabPki(dir, { extraSans: ['DNS:kas-2'] });
-  t.not(createHash('sha256').update(await readFile(pki.caFile)).digest('hex'), ca, 'other names: made again');
+  t.not(
+    createHash('sha256')
+      .update(await readFile(pki.caFile))
+      .digest('hex'),
+    ca,
+    'other names: made again',
+  );
   const plain = await createLabPki(dir);
   const sans = new X509Certificate(await readFile(plain.serverCertFile)).subjectAltName ?? '';
-  t.notMatch(sans, /kas-/, 'without extra SANs: the lab\'s names only');
+  t.notMatch(sans, /kas-/, "without extra SANs: the lab's names only");
   t.equal(sans.split(', ').length, LAB_SANS.length);
   await t.rejects(createLabPki(dir, { extraSans: ['kas-1'] }), /DNS:name or IP:address/);
 });

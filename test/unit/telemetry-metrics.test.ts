@@ -22,11 +22,31 @@ class TestReader extends MetricReader {
 }
 
 const cap: ResourceCapability = { verbs: new Set(['get']), subresources: new Map(), namespaced: true };
-const view = (keys: string[]): ServerView => ({ source: 'aggregated', resources: new Map(keys.map((k) => [k, cap])), groupVersions: new Set() });
+const view = (keys: string[]): ServerView => ({
+  source: 'aggregated',
+  resources: new Map(keys.map((k) => [k, cap])),
+  groupVersions: new Set(),
+});
 const NOW = 1_700_000_010_000;
 const states: ServerState[] = [
-  { name: 'apiserver-a', url: 'https://a:6443', view: view(['/v1/pods']), lastSuccessAt: NOW - 1500, consecutiveFailures: 0, lastError: null, ready: true },
-  { name: 'apiserver-c', url: 'https://c:6443', view: view(['/v1/pods', 'x.io/v1/widgets']), lastSuccessAt: NOW - 250, consecutiveFailures: 0, lastError: null, ready: false },
+  {
+    name: 'apiserver-a',
+    url: 'https://a:6443',
+    view: view(['/v1/pods']),
+    lastSuccessAt: NOW - 1500,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
+  },
+  {
+    name: 'apiserver-c',
+    url: 'https://c:6443',
+    view: view(['/v1/pods', 'x.io/v1/widgets']),
+    lastSuccessAt: NOW - 250,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: false,
+  },
   { name: 'apiserver-d', url: 'https://d:6443', view: null, lastSuccessAt: null, consecutiveFailures: 3, lastError: 'boom', ready: null },
 ];
 let snap: Snapshot = buildSnapshot(states, 1);
@@ -47,8 +67,17 @@ const find = (ms: MetricData[], name: string): MetricData | undefined => ms.find
 const points = (m: MetricData | undefined): DataPoint<unknown>[] => (m?.dataPoints ?? []) as DataPoint<unknown>[];
 
 t.test('decisions: counted by outcome, reason and (routed only) upstream; latency histogram by outcome', async (t) => {
-  metrics.recordDecision(resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }), 40_000n);
-  metrics.recordDecision(resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }, resourceInfo({ path: '/apis/example.com/v1/namespaces/other/widgets', namespace: 'other' })), 60_000n);
+  metrics.recordDecision(
+    resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }),
+    40_000n,
+  );
+  metrics.recordDecision(
+    resultOf(
+      { outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] },
+      resourceInfo({ path: '/apis/example.com/v1/namespaces/other/widgets', namespace: 'other' }),
+    ),
+    60_000n,
+  );
   metrics.recordDecision(resultOf({ outcome: 'not_found', reason: 'resource_not_served', candidates: [] }), 30_000n);
   metrics.recordRouteError();
   const ms = await reader.metrics();
@@ -76,8 +105,15 @@ t.test('discovery rounds: duration by apiserver and result, errors counted', asy
     const s = states.find((x) => x.name === server) as ServerState;
     return { server, startedAt: NOW, durationMs: 20, requests, before: s, after: { ...s, consecutiveFailures: failures }, snapshot: snap };
   };
-  const notModified = round('apiserver-a', [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 304, bytes: 0, durationMs: 1 }, { path: '/readyz', status: 200, bytes: 2, durationMs: 1 }]);
-  const ok = round('apiserver-a', [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 200, bytes: 900, durationMs: 1 }]);
+  const notModified = round('apiserver-a', [
+    { path: '/api', status: 304, bytes: 0, durationMs: 1 },
+    { path: '/apis', status: 304, bytes: 0, durationMs: 1 },
+    { path: '/readyz', status: 200, bytes: 2, durationMs: 1 },
+  ]);
+  const ok = round('apiserver-a', [
+    { path: '/api', status: 304, bytes: 0, durationMs: 1 },
+    { path: '/apis', status: 200, bytes: 900, durationMs: 1 },
+  ]);
   const failed = round('apiserver-d', [{ path: '/apis', status: null, bytes: 0, durationMs: 1 }], 4);
   t.equal(fetchResult(notModified), 'not_modified');
   t.equal(fetchResult(ok), 'ok');
@@ -85,26 +121,61 @@ t.test('discovery rounds: duration by apiserver and result, errors counted', asy
   for (const e of [notModified, ok, failed]) metrics.recordRound(e);
   const ms = await reader.metrics();
   const fetches = points(find(ms, 'skewgate.discovery.fetch.duration')) as DataPoint<Histogram>[];
-  t.same(fetches.map((p) => [p.attributes, p.value.count]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))), [
-    [{ apiserver: 'apiserver-a', result: 'not_modified' }, 1],
-    [{ apiserver: 'apiserver-a', result: 'ok' }, 1],
-    [{ apiserver: 'apiserver-d', result: 'error' }, 1],
-  ]);
-  t.same(points(find(ms, 'skewgate.discovery.fetch.errors')).map((p) => [p.attributes, p.value]), [[{ apiserver: 'apiserver-d' }, 1]]);
+  t.same(
+    fetches.map((p) => [p.attributes, p.value.count]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    [
+      [{ apiserver: 'apiserver-a', result: 'not_modified' }, 1],
+      [{ apiserver: 'apiserver-a', result: 'ok' }, 1],
+      [{ apiserver: 'apiserver-d', result: 'error' }, 1],
+    ],
+  );
+  t.same(
+    points(find(ms, 'skewgate.discovery.fetch.errors')).map((p) => [p.attributes, p.value]),
+    [[{ apiserver: 'apiserver-d' }, 1]],
+  );
 });
 
 t.test('gauges: view age, readiness, skewed resources and what each apiserver lacks', async (t) => {
   const ms = await reader.metrics();
-  t.same(points(find(ms, 'skewgate.discovery.view.age')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1.5], ['apiserver-c', 0.25]], 'no series for a server never synced');
-  t.same(points(find(ms, 'skewgate.apiserver.ready')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1], ['apiserver-c', 0]]);
-  t.same(points(find(ms, 'skewgate.skew.resources')).map((p) => p.value), [1]);
-  t.same(points(find(ms, 'skewgate.skew.missing')).map((p) => [p.attributes['apiserver'], p.value]), [['apiserver-a', 1], ['apiserver-c', 0], ['apiserver-d', 0]]);
+  t.same(
+    points(find(ms, 'skewgate.discovery.view.age')).map((p) => [p.attributes['apiserver'], p.value]),
+    [
+      ['apiserver-a', 1.5],
+      ['apiserver-c', 0.25],
+    ],
+    'no series for a server never synced',
+  );
+  t.same(
+    points(find(ms, 'skewgate.apiserver.ready')).map((p) => [p.attributes['apiserver'], p.value]),
+    [
+      ['apiserver-a', 1],
+      ['apiserver-c', 0],
+    ],
+  );
+  t.same(
+    points(find(ms, 'skewgate.skew.resources')).map((p) => p.value),
+    [1],
+  );
+  t.same(
+    points(find(ms, 'skewgate.skew.missing')).map((p) => [p.attributes['apiserver'], p.value]),
+    [
+      ['apiserver-a', 1],
+      ['apiserver-c', 0],
+      ['apiserver-d', 0],
+    ],
+  );
 
   // apiserver-a learns the resource: the gauges follow the next snapshot.
-  snap = buildSnapshot([{ ...states[0], view: view(['/v1/pods', 'x.io/v1/widgets']) } as ServerState, states[1] as ServerState, states[2] as ServerState], 2);
+  snap = buildSnapshot(
+    [{ ...states[0], view: view(['/v1/pods', 'x.io/v1/widgets']) } as ServerState, states[1] as ServerState, states[2] as ServerState],
+    2,
+  );
   skew.update(snap);
   const after = await reader.metrics();
-  t.same(points(find(after, 'skewgate.skew.resources')).map((p) => p.value), [0]);
+  t.same(
+    points(find(after, 'skewgate.skew.resources')).map((p) => p.value),
+    [0],
+  );
 });
 
 t.test('every label is bounded: only outcome, reason, upstream, apiserver, result', async (t) => {

@@ -13,7 +13,11 @@ const TRACE: DecisionTrace = {
   spanId: 'b'.repeat(16),
   upstreamHeaders: [['traceparent', `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`]],
 };
-const headers = new Map([[':path', '/apis/example.com/v1/widgets?labelSelector=secret%3Dx'], ['authorization', 'Bearer tok-123'], ['traceparent', '00-11111111111111111111111111111111-2222222222222222-01']]);
+const headers = new Map([
+  [':path', '/apis/example.com/v1/widgets?labelSelector=secret%3Dx'],
+  ['authorization', 'Bearer tok-123'],
+  ['traceparent', '00-11111111111111111111111111111111-2222222222222222-01'],
+]);
 const routed = resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] });
 
 function md(traceparent?: string): grpc.Metadata {
@@ -22,14 +26,14 @@ function md(traceparent?: string): grpc.Metadata {
   return m;
 }
 
-t.test('log lines carry the decision span\'s trace_id and span_id', async (t) => {
+t.test("log lines carry the decision span's trace_id and span_id", async (t) => {
   const logs = captureLogs('info');
   createLogObserver(logs.logger).onDecision(routed, { metadata: md(TRACEPARENT), headers, durationNs: 5000n, trace: TRACE });
   t.match(logs.lines[0], { msg: 'decision', level: 30, outcome: 'routed', trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
-  t.equal(logs.lines[0]?.['traceparent'], TRACEPARENT, 'Envoy\'s incoming context is kept as it was');
+  t.equal(logs.lines[0]?.['traceparent'], TRACEPARENT, "Envoy's incoming context is kept as it was");
 });
 
-t.test('without a span (tracing off): the caller\'s trace id, Envoy\'s first, then the client\'s', async (t) => {
+t.test("without a span (tracing off): the caller's trace id, Envoy's first, then the client's", async (t) => {
   const logs = captureLogs('info');
   const obs = createLogObserver(logs.logger);
   obs.onDecision(routed, { metadata: md(TRACEPARENT), headers, durationNs: 1n });
@@ -60,8 +64,18 @@ t.test('info for non-default decisions, debug for every decision; credentials an
 t.test('combineObservers: the first trace wins, every observer sees it, a throwing one is skipped', async (t) => {
   const seen: (DecisionTrace | undefined)[] = [];
   const tracer: DecisionObserver = { onRequest: () => TRACE, onDecision: (_r, ctx) => seen.push(ctx.trace) };
-  const second: DecisionObserver = { onRequest: () => ({ ...TRACE, spanId: 'c'.repeat(16) }), onDecision: (_r, ctx) => seen.push(ctx.trace) };
-  const broken: DecisionObserver = { onRequest: () => { throw new Error('x'); }, onDecision: () => { throw new Error('y'); } };
+  const second: DecisionObserver = {
+    onRequest: () => ({ ...TRACE, spanId: 'c'.repeat(16) }),
+    onDecision: (_r, ctx) => seen.push(ctx.trace),
+  };
+  const broken: DecisionObserver = {
+    onRequest: () => {
+      throw new Error('x');
+    },
+    onDecision: () => {
+      throw new Error('y');
+    },
+  };
   const all = combineObservers(broken, tracer, second);
   const ctx = { metadata: md(), headers };
   const trace = all.onRequest?.(ctx);
@@ -73,16 +87,30 @@ t.test('combineObservers: the first trace wins, every observer sees it, a throwi
 
 const common = (r: ProcessingResponseOut) => ('request_headers' in r ? r.request_headers.response : undefined);
 
-t.test('responses carry the decision\'s context upstream; skewgate\'s own answers do not', async (t) => {
+t.test("responses carry the decision's context upstream; skewgate's own answers do not", async (t) => {
   const up = TRACE.upstreamHeaders;
   const r = responseFor(routed, 1, up);
   const set = common(r)?.header_mutation?.set_headers?.map((h) => [h.header.key, Buffer.from(h.header.raw_value).toString()]);
-  t.same(set, [['x-skewgate-upstream', 'apiserver-c'], ['traceparent', up[0]?.[1]]]);
+  t.same(set, [
+    ['x-skewgate-upstream', 'apiserver-c'],
+    ['traceparent', up[0]?.[1]],
+  ]);
   t.equal(common(r)?.clear_route_cache, true);
   const d = responseFor(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }), 1, up);
-  t.same(common(d)?.header_mutation?.set_headers?.map((h) => h.header.key), ['traceparent']);
-  t.same(common(d)?.header_mutation?.set_headers?.[0]?.header, { key: 'traceparent', raw_value: Buffer.from(up[0]?.[1] ?? '') }, 'raw_value only');
-  t.same(responseFor(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }), 1), { request_headers: { response: {} } }, 'tracing off: unchanged CONTINUE');
+  t.same(
+    common(d)?.header_mutation?.set_headers?.map((h) => h.header.key),
+    ['traceparent'],
+  );
+  t.same(
+    common(d)?.header_mutation?.set_headers?.[0]?.header,
+    { key: 'traceparent', raw_value: Buffer.from(up[0]?.[1] ?? '') },
+    'raw_value only',
+  );
+  t.same(
+    responseFor(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }), 1),
+    { request_headers: { response: {} } },
+    'tracing off: unchanged CONTINUE',
+  );
   const nf = responseFor(resultOf({ outcome: 'not_found', reason: 'resource_not_served', candidates: [] }), 1, up);
   t.ok('immediate_response' in nf);
   t.notMatch(JSON.stringify(nf), /traceparent/);
@@ -92,8 +120,20 @@ t.test('traceparent parsing', async (t) => {
   t.same(parseTraceparent(TRACEPARENT), { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', sampled: true });
   t.same(parseTraceparent('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00')?.sampled, false);
   t.ok(parseTraceparent('01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra'), 'a later version may append fields');
-  for (const bad of [undefined, '', 'x', 'ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra', '00-00000000000000000000000000000000-b7ad6b7169203331-01', '00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01', '00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01']) {
+  for (const bad of [
+    undefined,
+    '',
+    'x',
+    'ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra',
+    '00-00000000000000000000000000000000-b7ad6b7169203331-01',
+    '00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01',
+    '00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01',
+  ]) {
     t.equal(parseTraceparent(bad), null, String(bad));
   }
-  t.equal(formatTraceparent({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), sampled: false }), `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00`);
+  t.equal(
+    formatTraceparent({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), sampled: false }),
+    `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00`,
+  );
 });

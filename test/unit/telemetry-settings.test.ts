@@ -8,8 +8,10 @@ const minimal = {
   apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt' }],
   envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } },
 };
-const cfg = (telemetry?: unknown): ReturnType<typeof parseConfig> => parseConfig({ ...minimal, ...(telemetry === undefined ? {} : { telemetry }) }, 'test.yaml', '/base');
-const settings = (telemetry: unknown, env: Record<string, string> = {}): ReturnType<typeof resolveTelemetrySettings> => resolveTelemetrySettings(cfg(telemetry).telemetry, env);
+const cfg = (telemetry?: unknown): ReturnType<typeof parseConfig> =>
+  parseConfig({ ...minimal, ...(telemetry === undefined ? {} : { telemetry }) }, 'test.yaml', '/base');
+const settings = (telemetry: unknown, env: Record<string, string> = {}): ReturnType<typeof resolveTelemetrySettings> =>
+  resolveTelemetrySettings(cfg(telemetry).telemetry, env);
 
 t.test('off by default: no tracing, no metrics, nothing to load', async (t) => {
   const s = resolveTelemetrySettings(cfg().telemetry, {});
@@ -20,8 +22,21 @@ t.test('off by default: no tracing, no metrics, nothing to load', async (t) => {
 });
 
 t.test('config file: tracing over gRPC and HTTP, sampler ratio, headers, CA resolved against the file', async (t) => {
-  const g = settings({ tracing: { enabled: true, endpoint: 'http://collector:4317', samplerRatio: 0.25, headers: { 'x-api-key': 's3cret' }, caFile: 'otel-ca.crt' } });
-  t.same(g.tracing?.otlp, { protocol: 'grpc', url: 'http://collector:4317', headers: { 'x-api-key': 's3cret' }, caFile: '/base/otel-ca.crt' });
+  const g = settings({
+    tracing: {
+      enabled: true,
+      endpoint: 'http://collector:4317',
+      samplerRatio: 0.25,
+      headers: { 'x-api-key': 's3cret' },
+      caFile: 'otel-ca.crt',
+    },
+  });
+  t.same(g.tracing?.otlp, {
+    protocol: 'grpc',
+    url: 'http://collector:4317',
+    headers: { 'x-api-key': 's3cret' },
+    caFile: '/base/otel-ca.crt',
+  });
   t.same(g.tracing?.sampler, { parentBased: true, ratio: 0.25 });
   t.equal(g.tracing?.batchDelayMs, 5000);
   const h = settings({ tracing: { enabled: true, protocol: 'http', endpoint: 'https://collector:4318/' } });
@@ -31,7 +46,10 @@ t.test('config file: tracing over gRPC and HTTP, sampler ratio, headers, CA reso
 });
 
 t.test('metrics: Prometheus listen address, OTLP push following the tracing collector', async (t) => {
-  const s = settings({ tracing: { enabled: true, endpoint: 'http://c:4317', headers: { a: 'b' } }, metrics: { prometheus: { listen: '0.0.0.0:9464' }, otlp: { interval: '15s' } } });
+  const s = settings({
+    tracing: { enabled: true, endpoint: 'http://c:4317', headers: { a: 'b' } },
+    metrics: { prometheus: { listen: '0.0.0.0:9464' }, otlp: { interval: '15s' } },
+  });
   t.same(s.metrics?.prometheus, { host: '0.0.0.0', port: 9464 });
   t.match(s.metrics?.otlp, { protocol: 'grpc', url: 'http://c:4317', headers: { a: 'b' }, intervalMs: 15_000 });
   const only = settings({ metrics: { prometheus: { listen: '127.0.0.1:0' } } });
@@ -53,30 +71,53 @@ t.test('environment: OTEL_* variables fill what the file leaves unset', async (t
   };
   const s = settings(undefined, env);
   t.ok(s.tracing, 'a collector endpoint in the environment turns tracing on');
-  t.same(s.tracing?.otlp, { protocol: 'http', url: 'http://env-collector:4318/v1/traces', headers: { authorization: 'Bearer abc', 'x-tenant': 't1' }, caFile: undefined });
+  t.same(s.tracing?.otlp, {
+    protocol: 'http',
+    url: 'http://env-collector:4318/v1/traces',
+    headers: { authorization: 'Bearer abc', 'x-tenant': 't1' },
+    caFile: undefined,
+  });
   t.same(s.tracing?.sampler, { parentBased: true, ratio: 0.1 });
   t.equal(s.tracing?.batchDelayMs, 250);
   t.equal(s.serviceName, 'gateway-1');
   t.same(s.resourceAttributes, { 'deployment.environment': 'prod', 'k8s.cluster.name': 'c1' });
-  t.equal(settings(undefined, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://x:4318/custom' , OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }).tracing?.otlp.url, 'http://x:4318/custom', 'the signal-specific URL is used as it is');
+  t.equal(
+    settings(undefined, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://x:4318/custom', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' })
+      .tracing?.otlp.url,
+    'http://x:4318/custom',
+    'the signal-specific URL is used as it is',
+  );
   t.equal(settings(undefined, { OTEL_TRACES_EXPORTER: 'otlp' }).tracing?.otlp.url, 'http://localhost:4317');
 });
 
 t.test('the file wins over the environment; explicit false wins; OTEL_SDK_DISABLED turns everything off', async (t) => {
-  const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4317', OTEL_SERVICE_NAME: 'env-name', OTEL_TRACES_SAMPLER: 'always_off', OTEL_EXPORTER_OTLP_HEADERS: 'k=env,j=env' };
-  const s = settings({ serviceName: 'file-name', tracing: { enabled: true, endpoint: 'http://file:4317', samplerRatio: 1, headers: { k: 'file' } } }, env);
+  const env = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4317',
+    OTEL_SERVICE_NAME: 'env-name',
+    OTEL_TRACES_SAMPLER: 'always_off',
+    OTEL_EXPORTER_OTLP_HEADERS: 'k=env,j=env',
+  };
+  const s = settings(
+    { serviceName: 'file-name', tracing: { enabled: true, endpoint: 'http://file:4317', samplerRatio: 1, headers: { k: 'file' } } },
+    env,
+  );
   t.equal(s.serviceName, 'file-name');
   t.equal(s.tracing?.otlp.url, 'http://file:4317');
-  t.same(s.tracing?.otlp.headers, { k: 'file', j: 'env' }, 'headers merge, the file\'s win');
+  t.same(s.tracing?.otlp.headers, { k: 'file', j: 'env' }, "headers merge, the file's win");
   t.same(s.tracing?.sampler, { parentBased: true, ratio: 1 });
   t.equal(settings({ tracing: { enabled: false } }, env).tracing, null);
   t.equal(settings(undefined, { ...env, OTEL_TRACES_EXPORTER: 'none' }).tracing, null);
-  const off = settings({ tracing: { enabled: true }, metrics: { prometheus: { listen: '127.0.0.1:9464' } } }, { OTEL_SDK_DISABLED: 'true' });
+  const off = settings(
+    { tracing: { enabled: true }, metrics: { prometheus: { listen: '127.0.0.1:9464' } } },
+    { OTEL_SDK_DISABLED: 'true' },
+  );
   t.ok(telemetryDisabled(off));
 });
 
 t.test('OTEL_TRACES_SAMPLER values', async (t) => {
-  const sampler = (name: string, arg?: string): unknown => settings({ tracing: { enabled: true } }, { OTEL_TRACES_SAMPLER: name, ...(arg ? { OTEL_TRACES_SAMPLER_ARG: arg } : {}) }).tracing?.sampler;
+  const sampler = (name: string, arg?: string): unknown =>
+    settings({ tracing: { enabled: true } }, { OTEL_TRACES_SAMPLER: name, ...(arg ? { OTEL_TRACES_SAMPLER_ARG: arg } : {}) }).tracing
+      ?.sampler;
   t.same(sampler('always_on'), { parentBased: false, ratio: 1 });
   t.same(sampler('always_off'), { parentBased: false, ratio: 0 });
   t.same(sampler('traceidratio', '0.5'), { parentBased: false, ratio: 0.5 });
@@ -114,7 +155,11 @@ t.test('config validation of the telemetry section', async (t) => {
       throw err;
     }
   };
-  t.same(problems({ tracing: { endpoint: 'grpc://x:4317', protocol: 'udp', samplerRatio: 2 } }), ['telemetry.tracing.endpoint', 'telemetry.tracing.protocol', 'telemetry.tracing.samplerRatio']);
+  t.same(problems({ tracing: { endpoint: 'grpc://x:4317', protocol: 'udp', samplerRatio: 2 } }), [
+    'telemetry.tracing.endpoint',
+    'telemetry.tracing.protocol',
+    'telemetry.tracing.samplerRatio',
+  ]);
   t.same(problems({ metrics: { prometheus: { listen: 'nope' } } }), ['telemetry.metrics.prometheus.listen']);
   t.same(problems({ tracing: { headers: { 'bad header': 'v' } } }), ['telemetry.tracing.headers.bad header']);
   t.same(problems({ traces: {} }), ['telemetry'], 'unknown keys are refused');

@@ -45,16 +45,25 @@ function metadata(entries: Record<string, string> = {}): grpc.Metadata {
   return md;
 }
 
-function decide(decision: Decision, opts: { md?: Record<string, string>; headers?: Record<string, string>; info?: Parameters<typeof resultOf>[1] } = {}): { span: ReadableSpan | undefined; trace: DecisionTrace | undefined } {
+function decide(
+  decision: Decision,
+  opts: { md?: Record<string, string>; headers?: Record<string, string>; info?: Parameters<typeof resultOf>[1] } = {},
+): { span: ReadableSpan | undefined; trace: DecisionTrace | undefined } {
   const obs = spans();
-  const ctx = { metadata: metadata(opts.md), headers: new Map(Object.entries({ ':method': 'GET', ':path': '/x?token=abc', authorization: TOKEN, ...opts.headers })) };
+  const ctx = {
+    metadata: metadata(opts.md),
+    headers: new Map(Object.entries({ ':method': 'GET', ':path': '/x?token=abc', authorization: TOKEN, ...opts.headers })),
+  };
   const trace = obs.onRequest(ctx);
   obs.onDecision(resultOf(decision, opts.info), { ...ctx, durationNs: 42_000n, trace });
   return { span: exporter.getFinishedSpans().at(-1), trace };
 }
 
 t.test('routed: attributes of the request, the decision and the chosen apiserver', async (t) => {
-  const { span } = decide({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] }, { info: resourceInfo({ subresource: 'status', name: 'w1' }) });
+  const { span } = decide(
+    { outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] },
+    { info: resourceInfo({ subresource: 'status', name: 'w1' }) },
+  );
   t.ok(span);
   t.equal(span?.name, 'skewgate.decision');
   t.equal(span?.kind, SpanKind.SERVER);
@@ -87,18 +96,39 @@ t.test('routed: attributes of the request, the decision and the chosen apiserver
 
 t.test('client certificates: the outcome for the identity and the fingerprint, never the name', async (t) => {
   const obs = spans();
-  const ctx = { metadata: metadata(), headers: new Map([[':method', 'GET'], [':path', '/api/v1/pods']]) };
-  const stated = { kind: 'stated' as const, identity: { user: 'jane-doe', uid: 'uid-7', groups: ['team-zeta'], extra: [], fingerprint: 'ab12' } };
-  obs.onDecision(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }, undefined, stated), { ...ctx, durationNs: 1n, trace: obs.onRequest(ctx) });
+  const ctx = {
+    metadata: metadata(),
+    headers: new Map([
+      [':method', 'GET'],
+      [':path', '/api/v1/pods'],
+    ]),
+  };
+  const stated = {
+    kind: 'stated' as const,
+    identity: { user: 'jane-doe', uid: 'uid-7', groups: ['team-zeta'], extra: [], fingerprint: 'ab12' },
+  };
+  obs.onDecision(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }, undefined, stated), {
+    ...ctx,
+    durationNs: 1n,
+    trace: obs.onRequest(ctx),
+  });
   const a = exporter.getFinishedSpans().at(-1)?.attributes;
   t.match(a, { 'skewgate.client_identity': 'stated', 'skewgate.client_cert.sha256': 'ab12' });
   t.notMatch(JSON.stringify(a), /jane-doe|uid-7|team-zeta/, 'no user, UID or group in the span');
   const unstated = { kind: 'unstated' as const, problem: 'the client certificate has no common name (CN), so it names no user' };
-  obs.onDecision(resultOf({ outcome: 'rejected', reason: 'client_identity_unstated', problem: unstated.problem, candidates: [] }, undefined, unstated), { ...ctx, durationNs: 1n, trace: obs.onRequest(ctx) });
+  obs.onDecision(
+    resultOf({ outcome: 'rejected', reason: 'client_identity_unstated', problem: unstated.problem, candidates: [] }, undefined, unstated),
+    { ...ctx, durationNs: 1n, trace: obs.onRequest(ctx) },
+  );
   const b = exporter.getFinishedSpans().at(-1);
-  t.match(b?.attributes, { 'skewgate.outcome': 'rejected', 'skewgate.reason': 'client_identity_unstated', 'skewgate.client_identity': 'unstated', 'skewgate.problem': /no common name/ });
+  t.match(b?.attributes, {
+    'skewgate.outcome': 'rejected',
+    'skewgate.reason': 'client_identity_unstated',
+    'skewgate.client_identity': 'unstated',
+    'skewgate.problem': /no common name/,
+  });
   t.notOk(b && 'skewgate.client_cert.sha256' in b.attributes);
-  t.equal(b?.status.code, SpanStatusCode.UNSET, 'a refused certificate is the client\'s problem');
+  t.equal(b?.status.code, SpanStatusCode.UNSET, "a refused certificate is the client's problem");
 });
 
 t.test('every outcome: outcome and reason; ERROR only for unavailable; no upstream unless routed', async (t) => {
@@ -109,13 +139,26 @@ t.test('every outcome: outcome and reason; ERROR only for unavailable; no upstre
     { decision: { outcome: 'not_found', reason: 'resource_not_served', candidates: [] }, status: SpanStatusCode.UNSET },
     { decision: { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] }, status: SpanStatusCode.UNSET },
     { decision: { outcome: 'not_found', reason: 'subresource_not_served', candidates: [] }, status: SpanStatusCode.UNSET },
-    { decision: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-c'] }, status: SpanStatusCode.ERROR },
-    { decision: { outcome: 'passthrough', reason: 'non_resource', candidates: [] }, info: nonResource, status: SpanStatusCode.UNSET, extra: { 'k8s.api.request_kind': 'non-resource', 'url.path': '/healthz', 'k8s.api.verb': 'get' } },
+    {
+      decision: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-c'] },
+      status: SpanStatusCode.ERROR,
+    },
+    {
+      decision: { outcome: 'passthrough', reason: 'non_resource', candidates: [] },
+      info: nonResource,
+      status: SpanStatusCode.UNSET,
+      extra: { 'k8s.api.request_kind': 'non-resource', 'url.path': '/healthz', 'k8s.api.verb': 'get' },
+    },
     { decision: { outcome: 'passthrough', reason: 'not_synced', candidates: [] }, status: SpanStatusCode.UNSET },
     { decision: { outcome: 'passthrough', reason: 'view_incomplete', candidates: [] }, status: SpanStatusCode.UNSET },
     { decision: { outcome: 'passthrough', reason: 'verb_not_listed', candidates: [] }, status: SpanStatusCode.UNSET },
     { decision: { outcome: 'passthrough', reason: 'empty_path_segment', candidates: [] }, status: SpanStatusCode.UNSET },
-    { decision: { outcome: 'rejected', reason: 'malformed_path', problem: 'invalid percent-encoding', candidates: [] }, info: invalid, status: SpanStatusCode.UNSET, extra: { 'skewgate.problem': 'invalid percent-encoding', 'k8s.api.request_kind': 'invalid' } },
+    {
+      decision: { outcome: 'rejected', reason: 'malformed_path', problem: 'invalid percent-encoding', candidates: [] },
+      info: invalid,
+      status: SpanStatusCode.UNSET,
+      extra: { 'skewgate.problem': 'invalid percent-encoding', 'k8s.api.request_kind': 'invalid' },
+    },
   ];
   for (const c of cases) {
     const { span } = decide(c.decision, c.info ? { info: c.info } : {});
@@ -129,25 +172,42 @@ t.test('every outcome: outcome and reason; ERROR only for unavailable; no upstre
 });
 
 t.test('no credential, header or query value in any attribute', async (t) => {
-  const { span } = decide({ outcome: 'default', reason: 'served_by_all', candidates: [] }, { headers: { cookie: 'session=abc', 'x-remote-user': 'admin' } });
+  const { span } = decide(
+    { outcome: 'default', reason: 'served_by_all', candidates: [] },
+    { headers: { cookie: 'session=abc', 'x-remote-user': 'admin' } },
+  );
   const text = JSON.stringify(span?.attributes);
   t.notMatch(text, /sekret|session=abc|admin|token=abc|\?/);
 });
 
 t.test('parentage: the call metadata wins over the HTTP header', async (t) => {
-  const { span, trace } = decide({ outcome: 'default', reason: 'served_by_all', candidates: [] }, { md: { traceparent: TRACEPARENT }, headers: { traceparent: CLIENT_TRACEPARENT } });
+  const { span, trace } = decide(
+    { outcome: 'default', reason: 'served_by_all', candidates: [] },
+    { md: { traceparent: TRACEPARENT }, headers: { traceparent: CLIENT_TRACEPARENT } },
+  );
   t.equal(span?.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c');
   t.equal(span?.parentSpanContext?.spanId, 'b7ad6b7169203331');
   t.equal(span?.attributes['skewgate.trace.parent'], 'envoy');
-  t.same(trace?.upstreamHeaders, [['traceparent', `00-0af7651916cd43dd8448eb211c80319c-${span?.spanContext().spanId}-01`]], 'the upstream continues from the decision span');
+  t.same(
+    trace?.upstreamHeaders,
+    [['traceparent', `00-0af7651916cd43dd8448eb211c80319c-${span?.spanContext().spanId}-01`]],
+    'the upstream continues from the decision span',
+  );
   t.equal(trace?.traceId, span?.spanContext().traceId);
   t.equal(trace?.spanId, span?.spanContext().spanId);
 });
 
 t.test('parentage: the HTTP header when the metadata has none (or an invalid one)', async (t) => {
-  const mds: Record<string, string>[] = [{}, { traceparent: 'garbage' }, { traceparent: '00-00000000000000000000000000000000-b7ad6b7169203331-01' }];
+  const mds: Record<string, string>[] = [
+    {},
+    { traceparent: 'garbage' },
+    { traceparent: '00-00000000000000000000000000000000-b7ad6b7169203331-01' },
+  ];
   for (const md of mds) {
-    const { span } = decide({ outcome: 'default', reason: 'served_by_all', candidates: [] }, { md, headers: { traceparent: CLIENT_TRACEPARENT } });
+    const { span } = decide(
+      { outcome: 'default', reason: 'served_by_all', candidates: [] },
+      { md, headers: { traceparent: CLIENT_TRACEPARENT } },
+    );
     t.equal(span?.spanContext().traceId, '11111111111111111111111111111111', JSON.stringify(md));
     t.equal(span?.parentSpanContext?.spanId, '2222222222222222');
     t.equal(span?.attributes['skewgate.trace.parent'], 'client');
@@ -163,13 +223,22 @@ t.test('parentage: none → a root span of a new trace', async (t) => {
 });
 
 t.test('tracestate travels with the context', async (t) => {
-  const { trace } = decide({ outcome: 'default', reason: 'served_by_all', candidates: [] }, { md: { traceparent: TRACEPARENT, tracestate: 'vendor=abc' } });
-  t.same(trace?.upstreamHeaders.map(([k]) => k), ['traceparent', 'tracestate']);
+  const { trace } = decide(
+    { outcome: 'default', reason: 'served_by_all', candidates: [] },
+    { md: { traceparent: TRACEPARENT, tracestate: 'vendor=abc' } },
+  );
+  t.same(
+    trace?.upstreamHeaders.map(([k]) => k),
+    ['traceparent', 'tracestate'],
+  );
   t.equal(trace?.upstreamHeaders[1]?.[1], 'vendor=abc');
 });
 
 t.test('an unsampled parent: no span is recorded, the upstream still learns "not sampled"', async (t) => {
-  const { span, trace } = decide({ outcome: 'default', reason: 'served_by_all', candidates: [] }, { md: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' } });
+  const { span, trace } = decide(
+    { outcome: 'default', reason: 'served_by_all', candidates: [] },
+    { md: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' } },
+  );
   t.equal(span, undefined);
   t.match(trace?.upstreamHeaders[0]?.[1], /^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-00$/);
 });
@@ -195,16 +264,43 @@ t.test('parentContext reports its source', async (t) => {
 
 const cap: ResourceCapability = { verbs: new Set(['get', 'list']), subresources: new Map(), namespaced: true };
 function view(keys: readonly string[]): ServerView {
-  return { source: 'aggregated', resources: new Map(keys.map((k) => [k, cap])), groupVersions: new Set(keys.map((k) => k.split('/').slice(0, 2).join('/'))) };
+  return {
+    source: 'aggregated',
+    resources: new Map(keys.map((k) => [k, cap])),
+    groupVersions: new Set(keys.map((k) => k.split('/').slice(0, 2).join('/'))),
+  };
 }
 function state(name: string, v: ServerView | null, extra: Partial<ServerState> = {}): ServerState {
-  return { name, url: `https://10.0.0.${name === 'apiserver-a' ? 1 : 3}:6443`, view: v, lastSuccessAt: v ? 1000 : null, consecutiveFailures: 0, lastError: null, ready: true, ...extra };
+  return {
+    name,
+    url: `https://10.0.0.${name === 'apiserver-a' ? 1 : 3}:6443`,
+    view: v,
+    lastSuccessAt: v ? 1000 : null,
+    consecutiveFailures: 0,
+    lastError: null,
+    ready: true,
+    ...extra,
+  };
 }
 const OLD = view(['/v1/pods', 'apps/v1/deployments']);
 const NEW = view(['/v1/pods', 'apps/v1/deployments', 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies']);
 
-function round(before: ServerState, after: ServerState, others: ServerState[], generation: number, requests: DiscoveryRoundEvent['requests']): DiscoveryRoundEvent {
-  return { server: after.name, startedAt: 1_700_000_000_000, durationMs: 12.5, requests, before, after, snapshot: buildSnapshot([...others, after], generation) };
+function round(
+  before: ServerState,
+  after: ServerState,
+  others: ServerState[],
+  generation: number,
+  requests: DiscoveryRoundEvent['requests'],
+): DiscoveryRoundEvent {
+  return {
+    server: after.name,
+    startedAt: 1_700_000_000_000,
+    durationMs: 12.5,
+    requests,
+    before,
+    after,
+    snapshot: buildSnapshot([...others, after], generation),
+  };
 }
 
 t.test('a discovery round: attributes, view and skew events, times', async (t) => {
@@ -217,9 +313,20 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
     { path: '/readyz', status: 200, bytes: 2, durationMs: 1 },
   ]);
   const change = skew.update(e.snapshot);
-  t.same(change, { before: 0, after: 1, newlySkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies missing from apiserver-a'], noLongerSkewed: [] });
+  t.same(change, {
+    before: 0,
+    after: 1,
+    newlySkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies missing from apiserver-a'],
+    noLongerSkewed: [],
+  });
   t.equal(skew.size, 1);
-  t.same([...skew.missingCounts()], [['apiserver-a', 1], ['apiserver-c', 0]]);
+  t.same(
+    [...skew.missingCounts()],
+    [
+      ['apiserver-a', 1],
+      ['apiserver-c', 0],
+    ],
+  );
   if (!sdk.tracer) throw new Error('no tracer');
   recordRoundSpan(sdk.tracer, e, serverAddresses(APISERVERS).get('apiserver-c'), change);
   const span = exporter.getFinishedSpans().at(-1);
@@ -240,36 +347,82 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
   });
   t.same(span?.startTime, [1_700_000_000, 0]);
   t.same(span?.endTime, [1_700_000_000, 12_500_000]);
-  t.same(span?.events.map((ev) => ev.name), ['skewgate.discovery.view_changed', 'skewgate.skew.changed']);
-  t.match(span?.events[0]?.attributes, { 'skewgate.resources.gained': 3, 'skewgate.resources.lost': 0, 'skewgate.resources.gained_sample': ['v1/pods', 'apps/v1/deployments', 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies'] });
+  t.same(
+    span?.events.map((ev) => ev.name),
+    ['skewgate.discovery.view_changed', 'skewgate.skew.changed'],
+  );
+  t.match(span?.events[0]?.attributes, {
+    'skewgate.resources.gained': 3,
+    'skewgate.resources.lost': 0,
+    'skewgate.resources.gained_sample': ['v1/pods', 'apps/v1/deployments', 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies'],
+  });
   t.match(span?.events[1]?.attributes, { 'skewgate.skew.before': 0, 'skewgate.skew.after': 1 });
 
   // apiserver-a is upgraded: the skew goes away.
-  const up = round(a, state('apiserver-a', NEW), [state('apiserver-c', NEW)], 3, [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 200, bytes: 4000, durationMs: 2 }]);
+  const up = round(a, state('apiserver-a', NEW), [state('apiserver-c', NEW)], 3, [
+    { path: '/api', status: 304, bytes: 0, durationMs: 1 },
+    { path: '/apis', status: 200, bytes: 4000, durationMs: 2 },
+  ]);
   const gone = skew.update(up.snapshot);
-  t.same(gone, { before: 1, after: 0, newlySkewed: [], noLongerSkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies (was missing from apiserver-a)'] });
+  t.same(gone, {
+    before: 1,
+    after: 0,
+    newlySkewed: [],
+    noLongerSkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies (was missing from apiserver-a)'],
+  });
   t.equal(skew.update(up.snapshot), null, 'same views: no recomputation, no event');
 });
 
 t.test('a 304 round and a failed round', async (t) => {
   if (!sdk.tracer) throw new Error('no tracer');
   const c = state('apiserver-c', NEW);
-  recordRoundSpan(sdk.tracer, round(c, c, [], 4, [{ path: '/api', status: 304, bytes: 0, durationMs: 1 }, { path: '/apis', status: 304, bytes: 0, durationMs: 1 }]), undefined, null);
+  recordRoundSpan(
+    sdk.tracer,
+    round(c, c, [], 4, [
+      { path: '/api', status: 304, bytes: 0, durationMs: 1 },
+      { path: '/apis', status: 304, bytes: 0, durationMs: 1 },
+    ]),
+    undefined,
+    null,
+  );
   const quiet = exporter.getFinishedSpans().at(-1);
-  t.match(quiet?.attributes, { 'skewgate.discovery.not_modified': true, 'skewgate.discovery.view_changed': false, 'http.response.status_code': 304 });
+  t.match(quiet?.attributes, {
+    'skewgate.discovery.not_modified': true,
+    'skewgate.discovery.view_changed': false,
+    'http.response.status_code': 304,
+  });
   t.equal(quiet?.events.length, 0);
-  const failed = state('apiserver-c', NEW, { consecutiveFailures: 1, lastError: 'GET https://10.0.0.3:6443/apis: HTTP 500 Internal Server Error', ready: false });
-  recordRoundSpan(sdk.tracer, round(c, failed, [], 5, [{ path: '/apis', status: 500, bytes: 20, durationMs: 1 }, { path: '/api', status: null, bytes: 0, durationMs: 1 }]), undefined, null);
+  const failed = state('apiserver-c', NEW, {
+    consecutiveFailures: 1,
+    lastError: 'GET https://10.0.0.3:6443/apis: HTTP 500 Internal Server Error',
+    ready: false,
+  });
+  recordRoundSpan(
+    sdk.tracer,
+    round(c, failed, [], 5, [
+      { path: '/apis', status: 500, bytes: 20, durationMs: 1 },
+      { path: '/api', status: null, bytes: 0, durationMs: 1 },
+    ]),
+    undefined,
+    null,
+  );
   const bad = exporter.getFinishedSpans().at(-1);
   t.equal(bad?.status.code, SpanStatusCode.ERROR);
   t.match(bad?.status.message, /HTTP 500/);
-  t.match(bad?.attributes, { 'skewgate.discovery.requests': ['GET /apis 500', 'GET /api no response'], 'skewgate.discovery.consecutive_failures': 1, 'skewgate.apiserver.ready': false });
+  t.match(bad?.attributes, {
+    'skewgate.discovery.requests': ['GET /apis 500', 'GET /api no response'],
+    'skewgate.discovery.consecutive_failures': 1,
+    'skewgate.apiserver.ready': false,
+  });
 });
 
 t.test('the sampler: configured ratio, parent-based, and view changes always kept', async (t) => {
   const never = new SkewgateSampler({ parentBased: true, ratio: 0 });
   t.equal(never.shouldSample(ROOT_CONTEXT, '1'.repeat(32), 'x', SpanKind.CLIENT, {}, []).decision, SamplingDecision.NOT_RECORD);
-  t.equal(never.shouldSample(ROOT_CONTEXT, '1'.repeat(32), 'x', SpanKind.CLIENT, { 'skewgate.discovery.view_changed': true }, []).decision, SamplingDecision.RECORD_AND_SAMPLED);
+  t.equal(
+    never.shouldSample(ROOT_CONTEXT, '1'.repeat(32), 'x', SpanKind.CLIENT, { 'skewgate.discovery.view_changed': true }, []).decision,
+    SamplingDecision.RECORD_AND_SAMPLED,
+  );
   const always = new SkewgateSampler({ parentBased: false, ratio: 1 });
   t.equal(always.shouldSample(ROOT_CONTEXT, '1'.repeat(32), 'x', SpanKind.SERVER, {}, []).decision, SamplingDecision.RECORD_AND_SAMPLED);
   const half = new SkewgateSampler({ parentBased: true, ratio: 0.5 });

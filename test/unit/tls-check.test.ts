@@ -9,7 +9,14 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, parseConfig, type Config } from '../../src/config.js';
 import { packageRoot } from '../../src/package-root.js';
-import { assertEnvoyTls, assertFrontProxySafe, checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems } from '../../src/envoy/tls-check.js';
+import {
+  assertEnvoyTls,
+  assertFrontProxySafe,
+  checkFrontProxyTls,
+  checkServingTls,
+  frontProxyProblems,
+  servingCertProblems,
+} from '../../src/envoy/tls-check.js';
 import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-tls-check-'));
@@ -24,9 +31,22 @@ const certs = {
   fromClientCa: await issueCert({ dir, name: 'from-client-ca', subject: '/CN=front-proxy-client', usage: 'client', ca: clientCa }),
   fromSecondCa: await issueCert({ dir, name: 'from-second-ca', subject: '/CN=front-proxy-client', usage: 'client', ca: otherClientCa }),
   serverOnly: await issueCert({ dir, name: 'server-only', subject: '/CN=front-proxy-client', usage: 'server', ca: frontProxyCa }),
-  serverOnlyFromClientCa: await issueCert({ dir, name: 'server-only-client-ca', subject: '/CN=front-proxy-client', usage: 'server', ca: clientCa }),
+  serverOnlyFromClientCa: await issueCert({
+    dir,
+    name: 'server-only-client-ca',
+    subject: '/CN=front-proxy-client',
+    usage: 'server',
+    ca: clientCa,
+  }),
   viaIntermediate: await issueCert({ dir, name: 'via-intermediate', subject: '/CN=front-proxy-client', usage: 'client', ca: intermediate }),
-  serving: await issueCert({ dir, name: 'serving', subject: '/CN=skewgate-gateway', usage: 'server', ca: frontProxyCa, sans: ['DNS:cp.example.internal', 'IP:127.0.0.1'] }),
+  serving: await issueCert({
+    dir,
+    name: 'serving',
+    subject: '/CN=skewgate-gateway',
+    usage: 'server',
+    ca: frontProxyCa,
+    sans: ['DNS:cp.example.internal', 'IP:127.0.0.1'],
+  }),
   servingNoSan: await issueCert({ dir, name: 'serving-no-san', subject: '/CN=cp.example.internal', usage: 'server', ca: frontProxyCa }),
 };
 // Envoy presents the whole certificate_chain file: leaf, then the intermediate under the client CA.
@@ -63,33 +83,70 @@ const table: { name: string; ca: string; front: KeyPairFiles; want: { path: stri
     name: 'issued by the client CA: would authenticate as the front proxy',
     ca: clientCa.certFile,
     front: certs.fromClientCa,
-    want: [{ path: CERT, message: /issued by "CN=client-ca", a CA in envoy\.tls\.clientCaFile.*would authenticate as the front proxy's own user "front-proxy-client" instead of failing/ }],
+    want: [
+      {
+        path: CERT,
+        message:
+          /issued by "CN=client-ca", a CA in envoy\.tls\.clientCaFile.*would authenticate as the front proxy's own user "front-proxy-client" instead of failing/,
+      },
+    ],
   },
-  { name: 'issued by the second CA of the bundle', ca: bundle, front: certs.fromSecondCa, want: [{ path: CERT, message: /issued by "CN=other-client-ca"/ }] },
+  {
+    name: 'issued by the second CA of the bundle',
+    ca: bundle,
+    front: certs.fromSecondCa,
+    want: [{ path: CERT, message: /issued by "CN=other-client-ca"/ }],
+  },
   {
     name: 'an intermediate presented with it chains to the client CA',
     ca: bundle,
     front: { certFile: chainFile, keyFile: certs.viaIntermediate.keyFile },
     want: [{ path: CERT, message: /the intermediate "CN=intermediate-under-client-ca" presented with it is issued by "CN=client-ca"/ }],
   },
-  { name: 'serverAuth only: no clientAuth usage', ca: bundle, front: certs.serverOnly, want: [{ path: CERT, message: /lacks the clientAuth extended key usage \(it has 1\.3\.6\.1\.5\.5\.7\.3\.1\)/ }] },
+  {
+    name: 'serverAuth only: no clientAuth usage',
+    ca: bundle,
+    front: certs.serverOnly,
+    want: [{ path: CERT, message: /lacks the clientAuth extended key usage \(it has 1\.3\.6\.1\.5\.5\.7\.3\.1\)/ }],
+  },
   {
     name: 'every problem of one certificate is listed',
     ca: bundle,
     front: certs.serverOnlyFromClientCa,
-    want: [{ path: CERT, message: /issued by "CN=client-ca"/ }, { path: CERT, message: /clientAuth/ }],
+    want: [
+      { path: CERT, message: /issued by "CN=client-ca"/ },
+      { path: CERT, message: /clientAuth/ },
+    ],
   },
-  { name: 'an unreadable client CA bundle', ca: join(dir, 'missing.crt'), front: certs.good, want: [{ path: CA, message: /cannot read .*missing\.crt: ENOENT/ }] },
+  {
+    name: 'an unreadable client CA bundle',
+    ca: join(dir, 'missing.crt'),
+    front: certs.good,
+    want: [{ path: CA, message: /cannot read .*missing\.crt: ENOENT/ }],
+  },
   { name: 'a client CA bundle without PEM', ca: notPem, front: certs.good, want: [{ path: CA, message: /holds no PEM certificate/ }] },
   { name: 'a client CA bundle that does not parse', ca: brokenPem, front: certs.good, want: [{ path: CA, message: /does not parse/ }] },
   {
     name: 'unreadable certificate and key files',
     ca: bundle,
     front: { certFile: join(dir, 'nope.crt'), keyFile: join(dir, 'nope.key') },
-    want: [{ path: CERT, message: /cannot read/ }, { path: KEY, message: /cannot read/ }],
+    want: [
+      { path: CERT, message: /cannot read/ },
+      { path: KEY, message: /cannot read/ },
+    ],
   },
-  { name: 'a key that is not PEM', ca: bundle, front: { certFile: certs.good.certFile, keyFile: notPem }, want: [{ path: KEY, message: /not a PEM private key/ }] },
-  { name: 'the key of another certificate', ca: bundle, front: { certFile: certs.good.certFile, keyFile: certs.serverOnly.keyFile }, want: [{ path: KEY, message: /is not the private key of/ }] },
+  {
+    name: 'a key that is not PEM',
+    ca: bundle,
+    front: { certFile: certs.good.certFile, keyFile: notPem },
+    want: [{ path: KEY, message: /not a PEM private key/ }],
+  },
+  {
+    name: 'the key of another certificate',
+    ca: bundle,
+    front: { certFile: certs.good.certFile, keyFile: certs.serverOnly.keyFile },
+    want: [{ path: KEY, message: /is not the private key of/ }],
+  },
 ];
 
 for (const c of table) {
@@ -116,44 +173,74 @@ t.test('nothing to check without clientCaFile', async (t) => {
   t.same(await checkFrontProxyTls(config(undefined, undefined)), []);
 });
 
-t.test('the gateway\'s serving certificate', async (t) => {
+t.test("the gateway's serving certificate", async (t) => {
   t.same(await checkServingTls(config(undefined, undefined)), [], 'serverAuth, SANs, valid, its key');
-  t.match(await checkServingTls(config(undefined, undefined, certs.good)), [
-    { path: 'envoy.tls.certFile', message: /lacks the serverAuth extended key usage/ },
-    { path: 'envoy.tls.certFile', message: /no subjectAltName/ },
-  ], 'a client certificate without SANs');
-  t.match(await checkServingTls(config(undefined, undefined, certs.servingNoSan)), [{ path: 'envoy.tls.certFile', message: /no subjectAltName: kubectl and client-go/ }]);
-  t.match(await checkServingTls(config(undefined, undefined, { certFile: certs.serving.certFile, keyFile: certs.good.keyFile })), [{ path: 'envoy.tls.keyFile', message: /is not the private key of envoy\.tls\.certFile/ }]);
-  t.match(await checkServingTls(config(undefined, undefined, { certFile: join(dir, 'nope.crt'), keyFile: 'x' })), [{ path: 'envoy.tls.certFile', message: /cannot read/ }]);
+  t.match(
+    await checkServingTls(config(undefined, undefined, certs.good)),
+    [
+      { path: 'envoy.tls.certFile', message: /lacks the serverAuth extended key usage/ },
+      { path: 'envoy.tls.certFile', message: /no subjectAltName/ },
+    ],
+    'a client certificate without SANs',
+  );
+  t.match(await checkServingTls(config(undefined, undefined, certs.servingNoSan)), [
+    { path: 'envoy.tls.certFile', message: /no subjectAltName: kubectl and client-go/ },
+  ]);
+  t.match(await checkServingTls(config(undefined, undefined, { certFile: certs.serving.certFile, keyFile: certs.good.keyFile })), [
+    { path: 'envoy.tls.keyFile', message: /is not the private key of envoy\.tls\.certFile/ },
+  ]);
+  t.match(await checkServingTls(config(undefined, undefined, { certFile: join(dir, 'nope.crt'), keyFile: 'x' })), [
+    { path: 'envoy.tls.certFile', message: /cannot read/ },
+  ]);
   const leaf = new X509Certificate(readFileSync(certs.serving.certFile));
   t.match(servingCertProblems([leaf], Date.parse(leaf.validTo) + 1000), [{ message: /expired on/ }]);
   t.match(servingCertProblems([], 0), [{ message: 'holds no certificate' }]);
 });
 
 t.test('serve checks only public files: the front-proxy certificate against the client CA, no key', async (t) => {
-  const noKeys = config(bundle, { certFile: certs.good.certFile, keyFile: join(dir, 'not-here.key') }, { certFile: certs.serving.certFile, keyFile: join(dir, 'not-here.key') });
-  await t.resolves(assertFrontProxySafe(noKeys), 'skewgate may run where Envoy\'s keys are not');
-  const problemsOf = async (p: Promise<void>): Promise<unknown> => p.then(() => [], (e: unknown) => (e instanceof ConfigError ? e.problems : e));
+  const noKeys = config(
+    bundle,
+    { certFile: certs.good.certFile, keyFile: join(dir, 'not-here.key') },
+    { certFile: certs.serving.certFile, keyFile: join(dir, 'not-here.key') },
+  );
+  await t.resolves(assertFrontProxySafe(noKeys), "skewgate may run where Envoy's keys are not");
+  const problemsOf = async (p: Promise<void>): Promise<unknown> =>
+    p.then(
+      () => [],
+      (e: unknown) => (e instanceof ConfigError ? e.problems : e),
+    );
   t.match(await problemsOf(assertEnvoyTls(noKeys)), [{ path: 'envoy.tls.keyFile' }, { path: KEY }], 'validate reads them');
   t.match(await problemsOf(assertFrontProxySafe(config(bundle, certs.fromClientCa))), [{ path: CERT, message: /issued by/ }]);
 });
 
 t.test('assertEnvoyTls: a ConfigError listing every problem (exit code 2)', async (t) => {
   await t.resolves(assertEnvoyTls(config(bundle, certs.good)));
-  const err = await assertEnvoyTls(config(join(dir, 'missing.crt'), certs.serverOnly)).then(() => null, (e: unknown) => e);
+  const err = await assertEnvoyTls(config(join(dir, 'missing.crt'), certs.serverOnly)).then(
+    () => null,
+    (e: unknown) => e,
+  );
   t.ok(err instanceof ConfigError);
   t.equal((err as ConfigError).code, 'SKEWGATE_ERR_CONFIG');
-  t.same((err as ConfigError).problems.map((p) => p.path), [CA, CERT]);
+  t.same(
+    (err as ConfigError).problems.map((p) => p.path),
+    [CA, CERT],
+  );
   t.match((err as ConfigError).message, /skewgate\.yaml: 2 problems/);
 });
 
 t.test('skewgate validate and serve refuse an unsafe front-proxy certificate with exit code 2, before any discovery', async (t) => {
   const file = join(dir, 'unsafe.yaml');
-  writeFileSync(file, stringify({
-    // Nothing listens there: the check must come first.
-    apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', caFile: clientCa.certFile }],
-    envoy: { tls: { certFile: certs.serving.certFile, keyFile: certs.serving.keyFile, clientCaFile: bundle }, upstreamClientCert: certs.serverOnlyFromClientCa },
-  }));
+  writeFileSync(
+    file,
+    stringify({
+      // Nothing listens there: the check must come first.
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', caFile: clientCa.certFile }],
+      envoy: {
+        tls: { certFile: certs.serving.certFile, keyFile: certs.serving.keyFile, clientCaFile: bundle },
+        upstreamClientCert: certs.serverOnlyFromClientCa,
+      },
+    }),
+  );
   const cli = join(packageRoot(), 'dist/src/cli/main.js');
   for (const command of ['validate', 'serve']) {
     const res = await promisify(execFile)(process.execPath, [cli, command, '--config', file], { timeout: 20_000 }).then(
