@@ -123,7 +123,8 @@ function rawGet(path: Buffer): Promise<{ status: number; head: string; body: str
     const socket = connect(
       { host: hostname, port: Number(port), ca: readFileSync(stack.pki.caFile), servername: 'localhost', ALPNProtocols: ['http/1.1'] },
       () => {
-        socket.end(
+        // write, not end: Envoy drops a half-closed downstream connection, at times before its answer.
+        socket.write(
           Buffer.concat([
             Buffer.from('GET '),
             path,
@@ -132,6 +133,8 @@ function rawGet(path: Buffer): Promise<{ status: number; head: string; body: str
         );
       },
     );
+    // Envoy closes the connection after its answer; the timeout only guards against a hang.
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')));
     const chunks: Buffer[] = [];
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('error', reject);
