@@ -23,6 +23,7 @@ const PURE = [
   'src/discovery/freeze.ts',
   'src/discovery/relative-order.ts',
   'src/discovery/apiserver-identity.ts',
+  'src/discovery/identity-leases.ts',
   'src/discovery/aggregated-model.ts',
   'src/identity/xfcc.ts',
   'src/identity/x509-subject.ts',

@@ -136,11 +136,15 @@ const schema = z
         timeout: duration.default(3000),
         /** A view older than this is not fresh: skewgate then never answers 404 from it. */
         staleAfter: duration.optional(),
-        /** Watch CRDs and APIServices so that new APIs are learnt within a second. */
+        /** Watch CRDs and APIServices so that new APIs are learnt within a second, and the apiservers'
+         * identity Leases so that an apiserver missing from this list is noticed. */
         watch: z.boolean().default(true),
+        /** An identity Lease renewed longer ago than this belongs to an apiserver that stopped
+         * (kube-apiserver renews its own every 10 s by default). */
+        identityLeaseLiveness: duration.default(60_000),
       })
       .strict()
-      .default({ interval: 1000, timeout: 3000, watch: true }),
+      .default({ interval: 1000, timeout: 3000, watch: true, identityLeaseLiveness: 60_000 }),
     extproc: z
       .object({
         listen: listenAddress.default('127.0.0.1:9002'),

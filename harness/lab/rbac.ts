@@ -5,12 +5,25 @@ import { LabError } from './errors.js';
 import { JANE_USER, SKEWGATE_GROUP } from './pki.js';
 
 export const SKEWGATE_ROLE = 'skewgate:discovery';
+export const SKEWGATE_LEASE_ROLE = 'skewgate:identity-leases';
+
+/** The namespace of kube-apiserver's identity Leases. */
+export const IDENTITY_LEASE_NAMESPACE = 'kube-system';
 
 /**
  * Discovery documents and /readyz are open to every authenticated user by default
- * (system:discovery, system:public-info-viewer); the CRD and APIService watch needs this role.
+ * (system:discovery, system:public-info-viewer); the CRD and APIService watch needs the
+ * ClusterRole, the identity-Lease watch (is some running apiserver missing from the config?) a
+ * Role in kube-system: read access to Leases there and nowhere else.
  */
-export function skewgateRbac(): { clusterRole: Record<string, unknown>; clusterRoleBinding: Record<string, unknown> } {
+export function skewgateRbac(): {
+  clusterRole: Record<string, unknown>;
+  clusterRoleBinding: Record<string, unknown>;
+  leaseRole: Record<string, unknown>;
+  leaseRoleBinding: Record<string, unknown>;
+} {
+  const subjects = [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }];
+  const leaseMeta = { name: SKEWGATE_LEASE_ROLE, namespace: IDENTITY_LEASE_NAMESPACE };
   return {
     clusterRole: {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -26,7 +39,20 @@ export function skewgateRbac(): { clusterRole: Record<string, unknown>; clusterR
       kind: 'ClusterRoleBinding',
       metadata: { name: SKEWGATE_ROLE },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SKEWGATE_ROLE },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }],
+      subjects,
+    },
+    leaseRole: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: leaseMeta,
+      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] }],
+    },
+    leaseRoleBinding: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: leaseMeta,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SKEWGATE_LEASE_ROLE },
+      subjects,
     },
   };
 }
@@ -57,12 +83,15 @@ export function janeRbac(): { role: Record<string, unknown>; roleBinding: Record
 
 /** Every RBAC object the lab creates, with the collection it is POSTed to, in creation order. */
 export function labRbacObjects(): { path: string; body: Record<string, unknown> }[] {
-  const { clusterRole, clusterRoleBinding } = skewgateRbac();
+  const { clusterRole, clusterRoleBinding, leaseRole, leaseRoleBinding } = skewgateRbac();
   const { role, roleBinding } = janeRbac();
   const ns = `/apis/rbac.authorization.k8s.io/v1/namespaces/${JANE_NAMESPACE}`;
+  const leaseNs = `/apis/rbac.authorization.k8s.io/v1/namespaces/${IDENTITY_LEASE_NAMESPACE}`;
   return [
     { path: '/apis/rbac.authorization.k8s.io/v1/clusterroles', body: clusterRole },
     { path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', body: clusterRoleBinding },
+    { path: `${leaseNs}/roles`, body: leaseRole },
+    { path: `${leaseNs}/rolebindings`, body: leaseRoleBinding },
     { path: `${ns}/roles`, body: role },
     { path: `${ns}/rolebindings`, body: roleBinding },
   ];

@@ -17,6 +17,7 @@ import { ClientIdentityVerifier, parsePemCertificates, stateClientIdentity } fro
 import { formatXfcc } from '../identity/xfcc.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
 import { routeRequest, type ClientIdentityOf } from '../routing/router.js';
+import { membershipLines, membershipView } from './membership-lines.js';
 import { formatTable, withOneShotDiscovery } from './one-shot.js';
 
 export interface ExplainOptions {
@@ -91,7 +92,7 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
     return EXIT_BAD_CONFIG;
   }
   const method = o.method.toUpperCase();
-  return withOneShotDiscovery(o.configFile, async ({ config, snapshot, now }) => {
+  return withOneShotDiscovery(o.configFile, async ({ config, snapshot, now, membershipProblem }) => {
     // The gateway's verifier over the same bundle (identity/client-ca.ts reads it the same way).
     const caFile = config.envoy.tls.clientCaFile;
     let verifier: ClientIdentityVerifier | null = null;
@@ -148,6 +149,7 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
             groups: decision.document.groups,
           }
         : decision;
+    const membership = membershipView(snapshot, now, membershipProblem);
     if (o.json) {
       process.stdout.write(
         JSON.stringify(
@@ -156,6 +158,7 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
             classification: info,
             identity: identityView,
             servers,
+            membership,
             decision: decisionView,
           },
           null,
@@ -201,6 +204,8 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
           : decision.outcome === 'discovery'
             ? `  etag=${decision.document.quotedEtag} groups=${decision.document.groups}`
             : '';
+    const membershipNotes = membershipLines(membership);
+    if (membershipNotes.length > 0) process.stdout.write(`\n${membershipNotes.join('\n')}\n`);
     process.stdout.write(
       `\ncandidates:     ${decision.candidates.join(', ') || '(none)'}\ndecision:       ${decision.outcome}  reason=${decision.reason}${extra}\n`,
     );

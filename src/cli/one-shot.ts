@@ -8,6 +8,8 @@ export interface OneShot {
   readonly config: Config;
   readonly snapshot: Snapshot;
   readonly now: number;
+  /** Why the identity Leases could not be listed (the membership is then not known), or null. */
+  readonly membershipProblem: string | null;
 }
 
 export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneShot) => T | Promise<T>, logger?: Logger): Promise<T> {
@@ -16,7 +18,9 @@ export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneSho
   const discovery = new DiscoveryService(config, { logger: logger ?? createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn') });
   try {
     await discovery.start();
-    return await fn({ config: loaded, snapshot: discovery.current(), now: Date.now() });
+    // Not watched here: one list says whether some running apiserver is missing from the config.
+    const membershipProblem = await discovery.listIdentityLeases();
+    return await fn({ config: loaded, snapshot: discovery.current(), now: Date.now(), membershipProblem });
   } finally {
     await discovery.close();
   }

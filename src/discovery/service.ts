@@ -5,12 +5,21 @@ import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch } from './client.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { buildSnapshot, initialSnapshot, type SnapshotOptions } from './snapshot.js';
-import { ApiWatcher, type WatchCandidate } from './watch.js';
+import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
+import {
+  applyLeaseChange,
+  EMPTY_LEASE_TABLE,
+  IDENTITY_LEASE_SELECTOR,
+  IDENTITY_LEASES_PATH,
+  liveUnmatched,
+  membershipOf,
+  type IdentityLeaseTable,
+} from './identity-leases.js';
 
 /** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
 export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'>;
@@ -89,7 +98,15 @@ export class DiscoveryService {
   private readonly minRetryMs: number;
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
-  private readonly snapshotOptions: SnapshotOptions;
+  private snapshotOptions: SnapshotOptions;
+  /** The members' identities (lease names), and the identity Leases as last listed and watched. */
+  private readonly memberIdentities: ReadonlySet<string>;
+  private readonly leaseLivenessMs: number;
+  private leases: IdentityLeaseTable = EMPTY_LEASE_TABLE;
+  /** Lease objects that were not identity leases: logged and counted, never fatal. */
+  private leaseSkipped = 0;
+  /** Names of the live unmatched identities last logged, so that a change is logged once. */
+  private unmatchedLogged = '';
   private starting: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
   private refreshQueued = false;
@@ -139,14 +156,23 @@ export class DiscoveryService {
       return poller;
     });
     const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
-    this.snapshotOptions = { identityOf: (name) => apiserverIdentity(hostnames.get(name) ?? name) };
+    const identityOf = (name: string): string => apiserverIdentity(hostnames.get(name) ?? name);
+    this.memberIdentities = new Set(config.apiservers.map((s) => identityOf(s.name)));
+    this.leaseLivenessMs = config.discovery.identityLeaseLiveness;
+    this.snapshotOptions = { identityOf, membership: membershipOf(this.leases, this.memberIdentities, this.leaseLivenessMs) };
     this.snapshot = initialSnapshot(config.apiservers, this.snapshotOptions);
     this.watcher = config.discovery.watch
-      ? new ApiWatcher({
-          candidates: () => this.watchCandidates(),
-          onChange: (kind, type) => this.onWatchEvent(kind, type),
-          logger: this.log.child({ part: 'watch' }),
-        })
+      ? new ApiWatcher(
+          {
+            candidates: () => this.watchCandidates(),
+            onChange: (kind, type) => this.onWatchEvent(kind, type),
+            logger: this.log.child({ part: 'watch' }),
+          },
+          [
+            ...WATCHED_KINDS,
+            { kind: 'Lease', path: IDENTITY_LEASES_PATH, labelSelector: IDENTITY_LEASE_SELECTOR, track: (c) => this.onLeaseChange(c) },
+          ],
+        )
       : null;
   }
 
@@ -283,6 +309,43 @@ export class DiscoveryService {
     }
   }
 
+  /**
+   * One list of the identity Leases through a member, ready ones first: for the one-shot commands
+   * (explain, skew), which do not watch. A failure on every member leaves the membership not
+   * synced (the config's list is trusted then) and says why.
+   */
+  async listIdentityLeases(): Promise<string | null> {
+    const order = [...this.watchCandidates()].sort((x, y) => (x.health === 'healthy' ? 0 : 1) - (y.health === 'healthy' ? 0 : 1));
+    const problems: string[] = [];
+    for (const c of order) {
+      try {
+        const q = new URLSearchParams({ labelSelector: IDENTITY_LEASE_SELECTOR });
+        const res = await getText(c.target, `${IDENTITY_LEASES_PATH}?${q}`, { accept: 'application/json', signal: this.abort.signal });
+        const items = (JSON.parse(res.text) as { items?: unknown } | null)?.items;
+        if (!Array.isArray(items)) throw new Error('the list has no items');
+        this.onLeaseChange({ type: 'RELIST', items });
+        return null;
+      } catch (err) {
+        problems.push(`${c.target.name}: ${(err as Error).message}`);
+      }
+    }
+    return `identity leases could not be listed (${problems.join('; ') || 'no apiserver'})`;
+  }
+
+  /** The identity Leases changed (a list, or one watch event): a new snapshot with the new membership. */
+  onLeaseChange(change: WatchChange): void {
+    if (this.closing) return;
+    const { table, skipped } = applyLeaseChange(this.leases, change);
+    if (skipped > 0) {
+      this.leaseSkipped += skipped;
+      this.log.warn({ skipped: this.leaseSkipped }, 'identity leases: skipped an object that is not a kube-apiserver identity Lease');
+    }
+    if (table === this.leases) return;
+    this.leases = table;
+    this.snapshotOptions = { ...this.snapshotOptions, membership: membershipOf(table, this.memberIdentities, this.leaseLivenessMs) };
+    this.publish();
+  }
+
   private publish(): void {
     const snap = buildSnapshot(
       this.pollers.map((p) => p.state),
@@ -291,6 +354,7 @@ export class DiscoveryService {
       this.snapshotOptions,
     );
     this.snapshot = snap;
+    this.logMembership(snap);
     for (const l of this.listeners) {
       try {
         l(snap);
@@ -299,6 +363,23 @@ export class DiscoveryService {
       }
     }
     this.watcher?.reconsider();
+  }
+
+  /** A line when the set of live apiservers skewgate cannot see changes (never one per renewal). */
+  private logMembership(snap: Snapshot): void {
+    const unseen = liveUnmatched(snap.membership, this.now());
+    const names = unseen.map((l) => l.name).join(',');
+    if (names === this.unmatchedLogged) return;
+    this.unmatchedLogged = names;
+    if (unseen.length === 0) {
+      this.log.info({ synced: snap.membership.synced }, 'identity leases: every live apiserver is a configured member');
+      return;
+    }
+    this.log.warn(
+      { unmatched: unseen.map((l) => ({ identity: l.name, hostname: l.hostname })) },
+      'identity leases: a live apiserver matches no configured member (no 404 is proven while it runs); ' +
+        'add it to apiservers, or set apiservers[].hostname to the hostname its identity Lease names',
+    );
   }
 
   /** One line per change of state, never one per poll. */

@@ -3,6 +3,7 @@
 import type { ResourceCapability, ServerState, Snapshot } from './types.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { frozenMap, frozenSet } from './freeze.js';
+import { NO_MEMBERSHIP, type Membership } from './identity-leases.js';
 import { peerDiscoveryOf } from './peer-discovery.js';
 
 export interface SnapshotOptions {
@@ -12,6 +13,8 @@ export interface SnapshotOptions {
    * same function for every snapshot of one service (a reused merge assumes it).
    */
   readonly identityOf?: (name: string) => string;
+  /** The identities matching no configured apiserver (identity-leases.ts); default: not known. */
+  readonly membership?: Membership;
 }
 
 function freezeState(s: ServerState): ServerState {
@@ -36,6 +39,7 @@ export function buildSnapshot(
   opts: SnapshotOptions = {},
 ): Snapshot {
   const states = Object.freeze(servers.map(freezeState));
+  const membership = opts.membership ?? NO_MEMBERSHIP;
   const peerDiscovery = peerDiscoveryOf(
     states,
     opts.identityOf ?? apiserverIdentity,
@@ -48,6 +52,7 @@ export function buildSnapshot(
       resources: previous.resources,
       groupVersions: previous.groupVersions,
       peerDiscovery,
+      membership,
     });
   }
   const resources = new Map<string, Map<string, ResourceCapability>>();
@@ -71,6 +76,7 @@ export function buildSnapshot(
     resources: frozenMap([...resources].map(([k, m]) => [k, frozenMap(m)] as const)),
     groupVersions: frozenMap([...groupVersions].map(([k, s]) => [k, frozenSet(s)] as const)),
     peerDiscovery,
+    membership,
   });
 }
 

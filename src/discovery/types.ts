@@ -1,4 +1,5 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
+import type { Membership } from './identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
 export interface ResourceCapability {
@@ -56,6 +57,11 @@ export interface Snapshot {
    * Freshness, which moves with the clock, is judged per request (routing).
    */
   readonly peerDiscovery: PeerDiscoveryResult;
+  /**
+   * Whether the member list is complete: the live apiserver identities (kube-system identity
+   * Leases) that match no configured apiserver. While one lives, no absence is proven.
+   */
+  readonly membership: Membership;
 }
 
 /** The merged /apis document, as served at the edge. */

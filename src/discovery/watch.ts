@@ -8,7 +8,20 @@ export interface WatchedKind {
   readonly kind: string;
   /** Collection path, e.g. /apis/apiextensions.k8s.io/v1/customresourcedefinitions */
   readonly path: string;
+  /** Only the objects with these labels (a labelSelector). */
+  readonly labelSelector?: string;
+  /**
+   * A kind whose objects skewgate keeps (identity Leases): the whole collection is listed and
+   * every object handed here, instead of a discovery refresh per event (a Lease is renewed every
+   * few seconds; discovery does not change with it).
+   */
+  readonly track?: (change: WatchChange) => void;
 }
+
+/** What a tracked kind is told: the whole list after a (re)list, or one event's object. */
+export type WatchChange =
+  | { readonly type: 'RELIST'; readonly items: readonly unknown[] }
+  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: unknown };
 
 export const WATCHED_KINDS: readonly WatchedKind[] = Object.freeze([
   { kind: 'CustomResourceDefinition', path: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions' },
@@ -148,7 +161,7 @@ class KindWatch {
         if (rv === null) {
           rv = await this.list(cand.target, ctrl.signal);
           // Changes may have happened while nobody watched.
-          this.opts.onChange(this.kind.kind, 'RELIST');
+          if (this.kind.track === undefined) this.opts.onChange(this.kind.kind, 'RELIST');
         }
         const opened = performance.now();
         const ended = await this.watch(cand.target, rv, ctrl.signal);
@@ -188,28 +201,40 @@ class KindWatch {
     }
   }
 
+  private query(extra: Record<string, string>): string {
+    const q = new URLSearchParams(extra);
+    if (this.kind.labelSelector !== undefined) q.set('labelSelector', this.kind.labelSelector);
+    return `${this.kind.path}?${q}`;
+  }
+
   private async list(target: ServerTarget, signal: AbortSignal): Promise<string | null> {
-    // Only the collection's resourceVersion matters; limit keeps the answer small.
-    const res = await getText(target, `${this.kind.path}?limit=1`, { accept: 'application/json', signal });
+    // An untracked kind needs only the collection's resourceVersion: limit keeps the answer small.
+    const track = this.kind.track;
+    const res = await getText(target, this.query(track === undefined ? { limit: '1' } : {}), { accept: 'application/json', signal });
     let doc: unknown;
     try {
       doc = JSON.parse(res.text);
     } catch {
       throw new Error(`list ${this.kind.path} on ${target.name}: not JSON`);
     }
+    if (track !== undefined) {
+      const items = (doc as { items?: unknown } | null)?.items;
+      if (!Array.isArray(items)) throw new Error(`list ${this.kind.path} on ${target.name}: no items`);
+      track({ type: 'RELIST', items });
+    }
     return resourceVersionOf(doc);
   }
 
   private async watch(target: ServerTarget, rv: string | null, signal: AbortSignal): Promise<Ended> {
-    const q = new URLSearchParams({
+    const params: Record<string, string> = {
       watch: '1',
       allowWatchBookmarks: 'true',
       timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 290),
-    });
-    if (rv !== null) q.set('resourceVersion', rv);
+    };
+    if (rv !== null) params['resourceVersion'] = rv;
     let res;
     try {
-      res = await openStream(target, `${this.kind.path}?${q}`, { accept: 'application/json', signal });
+      res = await openStream(target, this.query(params), { accept: 'application/json', signal });
     } catch (err) {
       if ((err as { status?: unknown }).status === 410) throw new Gone();
       throw err;
@@ -237,7 +262,8 @@ class KindWatch {
           case 'DELETED':
             events++;
             current = resourceVersionOf(ev.object) ?? current;
-            this.opts.onChange(this.kind.kind, ev.type);
+            if (this.kind.track !== undefined) this.kind.track({ type: ev.type, object: ev.object });
+            else this.opts.onChange(this.kind.kind, ev.type);
             break;
           case 'BOOKMARK':
             events++;

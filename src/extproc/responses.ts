@@ -245,8 +245,11 @@ export function responseFor(
       const seconds = retryAfter(retryAfterSeconds);
       const servers = decision.candidates.length > 0 ? decision.candidates.join(', ') : 'none listed';
       const message =
-        `no healthy apiserver can serve ${describe(info)} right now: ` +
-        `the apiservers that serve it (${servers}) are unhealthy; retry after ${seconds}s`;
+        decision.reason === 'unmatched_apiserver_identity'
+          ? `no known apiserver serves ${describe(info)}, but an apiserver the gateway does not know ` +
+            `(identity ${servers}) is running and may: its absence is not proven; retry after ${seconds}s`
+          : `no healthy apiserver can serve ${describe(info)} right now: ` +
+            `the apiservers that serve it (${servers}) are unhealthy; retry after ${seconds}s`;
       return statusResponse(
         statusBody('ServiceUnavailable', message, { ...resourceDetails(info), retryAfterSeconds: seconds }),
         decision.reason,

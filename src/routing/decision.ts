@@ -51,7 +51,12 @@ export interface NotFoundDecision extends Base {
  */
 export interface UnavailableDecision extends Base {
   readonly outcome: 'unavailable';
-  readonly reason: 'no_healthy_capable_server';
+  /**
+   * unmatched_apiserver_identity: every member is known not to serve it, but a live apiserver
+   * identity (kube-system identity Lease) matches no member: that server might (candidates: its
+   * identities). No 404 can be proven, and balancing would reach a member whose 404 is false.
+   */
+  readonly reason: 'no_healthy_capable_server' | 'unmatched_apiserver_identity';
 }
 
 /**

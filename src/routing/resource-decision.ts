@@ -6,6 +6,7 @@ import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/types.js';
 import type { DecideOptions, Decision } from './decision.js';
 import { isFresh, isHealthy } from './freshness.js';
+import { liveUnmatched } from '../discovery/identity-leases.js';
 
 const NO_CANDIDATES: readonly string[] = Object.freeze([]);
 
@@ -67,6 +68,14 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
     // Balancing over every apiserver is only right when every one of them is proven able.
     if (knownReady.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates: known };
     return { outcome: 'routed', reason: 'served_by_subset', upstream: pick(knownReady), candidates: known };
+  }
+  // An apiserver skewgate cannot see (a live identity Lease that matches no member: a machine just
+  // added at a new address, say) may serve it: absence is proven only when there is none.
+  const unseen = liveUnmatched(snap.membership, opts.now);
+  if (unverified.length === 0 && unseen.length > 0 && known.length === 0) {
+    // Every member is known not to serve it (or lacks the verb): only the unseen one might.
+    // Balancing would reach a member whose 404 would be false.
+    return { outcome: 'unavailable', reason: 'unmatched_apiserver_identity', candidates: unseen.map((l) => l.name) };
   }
   if (unverified.length === 0) {
     // Every view is current and no ready apiserver serves it.

@@ -2,6 +2,7 @@
 // are names from the config; no per-resource or per-path label.
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
 import type { DiscoveryRoundEvent } from '../discovery/service.js';
+import { liveUnmatched } from '../discovery/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
 import { METRIC } from './names.js';
@@ -59,6 +60,13 @@ export class SkewgateMetrics {
       description: 'Resources (and subresources) not served by every apiserver',
     });
     const missing = meter.createObservableGauge(METRIC.missingResources, { description: 'Skewed resources an apiserver does not serve' });
+    const unmatched = meter.createObservableGauge(METRIC.unmatchedIdentities, {
+      description:
+        'Live apiserver identities (kube-system identity Leases) that match no configured apiserver: while above 0, no 404 is proven',
+    });
+    const membershipSynced = meter.createObservableGauge(METRIC.membershipSynced, {
+      description: '1 when the identity Leases were listed (membership verified), 0 when the configured list is assumed complete',
+    });
     meter.addBatchObservableCallback(
       (r) => {
         const snap = source.current();
@@ -68,9 +76,11 @@ export class SkewgateMetrics {
           if (s.ready !== null) r.observe(ready, s.ready ? 1 : 0, { apiserver: s.name });
         }
         r.observe(skewed, skew.size);
+        r.observe(unmatched, liveUnmatched(snap.membership, t).length);
+        r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, skewed, missing],
+      [viewAge, ready, skewed, missing, unmatched, membershipSynced],
     );
   }
 

@@ -76,6 +76,17 @@ export const METRIC = {
   skewedResources: 'skewgate.skew.resources',
   missingResources: 'skewgate.skew.missing',
   ready: 'skewgate.apiserver.ready',
+  unmatchedIdentities: 'skewgate.membership.unmatched_identities',
+  membershipSynced: 'skewgate.membership.synced',
+} as const;
+
+/** A span of its own whenever the live apiservers the config does not name change. */
+export const SPAN_MEMBERSHIP = 'skewgate.membership';
+export const EVENT_MEMBERSHIP_CHANGED = 'skewgate.membership.changed';
+export const ATTR_MEMBERSHIP = {
+  synced: 'skewgate.membership.synced',
+  unmatched: 'skewgate.membership.unmatched',
+  unmatchedBefore: 'skewgate.membership.unmatched_before',
 } as const;
 
 /** Samples listed in span events are capped: an upgrade may add hundreds of resources at once. */

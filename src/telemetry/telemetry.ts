@@ -6,6 +6,7 @@ import type { Snapshot } from '../discovery/types.js';
 import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
+import { MembershipSpans } from './membership-spans.js';
 import { SkewgateMetrics } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
@@ -15,6 +16,7 @@ import { SkewTracker } from './skew-diff.js';
 export interface DiscoverySource {
   current(): Snapshot;
   onRound(listener: RoundListener): () => void;
+  onChange(listener: (snapshot: Snapshot) => void): () => void;
 }
 
 export interface TelemetryDeps {
@@ -76,7 +78,9 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
           metrics?.recordRouteError();
         },
       };
-      unsubscribe = discovery.onRound((e: DiscoveryRoundEvent) => {
+      const membership = tracer ? new MembershipSpans(tracer) : null;
+      const offChange = membership ? discovery.onChange((snap) => void membership.record(snap, Date.now())) : () => undefined;
+      const offRound = discovery.onRound((e: DiscoveryRoundEvent) => {
         const change = skew.update(e.snapshot);
         if (change)
           log.info(
@@ -92,6 +96,10 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
         metrics?.recordRound(e);
         if (tracer) recordRoundSpan(tracer, e, servers.get(e.server), change);
       });
+      unsubscribe = () => {
+        offRound();
+        offChange();
+      };
       log.info({ telemetry: describeTelemetry(deps.settings), prometheusPort: sdk.prometheusPort }, 'telemetry started');
     },
     prometheusPort: () => sdk?.prometheusPort ?? null,

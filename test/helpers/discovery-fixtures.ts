@@ -34,7 +34,7 @@ export function tokenServer(s: FakeApiServer, pki: Pki, extra: Partial<ApiServer
 export function discoveryConfig(apiservers: readonly ApiServerSettings[], d: Partial<DiscoveryConfig['discovery']> = {}): DiscoveryConfig {
   return {
     apiservers,
-    discovery: { interval: 60_000, timeout: 2000, watch: false, staleAfter: 180_000, ...d },
+    discovery: { interval: 60_000, timeout: 2000, watch: false, staleAfter: 180_000, identityLeaseLiveness: 60_000, ...d },
   };
 }
 

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { NO_MEMBERSHIP, type Membership } from '../../src/discovery/identity-leases.js';
 import { decide, type DecideOptions, type RoutingRequest } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
@@ -56,7 +57,14 @@ function snapshot(servers: ServerState[]): Snapshot {
     }
   }
   // The merged /apis is not under test here (peer-discovery-route.test.ts): a refused one.
-  return { generation: 1, servers, resources, groupVersions, peerDiscovery: { ok: false, reason: 'not_synced', detail: 'not under test' } };
+  return {
+    generation: 1,
+    servers,
+    resources,
+    groupVersions,
+    peerDiscovery: { ok: false, reason: 'not_synced', detail: 'not under test' },
+    membership: NO_MEMBERSHIP,
+  };
 }
 
 /** A request by its path alone: no headers, no client certificate. */
@@ -391,5 +399,65 @@ t.test('the ladder: GET /apis with the aggregated Accept is the merged document,
     ),
     { outcome: 'passthrough', reason: 'not_synced' },
     'a refused merge passes through with its reason',
+  );
+});
+
+// ---- a live apiserver identity that matches no member -------------------------------------------
+
+function withMembership(servers: ServerState[], m: Membership): Snapshot {
+  return { ...snapshot(servers), membership: m };
+}
+const unseenLease = (renewAgoMs: number) => ({ name: 'apiserver-unseen', hostname: 'cp-4', renewTime: NOW - renewAgoMs });
+const unseen = (renewAgoMs = 5_000): Membership => ({ synced: true, unmatched: [unseenLease(renewAgoMs)], livenessMs: 60_000 });
+const NEW_ONLY = req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' });
+
+t.test('an unseen live apiserver: what no member serves is never a 404, and never balanced', async (t) => {
+  const members = [server('a', OLD), server('b', OLD)];
+  t.match(decide(ask(NEW_ONLY), withMembership(members, unseen()), opts()), {
+    outcome: 'unavailable',
+    reason: 'unmatched_apiserver_identity',
+    candidates: ['apiserver-unseen'],
+  });
+  t.match(
+    decide(ask(req({ group: 'nothing.example', resource: 'widgets' })), withMembership(members, unseen()), opts()),
+    { outcome: 'unavailable', reason: 'unmatched_apiserver_identity' },
+    'not even a group/version nobody lists',
+  );
+  t.match(
+    decide(ask(req({ resource: 'things', group: 'readonly.example', verb: 'create' })), withMembership(members, unseen()), opts()),
+    { outcome: 'unavailable', reason: 'unmatched_apiserver_identity' },
+    'a verb no member lists: the unseen one might',
+  );
+  t.match(
+    decide(ask(NEW_ONLY), withMembership(members, unseen(61_000)), opts()),
+    { outcome: 'not_found', reason: 'resource_not_served' },
+    'a lease not renewed within the liveness bound: that server stopped',
+  );
+  t.match(
+    decide(ask(NEW_ONLY), withMembership(members, { ...unseen(), synced: false, unmatched: [] }), opts()),
+    { outcome: 'not_found' },
+    'leases never listed: the configured list is trusted, as before',
+  );
+});
+
+t.test('an unseen live apiserver changes nothing a member can serve', async (t) => {
+  t.match(decide(ask(req({})), withMembership([server('a', OLD), server('b', NEW)], unseen()), opts()), {
+    outcome: 'default',
+    reason: 'served_by_all',
+  });
+  t.match(decide(ask(NEW_ONLY), withMembership([server('a', OLD), server('b', NEW)], unseen()), opts()), {
+    outcome: 'routed',
+    reason: 'served_by_subset',
+    upstream: 'b',
+  });
+  t.match(decide(ask(NEW_ONLY), withMembership([server('a', OLD), server('b', NEW, { ready: false })], unseen()), opts()), {
+    outcome: 'unavailable',
+    reason: 'no_healthy_capable_server',
+    candidates: ['b'],
+  });
+  t.match(
+    decide(ask(NEW_ONLY), withMembership([server('a', OLD), server('b', OLD, { consecutiveFailures: 1 })], unseen()), opts()),
+    { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' },
+    'a member with a view not current is still the first try',
   );
 });

@@ -262,6 +262,8 @@ t.test('every YAML file under deploy/ (compose excepted) parses, and is a manife
       'Namespace',
       'PodDisruptionBudget',
       'Pod',
+      'Role',
+      'RoleBinding',
       'Service',
       'ServiceAccount',
     ].sort(),
@@ -665,6 +667,18 @@ t.test('RBAC: the discovery role is exactly what skewgate needs, bound to both c
     [{ kind: 'ServiceAccount', name: at(sa, 'metadata.name'), namespace: at(sa, 'metadata.namespace') }],
     'to its ServiceAccount',
   );
+  // The identity-Lease watch: read Leases in kube-system, nowhere else, for the same two credentials.
+  const leaseRole = find(RBAC, 'Role');
+  t.same(leaseRole.rules, want.leaseRole.rules, 'get/list/watch on Leases (harness/lab/rbac.ts skewgateRbac)');
+  t.equal(at(leaseRole, 'metadata.namespace'), 'kube-system', 'in kube-system only');
+  const leaseGroup = find(RBAC, 'RoleBinding');
+  t.same(leaseGroup.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: at(leaseRole, 'metadata.name') });
+  t.same(leaseGroup.subjects, group.subjects, "the static pods' group");
+  t.equal(at(leaseGroup, 'metadata.namespace'), 'kube-system');
+  const saLeaseBinding = find(DEPLOYMENT, 'RoleBinding');
+  t.same(saLeaseBinding.roleRef, leaseGroup.roleRef, 'the Deployment binds the same Role');
+  t.same(saLeaseBinding.subjects, saBinding.subjects, 'to the same ServiceAccount');
+  t.equal(at(saLeaseBinding, 'metadata.namespace'), 'kube-system');
   const readme = readFileSync(join(DEPLOY, 'static-pods/README.md'), 'utf8');
   t.ok(readme.includes(`--org ${SKEWGATE_GROUP}`), 'the static-pod instructions issue the certificate in that group');
 });

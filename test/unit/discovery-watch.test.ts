@@ -121,7 +121,7 @@ t.test('service: failures back off up to the interval; refresh() goes through at
   const svc = new DiscoveryService(
     {
       apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }],
-      discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200 },
+      discovery: { interval: 400, timeout: 200, watch: false, staleAfter: 1200, identityLeaseLiveness: 60_000 },
     },
     { fetchImpl, minRetryMs: 25, now: clock.now },
   );
@@ -205,7 +205,7 @@ t.test('service: a watch event refreshes discovery at once and again after 250 a
   const svc = new DiscoveryService(
     {
       apiservers: [{ name: 's', url: 'https://127.0.0.1:6443' }],
-      discovery: { interval: 60_000, timeout: 1000, watch: true, staleAfter: 180_000 },
+      discovery: { interval: 60_000, timeout: 1000, watch: true, staleAfter: 180_000, identityLeaseLiveness: 60_000 },
     },
     { fetchImpl, now: clock.now },
   );

@@ -91,6 +91,8 @@ t.test('RBAC: jane reads configmaps in default, nothing else', async (t) => {
     [
       '/apis/rbac.authorization.k8s.io/v1/clusterroles ClusterRole',
       '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings ClusterRoleBinding',
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/roles Role',
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings RoleBinding',
       '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
       '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
     ],

@@ -13,6 +13,7 @@ import type { NonResourceRequest, InvalidRequest } from '../../src/k8s/request-i
 import type { Decision } from '../../src/routing/decision.js';
 import { createDecisionSpans, parentContext, serverAddresses } from '../../src/telemetry/decision-spans.js';
 import { recordRoundSpan } from '../../src/telemetry/discovery-spans.js';
+import { MembershipSpans } from '../../src/telemetry/membership-spans.js';
 import { SkewgateSampler, startSdk, type TelemetrySdk } from '../../src/telemetry/sdk.js';
 import { resolveTelemetrySettings } from '../../src/telemetry/settings.js';
 import { SkewTracker } from '../../src/telemetry/skew-diff.js';
@@ -427,4 +428,47 @@ t.test('the sampler: configured ratio, parent-based, and view changes always kep
   t.equal(always.shouldSample(ROOT_CONTEXT, '1'.repeat(32), 'x', SpanKind.SERVER, {}, []).decision, SamplingDecision.RECORD_AND_SAMPLED);
   const half = new SkewgateSampler({ parentBased: true, ratio: 0.5 });
   t.match(half.toString(), /ParentBased/);
+});
+
+t.test('membership spans: one when the unseen live apiservers change, none per renewal', async (t) => {
+  if (!sdk.tracer) throw new Error('no tracer');
+  const rec = new MembershipSpans(sdk.tracer);
+  const now = 1_700_000_100_000;
+  const base = buildSnapshot([state('apiserver-a', null)], 1);
+  const lease = { name: 'apiserver-xyz', hostname: 'cp-4', renewTime: now - 1000 };
+  t.equal(
+    rec.record({ ...base, membership: { synced: true, unmatched: [], livenessMs: 60_000 } }, now),
+    false,
+    'first sight, nothing unmatched: no span',
+  );
+  t.equal(rec.record({ ...base, generation: 2, membership: { synced: true, unmatched: [lease], livenessMs: 60_000 } }, now), true);
+  t.equal(
+    rec.record(
+      { ...base, generation: 3, membership: { synced: true, unmatched: [{ ...lease, renewTime: now }], livenessMs: 60_000 } },
+      now,
+    ),
+    false,
+    'a renewal is no change',
+  );
+  t.equal(
+    rec.record({ ...base, generation: 4, membership: { synced: true, unmatched: [], livenessMs: 60_000 } }, now + 5),
+    true,
+    'gone again',
+  );
+  const got = exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.membership');
+  t.equal(got.length, 2);
+  t.same(
+    got[0]?.events.map((e) => [e.name, e.attributes]),
+    [
+      [
+        'skewgate.membership.changed',
+        { 'skewgate.membership.unmatched_before': [], 'skewgate.membership.unmatched': ['apiserver-xyz (cp-4)'] },
+      ],
+    ],
+  );
+  t.equal(got[0]?.attributes['skewgate.snapshot.generation'], 2);
+  t.same(got[1]?.events[0]?.attributes, {
+    'skewgate.membership.unmatched_before': ['apiserver-xyz (cp-4)'],
+    'skewgate.membership.unmatched': [],
+  });
 });
