@@ -179,6 +179,8 @@ await t.test('a real kube-apiserver for the manifests', async (t) => {
   // that the manifests meet a cluster without them, as on a fresh kubeadm cluster.
   const del = await kubectl(['delete', 'clusterrolebinding/skewgate:discovery', 'clusterrole/skewgate:discovery']);
   t.equal(del.code, 0, `the lab's own copies removed: ${del.stdout.trim()} ${del.stderr.trim()}`);
+  const delLeases = await kubectl(['-n', 'kube-system', 'delete', 'rolebinding/skewgate:identity-leases', 'role/skewgate:identity-leases']);
+  t.equal(delLeases.code, 0, `and the identity-lease Role: ${delLeases.stdout.trim()} ${delLeases.stderr.trim()}`);
 });
 
 await t.test('every manifest under deploy/ is accepted by kube-apiserver (kubectl create --dry-run=server)', async (t) => {
