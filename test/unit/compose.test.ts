@@ -230,7 +230,10 @@ t.test('kube-apiservers: apiServerArgs of the lab, differing from a lab apiserve
     );
     t.ok(cmd.includes('--tracing-config-file=/deploy/tracing.yaml'), 'traces to Jaeger');
     t.ok(cmd.includes('--etcd-servers=http://etcd:2379'), 'etcd by its service name');
-    for (const arg of cmd.filter((x) => x.includes('/pki'))) {
+    const pkiArgs = cmd.filter((x) => x.includes('/pki'));
+    // The serving pair, the client CA, tokens, front-proxy and service-account keys at the least.
+    t.ok(pkiArgs.length >= 8, `${a.service}: ${pkiArgs.length} PKI files passed`);
+    for (const arg of pkiArgs) {
       const path = arg.slice(arg.indexOf('=') + 1);
       t.equal(posix.dirname(path), PKI_DIR, `${path} is in /pki`);
       t.ok(LAB_PKI_FILES.includes(posix.basename(path)), `${arg}: a file the lab PKI writes`);
