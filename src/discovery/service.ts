@@ -19,6 +19,7 @@ import {
   liveUnmatched,
   membershipOf,
   type IdentityLeaseTable,
+  type Membership,
 } from './identity-leases.js';
 
 /** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
@@ -333,7 +334,7 @@ export class DiscoveryService {
   }
 
   /** The identity Leases changed (a list, or one watch event): a new snapshot with the new membership. */
-  onLeaseChange(change: WatchChange): void {
+  private onLeaseChange(change: WatchChange): void {
     if (this.closing) return;
     const { table, skipped } = applyLeaseChange(this.leases, change);
     if (skipped > 0) {
@@ -342,7 +343,11 @@ export class DiscoveryService {
     }
     if (table === this.leases) return;
     this.leases = table;
-    this.snapshotOptions = { ...this.snapshotOptions, membership: membershipOf(table, this.memberIdentities, this.leaseLivenessMs) };
+    const membership = membershipOf(table, this.memberIdentities, this.leaseLivenessMs);
+    // Every apiserver renews its lease every 10 s: a member's renewal changes no decision, so it
+    // publishes no snapshot. An unmatched one's does (its liveness moves with it).
+    if (sameMembership(membership, this.snapshotOptions.membership)) return;
+    this.snapshotOptions = { ...this.snapshotOptions, membership };
     this.publish();
   }
 
@@ -434,6 +439,14 @@ export class DiscoveryService {
       return t;
     });
   }
+}
+
+function sameMembership(a: Membership, b: Membership | undefined): boolean {
+  if (b === undefined || a.synced !== b.synced || a.unmatched.length !== b.unmatched.length) return false;
+  return a.unmatched.every((l, i) => {
+    const o = b.unmatched[i];
+    return o !== undefined && o.name === l.name && o.hostname === l.hostname && o.renewTime === l.renewTime;
+  });
 }
 
 /** Wraps a fetch so that each request's path, status, body size and duration are recorded. */

@@ -70,9 +70,16 @@ t.test("an identity no member matches blocks the 404 until it is gone; a member'
     'a true 404 while the list is complete',
   );
 
-  // A new control-plane machine at an address the config does not name.
+  // A member renews its lease (every 10 s in a real cluster): no decision changes, so no snapshot is
+  // published for it. Then a new control-plane machine at an address the config does not name: the
+  // watch delivers both in order, and only the second makes a snapshot.
+  const published: number[] = [];
+  const off = svc.onChange((s) => published.push(s.generation));
+  t.teardown(off);
+  t.equal(await call(`${leases}/${apiserverIdentity('cp-a')}`, 'PUT', identityLease('cp-a', new Date(Date.now() + 10_000))), 200);
   t.equal(await call(leases, 'POST', identityLease('cp-new', new Date())), 201);
   const seen = await waitForSnapshot(svc, (s) => s.membership.unmatched.length === 1, 10_000);
+  t.same(published, [seen.generation], "one snapshot: the member's renewal published none");
   t.same(
     liveUnmatched(seen.membership, Date.now()).map((l) => l.hostname),
     ['cp-new'],
