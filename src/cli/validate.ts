@@ -4,12 +4,13 @@ import { accessSync, constants as fsc } from 'node:fs';
 import { loadConfig } from '../config.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { assertEnvoyTls } from '../envoy/tls-check.js';
+import { membershipView } from './membership-lines.js';
 import { formatTable, withOneShotDiscovery } from './one-shot.js';
 
 export async function runValidate(configFile: string): Promise<number> {
   // Before any discovery: an unsafe front-proxy certificate is a config problem, whatever the apiservers say.
   await assertEnvoyTls(loadConfig(configFile));
-  return withOneShotDiscovery(configFile, ({ config, snapshot }) => {
+  return withOneShotDiscovery(configFile, ({ config, snapshot, now, membershipProblem }) => {
     const problems: string[] = [];
     const readable = (what: string, file: string | undefined): void => {
       if (file === undefined) return;
@@ -36,6 +37,16 @@ export async function runValidate(configFile: string): Promise<number> {
         s.ready === true ? 'ready' : 'NOT READY',
       ];
     });
+    // Is the list complete? Without the identity Leases skewgate cannot tell (no 404 is then safe to trust).
+    const membership = membershipView(snapshot, now, membershipProblem);
+    if (!membership.synced)
+      problems.push(
+        `${membershipProblem ?? 'identity leases not listed'}: grant get/list/watch on leases in kube-system to the discovery credentials (deploy/kubernetes/rbac.yaml)`,
+      );
+    for (const u of membership.unmatched)
+      problems.push(
+        `a running apiserver is not in the config: identity ${u.identity}${u.hostname === null ? '' : ` (hostname ${u.hostname})`}; add it, or set apiservers[].hostname to its hostname`,
+      );
     process.stdout.write(`config ${config.source}: ok (${config.apiservers.length} apiservers)\n\n`);
     process.stdout.write(formatTable([['APISERVER', 'URL', 'DISCOVERY', 'VIEW', 'READYZ'], ...rows]));
     if (problems.length > 0) {
@@ -44,7 +55,7 @@ export async function runValidate(configFile: string): Promise<number> {
       );
       return EXIT_PROBLEMS;
     }
-    process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted\n');
+    process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted, every running apiserver listed\n');
     return EXIT_OK;
   });
 }

@@ -117,4 +117,10 @@ t.test('an apiserver no source names blocks the 404 within a discovery interval 
   );
   const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile], { timeout: 60_000 });
   t.match(skew.stdout, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
+  const validated = await run(process.execPath, [cli, 'validate', '--config', gw.configFile], { timeout: 60_000 }).then(
+    () => ({ code: 0, stdout: '' }),
+    (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '' }),
+  );
+  t.equal(validated.code, 1, 'validate: exit 1, a problem');
+  t.match(validated.stdout, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
 });
