@@ -177,13 +177,24 @@ export class DiscoveryService {
       : null;
   }
 
-  /** Starts polling (and the watch). Resolves when every server's first round has ended, well or not. */
+  /**
+   * Starts polling (and the watch). Resolves when every server's first round has ended, well or
+   * not, and (with the watch) the identity Leases were listed once or could not be.
+   */
   start(): Promise<void> {
     if (this.closing) return Promise.reject(new Error('discovery service is closed'));
     this.starting ??= (async () => {
       for (const p of this.pollers) this.kick(p);
       this.watcher?.start();
       await Promise.all(this.pollers.map((p) => p.first));
+      // With the watch on, know the membership before the first request: until the leases are
+      // listed, the configured list is trusted, and an apiserver it lacks could get a false 404.
+      if (this.watcher !== null && !this.leases.synced && !this.closing) {
+        // Only through apiservers that just answered: a dead one would hold the start for its timeout.
+        const problem = await this.listIdentityLeases({ healthyOnly: true });
+        if (problem !== null)
+          this.log.warn({ problem }, 'identity leases: membership not verified at start; the configured apiservers are assumed to be all');
+      }
     })();
     return this.starting;
   }
@@ -315,8 +326,10 @@ export class DiscoveryService {
    * (explain, skew), which do not watch. A failure on every member leaves the membership not
    * synced (the config's list is trusted then) and says why.
    */
-  async listIdentityLeases(): Promise<string | null> {
-    const order = [...this.watchCandidates()].sort((x, y) => (x.health === 'healthy' ? 0 : 1) - (y.health === 'healthy' ? 0 : 1));
+  async listIdentityLeases(opts: { healthyOnly?: boolean } = {}): Promise<string | null> {
+    const order = [...this.watchCandidates()]
+      .filter((c) => !opts.healthyOnly || c.health === 'healthy')
+      .sort((x, y) => (x.health === 'healthy' ? 0 : 1) - (y.health === 'healthy' ? 0 : 1));
     const problems: string[] = [];
     for (const c of order) {
       try {

@@ -116,3 +116,25 @@ t.test('a stale identity (not renewed within the bound) does not block a 404', a
   const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
   t.match(router.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'not_found' });
 });
+
+t.test('start() resolves with the membership known: no first request can get a false 404', async (t) => {
+  const cluster = new FakeCluster();
+  const a = await startFake(t, { name: 'a', pki, cluster, builtins: BUILTINS_OLD });
+  // The stranger's lease is there before skewgate starts.
+  t.equal(await call(`${a.url}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-early', new Date())), 201);
+  const svc = new DiscoveryService(discoveryConfig([tokenServer(a, pki, { hostname: 'cp-a' })], { interval: 60_000, watch: true }));
+  t.teardown(() => svc.close());
+  await svc.start();
+  const snap = svc.current();
+  t.equal(snap.membership.synced, true, 'listed during start()');
+  t.same(
+    snap.membership.unmatched.map((l) => l.hostname),
+    ['cp-early'],
+  );
+  const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
+  t.match(
+    router.route('GET', NEW_ONLY, new Map()).decision,
+    { outcome: 'unavailable', reason: 'unmatched_apiserver_identity' },
+    'the very first decision',
+  );
+});
