@@ -9,7 +9,7 @@ import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getTe
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import { buildSnapshot, initialSnapshot, type SnapshotOptions } from './snapshot.js';
+import { buildSnapshot, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
 import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
 import {
   applyLeaseChange,
@@ -133,15 +133,7 @@ export class DiscoveryService {
       let firstDone: () => void = () => undefined;
       const first = new Promise<void>((resolve) => (firstDone = resolve));
       const poller: Poller = {
-        state: Object.freeze({
-          name: s.name,
-          url: s.url,
-          view: null,
-          lastSuccessAt: null,
-          consecutiveFailures: 0,
-          lastError: null,
-          ready: null,
-        }),
+        state: unprobedState(s),
         client: new DiscoveryClient({
           ...target,
           fetchImpl: recordingFetch(opts.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),

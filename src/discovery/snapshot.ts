@@ -81,19 +81,11 @@ export function buildSnapshot(
 }
 
 /** The snapshot before any fetch: every configured server, no view. */
+/** A configured apiserver before its first discovery round: no view, readiness not probed. */
+export function unprobedState(s: { readonly name: string; readonly url: string }): ServerState {
+  return Object.freeze({ name: s.name, url: s.url, view: null, lastSuccessAt: null, consecutiveFailures: 0, lastError: null, ready: null });
+}
+
 export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[], opts: SnapshotOptions = {}): Snapshot {
-  return buildSnapshot(
-    servers.map((s) => ({
-      name: s.name,
-      url: s.url,
-      view: null,
-      lastSuccessAt: null,
-      consecutiveFailures: 0,
-      lastError: null,
-      ready: null,
-    })),
-    0,
-    undefined,
-    opts,
-  );
+  return buildSnapshot(servers.map(unprobedState), 0, undefined, opts);
 }
