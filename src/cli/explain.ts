@@ -39,7 +39,7 @@ const sanitized = (name: string): boolean =>
   SANITIZED_REQUEST_HEADERS.includes(name) || SANITIZED_REQUEST_HEADER_PREFIXES.some((p) => name.startsWith(p));
 
 /** The request headers as skewgate sees them: names lower case, what Envoy strips gone (listed). */
-export function requestHeaders(lines: readonly string[]): { headers: Map<string, string>; stripped: string[] } {
+function requestHeaders(lines: readonly string[]): { headers: Map<string, string>; stripped: string[] } {
   const headers = new Map<string, string>();
   const stripped: string[] = [];
   for (const line of lines) {

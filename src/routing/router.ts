@@ -8,8 +8,6 @@ import type { Decision } from './decision.js';
 import { decide } from './decide.js';
 import { oldestViewAgeMs } from './freshness.js';
 
-export { oldestViewAgeMs } from './freshness.js';
-
 export interface RoutingResult {
   readonly info: RequestInfo;
   readonly decision: Decision;
