@@ -66,7 +66,9 @@ program
 
 program
   .command('validate')
-  .description('check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it')
+  .description(
+    'check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it',
+  )
   .requiredOption(...configOption)
   .action(async (o: { config: string }) => {
     process.exitCode = await (await import('./validate.js')).runValidate(o.config);
