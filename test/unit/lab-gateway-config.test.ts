@@ -3,43 +3,10 @@ import { parseConfig } from '../../src/config.js';
 import { apiServerArgs } from '../../harness/lab/flags.js';
 import { LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig } from '../../harness/lab/gateway-config.js';
 import { JANE_NAMESPACE, JANE_ROLE, janeRbac, labRbacObjects } from '../../harness/lab/rbac.js';
-import type { LabPki } from '../../harness/lab/pki.js';
+import { labPkiFiles, type LabPki } from '../../harness/lab/pki.js';
 
-const f = (n: string): string => `/pki/${n}`;
-const pki: LabPki = {
-  dir: '/pki',
-  caFile: f('ca.crt'),
-  caKeyFile: f('ca.key'),
-  serverCertFile: f('apiserver.crt'),
-  serverKeyFile: f('apiserver.key'),
-  frontProxyCaFile: f('front-proxy-ca.crt'),
-  frontProxyClientCertFile: f('front-proxy-client.crt'),
-  frontProxyClientKeyFile: f('front-proxy-client.key'),
-  saKeyFile: f('sa.key'),
-  saPubFile: f('sa.pub'),
-  adminCertFile: f('admin.crt'),
-  adminKeyFile: f('admin.key'),
-  janeCertFile: f('jane.crt'),
-  janeKeyFile: f('jane.key'),
-  bobCertFile: f('bob.crt'),
-  bobKeyFile: f('bob.key'),
-  trickyCertFile: f('tricky.crt'),
-  trickyKeyFile: f('tricky.key'),
-  serverOnlyCertFile: f('server-only.crt'),
-  serverOnlyKeyFile: f('server-only.key'),
-  foreignCaFile: f('foreign-ca.crt'),
-  foreignCertFile: f('foreign.crt'),
-  foreignKeyFile: f('foreign.key'),
-  gatewayCertFile: f('gateway.crt'),
-  gatewayKeyFile: f('gateway.key'),
-  tokenAuthFile: f('tokens.csv'),
-  adminToken: 'admin-tok',
-  adminTokenFile: f('admin.token'),
-  janeToken: 'jane-tok',
-  janeTokenFile: f('jane.token'),
-  skewgateToken: 'sg-tok',
-  skewgateTokenFile: f('skewgate.token'),
-};
+// The lab's own file layout under /pki, with tokens: the paths are what the rendered config names.
+const pki: LabPki = { ...labPkiFiles('/pki'), adminToken: 'admin-tok', janeToken: 'jane-tok', skewgateToken: 'sg-tok' };
 const apiservers = [
   { name: 'kas-1', url: 'https://127.0.0.1:6443' },
   { name: 'kas-2', url: 'https://127.0.0.2:6443' },
