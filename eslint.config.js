@@ -24,6 +24,8 @@ const PURE = [
   'src/discovery/relative-order.ts',
   'src/discovery/apiserver-identity.ts',
   'src/discovery/identity-leases.ts',
+  'src/discovery/member-sources.ts',
+  'src/discovery/members.ts',
   'src/discovery/aggregated-model.ts',
   'src/identity/xfcc.ts',
   'src/identity/x509-subject.ts',
@@ -38,6 +40,7 @@ const PURE = [
   'src/envoy/clusters.ts',
   'src/envoy/tracing.ts',
   'src/envoy/json.ts',
+  'src/envoy/xds.ts',
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
 ];

@@ -11,6 +11,8 @@ import { createRouter, type RequestRouter } from './routing/router.js';
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
+import { knownMemberSpec } from './discovery/members.js';
+import { readKnownMembers, XdsWriter } from './envoy/xds-files.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -47,7 +49,14 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     logger: logger.child({ component: 'telemetry' }),
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
   });
-  const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }) });
+  const xdsDir = config.envoy.xds?.directory;
+  const xdsLogger = logger.child({ component: 'xds' });
+  // The members a previous run wrote for Envoy: with the seed gone (every configured apiserver
+  // replaced), they are how this run finds the control plane again.
+  const lastKnown =
+    xdsDir === undefined ? [] : readKnownMembers(xdsDir, xdsLogger).map((k) => knownMemberSpec(k, config.membership.template));
+  const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }), lastKnown });
+  const xds = xdsDir === undefined ? null : new XdsWriter(config, xdsLogger);
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   const router = createRouter(discovery, {
     staleAfterMs: config.discovery.staleAfter,
@@ -72,6 +81,11 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await telemetry?.start(discovery);
       await clientCa.start();
       await discovery.start();
+      // Envoy follows the members from here on (it started from the files as they were).
+      if (xds) {
+        discovery.onMembers((m) => void xds.update(m));
+        await xds.update(discovery.members());
+      }
       const bound = await server.start(config.extproc.listen);
       logger.info(
         { listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) },
@@ -82,6 +96,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     close(opts = {}) {
       closing ??= (async () => {
         await server.close(config.extproc.shutdownGrace, opts);
+        await xds?.close();
         await discovery.close();
         clientCa.close();
         await telemetry?.shutdown();

@@ -62,6 +62,37 @@ const apiserver = z
   })
   .strict();
 
+/**
+ * Where skewgate learns apiservers the list above does not name (docs/design.md, membership):
+ * the control-plane Nodes (their InternalIP and `port`) and the `default/kubernetes`
+ * EndpointSlice, in which the apiservers publish their own addresses. A learnt apiserver is
+ * reached with `template`'s CA, server name and credentials.
+ */
+const membershipSource = z.enum(['nodes', 'endpointSlice']);
+
+const membership = z
+  .object({
+    sources: z.array(membershipSource).default([]),
+    /** The apiservers' port on a control-plane Node (the nodes source). */
+    port: z.number().int().min(1).max(65535).default(6443),
+    /** Which Nodes run an apiserver: a label selector. */
+    nodeSelector: z.string().min(1).default('node-role.kubernetes.io/control-plane'),
+    /** How to reach (and verify) a learnt apiserver: as in apiservers[], without name and url. */
+    template: z
+      .object({
+        caFile: path.optional(),
+        /** The name its serving certificate must carry; default: its IP (an IP SAN). */
+        serverName: z.string().min(1).optional(),
+        credentials: credentials.optional(),
+      })
+      .strict()
+      .default({}),
+    /** How long an apiserver that left every source keeps its open requests before it is removed. */
+    drainTimeout: duration.default(30_000),
+  })
+  .strict()
+  .default({ sources: [], port: 6443, nodeSelector: 'node-role.kubernetes.io/control-plane', template: {}, drainTimeout: 30_000 });
+
 const listenAddress = z
   .string()
   .refine((v) => v.startsWith('unix:') || /^[^:]+:\d{1,5}$/.test(v) || /^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(v), {
@@ -157,6 +188,7 @@ const schema = z
       })
       .strict()
       .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000 }),
+    membership,
     routing: z
       .object({
         /** Retry-After seconds on a 503 from skewgate. */
@@ -188,6 +220,12 @@ const schema = z
           .object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) })
           .strict()
           .default({ address: '127.0.0.1', port: 9901 }),
+        /**
+         * Filesystem xDS: the apiserver clusters and routes live in this folder (cds.json,
+         * rds.json) instead of the bootstrap, written by `envoy-config` (the seed) and rewritten
+         * atomically by `serve` as members join and leave; Envoy watches the folder.
+         */
+        xds: z.object({ directory: path }).strict().optional(),
         /** Connect timeout to an apiserver. */
         connectTimeout: duration.default(2000),
         /** Active /readyz health checks on every apiserver cluster. */
@@ -234,6 +272,27 @@ const schema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.membership.sources.length > 0) {
+      if (c.envoy.xds === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['envoy', 'xds'],
+          message:
+            'required with membership.sources: Envoy must learn the apiservers skewgate learns (else a request routed to one would fall back to the balanced pool)',
+        });
+      if (!c.discovery.watch)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['discovery', 'watch'],
+          message: 'must be true with membership.sources: the sources are watched',
+        });
+      if (c.membership.template.caFile === undefined && c.membership.template.credentials?.kubeconfig === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['membership', 'template', 'caFile'],
+          message: 'required with membership.sources: a learnt apiserver is verified against this CA',
+        });
+    }
     const seen = new Map<string, number>();
     c.apiservers.forEach((s, i) => {
       const first = seen.get(s.name);
@@ -256,6 +315,7 @@ const schema = z
 
 type Parsed = z.output<typeof schema>;
 export type ApiServerConfig = Parsed['apiservers'][number];
+export type MembershipSource = z.output<typeof membershipSource>;
 export type Config = DeepReadonly<Parsed & { discovery: Parsed['discovery'] & { staleAfter: number } }> & {
   /** The file the config came from; relative paths inside it were resolved against its folder. */
   readonly source: string;
@@ -302,20 +362,30 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
   const c = result.data;
   const abs = (p: string): string => resolve(baseDir, p);
   const absOpt = (p: string | undefined): string | undefined => (p === undefined ? undefined : abs(p));
+  const resolveCredentials = (cr: ApiServerConfig['credentials']): ApiServerConfig['credentials'] =>
+    cr && {
+      ...cr,
+      tokenFile: absOpt(cr.tokenFile),
+      clientCertFile: absOpt(cr.clientCertFile),
+      clientKeyFile: absOpt(cr.clientKeyFile),
+      kubeconfig: absOpt(cr.kubeconfig),
+    };
   const resolved = {
     ...c,
     source,
     apiservers: c.apiservers.map((s) => ({
       ...s,
       caFile: absOpt(s.caFile),
-      credentials: s.credentials && {
-        ...s.credentials,
-        tokenFile: absOpt(s.credentials.tokenFile),
-        clientCertFile: absOpt(s.credentials.clientCertFile),
-        clientKeyFile: absOpt(s.credentials.clientKeyFile),
-        kubeconfig: absOpt(s.credentials.kubeconfig),
-      },
+      credentials: resolveCredentials(s.credentials),
     })),
+    membership: {
+      ...c.membership,
+      template: {
+        ...c.membership.template,
+        caFile: absOpt(c.membership.template.caFile),
+        credentials: resolveCredentials(c.membership.template.credentials),
+      },
+    },
     discovery: { ...c.discovery, staleAfter: c.discovery.staleAfter ?? Math.max(3 * c.discovery.interval, 3000) },
     extproc: {
       ...c.extproc,
@@ -327,6 +397,7 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
     envoy: {
       ...c.envoy,
       tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile), clientCaFile: absOpt(c.envoy.tls.clientCaFile) },
+      xds: c.envoy.xds && { directory: abs(c.envoy.xds.directory) },
       upstreamClientCert: c.envoy.upstreamClientCert && {
         certFile: abs(c.envoy.upstreamClientCert.certFile),
         keyFile: abs(c.envoy.upstreamClientCert.keyFile),

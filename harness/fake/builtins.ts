@@ -50,6 +50,7 @@ export const BUILTINS_OLD: readonly FakeResource[] = Object.freeze([
     subresources: [STATUS],
   }),
   r('coordination.k8s.io/v1', 'leases', 'Lease', true),
+  r('discovery.k8s.io/v1', 'endpointslices', 'EndpointSlice', true),
   r('resource.k8s.io/v1', 'deviceclasses', 'DeviceClass', false),
   r('resource.k8s.io/v1', 'resourceclaims', 'ResourceClaim', true, { subresources: [STATUS] }),
 ]);

@@ -76,13 +76,31 @@ export interface Membership {
   readonly unmatched: readonly IdentityLease[];
   /** A lease renewed longer ago than this is a server that stopped (kube-apiserver renews every 10 s). */
   readonly livenessMs: number;
+  /** Apiservers a source names that are not verified yet (TLS, /readyz, discovery): not routed to. */
+  readonly probing: readonly ProbingMember[];
 }
 
-export const NO_MEMBERSHIP: Membership = Object.freeze({ synced: false, unmatched: Object.freeze([]), livenessMs: 0 });
+/** A learnt apiserver on its way to membership. */
+export interface ProbingMember {
+  readonly name: string;
+  readonly url: string;
+  readonly sources: readonly string[];
+  /** Why it is not a member yet; null before its first round ended. */
+  readonly problem: string | null;
+}
 
-export function membershipOf(table: IdentityLeaseTable, memberIdentities: ReadonlySet<string>, livenessMs: number): Membership {
+const NONE: readonly never[] = Object.freeze([]);
+
+export const NO_MEMBERSHIP: Membership = Object.freeze({ synced: false, unmatched: NONE, livenessMs: 0, probing: NONE });
+
+export function membershipOf(
+  table: IdentityLeaseTable,
+  memberIdentities: ReadonlySet<string>,
+  livenessMs: number,
+  probing: readonly ProbingMember[] = NONE,
+): Membership {
   const unmatched = [...table.leases.values()].filter((l) => !memberIdentities.has(l.name)).sort((a, b) => (a.name < b.name ? -1 : 1));
-  return Object.freeze({ synced: table.synced, unmatched: Object.freeze(unmatched), livenessMs });
+  return Object.freeze({ synced: table.synced, unmatched: Object.freeze(unmatched), livenessMs, probing: Object.freeze([...probing]) });
 }
 
 /** The unmatched identities alive at `now`: apiservers that may serve what skewgate cannot see. */

@@ -7,7 +7,10 @@ import { compareGoStrings } from './relative-order.js';
 
 /** What the merged document depends on: who is healthy and the very view objects they hold. */
 function samePeerInputs(a: readonly ServerState[], b: readonly ServerState[]): boolean {
-  return a.length === b.length && a.every((s, i) => s.name === b[i]?.name && s.ready === b[i]?.ready && s.view === b[i]?.view);
+  return (
+    a.length === b.length &&
+    a.every((s, i) => s.name === b[i]?.name && s.ready === b[i]?.ready && s.draining === b[i]?.draining && s.view === b[i]?.view)
+  );
 }
 
 /**
@@ -22,7 +25,8 @@ export function peerDiscoveryParticipants(
 ): { readonly ok: true; readonly servers: readonly ServerState[] } | Extract<PeerDiscoveryResult, { ok: false }> {
   const unprobed = servers.filter((s) => s.ready === null).map((s) => s.name);
   if (unprobed.length > 0) return { ok: false, reason: 'not_synced', detail: `readiness not yet known: ${unprobed.join(', ')}` };
-  const ready = servers.filter((s) => s.ready === true);
+  // A draining member takes no new request: its document is left out, as an unready one's is.
+  const ready = servers.filter((s) => s.ready === true && s.draining !== true);
   if (ready.length === 0) return { ok: false, reason: 'view_incomplete', detail: 'no apiserver is ready' };
   const noView = ready.filter((s) => s.view === null).map((s) => s.name);
   if (noView.length > 0) return { ok: false, reason: 'not_synced', detail: `no discovery view yet: ${noView.join(', ')}` };

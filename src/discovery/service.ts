@@ -1,9 +1,11 @@
-// The discovery poller: one independent loop per apiserver, a CRD/APIService watch that triggers
-// immediate refreshes, and the swap of immutable snapshots that routing reads.
+// The discovery poller: one independent loop per member apiserver, a CRD/APIService watch that
+// triggers immediate refreshes, the membership (the configured seed, the live sources, each learnt
+// apiserver probed before it is routed to and drained before it is removed), and the swap of
+// immutable snapshots that routing reads.
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config, MembershipSource } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
 import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
@@ -20,10 +22,25 @@ import {
   membershipOf,
   type IdentityLeaseTable,
   type Membership,
+  type ProbingMember,
 } from './identity-leases.js';
+import { applySourceChange, candidatesOf, emptySourceTable, sourceWatch, type SourceSettings, type SourceTable } from './member-sources.js';
+import { desiredMembers, type MemberRole, type MemberSpec } from './members.js';
 
 /** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
-export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'>;
+export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'> & Partial<Pick<Config, 'membership'>>;
+
+/** One apiserver skewgate polls, and where it stands in the membership. */
+export interface MemberEntry {
+  readonly spec: MemberSpec;
+  readonly role: MemberRole;
+  /** Configured in apiservers[]. */
+  readonly seed: boolean;
+  /** The sources naming it ("config" for a seed no source contradicts). */
+  readonly sources: readonly string[];
+}
+
+export type MembersListener = (members: readonly MemberEntry[]) => void;
 
 export interface DiscoveryServiceOptions {
   /** Epoch ms clock for lastSuccessAt. */
@@ -33,6 +50,11 @@ export interface DiscoveryServiceOptions {
   readonly fetchImpl?: FetchLike;
   /** First retry delay after a failure; doubles per failure, capped at discovery.interval. */
   readonly minRetryMs?: number;
+  /**
+   * The members a previous run knew beyond the seed (envoy.xds's members.json): members from the
+   * start, as the seed is, and drained like any member once the sources are listed without them.
+   */
+  readonly lastKnown?: readonly MemberSpec[];
 }
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
@@ -74,9 +96,18 @@ export type RoundListener = (event: DiscoveryRoundEvent) => void;
 const WATCH_FOLLOW_UPS_MS: readonly number[] = [250, 750];
 
 interface Poller {
+  spec: MemberSpec;
+  role: MemberRole;
+  readonly seed: boolean;
+  sources: readonly string[];
   state: ServerState;
   readonly client: DiscoveryClient;
   readonly target: ServerTarget;
+  readonly credentials: ServerCredentials;
+  /** Aborts this poller's requests when it is removed (and with the service). */
+  readonly abort: AbortController;
+  removed: boolean;
+  drainTimer: NodeJS.Timeout | null;
   timer: NodeJS.Timeout | null;
   running: Promise<void> | null;
   again: boolean;
@@ -89,9 +120,23 @@ interface Poller {
 export class DiscoveryService {
   private readonly now: () => number;
   private readonly log: Logger;
-  private readonly pollers: Poller[];
-  private readonly credentials: ServerCredentials[];
+  /** Every apiserver polled, seeds first in config order, then learnt ones as they come. */
+  private readonly pollers = new Map<string, Poller>();
   private readonly abort = new AbortController();
+  private readonly seeds: readonly MemberSpec[];
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: FetchLike | undefined;
+  private readonly sources: readonly MembershipSource[];
+  private readonly template: Config['membership']['template'];
+  private readonly drainTimeoutMs: number;
+  private readonly sourceSettings: SourceSettings;
+  private readonly nodeSelector: string;
+  private sourceTables: ReadonlyMap<MembershipSource, SourceTable>;
+  private readonly memberListeners = new Set<MembersListener>();
+  /** A member's identity changed (its hostname was learnt): the next merge must not be reused. */
+  private identitiesChanged = false;
+  /** A member left every source while no other was ready: reconsidered after each round. */
+  private drainPostponed = false;
   private readonly listeners = new Set<SnapshotListener>();
   private readonly roundListeners = new Set<RoundListener>();
   private readonly watcher: ApiWatcher | null;
@@ -100,8 +145,7 @@ export class DiscoveryService {
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
   private snapshotOptions: SnapshotOptions;
-  /** The members' identities (lease names), and the identity Leases as last listed and watched. */
-  private readonly memberIdentities: ReadonlySet<string>;
+  /** The identity Leases as last listed and watched. */
   private readonly leaseLivenessMs: number;
   private leases: IdentityLeaseTable = EMPTY_LEASE_TABLE;
   /** Lease objects that were not identity leases: logged and counted, never fatal. */
@@ -119,41 +163,26 @@ export class DiscoveryService {
     this.now = opts.now ?? Date.now;
     this.log = opts.logger ?? pino({ level: 'silent' });
     this.intervalMs = config.discovery.interval;
+    this.timeoutMs = config.discovery.timeout;
+    this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
-    this.credentials = config.apiservers.map((s) => createCredentials(s));
-    this.pollers = config.apiservers.map((s, i) => {
-      // The watch uses this target; the poller's client a recording copy of it.
-      const target: ServerTarget = {
-        name: s.name,
-        url: s.url,
-        credentials: this.credentials[i] as ServerCredentials,
-        timeoutMs: config.discovery.timeout,
-        ...(opts.fetchImpl ? { fetchImpl: opts.fetchImpl } : {}),
-      };
-      let firstDone: () => void = () => undefined;
-      const first = new Promise<void>((resolve) => (firstDone = resolve));
-      const poller: Poller = {
-        state: unprobedState(s),
-        client: new DiscoveryClient({
-          ...target,
-          fetchImpl: recordingFetch(opts.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
-        }),
-        target,
-        timer: null,
-        running: null,
-        again: false,
-        firstDone,
-        first,
-        requests: [],
-      };
-      return poller;
-    });
-    const hostnames = new Map(config.apiservers.map((s) => [s.name, s.hostname ?? s.name]));
-    const identityOf = (name: string): string => apiserverIdentity(hostnames.get(name) ?? name);
-    this.memberIdentities = new Set(config.apiservers.map((s) => identityOf(s.name)));
+    this.seeds = config.apiservers;
+    const m = config.membership;
+    this.sources = m ? [...new Set(m.sources)] : [];
+    this.template = m?.template ?? {};
+    this.drainTimeoutMs = m?.drainTimeout ?? 30_000;
+    this.sourceSettings = { nodePort: m?.port ?? 6443 };
+    this.nodeSelector = m?.nodeSelector ?? 'node-role.kubernetes.io/control-plane';
+    this.sourceTables = new Map(this.sources.map((src) => [src, emptySourceTable(src)] as const));
+    for (const s of config.apiservers) this.addPoller(s, 'member', true, ['config']);
+    for (const s of opts.lastKnown ?? []) if (!this.pollers.has(s.name)) this.addPoller(s, 'member', false, ['last-known']);
     this.leaseLivenessMs = config.discovery.identityLeaseLiveness;
-    this.snapshotOptions = { identityOf, membership: membershipOf(this.leases, this.memberIdentities, this.leaseLivenessMs) };
+    this.snapshotOptions = { identityOf: (name) => this.identityOf(name), membership: this.currentMembership() };
     this.snapshot = initialSnapshot(config.apiservers, this.snapshotOptions);
+    const sourceKinds = this.sources.map((src) => ({
+      ...sourceWatch(src, this.nodeSelector),
+      track: (c: WatchChange) => this.onSourceChange(src, c),
+    }));
     this.watcher = config.discovery.watch
       ? new ApiWatcher(
           {
@@ -164,9 +193,56 @@ export class DiscoveryService {
           [
             ...WATCHED_KINDS,
             { kind: 'Lease', path: IDENTITY_LEASES_PATH, labelSelector: IDENTITY_LEASE_SELECTOR, track: (c) => this.onLeaseChange(c) },
+            ...sourceKinds,
           ],
         )
       : null;
+  }
+
+  /** The identity (lease name) of a member: from its hostname, else its name. */
+  private identityOf(name: string): string {
+    const spec = this.pollers.get(name)?.spec;
+    return apiserverIdentity(spec?.hostname ?? name);
+  }
+
+  private addPoller(spec: MemberSpec, role: MemberRole, seed: boolean, sources: readonly string[]): Poller {
+    const credentials = createCredentials(spec);
+    const abort = new AbortController();
+    setMaxListeners(0, abort.signal);
+    // The watch uses this target; the poller's client a recording copy of it.
+    const target: ServerTarget = {
+      name: spec.name,
+      url: spec.url,
+      credentials,
+      timeoutMs: this.timeoutMs,
+      ...(this.fetchImpl ? { fetchImpl: this.fetchImpl } : {}),
+    };
+    let firstDone: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => (firstDone = resolve));
+    const poller: Poller = {
+      spec,
+      role,
+      seed,
+      sources,
+      state: unprobedState(spec),
+      client: new DiscoveryClient({
+        ...target,
+        fetchImpl: recordingFetch(this.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+      }),
+      target,
+      credentials,
+      abort,
+      removed: false,
+      drainTimer: null,
+      timer: null,
+      running: null,
+      again: false,
+      firstDone,
+      first,
+      requests: [],
+    };
+    this.pollers.set(spec.name, poller);
+    return poller;
   }
 
   /**
@@ -176,9 +252,9 @@ export class DiscoveryService {
   start(): Promise<void> {
     if (this.closing) return Promise.reject(new Error('discovery service is closed'));
     this.starting ??= (async () => {
-      for (const p of this.pollers) this.kick(p);
+      for (const p of this.pollers.values()) this.kick(p);
       this.watcher?.start();
-      await Promise.all(this.pollers.map((p) => p.first));
+      await Promise.all([...this.pollers.values()].map((p) => p.first));
       // With the watch on, know the membership before the first request: until the leases are
       // listed, the configured list is trusted, and an apiserver it lacks could get a false 404.
       if (this.watcher !== null && !this.leases.synced && !this.closing) {
@@ -186,6 +262,11 @@ export class DiscoveryService {
         const problem = await this.listIdentityLeases({ healthyOnly: true });
         if (problem !== null)
           this.log.warn({ problem }, 'identity leases: membership not verified at start; the configured apiservers are assumed to be all');
+      }
+      if (this.watcher !== null && !this.closing) {
+        const problem = await this.listSources({ healthyOnly: true });
+        if (problem !== null)
+          this.log.warn({ problem }, 'membership sources: not listed at start; the configured apiservers are the members until they are');
       }
     })();
     return this.starting;
@@ -197,16 +278,20 @@ export class DiscoveryService {
       this.abort.abort();
       for (const t of this.followUps) clearTimeout(t);
       this.followUps = [];
-      for (const p of this.pollers) {
+      const pollers = [...this.pollers.values()];
+      for (const p of pollers) {
         if (p.timer) clearTimeout(p.timer);
+        if (p.drainTimer) clearTimeout(p.drainTimer);
         p.timer = null;
+        p.drainTimer = null;
         p.firstDone();
       }
       await this.watcher?.close();
-      await Promise.all(this.pollers.map((p) => p.running?.catch(() => undefined)));
-      await Promise.all(this.credentials.map((c) => c.close()));
+      await Promise.all(pollers.map((p) => p.running?.catch(() => undefined)));
+      await Promise.all(pollers.map((p) => p.credentials.close()));
       this.listeners.clear();
       this.roundListeners.clear();
+      this.memberListeners.clear();
     })();
     return this.closing;
   }
@@ -232,18 +317,44 @@ export class DiscoveryService {
     };
   }
 
+  /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy/xds-files.ts). */
+  members(): readonly MemberEntry[] {
+    return Object.freeze(
+      [...this.pollers.values()].map((p) => Object.freeze({ spec: p.spec, role: p.role, seed: p.seed, sources: p.sources })),
+    );
+  }
+
+  /** Called whenever a member is learnt, admitted, drained or removed; returns the unsubscribe function. */
+  onMembers(listener: MembersListener): () => void {
+    this.memberListeners.add(listener);
+    return () => {
+      this.memberListeners.delete(listener);
+    };
+  }
+
+  private emitMembers(): void {
+    const members = this.members();
+    for (const l of this.memberListeners) {
+      try {
+        l(members);
+      } catch (err) {
+        this.log.error({ err: String(err) }, 'members listener threw');
+      }
+    }
+  }
+
   /** Fetch every server again now (also one in failure backoff). Bursts coalesce into one round per server. */
   refresh(): void {
     if (this.closing || !this.starting || this.refreshQueued) return;
     this.refreshQueued = true;
     setImmediate(() => {
       this.refreshQueued = false;
-      for (const p of this.pollers) this.kick(p);
+      for (const p of this.pollers.values()) this.kick(p);
     });
   }
 
   private kick(p: Poller): void {
-    if (this.closing) return;
+    if (this.closing || p.removed) return;
     if (p.running) {
       // Whatever the running round saw may predate the reason for this kick: run once more after it.
       p.again = true;
@@ -256,7 +367,7 @@ export class DiscoveryService {
       .finally(() => {
         p.running = null;
         p.firstDone();
-        if (this.closing) return;
+        if (this.closing || p.removed) return;
         if (p.again) {
           p.again = false;
           this.kick(p);
@@ -273,7 +384,7 @@ export class DiscoveryService {
   }
 
   private async round(p: Poller): Promise<void> {
-    const signal = this.abort.signal;
+    const signal = AbortSignal.any([this.abort.signal, p.abort.signal]);
     const startedAt = this.now();
     const t0 = performance.now();
     p.requests = [];
@@ -284,7 +395,7 @@ export class DiscoveryService {
       ),
       p.client.probeReady(signal),
     ]);
-    if (this.closing) return;
+    if (this.closing || p.removed) return;
     const prev = p.state;
     const next: ServerState = Object.freeze(
       result.view
@@ -293,7 +404,11 @@ export class DiscoveryService {
     );
     p.state = next;
     this.logTransition(prev, next);
-    this.publish();
+    const admitted = p.role === 'probing' && this.admit(p);
+    // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
+    const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();
+    if (!reconciled) this.publish();
+    if (admitted && !reconciled) this.emitMembers();
     if (this.roundListeners.size === 0) return;
     const event: DiscoveryRoundEvent = {
       server: next.name,
@@ -314,28 +429,204 @@ export class DiscoveryService {
   }
 
   /**
+   * A learnt apiserver becomes a member once it proved itself: its serving certificate verified
+   * against the template's CA and server name (every fetch is verified), a discovery view fetched,
+   * /readyz 200. Until then it is never routed to, and its identity stays unmatched.
+   */
+  private admit(p: Poller): boolean {
+    const s = p.state;
+    if (s.view === null || s.consecutiveFailures > 0 || s.ready !== true) {
+      if (s.consecutiveFailures === 1 || s.ready === false)
+        this.log.debug({ server: p.spec.name, url: p.spec.url, err: s.lastError, ready: s.ready }, 'learnt apiserver not verified yet');
+      return false;
+    }
+    p.role = 'member';
+    this.log.info(
+      { server: p.spec.name, url: p.spec.url, sources: p.sources, hostname: p.spec.hostname ?? null },
+      'apiserver admitted as a member',
+    );
+    return true;
+  }
+
+  /**
    * One list of the identity Leases through a member, ready ones first: for the one-shot commands
    * (explain, skew), which do not watch. A failure on every member leaves the membership not
    * synced (the config's list is trusted then) and says why.
    */
-  async listIdentityLeases(opts: { healthyOnly?: boolean } = {}): Promise<string | null> {
+  listIdentityLeases(opts: { healthyOnly?: boolean } = {}): Promise<string | null> {
+    return this.listThroughMembers(
+      'identity leases',
+      IDENTITY_LEASES_PATH,
+      IDENTITY_LEASE_SELECTOR,
+      (items) => this.onLeaseChange({ type: 'RELIST', items }),
+      opts,
+    );
+  }
+
+  /** One list of every membership source (as the watch would), so that members are known before the first request. */
+  async listSources(opts: { healthyOnly?: boolean } = {}): Promise<string | null> {
+    const problems: string[] = [];
+    for (const src of this.sources) {
+      if (this.sourceTables.get(src)?.synced) continue;
+      const w = sourceWatch(src, this.nodeSelector);
+      const problem = await this.listThroughMembers(
+        `source ${src}`,
+        w.path,
+        w.labelSelector,
+        (items) => this.onSourceChange(src, { type: 'RELIST', items }),
+        opts,
+      );
+      if (problem !== null) problems.push(problem);
+    }
+    return problems.length === 0 ? null : problems.join('; ');
+  }
+
+  private async listThroughMembers(
+    what: string,
+    path: string,
+    labelSelector: string,
+    apply: (items: readonly unknown[]) => void,
+    opts: { healthyOnly?: boolean },
+  ): Promise<string | null> {
     const order = [...this.watchCandidates()]
       .filter((c) => !opts.healthyOnly || c.health === 'healthy')
       .sort((x, y) => (x.health === 'healthy' ? 0 : 1) - (y.health === 'healthy' ? 0 : 1));
     const problems: string[] = [];
     for (const c of order) {
       try {
-        const q = new URLSearchParams({ labelSelector: IDENTITY_LEASE_SELECTOR });
-        const res = await getText(c.target, `${IDENTITY_LEASES_PATH}?${q}`, { accept: 'application/json', signal: this.abort.signal });
+        const q = new URLSearchParams({ labelSelector });
+        const res = await getText(c.target, `${path}?${q}`, { accept: 'application/json', signal: this.abort.signal });
         const items = (JSON.parse(res.text) as { items?: unknown } | null)?.items;
         if (!Array.isArray(items)) throw new Error('the list has no items');
-        this.onLeaseChange({ type: 'RELIST', items });
+        apply(items);
         return null;
       } catch (err) {
         problems.push(`${c.target.name}: ${(err as Error).message}`);
       }
     }
-    return `identity leases could not be listed (${problems.join('; ') || 'no apiserver'})`;
+    return `${what} could not be listed (${problems.join('; ') || 'no apiserver'})`;
+  }
+
+  /** A membership source changed (a list, or one watch event): the members are reconciled with it. */
+  private onSourceChange(source: MembershipSource, change: WatchChange): void {
+    if (this.closing) return;
+    const before = this.sourceTables.get(source) ?? emptySourceTable(source);
+    const { table, skipped } = applySourceChange(before, change, this.sourceSettings);
+    if (skipped > 0) this.log.warn({ source, skipped }, 'membership source: skipped an object that could not be read');
+    if (table === before) return;
+    const tables = new Map(this.sourceTables);
+    tables.set(source, table);
+    this.sourceTables = tables;
+    this.reconcileMembers();
+  }
+
+  /**
+   * Brings the pollers in line with what the seed and the sources call for: a new address gets a
+   * probing poller, a member that left every source is drained for membership.drainTimeout (no
+   * new request; open ones may finish), then removed; one that comes back is a member again.
+   */
+  private reconcileMembers(): boolean {
+    this.drainPostponed = false;
+    const tables = [...this.sourceTables.values()];
+    const desired = desiredMembers({
+      seeds: this.seeds,
+      candidates: candidatesOf(tables),
+      enabled: this.sources.length > 0,
+      synced: tables.every((t) => t.synced),
+      template: this.template,
+    });
+    const want = new Set(desired.map((d) => d.spec.name));
+    let changed = false;
+    for (const d of desired) {
+      const p = this.pollers.get(d.spec.name);
+      if (p === undefined) {
+        const np = this.addPoller(d.spec, d.seed ? 'member' : 'probing', d.seed, d.sources);
+        this.log.info(
+          { server: d.spec.name, url: d.spec.url, sources: d.sources, hostname: d.spec.hostname ?? null },
+          d.seed ? 'apiserver back in the members' : 'apiserver learnt; probing it',
+        );
+        if (this.starting) this.kick(np);
+        changed = true;
+        continue;
+      }
+      p.sources = d.sources;
+      if (p.role === 'draining') {
+        if (p.drainTimer) clearTimeout(p.drainTimer);
+        p.drainTimer = null;
+        p.role = 'member';
+        this.log.info({ server: p.spec.name, sources: d.sources }, 'draining apiserver named by a source again: a member');
+        changed = true;
+      }
+      if ((d.spec.hostname ?? null) !== (p.spec.hostname ?? null)) {
+        p.spec = d.spec;
+        this.identitiesChanged = true;
+        changed = true;
+      }
+    }
+    for (const p of [...this.pollers.values()]) {
+      if (want.has(p.spec.name)) continue;
+      if (p.role === 'probing') {
+        this.log.info({ server: p.spec.name }, 'learnt apiserver left every source before it was verified');
+        this.removePoller(p);
+        changed = true;
+      } else if (p.role === 'member') {
+        // Never drain the last ready member: a control plane without one is a source gone wrong.
+        const others = [...this.pollers.values()].some(
+          (o) => o !== p && o.role === 'member' && o.state.ready === true && want.has(o.spec.name),
+        );
+        if (!others) {
+          if (!this.drainPostponed)
+            this.log.warn({ server: p.spec.name }, 'apiserver left every source, but no other member is ready: kept until one is');
+          this.drainPostponed = true;
+          continue;
+        }
+        p.role = 'draining';
+        p.drainTimer = setTimeout(() => {
+          p.drainTimer = null;
+          this.log.info({ server: p.spec.name }, 'drained apiserver removed');
+          this.removePoller(p);
+          this.publish();
+          this.emitMembers();
+        }, this.drainTimeoutMs);
+        p.drainTimer.unref();
+        this.log.warn(
+          { server: p.spec.name, url: p.spec.url, drainTimeoutMs: this.drainTimeoutMs },
+          'apiserver left every source: draining',
+        );
+        changed = true;
+      }
+    }
+    if (!changed) return false;
+    this.publish();
+    this.emitMembers();
+    return true;
+  }
+
+  private removePoller(p: Poller): void {
+    p.removed = true;
+    if (p.timer) clearTimeout(p.timer);
+    if (p.drainTimer) clearTimeout(p.drainTimer);
+    p.timer = null;
+    p.drainTimer = null;
+    p.abort.abort();
+    p.firstDone();
+    this.pollers.delete(p.spec.name);
+    void (p.running ?? Promise.resolve()).catch(() => undefined).then(() => p.credentials.close());
+  }
+
+  /** The membership as it stands: the lease table judged against the members, and the apiservers being probed. */
+  private currentMembership(): Membership {
+    const members = [...this.pollers.values()].filter((p) => p.role !== 'probing');
+    const identities = new Set(members.map((p) => apiserverIdentity(p.spec.hostname ?? p.spec.name)));
+    const probing: ProbingMember[] = [...this.pollers.values()]
+      .filter((p) => p.role === 'probing')
+      .map((p) => ({
+        name: p.spec.name,
+        url: p.spec.url,
+        sources: p.sources,
+        problem: p.state.lastError ?? (p.state.ready === false ? '/readyz is not ok' : null),
+      }));
+    return membershipOf(this.leases, identities, this.leaseLivenessMs, probing);
   }
 
   /** The identity Leases changed (a list, or one watch event): a new snapshot with the new membership. */
@@ -348,21 +639,21 @@ export class DiscoveryService {
     }
     if (table === this.leases) return;
     this.leases = table;
-    const membership = membershipOf(table, this.memberIdentities, this.leaseLivenessMs);
     // Every apiserver renews its lease every 10 s: a member's renewal changes no decision, so it
     // publishes no snapshot. An unmatched one's does (its liveness moves with it).
-    if (sameMembership(membership, this.snapshotOptions.membership)) return;
-    this.snapshotOptions = { ...this.snapshotOptions, membership };
+    if (sameMembership(this.currentMembership(), this.snapshotOptions.membership)) return;
     this.publish();
   }
 
   private publish(): void {
-    const snap = buildSnapshot(
-      this.pollers.map((p) => p.state),
-      this.snapshot.generation + 1,
-      this.snapshot,
-      this.snapshotOptions,
-    );
+    this.snapshotOptions = { ...this.snapshotOptions, membership: this.currentMembership() };
+    const servers = [...this.pollers.values()]
+      .filter((p) => p.role !== 'probing')
+      .map((p) => (p.role === 'draining' ? Object.freeze({ ...p.state, draining: true as const }) : p.state));
+    // A member whose identity changed reorders the merge: build it afresh.
+    const previous = this.identitiesChanged ? undefined : this.snapshot;
+    this.identitiesChanged = false;
+    const snap = buildSnapshot(servers, this.snapshot.generation + 1, previous, this.snapshotOptions);
     this.snapshot = snap;
     this.logMembership(snap);
     for (const l of this.listeners) {
@@ -425,12 +716,15 @@ export class DiscoveryService {
     this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
   }
 
+  /** Watches and lists go through members only: a probing apiserver is not verified, a draining one is leaving. */
   private watchCandidates(): readonly WatchCandidate[] {
-    return this.pollers.map((p) => {
-      const { ready, consecutiveFailures } = p.state;
-      const health = ready === false || consecutiveFailures > 0 ? 'unhealthy' : ready === true ? 'healthy' : 'unknown';
-      return { target: p.target, health };
-    });
+    return [...this.pollers.values()]
+      .filter((p) => p.role === 'member')
+      .map((p) => {
+        const { ready, consecutiveFailures } = p.state;
+        const health = ready === false || consecutiveFailures > 0 ? 'unhealthy' : ready === true ? 'healthy' : 'unknown';
+        return { target: p.target, health };
+      });
   }
 
   private onWatchEvent(kind: string, type: string): void {
@@ -448,6 +742,7 @@ export class DiscoveryService {
 
 function sameMembership(a: Membership, b: Membership | undefined): boolean {
   if (b === undefined || a.synced !== b.synced || a.unmatched.length !== b.unmatched.length) return false;
+  if (a.probing.length !== b.probing.length || a.probing.some((p, i) => p.name !== b.probing[i]?.name)) return false;
   return a.unmatched.every((l, i) => {
     const o = b.unmatched[i];
     return o !== undefined && o.name === l.name && o.hostname === l.hostname && o.renewTime === l.renewTime;

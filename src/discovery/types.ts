@@ -36,6 +36,11 @@ export interface ServerState {
   readonly lastError: string | null;
   /** /readyz answered 200 at the last probe; null until probed. */
   readonly ready: boolean | null;
+  /**
+   * The apiserver left every membership source: no new request goes to it (it is not healthy for
+   * routing, nor merged into /apis), but its current view still counts (docs/design.md, membership).
+   */
+  readonly draining?: true;
 }
 
 /** What routing needs to know about one resource across the servers that serve it. */

@@ -97,14 +97,14 @@ class KindWatch {
     this.done = this.loop();
   }
 
-  /** Leave the current server if it turned unhealthy while a healthy one exists. */
+  /** Leave the current server if it turned unhealthy or left the members while a healthy one exists. */
   reconsider(): void {
     const conn = this.conn;
     if (!conn) return;
     const cands = this.opts.candidates();
     const mine = cands.find((c) => c.target.name === conn.name);
-    // Only a server known to be bad is left; "not probed yet" is no reason to move.
-    if (mine?.health === 'unhealthy' && cands.some((c) => c.health === 'healthy')) {
+    // Only a server known to be bad (or no longer a member) is left; "not probed yet" is no reason to move.
+    if ((mine === undefined || mine.health === 'unhealthy') && cands.some((c) => c.health === 'healthy')) {
       this.opts.logger.info({ kind: this.kind.kind, server: conn.name }, 'watch server unhealthy; moving the watch');
       this.attempt = 0;
       conn.ctrl.abort();

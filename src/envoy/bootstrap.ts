@@ -9,6 +9,7 @@ import { renderPath, type JsonObject } from './json.js';
 import { listener } from './listener.js';
 import { envoyTracing, otelCluster } from './tracing.js';
 import { upstreamOf } from './upstreams.js';
+import { cdsConfig } from './xds.js';
 
 export { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 export { BootstrapError, duration, renderPath, type Json, type JsonObject } from './json.js';
@@ -38,11 +39,13 @@ export function renderBootstrap(config: Config, options: RenderOptions = {}): Js
     static_resources: {
       listeners: [listener(config, upstreams, file)],
       clusters: [
-        ...apiserverClusters(config, upstreams, file),
+        // With filesystem xDS the apiserver clusters live in cds.json (xds.ts), so members can change.
+        ...(config.envoy.xds ? [] : apiserverClusters(config, upstreams, file)),
         extprocCluster(config, file),
         ...(envoyTracing(config) ? [otelCluster(config, file)] : []),
       ],
     },
+    ...(config.envoy.xds ? { dynamic_resources: cdsConfig(config.envoy.xds.directory, file) } : {}),
     // Envoy (>= 1.37) ends each ext_proc stream right after the last reply it needs. By default it
     // resets the stream (RST_STREAM); Node's HTTP/2 server counts a stream of resets as a
     // rapid-reset attack and closes the connection about every 1,000 requests, failing the

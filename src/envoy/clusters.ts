@@ -46,9 +46,17 @@ function clusterSets(config: Config): ClusterSet[] {
   ];
 }
 
-/** Every apiserver's own cluster and the balanced default, once per way of connecting. */
-export function apiserverClusters(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject[] {
-  return clusterSets(config).flatMap((set) => [...upstreams.map((u) => apiserverCluster(config, u, file, set)), defaultCluster(config, upstreams, file, set)]);
+/**
+ * Every apiserver's own cluster and the balanced default, once per way of connecting. `draining`
+ * apiservers keep their own clusters (requests open on them may finish) but are not in the pool.
+ */
+export function apiserverClusters(config: Config, upstreams: readonly Upstream[], file: PathFn, draining: readonly Upstream[] = []): JsonObject[] {
+  // A pool is never empty: with every member draining, they stay balanced rather than nothing.
+  const pool = upstreams.length > 0 ? upstreams : draining;
+  return clusterSets(config).flatMap((set) => [
+    ...[...upstreams, ...draining].map((u) => apiserverCluster(config, u, file, set)),
+    defaultCluster(config, pool, file, set),
+  ]);
 }
 
 function upstreamTls(u: Upstream, file: PathFn, set: ClusterSet): JsonObject {

@@ -5,6 +5,7 @@ import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUES
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { duration, type JsonObject, type PathFn } from './json.js';
 import { routeConfig } from './routes.js';
+import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
@@ -66,13 +67,13 @@ export function listener(config: Config, upstreams: readonly Upstream[], file: P
             ...(clientCa === undefined ? {} : { require_client_certificate: false }),
           },
         },
-        filters: [httpConnectionManager(config, upstreams)],
+        filters: [httpConnectionManager(config, upstreams, file)],
       },
     ],
   };
 }
 
-function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): JsonObject {
+function httpConnectionManager(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
   return {
     name: 'envoy.filters.network.http_connection_manager',
     typed_config: {
@@ -140,7 +141,10 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[]): 
           },
         },
       ],
-      route_config: routeConfig(upstreams, statesIdentity(config)),
+      // With filesystem xDS the routes follow the members (xds.ts); else they are fixed here.
+      ...(config.envoy.xds
+        ? { rds: rdsConfig(config.envoy.xds.directory, file) }
+        : { route_config: routeConfig(upstreams, statesIdentity(config), config.routing.retryAfterSeconds) }),
       http_filters: [sanitiserFilter(statesIdentity(config)), extprocFilter(config), routerFilter()],
       ...(envoyTracing(config) ? { tracing: tracingConfig(config) } : {}),
     },

@@ -19,10 +19,11 @@ export const READ_NUM_RETRIES = 2;
 /**
  * One route per apiserver matching x-skewgate-upstream exactly, rather than cluster_header: only
  * names rendered from the config can ever be honoured (cluster_header would let any value pick
- * any cluster, skewgate-extproc included), and each route carries its own retry policy. A
- * value matching no apiserver falls through to the balanced default, as when skewgate is down.
+ * any cluster, skewgate-extproc included), and each route carries its own retry policy. A value
+ * matching no apiserver is answered 503 (upstreamUnknown), never balanced: skewgate chose that
+ * apiserver because others may not serve the request.
  */
-export function routeConfig(upstreams: readonly Upstream[], identity: boolean): JsonObject {
+export function routeConfig(upstreams: readonly Upstream[], identity: boolean, retryAfterSeconds: number): JsonObject {
   const routes: JsonObject[] = identity ? [identityBackstop()] : [];
   // A stated identity (X-Remote-User: only skewgate can set it, a client's copy is gone) goes
   // over the front-proxy clusters; everything else over the direct ones.
@@ -33,6 +34,7 @@ export function routeConfig(upstreams: readonly Upstream[], identity: boolean): 
       routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, readMethod()], `${u.name}${v.suffix}`, readRetry(false)));
       routes.push(route(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined));
     }
+    routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
     routes.push(route(`default${v.suffix}-read`, [...v.when, readMethod()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
     routes.push(route(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined));
   }
@@ -66,6 +68,29 @@ function identityBackstop(): JsonObject {
     response_headers_to_add: [
       { header: { key: 'content-type', value: MEDIA_JSON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
       { header: { key: REASON_HEADER, value: IDENTITY_UNSTATED_REASON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    ],
+  };
+}
+
+/** x-skewgate-reason of the 503 for an x-skewgate-upstream this Envoy has no route for. */
+export const UPSTREAM_UNKNOWN_REASON = 'upstream_unknown_to_envoy';
+
+/**
+ * skewgate routed to an apiserver whose route this Envoy has not loaded yet (a member admitted a
+ * moment ago, the routes file on its way) or no longer has: a 503 with Retry-After, never the
+ * balanced pool, where an apiserver known not to serve the request could answer a false 404.
+ * Only skewgate sets the header (a client's copy is removed first).
+ */
+function upstreamUnknown(name: string, when: readonly JsonObject[], retryAfterSeconds: number): JsonObject {
+  const body = statusBody('ServiceUnavailable', 'the apiserver chosen for this request is not known to this gateway yet; retry');
+  return {
+    name,
+    match: { prefix: '/', headers: [{ name: UPSTREAM_HEADER, present_match: true }, ...when] },
+    direct_response: { status: body.code, body: { inline_string: JSON.stringify(body) } },
+    response_headers_to_add: [
+      { header: { key: 'content-type', value: MEDIA_JSON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+      { header: { key: 'retry-after', value: String(retryAfterSeconds) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+      { header: { key: REASON_HEADER, value: UPSTREAM_UNKNOWN_REASON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
     ],
   };
 }

@@ -61,7 +61,7 @@ export function decidePeerDiscovery(
   const doc = result.document;
   // The merge was keyed on readiness: the ready servers here are the merged ones.
   for (const s of snap.servers) {
-    if (s.ready === true && !isFresh(s, opts.now, opts.staleAfterMs))
+    if (s.ready === true && s.draining !== true && !isFresh(s, opts.now, opts.staleAfterMs))
       return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
   }
   // kube-apiserver compares the first If-None-Match value, verbatim, with the quoted hash.

@@ -13,10 +13,11 @@ export function isFresh(s: ServerState, now: number, staleAfterMs: number): bool
 /**
  * Healthy is the apiserver's own word: /readyz answered 200 at the last probe. A failing discovery
  * fetch alone (a malformed document, say) makes a view untrustworthy for 404s, not the server
- * unable to serve; an unreachable server fails its /readyz probe as well.
+ * unable to serve; an unreachable server fails its /readyz probe as well. A draining member is
+ * not healthy: it takes no new request.
  */
 export function isHealthy(s: ServerState): boolean {
-  return s.ready === true;
+  return s.ready === true && s.draining !== true;
 }
 
 /** Age of the oldest view in the snapshot, or null if some server has none yet. */

@@ -67,9 +67,16 @@ export class SkewgateMetrics {
     const membershipSynced = meter.createObservableGauge(METRIC.membershipSynced, {
       description: '1 when the identity Leases were listed (membership verified), 0 when the configured list is assumed complete',
     });
+    const members = meter.createObservableGauge(METRIC.members, {
+      description: 'Apiservers by membership role: member (routed to), draining (left every source), probing (learnt, not verified yet)',
+    });
     meter.addBatchObservableCallback(
       (r) => {
         const snap = source.current();
+        const draining = snap.servers.filter((s) => s.draining).length;
+        r.observe(members, snap.servers.length - draining, { role: 'member' });
+        r.observe(members, draining, { role: 'draining' });
+        r.observe(members, snap.membership.probing.length, { role: 'probing' });
         const t = now();
         for (const s of snap.servers) {
           if (s.lastSuccessAt !== null) r.observe(viewAge, Math.max(0, t - s.lastSuccessAt) / 1000, { apiserver: s.name });
@@ -80,7 +87,7 @@ export class SkewgateMetrics {
         r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, skewed, missing, unmatched, membershipSynced],
+      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members],
     );
   }
 

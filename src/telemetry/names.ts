@@ -78,6 +78,7 @@ export const METRIC = {
   ready: 'skewgate.apiserver.ready',
   unmatchedIdentities: 'skewgate.membership.unmatched_identities',
   membershipSynced: 'skewgate.membership.synced',
+  members: 'skewgate.membership.members',
 } as const;
 
 /** A span of its own whenever the live apiservers the config does not name change. */
@@ -87,6 +88,9 @@ export const ATTR_MEMBERSHIP = {
   synced: 'skewgate.membership.synced',
   unmatched: 'skewgate.membership.unmatched',
   unmatchedBefore: 'skewgate.membership.unmatched_before',
+  members: 'skewgate.membership.members',
+  membersBefore: 'skewgate.membership.members_before',
+  probing: 'skewgate.membership.probing',
 } as const;
 
 /** Samples listed in span events are capped: an upgrade may add hundreds of resources at once. */

@@ -105,6 +105,8 @@ export interface TestConfigOptions {
    */
   readonly clientCa?: boolean;
   readonly healthCheckIntervalMs?: number;
+  /** Filesystem xDS in this folder (envoy.xds.directory). */
+  readonly xdsDir?: string;
 }
 
 /** A validated skewgate Config over the fake PKI: apiservers use its server cert, Envoy its gateway cert. */
@@ -123,6 +125,7 @@ export function testConfig(pki: Pki, o: TestConfigOptions): Config {
             ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } }
             : {}),
         ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
+        ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
       },
     },
     join(pki.dir, 'skewgate.yaml'),

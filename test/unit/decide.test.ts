@@ -408,7 +408,12 @@ function withMembership(servers: ServerState[], m: Membership): Snapshot {
   return { ...snapshot(servers), membership: m };
 }
 const unseenLease = (renewAgoMs: number) => ({ name: 'apiserver-unseen', hostname: 'cp-4', renewTime: NOW - renewAgoMs });
-const unseen = (renewAgoMs = 5_000): Membership => ({ synced: true, unmatched: [unseenLease(renewAgoMs)], livenessMs: 60_000 });
+const unseen = (renewAgoMs = 5_000): Membership => ({
+  synced: true,
+  unmatched: [unseenLease(renewAgoMs)],
+  livenessMs: 60_000,
+  probing: [],
+});
 const NEW_ONLY = req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' });
 
 t.test('an unseen live apiserver: what no member serves is never a 404, and never balanced', async (t) => {

@@ -180,7 +180,11 @@ t.test("client certificates: Envoy sets XFCC (cert + chain) for skewgate; a clie
 t.test('client certificates: the backstop route answers 401 when nobody stated the identity', async (t) => {
   const cfg = config({ clientCa: true });
   const rs = routes(renderBootstrap(cfg));
-  t.equal(rs.length, (cfg.apiservers.length * 2 + 2) * 2 + 1, 'the backstop, then the routes of both cluster sets');
+  t.equal(
+    rs.length,
+    (cfg.apiservers.length * 2 + 3) * 2 + 1,
+    'the backstop, then the routes of both cluster sets, each with its 503 for an unknown upstream',
+  );
   const first = rs[0] as Obj;
   t.equal(first.name, IDENTITY_BACKSTOP_ROUTE);
   t.equal(first.name, 'client-identity-unstated');
@@ -257,6 +261,7 @@ t.test('client certificates: a stated identity goes over front-proxy connections
   t.equal(rs[0]?.name, IDENTITY_BACKSTOP_ROUTE);
   const stated = rs
     .slice(1)
+    .filter((r) => r.route !== undefined)
     .filter((r) =>
       arr(at(r, 'match.headers') ?? []).some(
         (h) => at(h, 'name') === REMOTE_USER_HEADER && at(h, 'present_match') === true && at(h, 'invert_match') === undefined,
@@ -273,7 +278,7 @@ t.test('client certificates: a stated identity goes over front-proxy connections
     'one read and one write route per apiserver and for default',
   );
   const lastStated = rs.indexOf(stated.at(-1) as Obj);
-  const direct = rs.slice(lastStated + 1);
+  const direct = rs.slice(lastStated + 1).filter((r) => r.route !== undefined);
   t.equal(direct.length, (config({ clientCa: true }).apiservers.length + 1) * 2, 'and as many direct routes');
   t.ok(
     direct.every((r) => !String(at(r, 'route.cluster')).endsWith(FRONT_PROXY_SUFFIX)),
@@ -313,8 +318,20 @@ t.test('ext_proc: headers only, timeouts, route cache, failure mode', async (t) 
 
 t.test('routes: one pair per apiserver on the exact header value, then the default', async (t) => {
   const cfg = config();
-  const rs = routes(renderBootstrap(cfg));
-  t.equal(rs.length, cfg.apiservers.length * 2 + 2);
+  const all = routes(renderBootstrap(cfg));
+  t.equal(all.length, cfg.apiservers.length * 2 + 3);
+  const unknown = all.filter((r) => r.route === undefined);
+  t.same(
+    unknown.map((r) => [r.name, at(r, 'direct_response.status'), at(r, 'match.headers')]),
+    [['upstream-unknown', 503, [{ name: UPSTREAM_HEADER, present_match: true }]]],
+    'an upstream this Envoy has no route for is answered 503, never balanced',
+  );
+  t.ok(
+    arr(unknown[0]?.response_headers_to_add).some((h) => at(h, 'header.key') === 'retry-after'),
+    'with Retry-After',
+  );
+  t.ok(all.indexOf(unknown[0] as Obj) > all.findIndex((r) => String(r.name).endsWith('-write')), 'after the apiservers’ own routes');
+  const rs = all.filter((r) => r.route !== undefined);
   for (const s of cfg.apiservers) {
     const mine = rs.filter((r) => r.route !== undefined && at(r, 'route.cluster') === s.name);
     t.equal(mine.length, 2, `${s.name}: read and write routes`);
@@ -340,7 +357,7 @@ t.test('routes: one pair per apiserver on the exact header value, then the defau
 });
 
 t.test('retries: reads only, connect-level failures only; writes never', async (t) => {
-  const rs = routes(renderBootstrap(config()));
+  const rs = routes(renderBootstrap(config())).filter((r) => r.route !== undefined);
   const methodRegex = (r: Obj): RegExp | undefined => {
     const m =
       (r.match as Obj).headers === undefined

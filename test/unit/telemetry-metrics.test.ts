@@ -178,8 +178,8 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
   );
 });
 
-t.test('every label is bounded: only outcome, reason, upstream, apiserver, result', async (t) => {
+t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role', async (t) => {
   const ms = await reader.metrics();
   const keys = new Set(ms.flatMap((m) => points(m).flatMap((p) => Object.keys(p.attributes))));
-  t.same([...keys].sort(), ['apiserver', 'outcome', 'reason', 'result', 'upstream']);
+  t.same([...keys].sort(), ['apiserver', 'outcome', 'reason', 'result', 'role', 'upstream']);
 });

@@ -437,21 +437,24 @@ t.test('membership spans: one when the unseen live apiservers change, none per r
   const base = buildSnapshot([state('apiserver-a', null)], 1);
   const lease = { name: 'apiserver-xyz', hostname: 'cp-4', renewTime: now - 1000 };
   t.equal(
-    rec.record({ ...base, membership: { synced: true, unmatched: [], livenessMs: 60_000 } }, now),
+    rec.record({ ...base, membership: { synced: true, unmatched: [], livenessMs: 60_000, probing: [] } }, now),
     false,
     'first sight, nothing unmatched: no span',
   );
-  t.equal(rec.record({ ...base, generation: 2, membership: { synced: true, unmatched: [lease], livenessMs: 60_000 } }, now), true);
+  t.equal(
+    rec.record({ ...base, generation: 2, membership: { synced: true, unmatched: [lease], livenessMs: 60_000, probing: [] } }, now),
+    true,
+  );
   t.equal(
     rec.record(
-      { ...base, generation: 3, membership: { synced: true, unmatched: [{ ...lease, renewTime: now }], livenessMs: 60_000 } },
+      { ...base, generation: 3, membership: { synced: true, unmatched: [{ ...lease, renewTime: now }], livenessMs: 60_000, probing: [] } },
       now,
     ),
     false,
     'a renewal is no change',
   );
   t.equal(
-    rec.record({ ...base, generation: 4, membership: { synced: true, unmatched: [], livenessMs: 60_000 } }, now + 5),
+    rec.record({ ...base, generation: 4, membership: { synced: true, unmatched: [], livenessMs: 60_000, probing: [] } }, now + 5),
     true,
     'gone again',
   );
@@ -462,7 +465,13 @@ t.test('membership spans: one when the unseen live apiservers change, none per r
     [
       [
         'skewgate.membership.changed',
-        { 'skewgate.membership.unmatched_before': [], 'skewgate.membership.unmatched': ['apiserver-xyz (cp-4)'] },
+        {
+          'skewgate.membership.unmatched_before': [],
+          'skewgate.membership.unmatched': ['apiserver-xyz (cp-4)'],
+          'skewgate.membership.members_before': ['apiserver-a'],
+          'skewgate.membership.members': ['apiserver-a'],
+          'skewgate.membership.probing': [],
+        },
       ],
     ],
   );
@@ -470,5 +479,35 @@ t.test('membership spans: one when the unseen live apiservers change, none per r
   t.same(got[1]?.events[0]?.attributes, {
     'skewgate.membership.unmatched_before': ['apiserver-xyz (cp-4)'],
     'skewgate.membership.unmatched': [],
+    'skewgate.membership.members_before': ['apiserver-a'],
+    'skewgate.membership.members': ['apiserver-a'],
+    'skewgate.membership.probing': [],
   });
+});
+
+t.test('membership spans: a member learnt, admitted, drained and removed is an event each time', async (t) => {
+  if (!sdk.tracer) throw new Error('no tracer');
+  exporter.reset();
+  const rec = new MembershipSpans(sdk.tracer);
+  const now = 1_700_000_200_000;
+  const m = { synced: true, unmatched: [], livenessMs: 60_000 };
+  const a = state('kas-1', null);
+  const b = state('learnt-127-0-0-4-6443', null);
+  t.equal(rec.record({ ...buildSnapshot([a], 1), membership: { ...m, probing: [] } }, now), false, 'the seed alone: no span');
+  const probing = [{ name: b.name, url: 'https://127.0.0.4:6443', sources: ['nodes'], problem: null }];
+  t.equal(rec.record({ ...buildSnapshot([a], 2), membership: { ...m, probing } }, now), true, 'learnt: probing');
+  t.equal(rec.record({ ...buildSnapshot([a, b], 3), membership: { ...m, probing: [] } }, now), true, 'admitted');
+  t.equal(rec.record({ ...buildSnapshot([{ ...a, draining: true }, b], 4), membership: { ...m, probing: [] } }, now), true, 'draining');
+  t.equal(rec.record({ ...buildSnapshot([b], 5), membership: { ...m, probing: [] } }, now), true, 'removed');
+  t.equal(rec.record({ ...buildSnapshot([b], 6), membership: { ...m, probing: [] } }, now), false, 'no change: no span');
+  const got = exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.membership');
+  t.same(
+    got.map((s) => [s.events[0]?.attributes?.['skewgate.membership.members'], s.events[0]?.attributes?.['skewgate.membership.probing']]),
+    [
+      [['kas-1'], ['learnt-127-0-0-4-6443']],
+      [['kas-1', 'learnt-127-0-0-4-6443'], []],
+      [['kas-1 (draining)', 'learnt-127-0-0-4-6443'], []],
+      [['learnt-127-0-0-4-6443'], []],
+    ],
+  );
 });

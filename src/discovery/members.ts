@@ -1,0 +1,108 @@
+// Which apiservers are members: the configured list (the seed) and what the live sources say,
+// merged by address and identity; and the lifecycle each member goes through (docs/design.md,
+// membership): probing (learnt, not yet verified: never routed to) → member → draining (left every
+// source: no new requests, open ones may finish) → removed. Pure.
+import { isIP } from 'node:net';
+import type { ApiServerConfig, Config } from '../config.js';
+import { apiserverIdentity } from './apiserver-identity.js';
+import type { Candidate } from './member-sources.js';
+
+export type MemberRole = 'probing' | 'member' | 'draining';
+
+/** What one member is reached with: an apiservers[] entry, configured or synthesised from the template. */
+export type MemberSpec = ApiServerConfig;
+
+export interface DesiredMember {
+  readonly spec: MemberSpec;
+  /** Configured in apiservers[] (a seed is a member from the start; a learnt one is probed first). */
+  readonly seed: boolean;
+  /** The sources that name it now ("config" for a seed no source contradicts). */
+  readonly sources: readonly string[];
+}
+
+export interface MembershipInput {
+  readonly seeds: readonly ApiServerConfig[];
+  readonly candidates: readonly Candidate[];
+  /** Sources are configured. */
+  readonly enabled: boolean;
+  /** Every configured source was listed at least once. */
+  readonly synced: boolean;
+  readonly template: Config['membership']['template'];
+}
+
+/** host:port of a URL (IPv6 without brackets). */
+export function addressOf(url: string): string {
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  return `${host}:${u.port === '' ? 443 : u.port}`;
+}
+
+/** The member name (Envoy cluster name, x-skewgate-upstream value) of a learnt address: a DNS label. */
+export function learntName(host: string, port: number): string {
+  return `learnt-${host.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-${port}`;
+}
+
+function urlOf(host: string, port: number): string {
+  return isIP(host) === 6 ? `https://[${host}]:${port}` : `https://${host}:${port}`;
+}
+
+/**
+ * The members the sources and the seed call for now. A seed stays while the sources are off, not
+ * yet listed, or name nothing at all (a control plane always has an apiserver: an empty answer
+ * means a source that cannot see them, not that they are gone); otherwise it stays only while a
+ * source names its address or its identity. A candidate already covered by a seed adds nothing.
+ */
+export function desiredMembers(input: MembershipInput): readonly DesiredMember[] {
+  const byAddress = new Map<string, { host: string; port: number; hostname: string | null; sources: Set<string> }>();
+  for (const c of input.candidates) {
+    const key = `${c.host}:${c.port}`;
+    const e = byAddress.get(key) ?? { host: c.host, port: c.port, hostname: null, sources: new Set<string>() };
+    e.hostname ??= c.hostname;
+    e.sources.add(c.source);
+    byAddress.set(key, e);
+  }
+  const trustSeeds = !input.enabled || !input.synced || byAddress.size === 0;
+  const out: DesiredMember[] = [];
+  const covered = new Set<string>();
+  for (const seed of input.seeds) {
+    const address = addressOf(seed.url);
+    const identity = apiserverIdentity(seed.hostname ?? seed.name);
+    const sources = new Set<string>();
+    for (const [key, e] of byAddress) {
+      if (key === address || (e.hostname !== null && apiserverIdentity(e.hostname) === identity)) {
+        covered.add(key);
+        for (const s of e.sources) sources.add(s);
+      }
+    }
+    if (sources.size > 0 || trustSeeds) out.push({ spec: seed, seed: true, sources: sources.size > 0 ? [...sources].sort() : ['config'] });
+  }
+  for (const [key, e] of byAddress) {
+    if (covered.has(key)) continue;
+    const spec = knownMemberSpec(
+      { name: learntName(e.host, e.port), url: urlOf(e.host, e.port), ...(e.hostname !== null ? { hostname: e.hostname } : {}) },
+      input.template,
+    );
+    out.push({ spec, seed: false, sources: [...e.sources].sort() });
+  }
+  return Object.freeze(out);
+}
+
+/** Two specs reach the same apiserver the same way (a changed one needs a new client). */
+export function sameSpec(a: MemberSpec, b: MemberSpec): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** A member known from an earlier run (name, URL, hostname), reached with the template. */
+export function knownMemberSpec(
+  k: { readonly name: string; readonly url: string; readonly hostname?: string },
+  template: Config['membership']['template'],
+): MemberSpec {
+  return Object.freeze({
+    name: k.name,
+    url: k.url,
+    ...(k.hostname !== undefined ? { hostname: k.hostname } : {}),
+    ...(template.caFile !== undefined ? { caFile: template.caFile } : {}),
+    ...(template.serverName !== undefined ? { serverName: template.serverName } : {}),
+    ...(template.credentials !== undefined ? { credentials: template.credentials } : {}),
+  } as MemberSpec);
+}

@@ -1,0 +1,63 @@
+// Filesystem xDS (docs/design.md, "the Envoy update channel"): with envoy.xds.directory set, the
+// apiserver clusters and the routes leave the bootstrap for two files in that folder, which Envoy
+// watches — cds.json (every member's clusters and the balanced pools) and rds.json (the route
+// table) — so members can join and leave while Envoy runs. This module renders their contents
+// and the bootstrap's pointers to them. Pure.
+import { join } from 'node:path';
+import type { ApiServerConfig, Config } from '../config.js';
+import { apiserverClusters } from './clusters.js';
+import type { JsonObject, PathFn } from './json.js';
+import { routeConfig } from './routes.js';
+import { statesIdentity, upstreamOf } from './upstreams.js';
+
+export const CDS_FILE = 'cds.json';
+export const RDS_FILE = 'rds.json';
+/** The members last written, read back at start: the last known members when the seed is gone. */
+export const MEMBERS_FILE = 'members.json';
+export const ROUTE_CONFIG_NAME = 'skewgate';
+const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
+const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
+
+/** What the files describe: the members balanced and routed to, and the draining ones (own clusters only). */
+export interface XdsMembers {
+  readonly routable: readonly ApiServerConfig[];
+  readonly draining: readonly ApiServerConfig[];
+}
+
+function configSource(dir: string, fileName: string, file: PathFn): JsonObject {
+  return {
+    // Envoy reloads the file when an entry is moved into the folder: each write is a rename.
+    path_config_source: { path: file(join(dir, fileName)), watched_directory: { path: file(dir) } },
+    resource_api_version: 'V3',
+  };
+}
+
+/** The bootstrap's dynamic_resources: clusters from cds.json. */
+export function cdsConfig(dir: string, file: PathFn): JsonObject {
+  return { cds_config: configSource(dir, CDS_FILE, file) };
+}
+
+/** The connection manager's rds: the route table from rds.json. */
+export function rdsConfig(dir: string, file: PathFn): JsonObject {
+  return { route_config_name: ROUTE_CONFIG_NAME, config_source: configSource(dir, RDS_FILE, file) };
+}
+
+/** The cds.json resources: each member's clusters (draining ones too), and the pools of the routable ones. */
+export function renderClusters(config: Config, members: XdsMembers, file: PathFn): JsonObject[] {
+  return apiserverClusters(config, members.routable.map(upstreamOf), file, members.draining.map(upstreamOf)).map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
+}
+
+/** The rds.json resource: routes to the routable members only. */
+export function renderRoutes(config: Config, members: XdsMembers): JsonObject {
+  return { '@type': ROUTE_TYPE, ...routeConfig(members.routable.map(upstreamOf), statesIdentity(config), config.routing.retryAfterSeconds) };
+}
+
+/** A DiscoveryResponse as Envoy reads it from a file. */
+export function discoveryResponse(version: string, resources: readonly JsonObject[]): JsonObject {
+  return { version_info: version, resources: [...resources] };
+}
+
+/** The seed the bootstrap starts from when no skewgate wrote the files yet: the configured apiservers. */
+export function seedMembers(config: Config): XdsMembers {
+  return { routable: config.apiservers, draining: [] };
+}
