@@ -19,7 +19,15 @@ export function otherPki(): Promise<Pki> {
 
 export async function startFake(
   t: Test,
-  opts: { name: string; pki: Pki; cluster: FakeCluster; builtins: readonly FakeResource[]; discovery?: 'aggregated' | 'legacy' },
+  opts: {
+    name: string;
+    pki: Pki;
+    cluster: FakeCluster;
+    builtins: readonly FakeResource[];
+    discovery?: 'aggregated' | 'legacy';
+    host?: string;
+    port?: number;
+  },
 ): Promise<FakeApiServer> {
   const s = new FakeApiServer(opts);
   await s.start();
