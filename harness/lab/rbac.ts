@@ -32,6 +32,10 @@ export function skewgateRbac(): {
       rules: [
         { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get', 'list', 'watch'] },
         { apiGroups: ['apiregistration.k8s.io'], resources: ['apiservices'], verbs: ['get', 'list', 'watch'] },
+        // The membership sources: control-plane Nodes, and the kubernetes EndpointSlice (only
+        // default/ is watched; a ClusterRole keeps the grant to one object pair per credential).
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list', 'watch'] },
       ],
     },
     clusterRoleBinding: {

@@ -156,3 +156,43 @@ t.test('the missing front-proxy certificate is listed with every other problem',
     'a half-written front-proxy certificate is one problem, not two',
   );
 });
+
+t.test(
+  'membership: off by default; with sources, Envoy must follow (xds), the watch must run, learnt apiservers must be verifiable',
+  async (t) => {
+    const c = parseConfig(minimal, 'test.yaml', '/base');
+    t.same(c.membership.sources, [], 'no sources: the apiservers list is the membership');
+    t.equal(c.membership.port, 6443);
+    t.equal(c.membership.drainTimeout, 30_000);
+    t.equal(c.envoy.xds, undefined);
+    t.same(
+      problems({ ...minimal, discovery: { watch: false }, membership: { sources: ['nodes', 'endpointSlice'] } }).map((p) => p.path),
+      ['envoy.xds', 'discovery.watch', 'membership.template.caFile'],
+      'every problem at once',
+    );
+    t.same(
+      problems({ ...minimal, membership: { sources: ['dns'] } }).map((p) => p.path),
+      ['membership.sources[0]'],
+      'an unknown source',
+    );
+    const ok = parseConfig(
+      {
+        ...minimal,
+        membership: {
+          sources: ['nodes'],
+          port: 16443,
+          drainTimeout: '1m',
+          template: { caFile: 'ca.crt', serverName: 'kubernetes', credentials: { tokenFile: 'token' } },
+        },
+        envoy: { ...minimal.envoy, xds: { directory: 'xds' } },
+      },
+      'test.yaml',
+      '/base',
+    );
+    t.equal(ok.envoy.xds?.directory, '/base/xds', 'relative to the config file');
+    t.equal(ok.membership.template.caFile, '/base/ca.crt');
+    t.equal(ok.membership.template.credentials?.tokenFile, '/base/token');
+    t.equal(ok.membership.drainTimeout, 60_000);
+    t.ok(Object.isFrozen(ok.membership.template));
+  },
+);
