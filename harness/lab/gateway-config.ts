@@ -17,6 +17,10 @@ export interface GatewayConfigInput {
   readonly logLevel?: string;
   /** The config's `telemetry` section as written in YAML (Envoy's tracer follows it); none: off. */
   readonly telemetry?: Readonly<Record<string, unknown>>;
+  /** Filesystem xDS in this folder: Envoy's apiserver clusters and routes can change while it runs. */
+  readonly xdsDir?: string;
+  /** membership.sources (needs xdsDir): apiservers learnt from Nodes or the kubernetes EndpointSlice. */
+  readonly membershipSources?: readonly ('nodes' | 'endpointSlice')[];
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -40,9 +44,21 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.pki.caFile },
       upstreamClientCert: { certFile: o.pki.frontProxyClientCertFile, keyFile: o.pki.frontProxyClientKeyFile },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
+      ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
     },
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
+    ...(o.membershipSources === undefined
+      ? {}
+      : {
+          membership: {
+            sources: [...o.membershipSources],
+            port: 6443,
+            // A learnt apiserver is verified as the configured ones are: the lab CA, its IP SAN.
+            template: { caFile: o.pki.caFile, credentials: { tokenFile: o.pki.skewgateTokenFile } },
+            drainTimeout: '10s',
+          },
+        }),
   };
 }
 

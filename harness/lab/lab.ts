@@ -10,6 +10,7 @@ import { Agent, request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../src/config.js';
 import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';
@@ -55,6 +56,10 @@ export interface GatewayOptions {
   readonly port: number;
   /** skewgate's `telemetry` config section (tracing, metrics), e.g. to export to a lab Jaeger. */
   readonly telemetry?: Readonly<Record<string, unknown>>;
+  /** Envoy's apiserver clusters and routes through filesystem xDS (implied by membershipSources). */
+  readonly xds?: boolean;
+  /** skewgate learns apiservers from these sources (membership.sources); the started ones are the seed. */
+  readonly membershipSources?: readonly ('nodes' | 'endpointSlice')[];
 }
 
 export interface GatewayInfo {
@@ -283,18 +288,23 @@ export class Lab {
     const socket = join(gwDir, 'extproc.sock');
     const extprocListen = socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`;
     const configFile = join(gwDir, 'skewgate.yaml');
+    const xdsDir = o.xds === true || o.membershipSources !== undefined ? join(gwDir, 'xds') : undefined;
     const doc = gatewayConfigDocument({
       pki: this.pki,
       apiservers: upstreams,
       extprocListen,
       port: o.port,
       ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
+      ...(xdsDir === undefined ? {} : { xdsDir }),
+      ...(o.membershipSources === undefined ? {} : { membershipSources: o.membershipSources }),
     });
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, gwDir);
     const bootstrap = o.withSkewgate ? renderBootstrap(config) : withoutExtProc(renderBootstrap(config));
     const bootstrapFile = join(gwDir, 'envoy.yaml');
     await writeFile(bootstrapFile, stringify(bootstrap, { lineWidth: 0 }));
+    // What `skewgate envoy-config` does: the seed cluster and route files Envoy starts from.
+    writeSeedXds(config);
     const url = `https://127.0.0.1:${o.port}`;
 
     if (o.withSkewgate) await this.spawnSkewgate(o, configFile, extprocListen);

@@ -1,0 +1,313 @@
+// A replace-style rolling upgrade, as Cluster API's KubeadmControlPlane (and every control-plane
+// node replacement) does it: three KUBE_OLD apiservers on 127.0.0.1-3, then, one at a time, a
+// KUBE_NEW apiserver added on a NEW address (127.0.0.4-6) and an old one removed. skewgate's config
+// names only the three old ones (the seed) and learns the rest from the control-plane Nodes; Envoy
+// follows through filesystem xDS. No config edit, no restart of Envoy or skewgate. The baseline is
+// the same Envoy without ext_proc whose pool is updated the way a load balancer is (new machine in
+// once ready, old machine out before it goes). There are no kubelets in the lab: the test
+// registers and deletes each machine's Node object where its kubelet and Cluster API would.
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { loadConfig, type ApiServerConfig } from '../../src/config.js';
+import { learntName } from '../../src/discovery/members.js';
+import type { MemberEntry } from '../../src/discovery/service.js';
+import { XdsWriter } from '../../src/envoy/xds-files.js';
+import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
+import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../load/clients.js';
+import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
+import { ensureNamespace, listFinal } from '../load/verify.js';
+import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
+import {
+  clientChecksTable,
+  false404Table,
+  phaseTable,
+  problemsTable,
+  render,
+  timelineTable,
+  writeClusterPart,
+} from '../../bench/cluster-results.js';
+import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
+
+const RATE_PER_ARM = 12;
+const DWELL_MS = 25_000;
+const DISCOVERY_TRIES = 6;
+const ARMS = ['skewgate', 'baseline'] as const;
+const OLD = ['kas-1', 'kas-2', 'kas-3'] as const;
+const NEW = ['kas-4', 'kas-5', 'kas-6'] as const;
+/** skewgate's log lines that mark a membership change, and how the results name them. */
+const MEMBERSHIP_LINES: Readonly<Record<string, string>> = {
+  'apiserver learnt; probing it': 'skewgate: learnt (probing)',
+  'apiserver admitted as a member': 'skewgate: admitted',
+  'apiserver left every source: draining': 'skewgate: draining',
+  'drained apiserver removed': 'skewgate: removed',
+};
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+t.setTimeout(16 * 60_000);
+
+function node(name: string, ip: string): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
+    status: { addresses: [{ type: 'InternalIP', address: ip }] },
+  };
+}
+
+t.test(
+  'replace-style rolling upgrade (new apiservers at new addresses) through skewgate and a load balancer updated the same way',
+  async (t) => {
+    await withLoadLab(
+      'replace-upgrade',
+      { connections: 24 },
+      async ({ parts: { versions: v, kubectl }, dir, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
+        const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(4)}`, port: 6443 });
+        await Promise.all(OLD.map((s) => session.start(spec(s, v.kubeOld))));
+        const admin = lab.apiServerUrl('kas-1');
+        const nodeEvents: MembershipEvent[] = [];
+        // The old machines' kubelets registered their Nodes long ago.
+        for (const s of OLD) await registerNode(s, admin);
+
+        const gateways = {
+          skewgate: await lab.startGateway({
+            name: 'skewgate',
+            withSkewgate: true,
+            port: await freeLoopbackPort(),
+            membershipSources: ['nodes'],
+          }),
+          baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort(), xds: true }),
+        };
+        const configHash = createHash('sha256')
+          .update(await readFile(gateways.skewgate.configFile))
+          .digest('hex');
+        const pidsBefore = await gatewayPids();
+        // The baseline's pool, updated as a load balancer is: the same files, written by the test.
+        const baselineConfig = loadConfig(gateways.baseline.configFile);
+        const pool = new Map<string, ApiServerConfig>(baselineConfig.apiservers.map((s) => [s.name, s]));
+        const lb = new XdsWriter(baselineConfig, pino({ level: 'silent' }));
+        const writePool = (): Promise<void> =>
+          lb.update([...pool.values()].map((s): MemberEntry => ({ spec: s, role: 'member', seed: false, sources: ['lb'] })));
+
+        const workload: Workload = { skewed: mutatingAdmissionPolicies, common: configMaps, namespace: labNamespace };
+        for (const arm of [...ARMS, 'clients']) await ensureNamespace(session.direct, admin, labNamespace(arm));
+        const work = join(dir, 'clients');
+        await rm(work, { recursive: true, force: true });
+        await mkdir(work, { recursive: true });
+        const run = track(
+          new LoadRun({
+            arms: ARMS.map((arm) => ({ arm, baseUrl: gateways[arm].url })),
+            http,
+            workload,
+            ratePerSec: RATE_PER_ARM,
+            clock,
+            rng: seededRng(46),
+          }),
+        );
+        const checks: { phase: string; arm: string; listed: number; checks: ClientCheck[] }[] = [];
+        const clientChecks = async (phase: string, skewedServed: boolean): Promise<void> => {
+          for (const arm of ARMS) {
+            const listed = await discoveryListing(http, gateways[arm].url, workload.skewed, DISCOVERY_TRIES);
+            const o = {
+              kubeconfig: gateways[arm].kubeconfigFile,
+              workDir: work,
+              tag: `${phase.toLowerCase()}-${arm}`,
+              namespace: labNamespace('clients'),
+              skewed: workload.skewed,
+              common: workload.common,
+              skewedServed,
+              clock,
+            };
+            const list = [...(await kubectlChecks(kubectl, o)), ...(await clientNodeChecks(o))];
+            checks.push({ phase: `${phase} via ${arm}`, arm, listed, checks: list });
+            const failed = list.filter((c) => !c.ok);
+            progress(
+              `${phase} real clients via ${arm}: ${list.length - failed.length}/${list.length} ok; GET /apis listed ${workload.skewed.resource} ${listed}/${DISCOVERY_TRIES}`,
+            );
+          }
+        };
+        const dwell = async (phase: string, sinceMs: number, skewedServed: boolean): Promise<void> => {
+          await sleep(2000);
+          await clientChecks(phase, skewedServed);
+          const left = sinceMs + DWELL_MS - clock();
+          if (left > 0) await sleep(left);
+          progress(`${phase} load: ${run.progress(sinceMs)}`);
+        };
+
+        timeline.phase('P0');
+        progress(`P0: 3 × v${v.kubeOld} on 127.0.0.1-3; load ${RATE_PER_ARM} req/s per arm`);
+        run.start();
+        await dwell('P0', clock(), false);
+
+        for (const [i, added] of NEW.entries()) {
+          const removed = OLD[i] as string;
+          const phase = `P${i + 1}`;
+          timeline.phase(phase);
+          progress(`${phase}: adding ${added} v${v.kubeNew} at ${spec(added, v.kubeNew).ip}, then removing ${removed}`);
+          // Cluster API: the new machine first; its apiserver joins, then its kubelet registers the Node.
+          const ready = await session.start(spec(added, v.kubeNew));
+          await registerNode(added, lab.apiServerUrl(added));
+          pool.set(added, { name: added, url: lab.apiServerUrl(added), caFile: lab.pki.caFile } as ApiServerConfig);
+          await writePool();
+          await sleep(5000);
+          // Then the old machine goes: out of the load balancer, its apiserver stopped, its Node deleted.
+          pool.delete(removed);
+          await writePool();
+          await sleep(1000);
+          await session.stop(removed);
+          await deleteNode(removed, lab.apiServerUrl(added));
+          await dwell(phase, ready, true);
+        }
+
+        progress('stopping the load');
+        await run.stop();
+        await lb.close();
+        const final = await listFinal(session.direct, lab.apiServerUrl('kas-6'), workload, ARMS);
+        const tl = timeline.snapshot();
+        const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
+        const a: Accounting = account({ timeline: tl, requests: run.log.requests, watch: run.log.watch, final, rules });
+        const pidsAfter = await gatewayPids();
+        const configAfter = createHash('sha256')
+          .update(await readFile(gateways.skewgate.configFile))
+          .digest('hex');
+        const clustersNow = await (await fetch(`${gateways.skewgate.envoyAdminUrl}/clusters`)).text();
+        const envoyMembers = [...new Set([...clustersNow.matchAll(/^([a-z0-9-]+)::/gm)].map((m) => m[1] as string))]
+          .filter((n) => n !== 'default' && n !== 'skewgate-extproc')
+          .sort();
+        const membership = await membershipTimeline(lab.logFile('skewgate-skewgate'));
+
+        const md = [
+          `### Replace-style rolling upgrade v${v.kubeOld} → v${v.kubeNew}, new addresses (test/cluster/replace-upgrade.test.ts)`,
+          '',
+          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on 127.0.0.1/.2/.3:6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on 127.0.0.4/.5/.6), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
+          '',
+          render(phaseTable(a)),
+          '',
+          `Totals: skewgate ${total(a, 'requests', 'skewgate')} requests, ${total(a, 'false404s', 'skewgate')} false 404s, ${total(a, 'lostWrites', 'skewgate')} lost and ${total(a, 'duplicatedWrites', 'skewgate')} duplicated writes; baseline ${total(a, 'requests', 'baseline')} requests, ${total(a, 'false404s', 'baseline')} false 404s, ${total(a, 'lostWrites', 'baseline')} lost and ${total(a, 'duplicatedWrites', 'baseline')} duplicated writes. skewgate's config file unchanged: ${configAfter === configHash ? 'yes' : '**no**'}; Envoy and skewgate processes the same from start to end: ${samePids(pidsBefore, pidsAfter) ? 'yes' : '**no**'}; Envoy's apiserver clusters at the end: ${envoyMembers.join(', ')}.`,
+          '',
+          render(problemsTable(a)),
+          '',
+          render(false404Table(a, origin, 10, await session.auditIds())),
+          '',
+          'Timeline (t from etcd ready), with skewgate’s membership changes from its log:',
+          '',
+          render(mergeTimeline(timelineTable(tl, origin), [...nodeEvents, ...membership], origin)),
+          '',
+          `Real clients (kubectl v${v.kubeNew} and @kubernetes/client-node, unmodified, gateway kubeconfig, while the load runs):`,
+          '',
+          render(clientChecksTable(checks)),
+          '',
+          `Run time ${runSeconds().toFixed(0)} s.`,
+        ].join('\n');
+        await writeClusterPart('replace-upgrade', md);
+        t.comment(md);
+
+        // ---- the claims ----
+        t.equal(configAfter, configHash, 'no config edit');
+        t.ok(
+          samePids(pidsBefore, pidsAfter),
+          `no restart of Envoy or skewgate (${JSON.stringify(pidsBefore)} → ${JSON.stringify(pidsAfter)})`,
+        );
+        t.same(
+          envoyMembers,
+          NEW.map((n) => learntName(spec(n, v.kubeNew).ip, 6443)).sort(),
+          "Envoy's clusters are the learnt members; the seed is gone",
+        );
+        for (const n of NEW) {
+          const name = learntName(spec(n, v.kubeNew).ip, 6443);
+          t.ok(
+            membership.some((m) => m.server === name && m.what === 'skewgate: admitted'),
+            `${name} admitted (span events and metrics carry the same change)`,
+          );
+        }
+        for (const o of OLD)
+          t.ok(
+            membership.some((m) => m.server === o && m.what === 'skewgate: removed'),
+            `${o} drained, then removed`,
+          );
+        const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
+        const unexplained = unexplained503s({ timeline: tl, requests: sg503, rules, lagMs: LAB_READINESS_LAG_MS });
+        t.comment(`skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+        t.same(unexplained.map(describe503), [], 'skewgate arm: every 503 fell in a window the timeline allows');
+        for (const phase of a.phases) {
+          const sg = a.rows.find((r) => r.phase === phase && r.arm === 'skewgate');
+          t.equal(sg?.false404s, 0, `${phase}: no false 404 through skewgate`);
+          t.equal(sg?.lostWrites, 0, `${phase}: no lost write through skewgate`);
+          t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through skewgate`);
+          t.ok((sg?.requests ?? 0) > 0, `${phase}: skewgate arm sent requests`);
+        }
+        const mixed = ['P1', 'P2'].map((p) => a.rows.find((r) => r.phase === p && r.arm === 'baseline')?.false404s ?? 0);
+        t.ok(
+          mixed.some((x) => x > 0),
+          `mixed phases: the baseline shows false 404s (${mixed.join(', ')})`,
+        );
+        t.equal(total(a, 'duplicatedWrites', 'baseline'), 0, 'no duplicated write through the baseline either');
+        t.ok(total(a, 'createsAcked', 'skewgate') > 50, 'skewgate arm: acknowledged creates checked');
+        for (const c of checks.filter((c) => c.arm === 'skewgate')) {
+          for (const x of c.checks) t.ok(x.ok, `${c.phase}: ${x.client} ${x.what}${x.ok ? '' : ` — ${x.detail}`}`);
+        }
+
+        async function registerNode(name: string, via: string): Promise<void> {
+          const r = await session.direct.send('POST', `${via}/api/v1/nodes`, node(name, spec(name, v.kubeNew).ip));
+          if (r.status !== 201) throw new Error(`registering Node ${name}: ${r.status} ${r.text.slice(0, 200)}`);
+          nodeEvents.push({ atMs: clock(), server: name, what: 'Node registered' });
+        }
+        async function deleteNode(name: string, via: string): Promise<void> {
+          const r = await session.direct.send('DELETE', `${via}/api/v1/nodes/${name}`);
+          if (r.status !== 200) throw new Error(`deleting Node ${name}: ${r.status} ${r.text.slice(0, 200)}`);
+          nodeEvents.push({ atMs: clock(), server: name, what: 'Node deleted' });
+        }
+        async function gatewayPids(): Promise<Record<string, number | null>> {
+          const st = await lab.status();
+          return Object.fromEntries(st.filter((p) => /^(envoy|skewgate)-/.test(p.name)).map((p) => [p.name, p.pid]));
+        }
+      },
+    );
+  },
+);
+
+function samePids(a: Record<string, number | null>, b: Record<string, number | null>): boolean {
+  const keys = Object.keys(a).sort();
+  return (
+    keys.length === 3 && JSON.stringify(keys) === JSON.stringify(Object.keys(b).sort()) && keys.every((k) => a[k] !== null && a[k] === b[k])
+  );
+}
+
+interface MembershipEvent {
+  readonly atMs: number;
+  readonly server: string;
+  readonly what: string;
+}
+
+async function membershipTimeline(logFile: string): Promise<MembershipEvent[]> {
+  const out: MembershipEvent[] = [];
+  for (const line of (await readFile(logFile, 'utf8')).split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let o: { time?: string; msg?: string; server?: string };
+    try {
+      o = JSON.parse(line) as typeof o;
+    } catch {
+      continue;
+    }
+    const what = o.msg === undefined ? undefined : MEMBERSHIP_LINES[o.msg];
+    if (what !== undefined && o.server !== undefined && o.time !== undefined)
+      out.push({ atMs: Date.parse(o.time), server: o.server, what });
+  }
+  return out;
+}
+
+function mergeTimeline(
+  table: ReturnType<typeof timelineTable>,
+  events: readonly MembershipEvent[],
+  origin: number,
+): ReturnType<typeof timelineTable> {
+  const rows = [
+    ...table.rows.map((r) => [...r]),
+    ...events.map((e) => [`${((e.atMs - origin) / 1000).toFixed(1)} s`, e.what, e.server, '']),
+  ];
+  rows.sort((x, y) => parseFloat(x[0] as string) - parseFloat(y[0] as string));
+  return { ...table, rows };
+}

@@ -1,0 +1,137 @@
+// Two skewgate replicas over one control plane learn and lose a member at different moments (one
+// reads the control-plane Nodes, the other the kubernetes EndpointSlice, and the test changes them
+// seconds apart, as two replicas' source watches may lag each other). Asked every few milliseconds
+// throughout for what only that member serves, neither ever answers 404 while it runs
+// (deploy/replicas.md). Fake apiservers sharing one store.
+import t from 'tap';
+import { readFile } from 'node:fs/promises';
+import { Agent, request } from 'undici';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
+import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/discovery/member-sources.js';
+import { DiscoveryService } from '../../src/discovery/service.js';
+import { createRouter } from '../../src/routing/router.js';
+import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+
+const pki = await testPki();
+const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
+t.teardown(() => agent.close());
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function call(url: string, method: string, body?: unknown): Promise<number> {
+  const res = await request(url, {
+    method: method as 'POST',
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${pki.token}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  await res.body.text();
+  return res.statusCode;
+}
+
+const lease = (hostname: string): unknown => ({
+  apiVersion: 'coordination.k8s.io/v1',
+  kind: 'Lease',
+  metadata: {
+    name: apiserverIdentity(hostname),
+    labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': hostname },
+  },
+  spec: {
+    holderIdentity: `${apiserverIdentity(hostname)}_1`,
+    leaseDurationSeconds: 3600,
+    renewTime: new Date().toISOString().replace('Z', '000Z'),
+  },
+});
+const node = (name: string, ip: string): unknown => ({
+  apiVersion: 'v1',
+  kind: 'Node',
+  metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
+  status: { addresses: [{ type: 'InternalIP', address: ip }] },
+});
+const slice = (name: string, ip: string, port: number): unknown => ({
+  apiVersion: 'discovery.k8s.io/v1',
+  kind: 'EndpointSlice',
+  metadata: { name, labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+  addressType: 'IPv4',
+  endpoints: [{ addresses: [ip], conditions: { ready: true } }],
+  ports: [{ name: 'https', port, protocol: 'TCP' }],
+});
+
+const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+
+t.test('two replicas, staggered sources: a member joins and leaves, and neither ever answers 404 for what only it serves', async (t) => {
+  const cluster = new FakeCluster();
+  const a = await startFake(t, { name: 'a', pki, cluster, builtins: BUILTINS_OLD });
+  const n = await startFake(t, { name: 'n', pki, cluster, builtins: BUILTINS_NEW, host: '127.0.0.6', port: a.port });
+  const replica = (source: 'nodes' | 'endpointSlice'): DiscoveryService =>
+    new DiscoveryService({
+      ...discoveryConfig([tokenServer(a, pki, { hostname: 'cp-a' })], { watch: true, interval: 500, staleAfter: 3000 }),
+      membership: {
+        sources: [source],
+        port: a.port,
+        nodeSelector: 'node-role.kubernetes.io/control-plane',
+        template: { caFile: pki.caFile, serverName: 'localhost', credentials: { tokenFile: pki.tokenFile } },
+        drainTimeout: 1000,
+      },
+    });
+  const base = a.url;
+  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', lease('cp-a')), 201);
+  t.equal(await call(`${base}${NODES_PATH}`, 'POST', node('cp-a', '127.0.0.1')), 201);
+  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes', '127.0.0.1', a.port)), 201);
+  const replicas = { A: replica('nodes'), B: replica('endpointSlice') };
+  for (const r of Object.values(replicas)) t.teardown(() => r.close());
+  await Promise.all(Object.values(replicas).map((r) => r.start()));
+  const routers = Object.fromEntries(
+    Object.entries(replicas).map(([k, r]) => [k, createRouter(r, { staleAfterMs: 3000, retryAfterSeconds: 1 })]),
+  );
+  for (const r of Object.values(routers))
+    t.match(r.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'not_found' }, 'before: a true 404');
+
+  // The new machine's apiserver is up (its lease), and from here both replicas are asked continuously.
+  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', lease('cp-n')), 201);
+  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.membership.unmatched.length === 1, 10_000)));
+  const seen: Record<string, string[]> = { A: [], B: [] };
+  const falseNotFound: string[] = [];
+  let asking = true;
+  const ask = (async () => {
+    while (asking) {
+      for (const [k, r] of Object.entries(routers)) {
+        const d = r.route('GET', NEW_ONLY, new Map()).decision;
+        const label = `${d.outcome}/${d.reason}`;
+        if (seen[k]?.at(-1) !== label) seen[k]?.push(label);
+        if (d.outcome === 'not_found') falseNotFound.push(`${k}: ${label}`);
+      }
+      await sleep(5);
+    }
+  })();
+  // Joins: A (Nodes) learns it first, B (EndpointSlice) 2 s later.
+  t.equal(await call(`${base}${NODES_PATH}`, 'POST', node('cp-n', '127.0.0.6')), 201);
+  await waitForSnapshot(replicas.A, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'A admits it');
+  await sleep(2000);
+  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes-n', '127.0.0.6', n.port)), 201);
+  await waitForSnapshot(replicas.B, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'B admits it');
+  await sleep(1000);
+  // Leaves: A loses it first (its Node deleted), B 2 s later; the apiserver stops; its lease goes.
+  t.equal(await call(`${base}${NODES_PATH}/cp-n`, 'DELETE'), 200);
+  await sleep(2000);
+  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}/kubernetes-n`, 'DELETE'), 200);
+  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.servers.length === 1, 10_000, 'removed')));
+  await n.close();
+  asking = false;
+  await ask;
+  t.same(falseNotFound, [], 'no 404 from either replica while the member ran');
+  t.comment(`A: ${seen.A?.join(' → ')}`);
+  t.comment(`B: ${seen.B?.join(' → ')}`);
+  t.same(
+    seen.A?.slice(0, 3),
+    ['unavailable/unmatched_apiserver_identity', 'routed/served_by_subset', 'unavailable/no_healthy_capable_server'],
+    'A: 503 (an unmatched identity), routed once admitted, 503 while draining',
+  );
+  t.same(seen.B?.slice(0, 2), ['unavailable/unmatched_apiserver_identity', 'routed/served_by_subset'], 'B: the same, later');
+  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}/${apiserverIdentity('cp-n')}`, 'DELETE'), 200);
+  for (const [k, r] of Object.entries(replicas)) {
+    await waitForSnapshot(r, (s) => s.membership.unmatched.length === 0, 10_000);
+    t.match(routers[k]?.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'not_found' }, `${k}: gone for good: a true 404 again`);
+  }
+});
