@@ -40,6 +40,8 @@ const PURE = [
   'src/envoy/json.ts',
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
+  // Which config changes a running skewgate can take (src/reload.ts acts on it).
+  'src/config-diff.ts',
 ];
 
 /** node:net's address parsers are string functions; its sockets are not. */
