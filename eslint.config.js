@@ -85,6 +85,8 @@ const IO_MODULES = {
     '**/log.js',
     '**/app.js',
     '**/file-stamp.js',
+    '**/config-watch.js',
+    '**/reload.js',
     '**/package-root.js',
     '**/find-binary.js',
     '**/pki/*',

@@ -78,6 +78,9 @@ export const METRIC = {
   ready: 'skewgate.apiserver.ready',
   unmatchedIdentities: 'skewgate.membership.unmatched_identities',
   membershipSynced: 'skewgate.membership.synced',
+  configGeneration: 'skewgate.config.generation',
+  configReloads: 'skewgate.config.reloads',
+  configLastReloadSuccess: 'skewgate.config.last_reload_success',
 } as const;
 
 /** A span of its own whenever the live apiservers the config does not name change. */
