@@ -43,6 +43,16 @@ export function reloadPlan(running: Config, next: Config): ReloadPlan {
   return { kind: 'unchanged' };
 }
 
+/**
+ * Whether the apiservers as Envoy's bootstrap holds them (name, URL, serverName, caFile: its
+ * clusters and routes) differ. Envoy does not reload its bootstrap, so such a swap leaves it
+ * behind until it is rendered again and Envoy restarted.
+ */
+export function changesEnvoyUpstreams(running: Config, next: Config): boolean {
+  const upstreams = (c: Config): unknown[] => c.apiservers.map((s) => [s.name, s.url, s.serverName, s.caFile]);
+  return !sameValue(upstreams(running), upstreams(next));
+}
+
 /** The leaf paths where a and b differ, written as config problems are (`apiservers[0].url`). */
 export function differingPaths(a: unknown, b: unknown, path: string): string[] {
   if (sameValue(a, b)) return [];

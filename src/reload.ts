@@ -6,7 +6,7 @@
 // below and never see the swap.
 import type { Logger } from './log.js';
 import { ConfigError, type Config, type ConfigProblem } from './config.js';
-import { reloadPlan } from './config-diff.js';
+import { changesEnvoyUpstreams, reloadPlan } from './config-diff.js';
 import type { RoundListener } from './discovery/service.js';
 import type { Snapshot } from './discovery/types.js';
 import type { RequestRouter } from './routing/router.js';
@@ -214,6 +214,12 @@ export class LiveConfig<D extends SwappableDiscovery> {
     this.live = parts;
     if (parts.discovery !== old.discovery) this.facade.switchTo(parts.discovery);
     this.gen += 1;
+    if (changesEnvoyUpstreams(old.config, parts.config))
+      this.deps.logger.warn(
+        { generation: this.gen },
+        "apiservers changed as Envoy's bootstrap names them (one cluster and route each): render it again " +
+          '(skewgate envoy-config) and restart Envoy; until then a request routed to a new apiserver goes to the default pool',
+      );
     try {
       this.deps.applied?.(parts.config, changed);
     } catch (err) {
@@ -250,12 +256,6 @@ export class LiveConfig<D extends SwappableDiscovery> {
           },
           'config reloaded',
         );
-        if (r.changed.includes('apiservers'))
-          log.warn(
-            { generation: r.generation },
-            "apiservers changed: Envoy's bootstrap names them (one cluster and route each), so render it again " +
-              '(skewgate envoy-config) and restart Envoy; until then a request routed to a new apiserver falls to the default pool',
-          );
         break;
       case 'unchanged':
         log.info(base, 'config reload: nothing changed');

@@ -1,7 +1,7 @@
 // reloadPlan: which changes a running skewgate swaps in, which need a restart, and that one of the
 // latter refuses the whole reload.
 import t from 'tap';
-import { differingPaths, reloadPlan, sameValue, type ReloadPlan } from '../../src/config-diff.js';
+import { changesEnvoyUpstreams, differingPaths, reloadPlan, sameValue, type ReloadPlan } from '../../src/config-diff.js';
 import { parseConfig, type Config } from '../../src/config.js';
 
 const base = {
@@ -153,4 +153,17 @@ t.test('differingPaths and sameValue', async (t) => {
     t.same(differingPaths(r.a, r.b, 's'), r.want, JSON.stringify(r));
     t.equal(sameValue(r.a, r.b), r.want.length === 0, `sameValue ${JSON.stringify(r)}`);
   }
+});
+
+t.test("changesEnvoyUpstreams: only what Envoy's clusters and routes hold", async (t) => {
+  const rows: { desc: string; edit: (d: Doc) => void; want: boolean }[] = [
+    { desc: 'nothing', edit: () => undefined, want: false },
+    { desc: 'a discovery credential', edit: (d) => ((servers(d)[0] as Doc)['credentials'] = { tokenFile: 'other' }), want: false },
+    { desc: 'the lease hostname', edit: (d) => ((servers(d)[0] as Doc)['hostname'] = 'cp-1'), want: false },
+    { desc: 'an apiserver added', edit: (d) => servers(d).push({ name: 'c', url: 'https://10.0.0.3:6443' }), want: true },
+    { desc: 'a URL', edit: (d) => ((servers(d)[0] as Doc)['url'] = 'https://10.0.0.7:6443'), want: true },
+    { desc: 'serverName', edit: (d) => ((servers(d)[0] as Doc)['serverName'] = 'kubernetes'), want: true },
+    { desc: 'caFile', edit: (d) => ((servers(d)[0] as Doc)['caFile'] = 'other-ca.crt'), want: true },
+  ];
+  for (const r of rows) t.equal(changesEnvoyUpstreams(running, config(r.edit)), r.want, r.desc);
 });
