@@ -38,7 +38,12 @@ export async function runServe(configFile: string): Promise<number> {
     };
     for (const signal of STOP_SIGNALS) process.on(signal, stop);
   });
-  await app.start();
+  try {
+    await app.start();
+  } catch (err) {
+    watch.close();
+    throw err;
+  }
   await stopped;
   logger.info('stopped');
   logger.flush();

@@ -24,7 +24,7 @@ t.before(async () => {
   newServer = await startFake(t, { name: 'apiserver-c', pki, cluster, builtins: BUILTINS_NEW });
 });
 
-function config(servers: FakeApiServer[], extra: { listen?: string } = {}): Config {
+function config(servers: FakeApiServer[], extra: { listen?: string; level?: string } = {}): Config {
   return parseConfig(
     {
       apiservers: servers.map((s) => tokenServer(s, pki)),
@@ -32,6 +32,7 @@ function config(servers: FakeApiServer[], extra: { listen?: string } = {}): Conf
       extproc: { listen: extra.listen ?? '127.0.0.1:0', shutdownGrace: '1s' },
       envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile } },
       telemetry: { metrics: { prometheus: { listen: '127.0.0.1:0' } } },
+      log: { level: extra.level ?? 'info' },
     },
     join(pki.dir, 'skewgate.yaml'),
     pki.dir,
@@ -103,6 +104,22 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
   t.match(text, /skewgate_config_generation\{[^}]*\} 2/);
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="restart_required"[^}]*\} 1/);
   t.match(text, /skewgate_config_last_reload_success\{[^}]*\} 0/);
+
+  // The log level alone: the same discovery service, every logger of the app at the new level.
+  const running = app.discovery;
+  t.same(await app.reload(config([oldServer, newServer], { level: 'debug' })), {
+    result: 'applied',
+    generation: 3,
+    changed: ['log.level'],
+  });
+  t.equal(app.discovery, running, 'no new discovery service for a log level');
+  const lines = logs.lines.length;
+  await client.process({ path: '/healthz' });
+  t.ok(
+    logs.lines.slice(lines).some((l) => l['level'] === 20 && l['component'] === 'extproc'),
+    'a debug line from a child logger made before the reload',
+  );
+  t.match(await metrics(), /skewgate_config_last_reload_success\{[^}]*\} 1/);
 });
 
 t.test('close() during a reload: the reload fails, close completes, no stream is cut by it', async (t) => {
