@@ -43,6 +43,8 @@ const PURE = [
   'src/envoy/xds.ts',
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
+  // Which config changes a running skewgate can take (src/reload.ts acts on it).
+  'src/config-diff.ts',
 ];
 
 /** node:net's address parsers are string functions; its sockets are not. */
@@ -86,6 +88,8 @@ const IO_MODULES = {
     '**/log.js',
     '**/app.js',
     '**/file-stamp.js',
+    '**/config-watch.js',
+    '**/reload.js',
     '**/package-root.js',
     '**/find-binary.js',
     '**/pki/*',

@@ -1,5 +1,5 @@
 // Composition root: config → logger → telemetry → discovery → router → ext_proc server, with one
-// lifecycle.
+// lifecycle. Discovery and the router are rebuilt from a reloaded config (src/reload.ts).
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
@@ -7,6 +7,7 @@ import { combineObservers, createLogObserver } from './extproc/observer.js';
 import { createExtProcServer } from './extproc/server.js';
 import { ClientCaBundle } from './identity/client-ca.js';
 import { stateClientIdentity } from './identity/client-identity.js';
+import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
 import { createRouter, type RequestRouter } from './routing/router.js';
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
@@ -22,6 +23,7 @@ export interface SkewgateOptions {
 }
 
 export interface Skewgate {
+  /** The discovery service running now: a reload replaces it. */
   readonly discovery: DiscoveryService;
   readonly router: RequestRouter;
   /** null when telemetry is off: no OpenTelemetry SDK is loaded then. */
@@ -29,9 +31,15 @@ export interface Skewgate {
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
   start(): Promise<{ port?: number }>;
   /**
+   * Swaps in a new config (or reads one when it runs) if every change can be made at run time;
+   * otherwise the running config stays. Reloads asked for during one run once more after it.
+   * Never rejects.
+   */
+  reload(next: ReloadInput, opts?: ReloadOptions): Promise<ReloadResult>;
+  /**
    * Graceful: report NOT_SERVING for drainMs (Envoy's health check then stops sending streams),
    * stop accepting, let open streams finish up to shutdownGrace, stop discovery, flush telemetry.
-   * Idempotent.
+   * A reload in progress is abandoned first. Idempotent.
    */
   close(opts?: { drainMs?: number }): Promise<void>;
 }
@@ -51,19 +59,55 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   });
   const xdsDir = config.envoy.xds?.directory;
   const xdsLogger = logger.child({ component: 'xds' });
-  // The members a previous run wrote for Envoy: with the seed gone (every configured apiserver
-  // replaced), they are how this run finds the control plane again.
-  const lastKnown =
-    xdsDir === undefined ? [] : readKnownMembers(xdsDir, xdsLogger).map((k) => knownMemberSpec(k, config.membership.template));
-  const discovery = new DiscoveryService(config, { logger: logger.child({ component: 'discovery' }), lastKnown });
   const xds = xdsDir === undefined ? null : new XdsWriter(config, xdsLogger);
+  let running: DiscoveryService | null = null;
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
-  const router = createRouter(discovery, {
-    staleAfterMs: config.discovery.staleAfter,
-    retryAfterSeconds: config.routing.retryAfterSeconds,
-    // The bundle's current verifier: a rotated CA takes effect on the next request.
-    clientIdentity: (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now),
+  const live = new LiveConfig(config, {
+    build(c) {
+      // The members known beyond the seed: at start those a previous run wrote for Envoy (with
+      // every configured apiserver replaced, they are how skewgate finds the control plane
+      // again); on a reload, the running service's.
+      const known =
+        running !== null
+          ? running
+              .members()
+              .filter((m) => !m.seed && m.role !== 'probing')
+              .map((m) => m.spec)
+          : xdsDir === undefined
+            ? []
+            : readKnownMembers(xdsDir, xdsLogger);
+      const lastKnown = known.map((k) => knownMemberSpec(k, c.membership.template));
+      const discovery = new DiscoveryService(c, { logger: logger.child({ component: 'discovery' }), lastKnown });
+      const router = createRouter(discovery, {
+        staleAfterMs: c.discovery.staleAfter,
+        retryAfterSeconds: c.routing.retryAfterSeconds,
+        // The bundle's current verifier: a rotated CA takes effect on the next request.
+        clientIdentity: (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now),
+      });
+      return { config: c, discovery, router };
+    },
+    logger: logger.child({ component: 'config' }),
+    applied(c, changed) {
+      if (changed.includes('log.level')) logger.level = c.log.level;
+      void followMembers(c);
+      if (changed.includes('apiservers')) telemetry?.setApiservers(c.apiservers);
+    },
+    onResult: (r) => telemetry?.recordReload(r.result, r.generation),
   });
+  // Always the running router: the ext_proc server never sees a reload.
+  const router = live.router;
+  running = live.parts.discovery;
+  let offMembers: () => void = () => undefined;
+  /** The xDS files follow the running service's members (after a reload, the new service's). */
+  const followMembers = (c: Config): Promise<void> => {
+    running = live.parts.discovery;
+    if (xds === null) return Promise.resolve();
+    offMembers();
+    const d = running;
+    xds.reconfigure(c);
+    offMembers = d.onMembers((m) => void xds.update(m));
+    return xds.update(d.members());
+  };
   const extprocLogger = logger.child({ component: 'extproc' });
   const logObserver = createLogObserver(extprocLogger);
   const server = createExtProcServer({
@@ -73,19 +117,18 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   });
   let closing: Promise<void> | undefined;
   return {
-    discovery,
+    get discovery() {
+      return live.parts.discovery;
+    },
     router,
     telemetry,
     async start() {
       // Before discovery, so that its first rounds are traced and counted.
-      await telemetry?.start(discovery);
+      await telemetry?.start(live.discovery);
       await clientCa.start();
-      await discovery.start();
+      await live.start();
       // Envoy follows the members from here on (it started from the files as they were).
-      if (xds) {
-        discovery.onMembers((m) => void xds.update(m));
-        await xds.update(discovery.members());
-      }
+      await followMembers(config);
       const bound = await server.start(config.extproc.listen);
       logger.info(
         { listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) },
@@ -93,11 +136,14 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       );
       return bound;
     },
+    reload: (next, opts) => live.reload(next, opts),
     close(opts = {}) {
       closing ??= (async () => {
+        await live.endReloads();
         await server.close(config.extproc.shutdownGrace, opts);
         await xds?.close();
-        await discovery.close();
+        offMembers();
+        await live.close();
         clientCa.close();
         await telemetry?.shutdown();
       })();

@@ -104,13 +104,18 @@ export class XdsWriter {
   private closed = false;
 
   constructor(
-    private readonly config: Config,
+    private config: Config,
     private readonly log: Logger,
     private readonly settleMs = XDS_SETTLE_MS,
   ) {
     const dir = config.envoy.xds?.directory;
     if (dir === undefined) throw new Error('XdsWriter needs envoy.xds.directory');
     this.dir = dir;
+  }
+
+  /** A reloaded config (routing.retryAfterSeconds, the template): the next write renders with it. */
+  reconfigure(config: Config): void {
+    this.config = config;
   }
 
   /** Schedules a write of these members; resolves when it (or a later one) is on disk. */

@@ -5,6 +5,7 @@ import type { DiscoveryRoundEvent } from '../discovery/service.js';
 import { liveUnmatched } from '../discovery/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
+import type { ReloadResultName } from '../reload.js';
 import { METRIC } from './names.js';
 import type { SkewTracker } from './skew-diff.js';
 
@@ -108,5 +109,42 @@ export class SkewgateMetrics {
     const result = fetchResult(e);
     this.fetchDuration.record(e.durationMs / 1000, { apiserver: e.server, result });
     if (result === 'error') this.fetchErrors.add(1, { apiserver: e.server });
+  }
+}
+
+/** The config a running skewgate holds: what the config gauges show. */
+export interface ConfigState {
+  /** 1 at start, one more per applied reload. */
+  readonly generation: number;
+  /** false after a reload was refused or failed, until one is applied or finds nothing to change. */
+  readonly lastReloadSucceeded: boolean;
+}
+
+/** Config reloads (src/reload.ts): counted by result; the generation and the last result as gauges. */
+export class ConfigMetrics {
+  private readonly reloads: Counter;
+
+  constructor(meter: Meter, state: () => ConfigState) {
+    this.reloads = meter.createCounter(METRIC.configReloads, {
+      description: 'Config reloads (SIGHUP or a change of the file) by result: applied, unchanged, invalid, restart_required, failed',
+    });
+    const generation = meter.createObservableGauge(METRIC.configGeneration, {
+      description: 'The config generation running: 1 at start, one more per applied reload',
+    });
+    const lastSuccess = meter.createObservableGauge(METRIC.configLastReloadSuccess, {
+      description: '0 when the last reload was refused or failed (the previous config still runs), else 1 (also before any reload)',
+    });
+    meter.addBatchObservableCallback(
+      (r) => {
+        const s = state();
+        r.observe(generation, s.generation);
+        r.observe(lastSuccess, s.lastReloadSucceeded ? 1 : 0);
+      },
+      [generation, lastSuccess],
+    );
+  }
+
+  recordReload(result: ReloadResultName): void {
+    this.reloads.add(1, { result });
   }
 }

@@ -79,6 +79,9 @@ export const METRIC = {
   unmatchedIdentities: 'skewgate.membership.unmatched_identities',
   membershipSynced: 'skewgate.membership.synced',
   members: 'skewgate.membership.members',
+  configGeneration: 'skewgate.config.generation',
+  configReloads: 'skewgate.config.reloads',
+  configLastReloadSuccess: 'skewgate.config.last_reload_success',
 } as const;
 
 /** A span of its own whenever the live apiservers the config does not name change. */

@@ -7,7 +7,8 @@ import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
-import { SkewgateMetrics } from './metrics.js';
+import type { ReloadResultName } from '../reload.js';
+import { ConfigMetrics, SkewgateMetrics, type ConfigState } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
@@ -35,6 +36,10 @@ export interface Telemetry {
   /** Bound port of the Prometheus endpoint, once started. */
   prometheusPort(): number | null;
   forceFlush(): Promise<void>;
+  /** A config reload ended (src/reload.ts): counted, and the generation now running. */
+  recordReload(result: ReloadResultName, generation: number): void;
+  /** The apiservers of a reloaded config: decision spans name the address of the upstream. */
+  setApiservers(apiservers: TelemetryDeps['apiservers']): void;
   /** Flushes and stops; idempotent. */
   shutdown(): Promise<void>;
 }
@@ -50,6 +55,8 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
   let unsubscribe: (() => void) | null = null;
   let active: DecisionObserver | null = null;
   let stopping: Promise<void> | null = null;
+  let configState: ConfigState = { generation: 1, lastReloadSucceeded: true };
+  let configMetrics: ConfigMetrics | null = null;
 
   const observer: DecisionObserver = {
     onRequest: (ctx) => active?.onRequest?.(ctx),
@@ -67,6 +74,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       const { tracer, meter } = sdk;
       const spans = tracer ? createDecisionSpans(tracer, servers) : null;
       const metrics = meter ? new SkewgateMetrics(meter, discovery, skew) : null;
+      configMetrics = meter ? new ConfigMetrics(meter, () => configState) : null;
       active = {
         ...(spans ? { onRequest: spans.onRequest } : {}),
         onDecision(result, ctx) {
@@ -103,6 +111,15 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       log.info({ telemetry: describeTelemetry(deps.settings), prometheusPort: sdk.prometheusPort }, 'telemetry started');
     },
     prometheusPort: () => sdk?.prometheusPort ?? null,
+    recordReload(result, generation) {
+      configState = { generation, lastReloadSucceeded: result === 'applied' || result === 'unchanged' };
+      configMetrics?.recordReload(result);
+    },
+    setApiservers(apiservers) {
+      // The decision spans hold this map: refilled in place, never replaced.
+      servers.clear();
+      for (const [name, address] of serverAddresses(apiservers)) servers.set(name, address);
+    },
     async forceFlush() {
       await sdk?.forceFlush();
     },
