@@ -13,7 +13,7 @@ import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
 import { knownMemberSpec } from './discovery/members.js';
-import { readKnownMembers, XdsWriter } from './envoy/xds-files.js';
+import { readKnownMembers, XDS_JOIN_DELAY_MS, XdsWriter } from './envoy/xds-files.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -71,13 +71,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         running !== null
           ? running
               .members()
-              .filter((m) => !m.seed && m.role !== 'probing')
+              .filter((m) => !m.seed && (m.role === 'member' || m.role === 'draining'))
               .map((m) => m.spec)
           : xdsDir === undefined
             ? []
             : readKnownMembers(xdsDir, xdsLogger);
       const lastKnown = known.map((k) => knownMemberSpec(k, c.membership.template));
-      const discovery = new DiscoveryService(c, { logger: logger.child({ component: 'discovery' }), lastKnown });
+      // With the xDS files, a verified apiserver joins Envoy (its cluster, then its routes) before skewgate routes to it.
+      const joinDelayMs = c.envoy.xds === undefined ? 0 : XDS_JOIN_DELAY_MS;
+      const discovery = new DiscoveryService(c, { logger: logger.child({ component: 'discovery' }), lastKnown, joinDelayMs });
       const router = createRouter(discovery, {
         staleAfterMs: c.discovery.staleAfter,
         retryAfterSeconds: c.routing.retryAfterSeconds,
@@ -105,7 +107,11 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     offMembers();
     const d = running;
     xds.reconfigure(c);
-    offMembers = d.onMembers((m) => void xds.update(m));
+    offMembers = d.onMembers((m) => {
+      // Decision spans name a routed apiserver's address: learnt members too.
+      telemetry?.setApiservers(m.map((e) => e.spec));
+      void xds.update(m);
+    });
     return xds.update(d.members());
   };
   const extprocLogger = logger.child({ component: 'extproc' });

@@ -1,4 +1,5 @@
-// How explain and skew describe the membership: the live apiservers the config does not name.
+// How explain and skew describe the membership: the members learnt and draining, the apiservers
+// being probed, and the live apiservers no member matches.
 import { liveUnmatched } from '../discovery/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 
@@ -8,6 +9,14 @@ export interface MembershipView {
   readonly problem: string | null;
   /** Live identities that match no configured apiserver. */
   readonly unmatched: readonly { readonly identity: string; readonly hostname: string | null; readonly renewedAgoMs: number | null }[];
+  /** Members that left every source (no new requests), and apiservers a source names that are not verified yet. */
+  readonly draining: readonly string[];
+  readonly probing: readonly {
+    readonly name: string;
+    readonly url: string;
+    readonly sources: readonly string[];
+    readonly problem: string | null;
+  }[];
 }
 
 export function membershipView(snap: Snapshot, now: number, problem: string | null): MembershipView {
@@ -19,18 +28,31 @@ export function membershipView(snap: Snapshot, now: number, problem: string | nu
       hostname: l.hostname,
       renewedAgoMs: l.renewTime === null ? null : now - l.renewTime,
     })),
+    draining: snap.servers.filter((s) => s.draining).map((s) => s.name),
+    probing: snap.membership.probing.map((p) => ({ name: p.name, url: p.url, sources: p.sources, problem: p.problem })),
   };
 }
 
 /** Lines for a terminal; empty when the config names every live apiserver. */
 export function membershipLines(m: MembershipView): string[] {
+  const lines = [
+    ...m.draining.map((n) => `note: ${n} left every membership source: draining (no new requests), then removed`),
+    ...m.probing.map(
+      (p) =>
+        `note: ${p.name} (${p.url}, from ${p.sources.join(', ')}) is not a member yet: ${p.problem ?? 'being verified (TLS, /readyz, discovery)'}`,
+    ),
+  ];
   if (!m.synced)
     return [
+      ...lines,
       `warning: membership not verified: ${m.problem ?? 'identity leases not listed'}; the configured apiservers are assumed to be all`,
     ];
-  return m.unmatched.map(
-    (u) =>
-      `warning: a running apiserver is not in the config: identity ${u.identity}${u.hostname === null ? '' : ` (hostname ${u.hostname})`}; ` +
-      'no 404 is answered for what no configured apiserver serves while it runs',
-  );
+  return [
+    ...lines,
+    ...m.unmatched.map(
+      (u) =>
+        `warning: a running apiserver is not in the config: identity ${u.identity}${u.hostname === null ? '' : ` (hostname ${u.hostname})`}; ` +
+        'no 404 is answered for what no configured apiserver serves while it runs',
+    ),
+  ];
 }

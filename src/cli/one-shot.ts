@@ -18,8 +18,12 @@ export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneSho
   const discovery = new DiscoveryService(config, { logger: logger ?? createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn') });
   try {
     await discovery.start();
-    // Not watched here: one list says whether some running apiserver is missing from the config.
-    const membershipProblem = await discovery.listIdentityLeases();
+    // Not watched here: one list of each membership source (the apiservers learnt are probed
+    // once), then one of the identity Leases: is some running apiserver still unknown?
+    const sourceProblem = await discovery.listSources();
+    await discovery.probed();
+    const leaseProblem = await discovery.listIdentityLeases();
+    const membershipProblem = [sourceProblem, leaseProblem].filter((p) => p !== null).join('; ') || null;
     return await fn({ config: loaded, snapshot: discovery.current(), now: Date.now(), membershipProblem });
   } finally {
     await discovery.close();

@@ -1,13 +1,19 @@
 // Which apiservers are members: the configured list (the seed) and what the live sources say,
 // merged by address and identity; and the lifecycle each member goes through (docs/design.md,
-// membership): probing (learnt, not yet verified: never routed to) → member → draining (left every
-// source: no new requests, open ones may finish) → removed. Pure.
+// membership): probing (learnt, not yet verified: never routed to) → joining (verified; Envoy is
+// given its cluster and routes, not yet the pool) → member → draining (left every source: no new
+// requests, open ones may finish) → removed. Pure.
 import { isIP } from 'node:net';
 import type { ApiServerConfig, Config } from '../config.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import type { Candidate } from './member-sources.js';
 
-export type MemberRole = 'probing' | 'member' | 'draining';
+export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';
+
+/** Not yet a member: never in a snapshot, never routed to, its identity not matched. */
+export function isCandidate(role: MemberRole): boolean {
+  return role === 'probing' || role === 'joining';
+}
 
 /** What one member is reached with: an apiservers[] entry, configured or synthesised from the template. */
 export type MemberSpec = ApiServerConfig;

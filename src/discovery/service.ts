@@ -25,7 +25,7 @@ import {
   type ProbingMember,
 } from './identity-leases.js';
 import { applySourceChange, candidatesOf, emptySourceTable, sourceWatch, type SourceSettings, type SourceTable } from './member-sources.js';
-import { desiredMembers, type MemberRole, type MemberSpec } from './members.js';
+import { desiredMembers, isCandidate, type MemberRole, type MemberSpec } from './members.js';
 
 /** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
 export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'> & Partial<Pick<Config, 'membership'>>;
@@ -50,6 +50,11 @@ export interface DiscoveryServiceOptions {
   readonly fetchImpl?: FetchLike;
   /** First retry delay after a failure; doubles per failure, capped at discovery.interval. */
   readonly minRetryMs?: number;
+  /**
+   * How long a verified apiserver is `joining` before it is a member: Envoy is given its cluster
+   * and routes first (envoy.xds), so that nothing is routed to it before Envoy can. Default 0.
+   */
+  readonly joinDelayMs?: number;
   /**
    * The members a previous run knew beyond the seed (envoy.xds's members.json): members from the
    * start, as the seed is, and drained like any member once the sources are listed without them.
@@ -107,6 +112,7 @@ interface Poller {
   /** Aborts this poller's requests when it is removed (and with the service). */
   readonly abort: AbortController;
   removed: boolean;
+  /** The drain timer of a draining member, or the join timer of a joining one. */
   drainTimer: NodeJS.Timeout | null;
   timer: NodeJS.Timeout | null;
   running: Promise<void> | null;
@@ -137,6 +143,7 @@ export class DiscoveryService {
   private identitiesChanged = false;
   /** A member left every source while no other was ready: reconsidered after each round. */
   private drainPostponed = false;
+  private readonly joinDelayMs: number;
   private readonly listeners = new Set<SnapshotListener>();
   private readonly roundListeners = new Set<RoundListener>();
   private readonly watcher: ApiWatcher | null;
@@ -166,6 +173,7 @@ export class DiscoveryService {
     this.timeoutMs = config.discovery.timeout;
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
+    this.joinDelayMs = opts.joinDelayMs ?? 0;
     this.seeds = config.apiservers;
     const m = config.membership;
     this.sources = m ? [...new Set(m.sources)] : [];
@@ -440,6 +448,27 @@ export class DiscoveryService {
         this.log.debug({ server: p.spec.name, url: p.spec.url, err: s.lastError, ready: s.ready }, 'learnt apiserver not verified yet');
       return false;
     }
+    if (this.joinDelayMs === 0) return this.join(p);
+    p.role = 'joining';
+    this.log.info(
+      { server: p.spec.name, url: p.spec.url, joinDelayMs: this.joinDelayMs },
+      'learnt apiserver verified; joining (Envoy first)',
+    );
+    p.drainTimer = setTimeout(() => {
+      p.drainTimer = null;
+      if (p.removed || p.role !== 'joining' || this.closing) return;
+      this.join(p);
+      // It may let a leaving member drain now.
+      if (!this.reconcileMembers()) {
+        this.publish();
+        this.emitMembers();
+      }
+    }, this.joinDelayMs);
+    p.drainTimer.unref();
+    return true;
+  }
+
+  private join(p: Poller): true {
     p.role = 'member';
     this.log.info(
       { server: p.spec.name, url: p.spec.url, sources: p.sources, hostname: p.spec.hostname ?? null },
@@ -461,6 +490,11 @@ export class DiscoveryService {
       (items) => this.onLeaseChange({ type: 'RELIST', items }),
       opts,
     );
+  }
+
+  /** Resolves when every apiserver being probed has ended its first round (the one-shot commands). */
+  async probed(): Promise<void> {
+    await Promise.all([...this.pollers.values()].filter((p) => p.role === 'probing').map((p) => p.first));
   }
 
   /** One list of every membership source (as the watch would), so that members are known before the first request. */
@@ -565,8 +599,8 @@ export class DiscoveryService {
     }
     for (const p of [...this.pollers.values()]) {
       if (want.has(p.spec.name)) continue;
-      if (p.role === 'probing') {
-        this.log.info({ server: p.spec.name }, 'learnt apiserver left every source before it was verified');
+      if (isCandidate(p.role)) {
+        this.log.info({ server: p.spec.name }, 'learnt apiserver left every source before it was a member');
         this.removePoller(p);
         changed = true;
       } else if (p.role === 'member') {
@@ -616,15 +650,18 @@ export class DiscoveryService {
 
   /** The membership as it stands: the lease table judged against the members, and the apiservers being probed. */
   private currentMembership(): Membership {
-    const members = [...this.pollers.values()].filter((p) => p.role !== 'probing');
+    const members = [...this.pollers.values()].filter((p) => !isCandidate(p.role));
     const identities = new Set(members.map((p) => apiserverIdentity(p.spec.hostname ?? p.spec.name)));
     const probing: ProbingMember[] = [...this.pollers.values()]
-      .filter((p) => p.role === 'probing')
+      .filter((p) => isCandidate(p.role))
       .map((p) => ({
         name: p.spec.name,
         url: p.spec.url,
         sources: p.sources,
-        problem: p.state.lastError ?? (p.state.ready === false ? '/readyz is not ok' : null),
+        problem:
+          p.role === 'joining'
+            ? 'verified; Envoy is being given its routes'
+            : (p.state.lastError ?? (p.state.ready === false ? '/readyz is not ok' : null)),
       }));
     return membershipOf(this.leases, identities, this.leaseLivenessMs, probing);
   }
@@ -648,7 +685,7 @@ export class DiscoveryService {
   private publish(): void {
     this.snapshotOptions = { ...this.snapshotOptions, membership: this.currentMembership() };
     const servers = [...this.pollers.values()]
-      .filter((p) => p.role !== 'probing')
+      .filter((p) => !isCandidate(p.role))
       .map((p) => (p.role === 'draining' ? Object.freeze({ ...p.state, draining: true as const }) : p.state));
     // A member whose identity changed reorders the merge: build it afresh.
     const previous = this.identitiesChanged ? undefined : this.snapshot;

@@ -14,6 +14,11 @@ import { CDS_FILE, discoveryResponse, MEMBERS_FILE, RDS_FILE, renderClusters, re
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
 export const XDS_SETTLE_MS = 250;
+/**
+ * How long a verified apiserver stays joining: its cluster written, XDS_SETTLE_MS, its routes
+ * written, and Envoy's reload of them, with room to spare.
+ */
+export const XDS_JOIN_DELAY_MS = 1000;
 
 /** What members.json keeps of a member: enough to find it again, reached with the template. */
 export interface KnownMember {
@@ -148,14 +153,15 @@ export class XdsWriter {
   }
 
   private async write(entries: readonly MemberEntry[]): Promise<void> {
-    const next: XdsMembers = { routable: specsOf(entries, 'member'), draining: specsOf(entries, 'draining') };
-    const nextNames = new Set([...next.routable, ...next.draining].map((s) => s.name));
+    const next: XdsMembers = { routable: specsOf(entries, 'member'), joining: specsOf(entries, 'joining'), draining: specsOf(entries, 'draining') };
+    const nextNames = new Set([...next.routable, ...(next.joining ?? []), ...next.draining].map((s) => s.name));
     const prev = this.written;
     await mkdir(this.dir, { recursive: true });
     const identity = (p: string): string => p;
     // 1. Clusters: the new ones added (and the pool changed), the ones going away kept for now.
-    const gone = prev === null ? [] : [...prev.members.routable, ...prev.members.draining].filter((s) => !nextNames.has(s.name));
-    const union: XdsMembers = { routable: next.routable, draining: [...next.draining, ...gone] };
+    const gone =
+      prev === null ? [] : [...prev.members.routable, ...(prev.members.joining ?? []), ...prev.members.draining].filter((s) => !nextNames.has(s.name));
+    const union: XdsMembers = { routable: next.routable, ...(next.joining ? { joining: next.joining } : {}), draining: [...next.draining, ...gone] };
     const cdsUnion = fileText(renderClusters(this.config, union, identity));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => prev?.names.has(n) !== true);
@@ -183,7 +189,13 @@ export class XdsWriter {
     this.written = { cds, rds, names: nextNames, members: next };
     if (wroteClusters || wroteRoutes || gone.length > 0)
       this.log.info(
-        { dir: this.dir, routable: next.routable.map((s) => s.name), draining: next.draining.map((s) => s.name), removed: gone.map((s) => s.name) },
+        {
+        dir: this.dir,
+        routable: next.routable.map((s) => s.name),
+        joining: (next.joining ?? []).map((s) => s.name),
+        draining: next.draining.map((s) => s.name),
+        removed: gone.map((s) => s.name),
+      },
         'xds: Envoy clusters and routes written',
       );
   }

@@ -18,9 +18,14 @@ export const ROUTE_CONFIG_NAME = 'skewgate';
 const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
 
-/** What the files describe: the members balanced and routed to, and the draining ones (own clusters only). */
+/**
+ * What the files describe: the members balanced and routed to; the joining ones (own clusters and
+ * routes, not in the pool yet: skewgate routes to them only once Envoy can); the draining ones
+ * (own clusters only: no new requests, open ones may finish).
+ */
 export interface XdsMembers {
   readonly routable: readonly ApiServerConfig[];
+  readonly joining?: readonly ApiServerConfig[];
   readonly draining: readonly ApiServerConfig[];
 }
 
@@ -44,12 +49,14 @@ export function rdsConfig(dir: string, file: PathFn): JsonObject {
 
 /** The cds.json resources: each member's clusters (draining ones too), and the pools of the routable ones. */
 export function renderClusters(config: Config, members: XdsMembers, file: PathFn): JsonObject[] {
-  return apiserverClusters(config, members.routable.map(upstreamOf), file, members.draining.map(upstreamOf)).map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
+  const outside = [...(members.joining ?? []), ...members.draining].map(upstreamOf);
+  return apiserverClusters(config, members.routable.map(upstreamOf), file, outside).map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
 }
 
-/** The rds.json resource: routes to the routable members only. */
+/** The rds.json resource: routes to the routable and joining members, never to a draining one. */
 export function renderRoutes(config: Config, members: XdsMembers): JsonObject {
-  return { '@type': ROUTE_TYPE, ...routeConfig(members.routable.map(upstreamOf), statesIdentity(config), config.routing.retryAfterSeconds) };
+  const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
+  return { '@type': ROUTE_TYPE, ...routeConfig(routed, statesIdentity(config), config.routing.retryAfterSeconds) };
 }
 
 /** A DiscoveryResponse as Envoy reads it from a file. */

@@ -4,7 +4,11 @@
 // gone), starts again from the last members written, and answers 503 — never the balanced pool —
 // for an apiserver skewgate chose before Envoy had its route.
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import type { ApiServerConfig } from '../../src/config.js';
@@ -154,4 +158,70 @@ t.test('routed to an apiserver Envoy has no route for yet: 503 with Retry-After,
     b.requests.some((x) => x.url === path),
     'routed to the learnt member once Envoy had its route',
   );
+});
+
+t.test('a draining member: a stream open through the pool keeps flowing while the pool changes; removal ends it', async (t) => {
+  // A "watch": the response stays open and sends a line every 100 ms.
+  const streams = new Set<ServerResponse>();
+  const a = createHttpsServer({ cert: readFileSync(pki.serverCertFile), key: readFileSync(pki.serverKeyFile) }, (req, res) => {
+    if (req.url === '/readyz') return void res.end('ok');
+    res.writeHead(200, { 'content-type': 'application/json' });
+    streams.add(res);
+    const timer = setInterval(() => res.write('{"type":"BOOKMARK"}\n'), 100);
+    res.on('close', () => {
+      clearInterval(timer);
+      streams.delete(res);
+    });
+  });
+  await new Promise<void>((r) => a.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const s of streams) s.destroy();
+    a.close();
+  });
+  const b = await startEcho('learnt-b', pki);
+  t.teardown(() => b.close());
+  const dir = join(scratch.dir, 'xds-3');
+  const cfg = testConfig(pki, {
+    apiservers: [{ name: 'apiserver-a', url: `https://127.0.0.1:${(a.address() as AddressInfo).port}` }],
+    extprocListen: `127.0.0.1:${await unusedPort()}`,
+    failureMode: 'open',
+    xdsDir: dir,
+  });
+  writeSeedXds(cfg);
+  const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(cfg)) });
+  t.teardown(() => envoy.stop());
+  let lines = 0;
+  let ended = false;
+  const req = httpsRequest(
+    {
+      host: '127.0.0.1',
+      port: envoy.listenPort,
+      path: '/api/v1/configmaps?watch=true',
+      ca: readFileSync(pki.caFile),
+      servername: 'localhost',
+    },
+    (res) => {
+      res.on('data', (c: Buffer) => (lines += c.toString().split('\n').length - 1));
+      res.on('end', () => (ended = true));
+      res.on('error', () => (ended = true));
+      res.on('close', () => (ended = true));
+    },
+  );
+  req.on('error', () => (ended = true));
+  req.end();
+  await until('the watch flowing', async () => lines >= 3);
+  const writer = new XdsWriter(cfg, quiet, 100);
+  t.teardown(() => writer.close());
+  const specA = cfg.apiservers[0] as ApiServerConfig;
+  await writer.update([entry(specA, 'draining'), entry({ name: 'learnt-b', url: b.url, caFile: pki.caFile } as ApiServerConfig, 'member')]);
+  await until('the pool without the draining member', async () => (await names(envoy, 4)).every((n) => n === 'learnt-b'));
+  const before = lines;
+  await new Promise((r) => setTimeout(r, 1000));
+  t.notOk(ended, 'the open watch survived the pool change');
+  t.ok(lines >= before + 5, `and kept flowing (${lines - before} lines in 1 s)`);
+  await writer.update([entry({ name: 'learnt-b', url: b.url, caFile: pki.caFile } as ApiServerConfig, 'member')]);
+  await until('the removed member gone', async () => !/^apiserver-a::/m.test(await clusters(envoy)));
+  await new Promise((r) => setTimeout(r, 1000));
+  t.comment(`after the draining member's cluster was removed: stream ${ended ? 'ended' : 'still open'}`);
+  req.destroy();
 });

@@ -198,3 +198,42 @@ t.test(
     t.match(decide(NOWHERE), { outcome: 'unavailable', reason: 'unmatched_apiserver_identity' });
   },
 );
+
+t.test('joining: a verified apiserver is given to Envoy first and routed to only after joinDelayMs', async (t) => {
+  const cluster = new FakeCluster();
+  const a = await startFake(t, { name: 'a', pki, cluster, builtins: BUILTINS_OLD });
+  const n = await startFake(t, { name: 'n', pki, cluster, builtins: BUILTINS_NEW, host: '127.0.0.7' });
+  const svc = new DiscoveryService(
+    withMembership(discoveryConfig([tokenServer(a, pki, { hostname: 'cp-a' })], { watch: true }), ['endpointSlice']),
+    {
+      joinDelayMs: 800,
+    },
+  );
+  t.teardown(() => svc.close());
+  const roles: string[] = [];
+  svc.onMembers((ms) => roles.push(ms.map((m) => `${m.spec.name}:${m.role}`).join(' ')));
+  await svc.start();
+  const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
+  const learnt = learntName('127.0.0.7', n.port);
+  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes-n', '127.0.0.7', n.port)), 201);
+  await waitForSnapshot(
+    svc,
+    (s) => s.membership.probing.some((p) => p.name === learnt && p.problem?.startsWith('verified') === true),
+    10_000,
+    'joining',
+  );
+  const joiningAt = Date.now();
+  t.notOk(
+    svc.current().servers.some((s) => s.name === learnt),
+    'joining: not in the snapshot, so never routed to',
+  );
+  t.match(
+    router.route('GET', NEW_ONLY, new Map()).decision,
+    { outcome: 'not_found' },
+    'no other apiserver known to serve it, and no lease: as before',
+  );
+  await waitForSnapshot(svc, (s) => s.servers.some((x) => x.name === learnt), 10_000, 'member');
+  t.ok(Date.now() - joiningAt >= 600, `a member about joinDelayMs later (${Date.now() - joiningAt} ms)`);
+  t.match(router.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'routed', upstream: learnt });
+  t.same(roles, [`a:member ${learnt}:probing`, `a:member ${learnt}:joining`, `a:member ${learnt}:member`], 'Envoy is told at each step');
+});

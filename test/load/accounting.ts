@@ -306,7 +306,10 @@ export function unexplained503s(o: {
   readonly requests: readonly RequestRecord[];
   readonly rules: AccountingRules;
   readonly lagMs: number;
+  /** skewgate's reasons that may explain a 503 (default: no_healthy_capable_server alone). */
+  readonly reasons?: readonly string[];
 }): Unexplained503[] {
+  const reasons = o.reasons ?? [UNAVAILABLE_REASON];
   const spans = readySpans(o.timeline);
   const down = {
     skewed: shutdownWindows(o.timeline, o.rules.serves.skewed, o.lagMs),
@@ -319,7 +322,7 @@ export function unexplained503s(o: {
     const noCapableReady = readyFor < o.lagMs;
     const bySkewgate = r.reason !== undefined;
     const explained = bySkewgate
-      ? r.reason === UNAVAILABLE_REASON && noCapableReady
+      ? r.reason !== undefined && reasons.includes(r.reason) && noCapableReady
       : noCapableReady || down[r.kind].some((w) => r.startMs <= w.toMs && r.endMs >= w.fromMs);
     if (explained) continue;
     out.push({

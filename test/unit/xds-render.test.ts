@@ -1,0 +1,84 @@
+// The filesystem xDS files' contents: which member gets its own clusters, a place in the pools and
+// routes, by role; and the bootstrap's pointers to the files.
+import t from 'tap';
+import { parseConfig, type ApiServerConfig } from '../../src/config.js';
+import { renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { cdsConfig, rdsConfig, renderClusters, renderRoutes } from '../../src/envoy/xds.js';
+
+const config = parseConfig(
+  {
+    apiservers: [{ name: 'kas-1', url: 'https://10.0.0.1:6443', caFile: 'ca.crt' }],
+    envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' }, xds: { directory: 'xds' } },
+    routing: { retryAfterSeconds: 3 },
+  },
+  '/etc/skewgate/skewgate.yaml',
+  '/etc/skewgate',
+);
+const spec = (name: string, ip: string): ApiServerConfig =>
+  ({ name, url: `https://${ip}:6443`, caFile: '/etc/skewgate/ca.crt' }) as ApiServerConfig;
+const pool = (clusters: readonly Record<string, unknown>[]): string[] =>
+  (
+    (
+      clusters.find((c) => c.name === 'default') as {
+        load_assignment: { endpoints: { lb_endpoints: { endpoint: { address: { socket_address: { address: string } } } }[] }[] };
+      }
+    ).load_assignment.endpoints[0]?.lb_endpoints ?? []
+  ).map((e) => e.endpoint.address.socket_address.address);
+const routed = (rds: Record<string, unknown>): string[] =>
+  [
+    ...new Set(
+      ((rds.virtual_hosts as { routes: { route?: { cluster: string } }[] }[])[0]?.routes ?? [])
+        .map((r) => r.route?.cluster)
+        .filter((c): c is string => c !== undefined && c !== 'default'),
+    ),
+  ].sort();
+
+t.test('by role: a member is pooled and routed, a joining one routed only, a draining one neither; each keeps its cluster', async (t) => {
+  const members = {
+    routable: [spec('kas-1', '10.0.0.1')],
+    joining: [spec('learnt-10-0-0-4-6443', '10.0.0.4')],
+    draining: [spec('kas-2', '10.0.0.2')],
+  };
+  const clusters = renderClusters(config, members, (p) => p);
+  t.same(
+    clusters.map((c) => c.name),
+    ['kas-1', 'learnt-10-0-0-4-6443', 'kas-2', 'default'],
+  );
+  t.ok(
+    clusters.every((c) => c['@type'] === 'type.googleapis.com/envoy.config.cluster.v3.Cluster'),
+    'typed resources',
+  );
+  t.same(pool(clusters), ['10.0.0.1'], 'the pool: members only');
+  const rds = renderRoutes(config, members);
+  t.equal(rds['@type'], 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration');
+  t.equal(rds.name, 'skewgate', 'the route_config_name the connection manager asks for');
+  t.same(routed(rds), ['kas-1', 'learnt-10-0-0-4-6443'], 'routes: members and joining ones, never a draining one');
+  t.same(
+    pool(renderClusters(config, { routable: [], draining: [spec('kas-2', '10.0.0.2')] }, (p) => p)),
+    ['10.0.0.2'],
+    'a pool is never empty',
+  );
+});
+
+t.test('the bootstrap points at the files and holds no apiserver', async (t) => {
+  const b = renderBootstrap(config) as { dynamic_resources: unknown; static_resources: { clusters: { name: string }[] } };
+  t.same(
+    b.dynamic_resources,
+    cdsConfig('/etc/skewgate/xds', (p) => p),
+  );
+  t.same(
+    b.static_resources.clusters.map((c) => c.name),
+    ['skewgate-extproc'],
+  );
+  t.same(
+    rdsConfig('/etc/skewgate/xds', (p) => p),
+    {
+      route_config_name: 'skewgate',
+      config_source: {
+        path_config_source: { path: '/etc/skewgate/xds/rds.json', watched_directory: { path: '/etc/skewgate/xds' } },
+        resource_api_version: 'V3',
+      },
+    },
+  );
+  t.match(JSON.stringify(b), /"rds":\{"route_config_name":"skewgate"/, 'the connection manager reads rds.json');
+});
