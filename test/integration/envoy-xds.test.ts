@@ -160,7 +160,7 @@ t.test('routed to an apiserver Envoy has no route for yet: 503 with Retry-After,
   );
 });
 
-t.test('a draining member: a stream open through the pool keeps flowing while the pool changes; removal ends it', async (t) => {
+t.test('a draining member: a stream open through the pool keeps flowing while the pool changes, and past the removal', async (t) => {
   // A "watch": the response stays open and sends a line every 100 ms.
   const streams = new Set<ServerResponse>();
   const a = createHttpsServer({ cert: readFileSync(pki.serverCertFile), key: readFileSync(pki.serverKeyFile) }, (req, res) => {
@@ -222,6 +222,8 @@ t.test('a draining member: a stream open through the pool keeps flowing while th
   await writer.update([entry({ name: 'learnt-b', url: b.url, caFile: pki.caFile } as ApiServerConfig, 'member')]);
   await until('the removed member gone', async () => !/^apiserver-a::/m.test(await clusters(envoy)));
   await new Promise((r) => setTimeout(r, 1000));
-  t.comment(`after the draining member's cluster was removed: stream ${ended ? 'ended' : 'still open'}`);
+  // Measured, and relied on by docs/design.md: removing a cluster does not cut a stream opened
+  // before; it ends when the apiserver ends it (its watch timeout, or its shutdown).
+  t.notOk(ended, "the stream outlives its cluster's removal: the apiserver ends it, not Envoy");
   req.destroy();
 });

@@ -215,6 +215,7 @@ t.test('joining: a verified apiserver is given to Envoy first and routed to only
   await svc.start();
   const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
   const learnt = learntName('127.0.0.7', n.port);
+  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes', '127.0.0.1', a.port)), 201);
   t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes-n', '127.0.0.7', n.port)), 201);
   await waitForSnapshot(
     svc,
