@@ -10,6 +10,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../src/config.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
@@ -79,6 +80,23 @@ for (const v of variants) {
     t.ok(res.ok, `valid:\n${res.output}`);
   });
 }
+
+t.test('envoy --mode validate: filesystem xDS, with the seed files envoy-config writes', async (t) => {
+  const dir = join(scratch.dir, 'xds');
+  const cfg = testConfig(pki, {
+    apiservers: [
+      { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
+      { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
+    ],
+    extprocListen: '127.0.0.1:9002',
+    failureMode: 'open',
+    clientCa: true,
+    xdsDir: dir,
+  });
+  t.same(writeSeedXds(cfg).written, ['cds.json', 'rds.json']);
+  const res = await validateBootstrap(renderBootstrapYaml(cfg));
+  t.ok(res.ok, `valid:\n${res.output}`);
+});
 
 t.test('validation really loads the files the bootstrap names', async (t) => {
   const cfg = testConfig(pki, {
