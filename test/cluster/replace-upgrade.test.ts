@@ -18,7 +18,6 @@ import type { MemberEntry } from '../../src/discovery/service.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
 import { XdsWriter } from '../../src/envoy/xds-files.js';
 import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
-import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../load/clients.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
@@ -32,6 +31,8 @@ import {
   writeClusterPart,
 } from '../../bench/cluster-results.js';
 import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
+import { phaseChecks } from '../helpers/phase-checks.js';
+import { controlPlaneNode } from '../helpers/k8s-objects.js';
 
 const RATE_PER_ARM = 12;
 const DWELL_MS = 25_000;
@@ -49,15 +50,6 @@ const MEMBERSHIP_LINES: Readonly<Record<string, string>> = {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(16 * 60_000);
-
-function node(name: string, ip: string): Record<string, unknown> {
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
-    status: { addresses: [{ type: 'InternalIP', address: ip }] },
-  };
-}
 
 t.test(
   'replace-style rolling upgrade (new apiservers at new addresses) through skewgate and a load balancer updated the same way',
@@ -108,35 +100,19 @@ t.test(
             rng: seededRng(46),
           }),
         );
-        const checks: { phase: string; arm: string; listed: number; checks: ClientCheck[] }[] = [];
-        const clientChecks = async (phase: string, skewedServed: boolean): Promise<void> => {
-          for (const arm of ARMS) {
-            const listed = await discoveryListing(http, gateways[arm].url, workload.skewed, DISCOVERY_TRIES);
-            const o = {
-              kubeconfig: gateways[arm].kubeconfigFile,
-              workDir: work,
-              tag: `${phase.toLowerCase()}-${arm}`,
-              namespace: labNamespace('clients'),
-              skewed: workload.skewed,
-              common: workload.common,
-              skewedServed,
-              clock,
-            };
-            const list = [...(await kubectlChecks(kubectl, o)), ...(await clientNodeChecks(o))];
-            checks.push({ phase: `${phase} via ${arm}`, arm, listed, checks: list });
-            const failed = list.filter((c) => !c.ok);
-            progress(
-              `${phase} real clients via ${arm}: ${list.length - failed.length}/${list.length} ok; GET /apis listed ${workload.skewed.resource} ${listed}/${DISCOVERY_TRIES}`,
-            );
-          }
-        };
-        const dwell = async (phase: string, sinceMs: number, skewedServed: boolean): Promise<void> => {
-          await sleep(2000);
-          await clientChecks(phase, skewedServed);
-          const left = sinceMs + DWELL_MS - clock();
-          if (left > 0) await sleep(left);
-          progress(`${phase} load: ${run.progress(sinceMs)}`);
-        };
+        const { checks, dwell } = phaseChecks({
+          gateways,
+          arms: ARMS,
+          http,
+          workload,
+          kubectl,
+          workDir: work,
+          clock,
+          progress,
+          run,
+          dwellMs: DWELL_MS,
+          discoveryTries: DISCOVERY_TRIES,
+        });
 
         timeline.phase('P0');
         progress(`P0: 3 × v${v.kubeOld} on 127.0.0.1-3; load ${RATE_PER_ARM} req/s per arm`);
@@ -272,7 +248,7 @@ t.test(
         }
 
         async function registerNode(name: string, via: string): Promise<void> {
-          const r = await session.direct.send('POST', `${via}/api/v1/nodes`, node(name, spec(name, v.kubeNew).ip));
+          const r = await session.direct.send('POST', `${via}/api/v1/nodes`, controlPlaneNode(name, spec(name, v.kubeNew).ip));
           if (r.status !== 201) throw new Error(`registering Node ${name}: ${r.status} ${r.text.slice(0, 200)}`);
           nodeEvents.push({ atMs: clock(), server: name, what: 'Node registered' });
         }

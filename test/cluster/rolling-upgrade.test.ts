@@ -8,7 +8,6 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
-import { clientNodeChecks, discoveryListing, kubectlChecks, type ClientCheck } from '../load/clients.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
@@ -22,6 +21,7 @@ import {
   writeClusterPart,
 } from '../../bench/cluster-results.js';
 import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
+import { phaseChecks } from '../helpers/phase-checks.js';
 
 const RATE_PER_ARM = 12;
 /** How long each phase runs after its new apiserver is ready. */
@@ -30,8 +30,6 @@ const DWELL_MS = 30_000;
 const DISCOVERY_TRIES = 6;
 const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
 const ARMS = ['skewgate', 'baseline'] as const;
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 t.setTimeout(14 * 60_000);
 
@@ -64,35 +62,19 @@ t.test('rolling upgrade through skewgate and through plain round robin', async (
           rng: seededRng(36),
         }),
       );
-      const checks: { phase: string; arm: string; listed: number; checks: ClientCheck[] }[] = [];
-      const clientChecks = async (phase: string, skewedServed: boolean): Promise<void> => {
-        for (const arm of ARMS) {
-          const listed = await discoveryListing(http, gateways[arm].url, workload.skewed, DISCOVERY_TRIES);
-          const o = {
-            kubeconfig: gateways[arm].kubeconfigFile,
-            workDir: work,
-            tag: `${phase.toLowerCase()}-${arm}`,
-            namespace: labNamespace('clients'),
-            skewed: workload.skewed,
-            common: workload.common,
-            skewedServed,
-            clock,
-          };
-          const list = [...(await kubectlChecks(kubectl, o)), ...(await clientNodeChecks(o))];
-          checks.push({ phase: `${phase} via ${arm}`, arm, listed, checks: list });
-          const failed = list.filter((c) => !c.ok);
-          progress(
-            `${phase} real clients via ${arm}: ${list.length - failed.length}/${list.length} ok${failed.length > 0 ? ` (failed: ${failed.map((c) => `${c.client} ${c.what}`).join(', ')})` : ''}; GET /apis listed ${workload.skewed.resource} ${listed}/${DISCOVERY_TRIES}`,
-          );
-        }
-      };
-      const dwell = async (phase: string, sinceMs: number, skewedServed: boolean): Promise<void> => {
-        await sleep(2000);
-        await clientChecks(phase, skewedServed);
-        const left = sinceMs + DWELL_MS - clock();
-        if (left > 0) await sleep(left);
-        progress(`${phase} load: ${run.progress(sinceMs)}`);
-      };
+      const { checks, dwell } = phaseChecks({
+        gateways,
+        arms: ARMS,
+        http,
+        workload,
+        kubectl,
+        workDir: work,
+        clock,
+        progress,
+        run,
+        dwellMs: DWELL_MS,
+        discoveryTries: DISCOVERY_TRIES,
+      });
 
       timeline.phase('P0');
       progress(`P0: 3 × v${v.kubeOld}; load ${RATE_PER_ARM} req/s per arm through ${ARMS.join(' and ')}`);

@@ -4,44 +4,19 @@
 // member's own identity (its hostname) is recognised.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { BUILTINS_OLD } from '../../harness/fake/index.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASES_PATH, liveUnmatched } from '../../src/discovery/identity-leases.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { createRouter } from '../../src/routing/router.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import { callWithToken, identityLease } from '../helpers/k8s-objects.js';
 
 const pki = await testPki();
 const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
 t.teardown(() => agent.close());
-
-function identityLease(hostname: string, renewTime: Date): unknown {
-  return {
-    apiVersion: 'coordination.k8s.io/v1',
-    kind: 'Lease',
-    metadata: {
-      name: apiserverIdentity(hostname),
-      labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': hostname },
-    },
-    spec: {
-      holderIdentity: `${apiserverIdentity(hostname)}_1`,
-      leaseDurationSeconds: 3600,
-      renewTime: renewTime.toISOString().replace('Z', '000Z'),
-    },
-  };
-}
-
-async function call(url: string, method: string, body?: unknown): Promise<number> {
-  const res = await request(url, {
-    method: method as 'POST',
-    dispatcher: agent,
-    headers: { authorization: `Bearer ${pki.token}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  await res.body.text();
-  return res.statusCode;
-}
+const call = (url: string, method: string, body?: unknown): Promise<number> => callWithToken(agent, pki.token, url, method, body);
 
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 

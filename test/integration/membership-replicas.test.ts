@@ -5,7 +5,7 @@
 // (deploy/replicas.md). Fake apiservers sharing one store.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
@@ -13,50 +13,13 @@ import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/discovery/member-s
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { createRouter } from '../../src/routing/router.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import { callWithToken, controlPlaneNode, identityLease, kubernetesSlice } from '../helpers/k8s-objects.js';
 
 const pki = await testPki();
 const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
 t.teardown(() => agent.close());
+const call = (url: string, method: string, body?: unknown): Promise<number> => callWithToken(agent, pki.token, url, method, body);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function call(url: string, method: string, body?: unknown): Promise<number> {
-  const res = await request(url, {
-    method: method as 'POST',
-    dispatcher: agent,
-    headers: { authorization: `Bearer ${pki.token}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  await res.body.text();
-  return res.statusCode;
-}
-
-const lease = (hostname: string): unknown => ({
-  apiVersion: 'coordination.k8s.io/v1',
-  kind: 'Lease',
-  metadata: {
-    name: apiserverIdentity(hostname),
-    labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': hostname },
-  },
-  spec: {
-    holderIdentity: `${apiserverIdentity(hostname)}_1`,
-    leaseDurationSeconds: 3600,
-    renewTime: new Date().toISOString().replace('Z', '000Z'),
-  },
-});
-const node = (name: string, ip: string): unknown => ({
-  apiVersion: 'v1',
-  kind: 'Node',
-  metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
-  status: { addresses: [{ type: 'InternalIP', address: ip }] },
-});
-const slice = (name: string, ip: string, port: number): unknown => ({
-  apiVersion: 'discovery.k8s.io/v1',
-  kind: 'EndpointSlice',
-  metadata: { name, labels: { 'kubernetes.io/service-name': 'kubernetes' } },
-  addressType: 'IPv4',
-  endpoints: [{ addresses: [ip], conditions: { ready: true } }],
-  ports: [{ name: 'https', port, protocol: 'TCP' }],
-});
 
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
@@ -76,9 +39,9 @@ t.test('two replicas, staggered sources: a member joins and leaves, and neither 
       },
     });
   const base = a.url;
-  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', lease('cp-a')), 201);
-  t.equal(await call(`${base}${NODES_PATH}`, 'POST', node('cp-a', '127.0.0.1')), 201);
-  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes', '127.0.0.1', a.port)), 201);
+  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-a')), 201);
+  t.equal(await call(`${base}${NODES_PATH}`, 'POST', controlPlaneNode('cp-a', '127.0.0.1')), 201);
+  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes', '127.0.0.1', a.port)), 201);
   const replicas = { A: replica('nodes'), B: replica('endpointSlice') };
   for (const r of Object.values(replicas)) t.teardown(() => r.close());
   await Promise.all(Object.values(replicas).map((r) => r.start()));
@@ -89,7 +52,7 @@ t.test('two replicas, staggered sources: a member joins and leaves, and neither 
     t.match(r.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'not_found' }, 'before: a true 404');
 
   // The new machine's apiserver is up (its lease), and from here both replicas are asked continuously.
-  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', lease('cp-n')), 201);
+  t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-n')), 201);
   await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.membership.unmatched.length === 1, 10_000)));
   const seen: Record<string, string[]> = { A: [], B: [] };
   const falseNotFound: string[] = [];
@@ -106,10 +69,10 @@ t.test('two replicas, staggered sources: a member joins and leaves, and neither 
     }
   })();
   // Joins: A (Nodes) learns it first, B (EndpointSlice) 2 s later.
-  t.equal(await call(`${base}${NODES_PATH}`, 'POST', node('cp-n', '127.0.0.6')), 201);
+  t.equal(await call(`${base}${NODES_PATH}`, 'POST', controlPlaneNode('cp-n', '127.0.0.6')), 201);
   await waitForSnapshot(replicas.A, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'A admits it');
   await sleep(2000);
-  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes-n', '127.0.0.6', n.port)), 201);
+  t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.6', n.port)), 201);
   await waitForSnapshot(replicas.B, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'B admits it');
   await sleep(1000);
   // Leaves: A loses it first (its Node deleted), B 2 s later; the apiserver stops; its lease goes.

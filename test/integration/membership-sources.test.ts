@@ -4,7 +4,7 @@
 // removed; the seed itself leaves when the sources no longer name it, and the watches move on.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import type { Config } from '../../src/config.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
@@ -14,57 +14,12 @@ import { learntName } from '../../src/discovery/members.js';
 import { DiscoveryService, type MemberEntry } from '../../src/discovery/service.js';
 import { createRouter } from '../../src/routing/router.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import { callWithToken, controlPlaneNode, identityLease, kubernetesSlice } from '../helpers/k8s-objects.js';
 
 const pki = await testPki();
 const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
 t.teardown(() => agent.close());
-
-async function call(url: string, method: string, body?: unknown): Promise<number> {
-  const res = await request(url, {
-    method: method as 'POST',
-    dispatcher: agent,
-    headers: { authorization: `Bearer ${pki.token}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  await res.body.text();
-  return res.statusCode;
-}
-
-function identityLease(hostname: string): unknown {
-  return {
-    apiVersion: 'coordination.k8s.io/v1',
-    kind: 'Lease',
-    metadata: {
-      name: apiserverIdentity(hostname),
-      labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': hostname },
-    },
-    spec: {
-      holderIdentity: `${apiserverIdentity(hostname)}_1`,
-      leaseDurationSeconds: 3600,
-      renewTime: new Date().toISOString().replace('Z', '000Z'),
-    },
-  };
-}
-
-function slice(name: string, ip: string, port: number): unknown {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, labels: { 'kubernetes.io/service-name': 'kubernetes' } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: [ip], conditions: { ready: true } }],
-    ports: [{ name: 'https', port, protocol: 'TCP' }],
-  };
-}
-
-function node(name: string, ip: string): unknown {
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
-    status: { addresses: [{ type: 'InternalIP', address: ip }] },
-  };
-}
+const call = (url: string, method: string, body?: unknown): Promise<number> => callWithToken(agent, pki.token, url, method, body);
 
 function withMembership(
   base: ReturnType<typeof discoveryConfig>,
@@ -106,8 +61,8 @@ t.test(
 
     const slices = `${a.url}${KUBERNETES_SLICES_PATH}`;
     t.equal(await call(`${a.url}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-a')), 201);
-    t.equal(await call(slices, 'POST', slice('kubernetes', '127.0.0.1', a.port)), 201);
-    t.equal(await call(slices, 'POST', slice('kubernetes-n', '127.0.0.4', n.port)), 201);
+    t.equal(await call(slices, 'POST', kubernetesSlice('kubernetes', '127.0.0.1', a.port)), 201);
+    t.equal(await call(slices, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.4', n.port)), 201);
     const learnt = learntName('127.0.0.4', n.port);
     const snap = await waitForSnapshot(
       svc,
@@ -159,12 +114,12 @@ t.test(
     const leases = `${a.url}${IDENTITY_LEASES_PATH}`;
     const nodes = `${a.url}${NODES_PATH}`;
     t.equal(await call(leases, 'POST', identityLease('cp-a')), 201);
-    t.equal(await call(nodes, 'POST', node('cp-a', '127.0.0.1')), 201);
+    t.equal(await call(nodes, 'POST', controlPlaneNode('cp-a', '127.0.0.1')), 201);
     // The new machine's apiserver comes up (its lease) before its kubelet registers the Node.
     t.equal(await call(leases, 'POST', identityLease('cp-n')), 201);
     await waitForSnapshot(svc, (s) => s.membership.unmatched.length === 1, 10_000, 'its lease');
     t.match(decide(NEW_ONLY), { outcome: 'unavailable', reason: 'unmatched_apiserver_identity' }, 'before its Node: 503, never 404');
-    t.equal(await call(nodes, 'POST', node('cp-n', '127.0.0.5')), 201);
+    t.equal(await call(nodes, 'POST', controlPlaneNode('cp-n', '127.0.0.5')), 201);
     const learnt = learntName('127.0.0.5', a.port);
     const joined = await waitForSnapshot(
       svc,
@@ -215,8 +170,8 @@ t.test('joining: a verified apiserver is given to Envoy first and routed to only
   await svc.start();
   const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
   const learnt = learntName('127.0.0.7', n.port);
-  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes', '127.0.0.1', a.port)), 201);
-  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', slice('kubernetes-n', '127.0.0.7', n.port)), 201);
+  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes', '127.0.0.1', a.port)), 201);
+  t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.7', n.port)), 201);
   await waitForSnapshot(
     svc,
     (s) => s.membership.probing.some((p) => p.name === learnt && p.problem?.startsWith('verified') === true),
