@@ -1,9 +1,12 @@
 // deploy/ against real parts: every Kubernetes manifest is sent to a real kube-apiserver
 // (KUBE_NEW) with `kubectl create --dry-run=server` and must be accepted; Pod Security, RBAC and
 // the static pod's own skewgate config are then tried for real (skewgate + Envoy from those
-// files, only paths and addresses changed, in front of that apiserver). Fails, never skips, when
-// a part is missing. Uses 127.0.0.16 and etcd ports 23810/23820 (other cluster tests: 127.0.0.1-15,
-// etcd 23790-23812).
+// files, only paths and addresses changed, in front of that apiserver), and a control-plane
+// machine added and removed at a new address (a second kube-apiserver and its Node) is followed
+// with no config edit, through the xDS folder, which a restart (the init container run again)
+// keeps. Fails, never skips, when a part is missing. Uses 127.0.0.16-17 (127.0.0.17 with a serving
+// certificate of its own: the lab's covers 127.0.0.1-16) and etcd ports 23810/23820 (other cluster
+// tests: 127.0.0.1-15, etcd 23790-23812).
 import t from 'tap';
 import type { Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -106,7 +109,10 @@ function runProcess(cmd: string, args: readonly string[], stdin?: string, timeou
   });
 }
 
-const KAS = { name: 'kas-deploy', version: versions.kubeNew, ip: '127.0.0.16', port: 6443 };
+// Named as the config's first node: its hostname (and so its identity Lease) is cp-1's.
+const KAS = { name: 'cp-1', version: versions.kubeNew, ip: '127.0.0.16', port: 6443 };
+/** A control-plane machine added later, at an address the config does not name. */
+const ADDED = { name: 'cp-4', version: versions.kubeNew, ip: '127.0.0.17', port: 6443 };
 const kubeconfig = join(dir, 'admin.kubeconfig');
 const kubectl = (args: readonly string[], stdin?: string): Promise<Ran> =>
   runProcess(kubectlBin, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'kubectl-cache'), ...args], stdin);
@@ -228,7 +234,7 @@ await t.test('Pod Security: the Deployment\'s pods meet "restricted"; the static
   t.match(hostRefused.stderr, /hostNetwork|hostPath/, hostRefused.stderr.trim());
 });
 
-await t.test('RBAC: both discovery credentials may read and watch CRDs and APIServices, nothing more', async (t) => {
+await t.test('RBAC: both discovery credentials may read and watch CRDs, APIServices, Nodes and EndpointSlices, nothing more', async (t) => {
   const created = await kubectl(['create', '-f', RBAC]);
   t.equal(created.code, 0, `${relative(root, RBAC)} created: ${created.stderr.trim()}`);
   const dep = await yamlDocs(DEPLOYMENT);
@@ -246,8 +252,21 @@ await t.test('RBAC: both discovery credentials may read and watch CRDs and APISe
   ];
   for (const [name, as] of who) {
     for (const verb of ['get', 'list', 'watch']) {
-      for (const resource of ['customresourcedefinitions.apiextensions.k8s.io', 'apiservices.apiregistration.k8s.io']) {
-        const res = await kubectl(['auth', 'can-i', verb, resource, ...as]);
+      for (const resource of [
+        'customresourcedefinitions.apiextensions.k8s.io',
+        'apiservices.apiregistration.k8s.io',
+        // membership.sources
+        'nodes',
+        'endpointslices.discovery.k8s.io',
+      ]) {
+        const res = await kubectl([
+          'auth',
+          'can-i',
+          verb,
+          resource,
+          ...(resource.startsWith('endpointslices') ? ['-n', 'default'] : []),
+          ...as,
+        ]);
         t.equal(res.stdout.trim(), 'yes', `${name}: ${verb} ${resource}`);
       }
     }
@@ -256,6 +275,8 @@ await t.test('RBAC: both discovery credentials may read and watch CRDs and APISe
       ['get', 'secrets'],
       ['list', 'pods'],
       ['delete', 'apiservices.apiregistration.k8s.io'],
+      ['patch', 'nodes'],
+      ['create', 'endpointslices.discovery.k8s.io'],
     ];
     for (const [verb, resource] of denied) {
       const res = await kubectl(['auth', 'can-i', verb, resource, '--all-namespaces', ...as]);
@@ -350,6 +371,8 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
 
   const socket = join(dir, 'extproc.sock');
   t.ok(socket.length < 100, 'the socket path fits in sun_path');
+  // The node's /var/lib/skewgate/xds (hostPath): kept across the "reboot" below.
+  const xdsDir = join(dir, 'xds');
   const [gatewayPort, adminPort, metricsPort, otlpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const original = parseYaml(await readFile(STATIC_CONFIG, 'utf8')) as Obj;
   const paths = new Map<string, string>([
@@ -359,6 +382,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
     ['/etc/kubernetes/pki/front-proxy-client.crt', lab.pki.frontProxyClientCertFile],
     ['/etc/kubernetes/pki/front-proxy-client.key', lab.pki.frontProxyClientKeyFile],
     ['/etc/skewgate/skewgate.conf', kubeconfigFile],
+    ['/var/lib/skewgate/xds', xdsDir],
     ['unix:/run/skewgate/extproc.sock', `unix:${socket}`],
     ['https://10.0.0.11:6443', server],
     ['https://10.0.0.12:6443', server],
@@ -372,7 +396,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   obj(envoySection.listen).port = gatewayPort;
   obj(envoySection.admin).port = adminPort;
   const left = strings(mapped).filter(
-    (s) => s.includes('/etc/') || s.includes('/run/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'),
+    (s) => s.includes('/etc/') || s.includes('/run/') || s.includes('/var/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'),
   );
   t.same(left, [], "every node path and address was mapped to this machine's loopback and files");
   t.same(Object.keys(mapped).sort(), Object.keys(original).sort(), 'otherwise the same config');
@@ -401,9 +425,14 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
     `every path of the line is mapped: ${String(initCmd[2])}`,
   );
   const quote = (w: string): string => (initMap.has(w) ? `'${String(initMap.get(w)).replaceAll("'", "'\\''")}'` : w);
-  const rendered = await runProcess('sh', ['-c', initWords.map(quote).join(' ')]);
+  const runInit = (): Promise<Ran> => runProcess('sh', ['-c', initWords.map(quote).join(' ')]);
+  const rendered = await runInit();
   t.equal(rendered.code, 0, `the init container's skewgate envoy-config: ${rendered.stderr.trim()}`);
+  for (const f of ['cds.json', 'rds.json'])
+    t.match(rendered.stderr, `wrote the seed ${f}`, `a first start: the seed's ${f} written into the xDS folder`);
+  t.same((await readdir(xdsDir)).sort(), ['cds.json', 'rds.json'], 'the xDS folder holds the seed files, nothing else yet');
   const bootstrap = await readFile(bootstrapFile, 'utf8');
+  t.match(bootstrap, `${xdsDir}/cds.json`, "Envoy's clusters come from the xDS folder");
   const direct = await runProcess(process.execPath, [skewgateMain, 'envoy-config', '--config', configFile]);
   t.equal(bootstrap, direct.stdout, 'it wrote what `skewgate envoy-config` prints for the config');
   const envoyC = containers.find((c) => c.name === 'envoy') as Obj;
@@ -549,6 +578,110 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   t.equal((await get(`${admin}/ready`)).status, 200, '/ready 200 again');
   await probePasses(t, depReady, 'Envoy /ready 200 again');
 
+  // A control-plane machine added (runbook: adding or removing a control-plane machine): its
+  // apiserver at an address no config names, then its Node. The lab has no kubelets: the test
+  // writes the Nodes where the machines' kubelets (and kubeadm's control-plane label) would.
+  const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  const gauge = async (name: string, role?: string): Promise<number | undefined> => {
+    const labels = role === undefined ? '(?:\\{[^}]*\\})?' : `\\{[^}]*role="${role}"[^}]*\\}`;
+    const m = new RegExp(`^${name}${labels} (\\S+)`, 'm').exec((await get(metricsUrl)).body);
+    return m?.[1] === undefined ? undefined : Number(m[1]);
+  };
+  /** skewgate's JSON log lines with this message (and server). */
+  const logLines = async (log: string, msg: string, server?: string): Promise<Obj[]> =>
+    (await readFile(log, 'utf8'))
+      .split('\n')
+      .flatMap((l): Obj[] => {
+        try {
+          return l.startsWith('{') ? [obj(JSON.parse(l))] : [];
+        } catch {
+          return []; // the line being written
+        }
+      })
+      .filter((l) => l.msg === msg && (server === undefined || l.server === server));
+  const xdsText = (f: string): Promise<string> => readFile(join(xdsDir, f), 'utf8');
+  const node = (name: string, ip: string): Obj => ({
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, labels: { 'node-role.kubernetes.io/control-plane': '', 'kubernetes.io/hostname': name } },
+    status: { addresses: [{ type: 'InternalIP', address: ip }] },
+  });
+  const LEARNT = `learnt-${ADDED.ip.replaceAll('.', '-')}-${ADDED.port}`;
+  const registered = await kubectl(['create', '-f', '-'], stringify(node(KAS.name, KAS.ip)));
+  t.equal(registered.code, 0, `the existing machine's Node ${KAS.name} (${KAS.ip}): ${registered.stderr.trim()}`);
+  // Its own serving certificate, as kubeadm issues one per node: the cluster CA, the `kubernetes`
+  // names (what the template verifies), its hostname, the Service IP and its address.
+  const addedCert = await issueCert({
+    dir,
+    name: `${ADDED.name}-apiserver`,
+    subject: '/CN=kube-apiserver',
+    usage: 'server',
+    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
+    sans: [
+      'DNS:kubernetes',
+      'DNS:kubernetes.default',
+      'DNS:kubernetes.default.svc',
+      'DNS:kubernetes.default.svc.cluster.local',
+      `DNS:${ADDED.name}`,
+      'IP:10.96.0.1',
+      `IP:${ADDED.ip}`,
+    ],
+  });
+  await lab.startApiServer({
+    ...ADDED,
+    extraArgs: [`--tls-cert-file=${addedCert.certFile}`, `--tls-private-key-file=${addedCert.keyFile}`],
+  });
+  const added = await kubectl(['create', '-f', '-'], stringify(node(ADDED.name, ADDED.ip)));
+  t.equal(added.code, 0, `the new machine's Node ${ADDED.name} (${ADDED.ip}): ${added.stderr.trim()}`);
+  await until(`${LEARNT} admitted`, 30_000, async () =>
+    (await logLines(sg.log, 'apiserver admitted as a member', LEARNT)).length > 0 ? null : await logTail(sg.log, 3),
+  );
+  const learnt = (await logLines(sg.log, 'apiserver learnt; probing it', LEARNT))[0];
+  t.ok(learnt, `logged: apiserver learnt; probing it (${JSON.stringify(learnt)})`);
+  t.equal(learnt?.url, `https://${ADDED.ip}:${ADDED.port}`, "at its Node's InternalIP and membership.port");
+  t.equal(learnt?.hostname, ADDED.name, "with the Node's hostname (its identity Lease's)");
+  t.pass('logged: apiserver admitted as a member (TLS verified as "kubernetes" with the template, /readyz, discovery)');
+  await until('the xDS files name it', 10_000, async () =>
+    (await logLines(sg.log, 'xds: Envoy clusters and routes written')).some((l) => (l.routable as string[]).includes(LEARNT)) &&
+    (await xdsText('rds.json')).includes(LEARNT)
+      ? null
+      : 'not yet',
+  );
+  t.match(await xdsText('cds.json'), `"${LEARNT}"`, 'cds.json: its cluster');
+  t.match(await xdsText('cds.json'), `"${LEARNT}_front-proxy"`, 'and its front-proxy twin');
+  t.match(await xdsText('rds.json'), `"exact": "${LEARNT}"`, 'rds.json: its route');
+  const members = (JSON.parse(await xdsText('members.json')) as { members: { name: string; url: string; hostname?: string }[] }).members;
+  t.same(
+    members.find((m) => m.name === LEARNT),
+    { name: LEARNT, url: `https://${ADDED.ip}:${ADDED.port}`, hostname: ADDED.name },
+    'members.json: the learnt member',
+  );
+  t.equal(members.length, 4, 'members.json: the three seeds and the learnt one');
+  t.equal(await gauge('skewgate_membership_members', 'member'), 4, 'skewgate_membership_members{role="member"} 4');
+  t.equal(await gauge('skewgate_membership_members', 'probing'), 0, '{role="probing"} 0');
+  t.equal(
+    await gauge('skewgate_membership_unmatched_identities'),
+    0,
+    "skewgate_membership_unmatched_identities 0: cp-4's Lease matched by its Node's hostname",
+  );
+  await until('Envoy: the learnt cluster healthy and in the pools', 30_000, async () => {
+    const own = await stat(`cluster.${LEARNT}.membership_healthy`);
+    const pool = await stat('cluster.default.membership_healthy');
+    const fpPool = await stat('cluster.default_front-proxy.membership_healthy');
+    return own === '1' && pool === '4' && fpPool === '4'
+      ? null
+      : `${LEARNT} ${own ?? '?'}, default ${pool ?? '?'}, default_front-proxy ${fpPool ?? '?'}`;
+  });
+  t.pass(`Envoy (no restart): ${LEARNT} healthy, default and default_front-proxy balance over 4`);
+  for (let i = 0; i < 40; i++) {
+    t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, `token request ${i}`);
+    t.equal((await whoami()).status, 201, `certificate request ${i}`);
+  }
+  const clusters = (await get(`${admin}/clusters`)).body;
+  const rq = (c: string): number => Number(new RegExp(`^${c}::${ADDED.ip}:${ADDED.port}::rq_total::(\\d+)$`, 'm').exec(clusters)?.[1] ?? 0);
+  t.ok(rq('default') > 0, `tokens balanced onto the new machine too (default: ${rq('default')} of 40)`);
+  t.ok(rq('default_front-proxy') > 0, `certificates too, re-stated with the front-proxy certificate (${rq('default_front-proxy')} of 40)`);
+
   // skewgate down on one node (runbook): its probe fails, Envoy fails open for tokens and
   // answers 401 for certificates.
   await stopChild(sg.child);
@@ -571,5 +704,63 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   t.equal(unstated.status, 401, "certificates: 401 from Envoy's backstop");
   t.match(unstated.body, /"kind":"Status"/);
   await stopChild(envoy.child);
+  t.equal(children.size, 0, 'skewgate and Envoy stopped');
+
+  // A reboot (or the pod restarted): the init container runs again and keeps the files skewgate
+  // wrote, so Envoy starts from the last members, whether skewgate runs yet or not (invariant 4).
+  const again = await runInit();
+  t.equal(again.code, 0, `the init container again: ${again.stderr.trim()}`);
+  for (const f of ['cds.json', 'rds.json']) t.match(again.stderr, `kept ${f}`, `${f} kept (the members skewgate last wrote)`);
+  t.match(await xdsText('cds.json'), `"${LEARNT}"`, 'cds.json still has the learnt member');
+  const envoy2 = startChild('envoy-2', envoyBin, envoyArgs);
+  await until('Envoy up from the kept files, skewgate not started', 30_000, async () => {
+    const ready = (await get(`${admin}/ready`).catch(() => ({ status: 0 }))).status;
+    const own = await stat(`cluster.${LEARNT}.membership_healthy`).catch(() => undefined);
+    const pool = await stat('cluster.default.membership_healthy').catch(() => undefined);
+    return ready === 200 && own === '1' && pool === '4' ? null : `/ready ${ready}, ${LEARNT} ${own ?? '?'}, default ${pool ?? '?'}`;
+  });
+  t.pass(`Envoy restarted without skewgate: ${LEARNT} and the seeds, as last written`);
+  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'tokens balanced meanwhile');
+  const sg2 = startChild('skewgate-2', process.execPath, [skewgateMain, ...sgArgs]);
+  await until('skewgate serving again', 30_000, async () => ((await runProbe(startup)).code === 0 ? null : await logTail(sg2.log, 5)));
+  t.equal(
+    await gauge('skewgate_membership_members', 'member'),
+    4,
+    'the restarted skewgate counts the learnt member from the start (members.json)',
+  );
+  t.same(await logLines(sg2.log, 'apiserver learnt; probing it'), [], 'it did not have to learn it again');
+  await until('Envoy sees skewgate again', 15_000, async () =>
+    (await stat('cluster.skewgate-extproc.membership_healthy')) === '1' ? null : 'not yet',
+  );
+  t.equal((await whoami()).status, 201, 'certificates stated again');
+
+  // The machine removed, as kubeadm or Cluster API does it: its Node deleted, its apiserver stopped.
+  const deleted = await kubectl(['delete', 'node', ADDED.name]);
+  t.equal(deleted.code, 0, `Node ${ADDED.name} deleted: ${deleted.stderr.trim()}`);
+  await until(`${LEARNT} draining`, 15_000, async () =>
+    (await logLines(sg2.log, 'apiserver left every source: draining', LEARNT)).length > 0 ? null : await logTail(sg2.log, 3),
+  );
+  t.pass('logged: apiserver left every source: draining');
+  t.equal(await gauge('skewgate_membership_members', 'draining'), 1, 'skewgate_membership_members{role="draining"} 1');
+  await lab.stopApiServer(ADDED.name);
+  const drainMs = Number(/^(\d+)s$/.exec(String(obj(mapped.membership).drainTimeout))?.[1] ?? 30) * 1000;
+  await until(`${LEARNT} removed`, drainMs + 15_000, async () =>
+    (await logLines(sg2.log, 'drained apiserver removed', LEARNT)).length > 0 ? null : 'not yet',
+  );
+  t.pass(`logged: drained apiserver removed (after membership.drainTimeout, ${drainMs / 1000} s)`);
+  await until('gone from the xDS files and Envoy', 15_000, async () => {
+    const cds = await xdsText('cds.json');
+    const own = await stat(`cluster.${LEARNT}.membership_healthy`);
+    const pool = await stat('cluster.default.membership_healthy');
+    return !cds.includes(LEARNT) && own === undefined && pool === '3'
+      ? null
+      : `cds ${cds.includes(LEARNT)}, ${LEARNT} ${own ?? '-'}, default ${pool ?? '?'}`;
+  });
+  t.notMatch(await xdsText('rds.json'), LEARNT, 'rds.json: no route to it');
+  t.notMatch(await xdsText('members.json'), LEARNT, 'members.json: not a member');
+  t.equal(await gauge('skewgate_membership_members', 'member'), 3, '{role="member"} 3 again');
+  t.equal((await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status, 200, 'served by the others');
+  await stopChild(sg2.child);
+  await stopChild(envoy2.child);
   t.equal(children.size, 0, 'skewgate and Envoy stopped');
 });

@@ -1,8 +1,10 @@
 // deploy/ (not deploy/compose/): every manifest parses, images are pinned to the versions the
 // tests use, every container has probes and resources, the skewgate configs in them pass
 // parseConfig and render, each pod renders Envoy's bootstrap at start from its own config (an init
-// container running `skewgate envoy-config`), and the files each container needs are mounted where
-// the config says.
+// container running `skewgate envoy-config`), the files each container needs are mounted where
+// the config says, and both learn the apiservers (membership sources on, the configured ones only
+// the seed) with Envoy following through an xDS folder shared by the init container, Envoy and
+// skewgate (on the node for the static pod).
 // test/cluster/deploy-manifests.test.ts sends the same manifests to a real kube-apiserver.
 import t from 'tap';
 import type { Test } from 'tap';
@@ -19,10 +21,21 @@ import {
   OTEL_CLUSTER,
   renderBootstrap,
 } from '../../src/envoy/bootstrap.js';
+import { CDS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers } from '../../src/envoy/xds.js';
 import { packageRoot } from '../../src/package-root.js';
 import { skewgateRbac } from '../../harness/lab/rbac.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
-import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, METRIC, SPAN_DECISION, SPAN_DISCOVERY } from '../../src/telemetry/names.js';
+import {
+  ATTR,
+  ATTR_MEMBERSHIP,
+  EVENT_MEMBERSHIP_CHANGED,
+  EVENT_SKEW_CHANGED,
+  EVENT_VIEW_CHANGED,
+  METRIC,
+  SPAN_DECISION,
+  SPAN_DISCOVERY,
+  SPAN_MEMBERSHIP,
+} from '../../src/telemetry/names.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
 const root = packageRoot();
@@ -128,7 +141,10 @@ function listedFiles(volume: Obj): string[] | undefined {
   return undefined;
 }
 
-/** Where a file path inside a container comes from: the volume mounted at it or at a folder above it (holding that file). */
+/**
+ * Where a file path inside a container comes from: the volume mounted at it or at a folder above it
+ * (holding that file). `rest` is the path inside the volume (a mount's subPath included).
+ */
 function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; rest: string } | undefined {
   const mounts = objs(c.volumeMounts, 'volumeMounts')
     .filter((m) => {
@@ -140,7 +156,7 @@ function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; r
   if (mount === undefined) return undefined;
   const volume = objs(spec.volumes, 'volumes').find((v) => v.name === mount.name);
   if (volume === undefined) throw new Error(`mount ${str(mount.name)} names no volume`);
-  const rest = posix.relative(str(mount.mountPath), path);
+  const rest = posix.join(typeof mount.subPath === 'string' ? mount.subPath : '', posix.relative(str(mount.mountPath), path));
   const listed = listedFiles(volume);
   if (listed !== undefined && rest !== '' && !listed.includes(rest)) return undefined;
   return { volume, mount, rest };
@@ -148,7 +164,9 @@ function mountFor(spec: Obj, c: Obj, path: string): { volume: Obj; mount: Obj; r
 
 /** Every file a container of the gateway reads, by what the skewgate config says. */
 function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
-  const apiservers = config.apiservers.flatMap((s) => [
+  // A learnt apiserver is reached with the template: skewgate polls it, Envoy verifies it.
+  const specs = [...config.apiservers, config.membership.template];
+  const apiservers = specs.flatMap((s) => [
     s.caFile,
     s.credentials?.tokenFile,
     s.credentials?.kubeconfig,
@@ -160,7 +178,7 @@ function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
   const list =
     role === 'skewgate'
       ? [...apiservers, tls.clientCaFile, fp?.certFile]
-      : [...config.apiservers.map((s) => s.caFile), tls.certFile, tls.keyFile, tls.clientCaFile, fp?.certFile, fp?.keyFile];
+      : [...specs.map((s) => s.caFile), tls.certFile, tls.keyFile, tls.clientCaFile, fp?.certFile, fp?.keyFile];
   return [...new Set(list.filter((x): x is string => x !== undefined))];
 }
 
@@ -347,13 +365,39 @@ t.test("the static pod's skewgate config: a 3-node kubeadm control plane, valid,
     "serving with the apiserver's own certificate",
   );
   t.ok(config.routing.retryAfterSeconds >= 1, 'Retry-After on 503');
+  checkMembership(t, config, 'static pod');
+  t.equal(config.envoy.xds?.directory, '/var/lib/skewgate/xds', 'the xDS folder under /var/lib (kept across reboots)');
 });
 
-/** The key properties of a gateway bootstrap rendered from a deploy config. */
+/**
+ * The key properties of a gateway bootstrap rendered from a deploy config, and of the seed's
+ * cds.json and rds.json `envoy-config` writes beside it (the apiserver clusters and the routes).
+ */
 function checkBootstrap(t: Test, config: Config, where: string): void {
   const b = renderBootstrap(config);
   const hcm = obj(at(b, 'static_resources.listeners.0.filter_chains.0.filters.0.typed_config'));
-  const clusters = objs(at(b, 'static_resources.clusters'));
+  const dir = config.envoy.xds?.directory ?? '';
+  t.ok(dir, `${where}: envoy.xds.directory is set: Envoy's apiserver clusters and routes can change while it runs`);
+  t.same(
+    at(b, 'dynamic_resources.cds_config.path_config_source'),
+    { path: posix.join(dir, CDS_FILE), watched_directory: { path: dir } },
+    `${where}: clusters from ${posix.join(dir, CDS_FILE)}, the folder watched`,
+  );
+  t.same(
+    at(hcm, 'rds.config_source.path_config_source'),
+    { path: posix.join(dir, RDS_FILE), watched_directory: { path: dir } },
+    `${where}: routes from ${posix.join(dir, RDS_FILE)}`,
+  );
+  t.notOk('route_config' in hcm, `${where}: no route table in the bootstrap`);
+  const staticClusters = objs(at(b, 'static_resources.clusters'));
+  t.same(
+    staticClusters.map((c) => str(c.name)).sort(),
+    [EXTPROC_CLUSTER, ...(config.telemetry.tracing.enabled === true ? [OTEL_CLUSTER] : [])].sort(),
+    `${where}: only ext_proc${config.telemetry.tracing.enabled === true ? ' and the OTLP collector' : ''} in the bootstrap`,
+  );
+  // What envoy-config writes into the folder where no file is yet: the seed (the configured apiservers).
+  const seed = seedMembers(config);
+  const clusters = [...staticClusters, ...renderClusters(config, seed, (p) => p).map((c) => obj(c))];
   const cluster = (name: string): Obj => {
     const c = clusters.find((x) => x.name === name);
     if (c === undefined) throw new Error(`${where}: no cluster ${name}`);
@@ -387,7 +431,7 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
     const u = new URL(s.url);
     t.same(ep, { address: u.hostname, port_value: Number(u.port) }, `${where}: ${s.name} at ${u.host}`);
   }
-  const routes = objs(at(hcm, 'route_config.virtual_hosts.0.routes'));
+  const routes = objs(at(renderRoutes(config, seed), 'virtual_hosts.0.routes'));
   t.equal(routes[0]?.name, IDENTITY_BACKSTOP_ROUTE, `${where}: the backstop route (401 for an unstated certificate) comes first`);
   t.equal(at(routes[0], 'direct_response.status'), 401);
   const socket = config.extproc.listen.slice('unix:'.length);
@@ -412,6 +456,56 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
     config.extproc.failureMode === 'open',
     `${where}: failure_mode_allow follows failureMode`,
   );
+}
+
+/**
+ * The configured apiservers are the seed: the membership sources are on (a machine added or
+ * removed needs no config edit), a learnt apiserver is reached as the seeds are (their CA and
+ * credential) and verified by the name kubeadm's apiserver certificate always carries.
+ */
+function checkMembership(t: Test, config: Config, where: string): void {
+  t.same([...config.membership.sources].sort(), ['endpointSlice', 'nodes'], `${where}: membership.sources: nodes and endpointSlice`);
+  t.equal(config.membership.port, 6443, `${where}: a control-plane Node's apiserver on 6443`);
+  t.equal(config.membership.nodeSelector, 'node-role.kubernetes.io/control-plane', `${where}: kubeadm's control-plane label`);
+  const tpl = config.membership.template;
+  t.ok(tpl.caFile, `${where}: template.caFile set (a learnt apiserver is verified)`);
+  for (const s of config.apiservers) {
+    t.equal(tpl.caFile, s.caFile, `${where}: the template's CA is ${s.name}'s`);
+    t.same(tpl.credentials, s.credentials, `${where}: the template's credentials are ${s.name}'s`);
+  }
+  t.equal(tpl.serverName, 'kubernetes', `${where}: verified as "kubernetes", a SAN of every kubeadm apiserver.crt`);
+  t.ok(config.discovery.watch, `${where}: discovery.watch (the sources are watched)`);
+  t.ok(config.envoy.xds?.directory, `${where}: envoy.xds.directory (Envoy follows the members)`);
+}
+
+/**
+ * The xDS folder (envoy.xds.directory): one volume, writable by the init container (the seed's
+ * files, `envoy-config`) and skewgate (the members), read-only for Envoy (which watches it).
+ */
+function checkXdsFolder(t: Test, spec: Obj, config: Config, where: string): { volume: Obj } {
+  const dir = config.envoy.xds?.directory ?? '';
+  t.ok(dir, `${where}: envoy.xds.directory set`);
+  const init = container(spec, 'render-envoy-bootstrap');
+  const envoy = container(spec, 'envoy');
+  const skewgate = container(spec, 'skewgate');
+  const files = [CDS_FILE, RDS_FILE].map((f) => posix.join(dir, f));
+  const mounts = [init, envoy, skewgate].map((c) => {
+    const m = mountFor(spec, c, dir);
+    t.ok(m, `${where}: ${dir} mounted in ${str(c.name)}`);
+    t.equal(m?.mount.mountPath, dir, `${where}: ${str(c.name)}: the folder itself (Envoy watches the folder; files are renamed into it)`);
+    for (const f of files) t.equal(mountFor(spec, c, f)?.volume.name, m?.volume.name, `${where}: ${str(c.name)}: ${f} on it`);
+    return m;
+  });
+  const [mi, me, ms] = mounts;
+  t.ok(
+    mi !== undefined && mi.volume.name === me?.volume.name && mi.volume.name === ms?.volume.name,
+    `${where}: one volume shared by the init container, Envoy and skewgate`,
+  );
+  t.not(mi?.mount.readOnly, true, `${where}: writable by the init container (the seed's cds.json and rds.json)`);
+  t.not(ms?.mount.readOnly, true, `${where}: writable by skewgate (the members, as they change)`);
+  t.equal(me?.mount.readOnly, true, `${where}: read-only for Envoy`);
+  t.equal(mi?.mount.subPath, undefined, `${where}: no subPath (a subPath mount does not see files renamed into the folder)`);
+  return { volume: mi?.volume ?? {} };
 }
 
 /**
@@ -500,6 +594,22 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
     '/etc/skewgate/skewgate.yaml',
     `the init container renders from the node's /etc/skewgate/skewgate.yaml`,
   );
+  for (const f of filesNeeded(config, 'skewgate').filter((x) => x.startsWith('/etc/skewgate/')))
+    t.notOk(mountFor(spec, init, f), `the init container does not see ${f} (only skewgate.yaml, by subPath)`);
+  const xds = checkXdsFolder(t, spec, config, 'static pod');
+  t.same(
+    xds.volume.hostPath,
+    { path: config.envoy.xds?.directory, type: 'DirectoryOrCreate' },
+    `the xDS folder is the node's own ${config.envoy.xds?.directory ?? ''} (DirectoryOrCreate): after a reboot Envoy starts from the members last written`,
+  );
+  // The kubelet creates it root-owned, mode 0755, and fsGroup does not apply to hostPath: both
+  // writers (envoy-config's seed files, skewgate replacing them) must be root, and Envoy reads.
+  for (const c of [init, skewgate, envoy])
+    t.equal(
+      at(c, 'securityContext.runAsUser'),
+      0,
+      `${str(c.name)}: root (without capabilities), to write or read the root-owned xDS folder`,
+    );
   t.notOk(mountFor(spec, envoy, configPath), `Envoy does not see ${configPath} (nor the discovery credential beside it)`);
   t.equal(mountFor(spec, envoy, bootstrapPath)?.volume.hostPath, undefined, `Envoy reads ${bootstrapPath} from no file on the node`);
 
@@ -514,8 +624,11 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
       t.equal(m.mount.readOnly, true, `${role}: ${f} mounted read-only`);
       if (f.startsWith('/etc/kubernetes/pki/')) t.equal(hostPathOf(c, f), f, `${role}: ${f} is the node's own kubeadm file`);
     }
+    const xdsDir = config.envoy.xds?.directory;
     for (const m of objs(c.volumeMounts)) {
       const v = objs(spec.volumes).find((x) => x.name === m.name);
+      // skewgate writes one folder on the node: Envoy's clusters and routes (checkXdsFolder).
+      if (role === 'skewgate' && m.mountPath === xdsDir) continue;
       if (v?.hostPath !== undefined) t.equal(m.readOnly, true, `${role}: hostPath ${str(at(v.hostPath, 'path'))} read-only`);
     }
   }
@@ -576,10 +689,17 @@ t.test('the Deployment: config valid and rendered by the init container, replica
     ['6443', '6443', '6443'],
   );
   for (const s of config.apiservers) t.ok(s.credentials?.tokenFile, `${s.name}: the pod's ServiceAccount token`);
+  checkMembership(t, config, 'Deployment');
   checkBootstrap(t, config, 'Deployment');
 
   const init = checkRenderedAtStart(t, spec, configPath, 'Deployment');
   t.equal(mountFor(spec, init, configPath)?.volume.name, m?.volume.name, 'the init container renders from the same ConfigMap volume');
+  const xds = checkXdsFolder(t, spec, config, 'Deployment');
+  // A new pod starts from the ConfigMap's seed; a container restart keeps the members (the pod's emptyDir).
+  t.ok(xds.volume.emptyDir !== undefined, 'the xDS folder is an emptyDir of the pod (hostPath is not "restricted")');
+  t.equal(at(spec, 'securityContext.fsGroup'), at(spec, 'securityContext.runAsUser'), "every container's user owns the emptyDir (fsGroup)");
+  for (const c of [init, skewgate, envoy])
+    t.equal(at(c, 'securityContext.runAsUser'), undefined, `${str(c.name)}: the pod's user, the same for the writers and Envoy`);
 
   for (const [c, role] of [
     [envoy, 'envoy'],
@@ -691,7 +811,10 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     SPAN_DISCOVERY,
     EVENT_VIEW_CHANGED,
     EVENT_SKEW_CHANGED,
+    SPAN_MEMBERSHIP,
+    EVENT_MEMBERSHIP_CHANGED,
     ...Object.values(ATTR),
+    ...Object.values(ATTR_MEMBERSHIP),
     ...Object.values(METRIC),
   ]);
   let names = 0;
@@ -719,7 +842,21 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     'validate',
     '/healthcheck/fail',
     'crictl stop',
+    // A control-plane machine added or removed: what shows it.
+    'skewgate_membership_members',
+    'skewgate_membership_unmatched_identities',
+    'apiserver learnt; probing it',
+    'apiserver admitted as a member',
+    'apiserver left every source: draining',
+    'drained apiserver removed',
+    'xds: Envoy clusters and routes written',
+    'members.json',
   ]) {
     t.ok(runbook.includes(must), `the runbook uses ${must}`);
+  }
+  // The log lines the runbook quotes are skewgate's own.
+  const logSources = ['src/discovery/service.ts', 'src/envoy/xds-files.ts'].map((f) => readFileSync(join(root, f), 'utf8')).join('\n');
+  for (const line of new Set([...runbook.matchAll(/'((?:apiserver|drained|learnt|xds:)[^'\n]*)'/g)].map((m) => m[1] ?? ''))) {
+    t.ok(logSources.includes(`'${line}'`), `the runbook's log line '${line}' is one skewgate writes`);
   }
 });
