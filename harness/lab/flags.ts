@@ -10,7 +10,14 @@ import { FRONT_PROXY_CLIENT_CN } from './pki.js';
  * `container` (docker-compose.yml): bound on every interface of its container and advertising
  * the container's static address on the compose network.
  */
-export type ApiServerPlacement = 'loopback' | 'container';
+export type ApiServerPlacement = 'loopback' | 'container' | 'alias';
+
+/**
+ * Addresses the lab adds to the loopback interface for `alias` placement (net.ts): not 127/8, so
+ * an apiserver there may advertise itself and run the real endpoint reconciler, which writes the
+ * `default/kubernetes` EndpointSlice (a loopback address is an invalid Endpoints address).
+ */
+export const LAB_ALIAS_PREFIX = '10.213.0.';
 
 export interface ApiServerSpec {
   /** "kas-1": also its hostname, in a UTS namespace of its own (a distinct identity lease). */
@@ -71,6 +78,11 @@ const LOOPBACK_IPV4 = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
 /** The address kube-apiserver listens on; throws when spec.ip does not suit the placement. */
 function bindAddress(spec: ApiServerSpec): string {
   const placement = spec.placement ?? 'loopback';
+  if (placement === 'alias') {
+    if (!spec.ip.startsWith(LAB_ALIAS_PREFIX) || !isIPv4(spec.ip))
+      throw new Error(`${spec.name}: an alias address is ${LAB_ALIAS_PREFIX}N, not ${spec.ip}`);
+    return spec.ip;
+  }
   if (placement === 'loopback') {
     if (!LOOPBACK_IPV4.test(spec.ip)) throw new Error(`${spec.name}: ${spec.ip} is not a loopback IPv4 address`);
     return spec.ip;
@@ -113,8 +125,9 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: st
     `--proxy-client-cert-file=${pki.frontProxyClientCertFile}`,
     `--proxy-client-key-file=${pki.frontProxyClientKeyFile}`,
     // A loopback advertise address is an invalid Endpoints address (kubernetes#121942), and one
-    // bad entry poisons the shared master-lease list: the lab publishes no `kubernetes` endpoints.
-    '--endpoint-reconciler-type=none',
+    // bad entry poisons the shared master-lease list: the lab publishes no `kubernetes` endpoints,
+    // except at alias addresses, where each apiserver publishes itself as in a real cluster.
+    `--endpoint-reconciler-type=${(spec.placement ?? 'loopback') === 'alias' ? 'lease' : 'none'}`,
     // No kube-controller-manager creates ServiceAccounts, so the admission plugin would reject every Pod.
     '--disable-admission-plugins=ServiceAccount',
     '--profiling=false',

@@ -29,7 +29,9 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     apiservers: o.apiservers.map((s) => ({
       name: s.name,
       url: s.url,
-      // The serving certificate carries the IP SANs 127.0.0.1-16 (pki.ts LAB_SANS): no serverName needed.
+      // The serving certificate carries the IP SANs 127.0.0.1-16 (pki.ts LAB_SANS): no serverName
+      // needed there; elsewhere (an alias address) it is verified as kubeadm's is, by `kubernetes`.
+      ...(/^https:\/\/127\./.test(s.url) ? {} : { serverName: 'kubernetes' }),
       caFile: o.pki.caFile,
       credentials: { tokenFile: o.pki.skewgateTokenFile },
     })),
@@ -54,8 +56,8 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
           membership: {
             sources: [...o.membershipSources],
             port: 6443,
-            // A learnt apiserver is verified as the configured ones are: the lab CA, its IP SAN.
-            template: { caFile: o.pki.caFile, credentials: { tokenFile: o.pki.skewgateTokenFile } },
+            // A learnt apiserver is verified as kubeadm's are: the cluster CA, the DNS SAN kubernetes.
+            template: { caFile: o.pki.caFile, serverName: 'kubernetes', credentials: { tokenFile: o.pki.skewgateTokenFile } },
             drainTimeout: '10s',
           },
         }),

@@ -26,7 +26,7 @@ import {
 } from './flags.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer } from './gateway-config.js';
-import { assertPortFree, canConnect, freePort } from './net.js';
+import { assertPortFree, canConnect, ensureLoopbackAlias, freePort } from './net.js';
 import { createLabPki, type LabPki } from './pki.js';
 import { ensureLabRbac } from './rbac.js';
 import { Supervisor, errorText, seconds, type ProcRecord } from './supervisor.js';
@@ -217,6 +217,7 @@ export class Lab {
         }
       }
       const bin = labBinary('kube-apiserver', spec.version);
+      if (spec.placement === 'alias') await ensureLoopbackAlias(spec.ip);
       await assertPortFree(spec.ip, spec.port, spec.name);
       const certDir = join(this.runDir, spec.name, 'certs');
       await mkdir(certDir, { recursive: true });

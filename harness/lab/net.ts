@@ -1,4 +1,6 @@
 // Loopback ports and sockets for the lab: is a port free, does a listener accept yet, a free port.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { connect, createServer } from 'node:net';
 import { LabError } from './errors.js';
 
@@ -34,5 +36,20 @@ export async function freePort(): Promise<number> {
       const addr = srv.address();
       srv.close(() => res(typeof addr === 'object' && addr !== null ? addr.port : 0));
     });
+  });
+}
+
+/**
+ * Adds `ip`/32 to the loopback interface unless it is there (the lab's alias placement); needs
+ * root (CAP_NET_ADMIN) and iproute2, and says so when it fails.
+ */
+export async function ensureLoopbackAlias(ip: string): Promise<void> {
+  const run = promisify(execFile);
+  const shown = await run('ip', ['-4', 'addr', 'show', 'dev', 'lo']).catch((err: Error) => {
+    throw new Error(`cannot list the loopback addresses (iproute2's \`ip\`): ${err.message}`);
+  });
+  if (shown.stdout.includes(` ${ip}/`)) return;
+  await run('ip', ['addr', 'add', `${ip}/32`, 'dev', 'lo']).catch((err: Error) => {
+    throw new Error(`cannot add ${ip}/32 to lo (needs root or CAP_NET_ADMIN): ${err.message}`);
   });
 }
