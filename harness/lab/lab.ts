@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { checkServerIdentity } from 'node:tls';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../src/config.js';
@@ -23,6 +24,7 @@ import {
   etcdArgs,
   etcdUrl,
   type ApiServerSpec,
+  LAB_ALIAS_PREFIX,
 } from './flags.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer } from './gateway-config.js';
@@ -114,7 +116,14 @@ export class Lab {
     this.log = opts.log ?? (() => undefined);
     this.readyTimeoutMs = opts.apiServerReadyTimeoutMs ?? 90_000;
     this.etcdPorts = { client: opts.etcdClientPort ?? ETCD_CLIENT_PORT, peer: opts.etcdPeerPort ?? ETCD_PEER_PORT };
-    this.agent = new Agent({ connect: { ca } });
+    // An alias address is not in the serving certificate (its IP SANs are 127.0.0.1-16): such an
+    // apiserver is verified by the DNS SAN `kubernetes`, as kubeadm's apiservers are.
+    this.agent = new Agent({
+      connect: {
+        ca,
+        checkServerIdentity: (host, cert) => checkServerIdentity(host.startsWith(LAB_ALIAS_PREFIX) ? 'kubernetes' : host, cert),
+      },
+    });
     this.procs = new Supervisor<LabProcRecord>({
       runDir: this.runDir,
       logDir: this.logDir,

@@ -3,8 +3,8 @@
 // writes `default/kubernetes`), a gateway whose config names only the first. The second is learnt
 // from the slice its own reconciler wrote, probed, given to Envoy and routed to; stopped, it
 // leaves the slice (its reconciler removes it on shutdown) and skewgate drains, then removes it.
-// Fails, never skips, when a part (or root for `ip addr add`) is missing. Uses 10.213.0.1-2 and
-// etcd ports 23798/23808.
+// Fails, never skips, when a part (or root for `ip addr add`) is missing. Uses 10.213.0.1-2 (left
+// on lo afterwards: harmless, and the next run finds them there) and etcd ports 23798/23808.
 import t from 'tap';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
