@@ -1,5 +1,6 @@
 // The documents a lab gateway is made of: skewgate's YAML config and the kubeconfig for clients
 // (the RBAC objects its users need are in rbac.ts). Pure.
+import { LAB_ALIAS_PREFIX } from './flags.js';
 import type { LabPki, LabPkiFiles } from './pki.js';
 
 export interface GatewayApiServer {
@@ -29,9 +30,10 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     apiservers: o.apiservers.map((s) => ({
       name: s.name,
       url: s.url,
-      // The serving certificate carries the IP SANs 127.0.0.1-16 (pki.ts LAB_SANS): no serverName
-      // needed there; elsewhere (an alias address) it is verified as kubeadm's is, by `kubernetes`.
-      ...(/^https:\/\/127\./.test(s.url) ? {} : { serverName: 'kubernetes' }),
+      // The serving certificate carries the IP SANs 127.0.0.1-16 (pki.ts LAB_SANS) and the compose
+      // network's: no serverName needed there; an alias address is verified as kubeadm's
+      // apiservers are, by the DNS SAN `kubernetes`.
+      ...(new URL(s.url).hostname.startsWith(LAB_ALIAS_PREFIX) ? { serverName: 'kubernetes' } : {}),
       caFile: o.pki.caFile,
       credentials: { tokenFile: o.pki.skewgateTokenFile },
     })),
