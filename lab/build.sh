@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the lab's real parts from the Go module proxy into .tools/lab/bin (git-ignored):
-# kube-apiserver at KUBE_OLD and KUBE_NEW, kubectl at KUBE_NEW, and etcd. Idempotent: a binary
+# kube-apiserver at KUBE_OLD and KUBE_NEW, kubectl at KUBE_NEW, kube-controller-manager at
+# KUBE_OLD, and etcd. Idempotent: a binary
 # that already reports the pinned version is kept. Go's own caches (GOMODCACHE, GOCACHE) make a
 # rebuild on the same machine take minutes instead of the cold build's tens of minutes.
 #   lab/build.sh [--jobs N]      N = parallel package builds (default: all cores)
@@ -93,4 +94,7 @@ build_etcd
 build_kube "$KUBE_OLD" kube-apiserver "$BIN/kube-apiserver-$KUBE_OLD"
 build_kube "$KUBE_NEW" kube-apiserver "$BIN/kube-apiserver-$KUBE_NEW"
 build_kube "$KUBE_NEW" kubectl "$BIN/kubectl-$KUBE_NEW"
+# The controllers whose harms a false 404 causes (garbage collector, namespace deletion): the old
+# version, as in the first phase of an upgrade the controller managers are upgraded last.
+build_kube "$KUBE_OLD" kube-controller-manager "$BIN/kube-controller-manager-$KUBE_OLD"
 log "all parts ready in $(( $(date +%s) - total )) s; $(du -sh "$BIN" | cut -f1) of binaries in $BIN"

@@ -26,6 +26,7 @@ import {
   type ApiServerSpec,
   LAB_ALIAS_PREFIX,
 } from './flags.js';
+import { controllerManagerArgs, type ControllerManagerSpec } from './controller-manager.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer } from './gateway-config.js';
 import { assertPortFree, canConnect, ensureLoopbackAlias, freePort } from './net.js';
@@ -79,7 +80,7 @@ export interface LabProcessStatus {
   readonly detail: string;
 }
 
-type ProcKind = 'etcd' | 'kube-apiserver' | 'skewgate' | 'envoy';
+type ProcKind = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'skewgate' | 'envoy';
 
 /** A lab process's record: the supervisor's, plus what the lab needs to find and describe it again. */
 interface LabProcRecord extends ProcRecord {
@@ -353,6 +354,35 @@ export class Lab {
   }
 
   /**
+   * Starts kube-controller-manager (the harm controllers, controller-manager.ts) against
+   * `spec.kubeconfig`: a gateway's, to watch what it does behind it. Resolves once it runs; its
+   * log is logFile(spec.name).
+   */
+  async startControllerManager(spec: ControllerManagerSpec): Promise<void> {
+    if (await this.procs.alive(spec.name)) throw new LabError(`${spec.name} is already running`);
+    const rec = await this.procs.spawn({
+      name: spec.name,
+      kind: 'kube-controller-manager',
+      cmd: labBinary('kube-controller-manager', spec.version),
+      args: controllerManagerArgs(spec),
+      marker: `--kubeconfig=${spec.kubeconfig}`,
+      extra: {},
+    });
+    await this.procs.waitFor(rec, 30_000, async () => {
+      // This run's part of the log (each start appends after a "==== <time> <command>" line).
+      const all = await readFile(this.logFile(spec.name), 'utf8').catch(() => '');
+      const log = all.slice(Math.max(0, all.lastIndexOf('\n==== ')));
+      return log.includes('"Controller starting..." controller="garbage-collector-controller"')
+        ? null
+        : 'garbage collector not started yet';
+    });
+  }
+
+  async stopControllerManager(name: string): Promise<void> {
+    await this.procs.stop(name, 10_000);
+  }
+
+  /**
    * Stops only the gateway's skewgate: its Envoy keeps running and, with the lab's fail-open
    * config, keeps balancing (docs/design.md, invariant 4). Resolves once Envoy's health check marks it down.
    */
@@ -431,6 +461,7 @@ export class Lab {
   async down(): Promise<void> {
     await this.procs.stopAll(
       [
+        { kind: 'kube-controller-manager', graceMs: 10_000 },
         { kind: 'envoy', graceMs: 5000 },
         { kind: 'skewgate', graceMs: 10_000 },
         { kind: 'kube-apiserver', graceMs: APISERVER_STOP_GRACE_MS },

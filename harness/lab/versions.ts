@@ -11,7 +11,7 @@ export interface LabVersions {
   readonly etcd: string;
 }
 
-export type LabBinaryName = 'kube-apiserver' | 'kubectl' | 'etcd';
+export type LabBinaryName = 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'etcd';
 
 export const VERSIONS_FILE_RELATIVE = 'lab/versions.env';
 export const LAB_BIN_RELATIVE = '.tools/lab/bin';
@@ -22,7 +22,7 @@ export class LabBinaryMissingError extends Error {
   readonly code = 'SKEWGATE_ERR_LAB_BINARY';
   constructor(readonly path: string) {
     super(
-      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kubectl and etcd from the Go module proxy into ${LAB_BIN_RELATIVE}), or set ${LAB_BIN_DIR_ENV}`,
+      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into ${LAB_BIN_RELATIVE}), or set ${LAB_BIN_DIR_ENV}`,
     );
     this.name = 'LabBinaryMissingError';
   }

@@ -1,0 +1,139 @@
+// The harm a false 404 does, with a real kube-controller-manager (KUBE_OLD, garbage collector and
+// namespace controllers) in the mixed phase of an upgrade: kas-1 and kas-2 KUBE_OLD, kas-3
+// KUBE_NEW. Dependents (ConfigMaps and Secrets) owned by a MutatingAdmissionPolicy — a type only
+// KUBE_NEW serves — must never be deleted while their owner lives, and must be collected once it
+// is deleted. The controller manager talks to the cluster through (a) the skewgate gateway and
+// (b) the plain round-robin baseline, one after the other (both would act on the same objects).
+// Counts are written to bench/RESULTS.md. Fails, never skips, when a part is missing.
+import t from 'tap';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { labBinary } from '../../harness/lab/versions.js';
+import { render, writeClusterPart } from '../../bench/cluster-results.js';
+import { freeLoopbackPort } from '../load/run.js';
+import { ensureNamespace } from '../load/verify.js';
+import { mutatingAdmissionPolicies } from '../load/workload.js';
+import { withLoadLab } from '../helpers/load-lab.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+t.setTimeout(10 * 60_000);
+
+const MAP_PATH = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+const NS = 'gc-harm';
+/** Per kind, per arm: how many dependents hang off the owner. */
+const DEPENDENTS = { configmaps: 20, secrets: 10 } as const;
+/** How long the garbage collector runs with a live owner: it syncs its graph within seconds. */
+const LIVE_OWNER_MS = 30_000;
+
+t.test('garbage collector: dependents of an owner only the new apiservers serve, through skewgate and through round robin', async (t) => {
+  await withLoadLab('controller-harms', { connections: 8 }, async ({ parts: { versions: v }, lab, session, progress, runSeconds }) => {
+    const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
+    labBinary('kube-controller-manager', v.kubeOld);
+    await Promise.all([
+      session.start(spec('kas-1', v.kubeOld)),
+      session.start(spec('kas-2', v.kubeOld)),
+      session.start(spec('kas-3', v.kubeNew)),
+    ]);
+    const gateways = {
+      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+      baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
+    };
+    const direct = session.direct;
+    const kas1 = lab.apiServerUrl('kas-1');
+    const kas3 = lab.apiServerUrl('kas-3');
+    await ensureNamespace(direct, kas1, NS);
+
+    /** An owner (through kas-3, the one server that serves the type) and its dependents (through kas-1). */
+    const plant = async (arm: string): Promise<{ owner: string; uid: string }> => {
+      const body = mutatingAdmissionPolicies.body();
+      const created = await direct.send('POST', `${kas3}${MAP_PATH}`, { ...body, metadata: { name: `owner-${arm}` } });
+      if (created.status !== 201) throw new Error(`creating the owner: ${created.status} ${created.text.slice(0, 300)}`);
+      const uid = (JSON.parse(created.text) as { metadata: { uid: string } }).metadata.uid;
+      const ownerReferences = [
+        { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy', name: `owner-${arm}`, uid },
+      ];
+      for (const [resource, n] of Object.entries(DEPENDENTS)) {
+        for (let i = 0; i < n; i++) {
+          const obj =
+            resource === 'configmaps'
+              ? { apiVersion: 'v1', kind: 'ConfigMap', data: { i: String(i) } }
+              : { apiVersion: 'v1', kind: 'Secret', stringData: { i: String(i) } };
+          const r = await direct.send('POST', `${kas1}/api/v1/namespaces/${NS}/${resource}`, {
+            ...obj,
+            metadata: { name: `${arm}-${i}`, labels: { arm }, ownerReferences },
+          });
+          if (r.status !== 201) throw new Error(`creating ${resource} ${arm}-${i}: ${r.status} ${r.text.slice(0, 200)}`);
+        }
+      }
+      return { owner: `owner-${arm}`, uid };
+    };
+    const survivors = async (arm: string): Promise<Record<string, number>> => {
+      const out: Record<string, number> = {};
+      for (const resource of Object.keys(DEPENDENTS)) {
+        const r = await direct.send('GET', `${kas1}/api/v1/namespaces/${NS}/${resource}?labelSelector=arm%3D${arm}`);
+        if (r.status !== 200) throw new Error(`listing ${resource}: ${r.status}`);
+        out[resource] = (JSON.parse(r.text) as { items: unknown[] }).items.length;
+      }
+      return out;
+    };
+    const totalPlanted = Object.values(DEPENDENTS).reduce((a, b) => a + b, 0);
+    const sum = (r: Record<string, number>): number => Object.values(r).reduce((a, b) => a + b, 0);
+
+    const rows: string[][] = [];
+    const results: Record<string, { alive: Record<string, number>; collectedMs: number | null }> = {};
+    for (const arm of ['skewgate', 'baseline'] as const) {
+      const { owner } = await plant(arm);
+      progress(
+        `${arm}: owner ${owner} and ${totalPlanted} dependents planted; starting kube-controller-manager v${v.kubeOld} through the ${arm} gateway`,
+      );
+      const name = `kcm-${arm}`;
+      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
+      await sleep(LIVE_OWNER_MS);
+      const alive = await survivors(arm);
+      progress(
+        `${arm}: after ${LIVE_OWNER_MS / 1000} s with the owner alive: ${JSON.stringify(alive)} of ${JSON.stringify(DEPENDENTS)} left`,
+      );
+      // The owner is deleted: the garbage collector must collect its dependents (it is not merely starved).
+      const del = await direct.send('DELETE', `${kas3}${MAP_PATH}/${owner}`);
+      if (del.status !== 200) throw new Error(`deleting the owner: ${del.status}`);
+      const deletedAt = Date.now();
+      let collectedMs: number | null = null;
+      for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+        if (sum(await survivors(arm)) === 0) {
+          collectedMs = Date.now() - deletedAt;
+          break;
+        }
+      }
+      await lab.stopControllerManager(name);
+      results[arm] = { alive, collectedMs };
+      rows.push([
+        arm,
+        String(totalPlanted),
+        String(totalPlanted - sum(alive)),
+        Object.entries(alive)
+          .map(([k, n]) => `${k} ${((DEPENDENTS as Record<string, number>)[k] ?? 0) - n}`)
+          .join(', '),
+        collectedMs === null ? 'not within 90 s' : `${(collectedMs / 1000).toFixed(1)} s`,
+      ]);
+    }
+
+    const md = [
+      `### Garbage collector behind the gateway (test/cluster/controller-harms.test.ts)`,
+      '',
+      `**Method.** etcd, kas-1 and kas-2 v${v.kubeOld}, kas-3 v${v.kubeNew} (the mixed phase of an upgrade). Per arm, one MutatingAdmissionPolicy (\`admissionregistration.k8s.io/v1\`, served by v${v.kubeNew} only) is created through kas-3, and ${DEPENDENTS.configmaps} ConfigMaps and ${DEPENDENTS.secrets} Secrets owned by it through kas-1; then a real kube-controller-manager v${v.kubeOld} (\`--controllers=garbage-collector-controller,namespace-controller\`, built from the Go module proxy like the apiservers) runs with the gateway's kubeconfig for ${LIVE_OWNER_MS / 1000} s with the owner alive, then the owner is deleted and the dependents must go. Arms run one after the other (two controller managers would act on the same objects). Counted straight from kas-1.`,
+      '',
+      render({ headers: ['arm', 'dependents', 'deleted while the owner lived', 'by kind', 'collected after the owner was deleted'], rows }),
+      '',
+      `Run time ${runSeconds().toFixed(0)} s.`,
+    ].join('\n');
+    await writeClusterPart('controller-harms', md);
+    t.comment(md);
+
+    t.same(results.skewgate?.alive, DEPENDENTS, 'through skewgate: no dependent of a live owner deleted');
+    t.ok(results.skewgate?.collectedMs !== null, 'through skewgate: the dependents are collected once the owner is deleted (the GC works)');
+    const baselineDeleted = totalPlanted - sum(results.baseline?.alive ?? {});
+    t.ok(
+      baselineDeleted > 0,
+      `through round robin: ${baselineDeleted} of ${totalPlanted} dependents of a live owner deleted — the harm skewgate prevents`,
+    );
+  });
+});
