@@ -137,3 +137,84 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
     );
   });
 });
+
+const NAMESPACES_PER_ARM = 10;
+const JOBS_PER_NAMESPACE = 3;
+
+t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing left in etcd through skewgate', async (t) => {
+  await withLoadLab('controller-harms-ns', { connections: 8 }, async ({ parts: { versions: v }, lab, session, progress, runSeconds }) => {
+    labBinary('kube-controller-manager', v.kubeOld);
+    const spec = (name: string, runtimeConfig?: string): ApiServerSpec => ({
+      name,
+      version: v.kubeNew,
+      ip: `127.0.0.${name.slice(-1)}`,
+      port: 6443,
+      ...(runtimeConfig === undefined ? {} : { runtimeConfig }),
+    });
+    await Promise.all([session.start(spec('kas-1')), session.start(spec('kas-2')), session.start(spec('kas-3', 'batch/v1=false'))]);
+    const gateways = {
+      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+      baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
+    };
+    const direct = session.direct;
+    const kas1 = lab.apiServerUrl('kas-1');
+    const jobsLeft = async (arm: string): Promise<number> => {
+      const r = await direct.send('GET', `${kas1}/apis/batch/v1/jobs?labelSelector=arm%3D${arm}`);
+      if (r.status !== 200) throw new Error(`listing jobs: ${r.status}`);
+      return (JSON.parse(r.text) as { items: unknown[] }).items.length;
+    };
+    const rows: string[][] = [];
+    const left: Record<string, number> = {};
+    for (const arm of ['skewgate', 'baseline'] as const) {
+      const namespaces = Array.from({ length: NAMESPACES_PER_ARM }, (_, i) => `ns-${arm}-${i}`);
+      for (const ns of namespaces) {
+        await ensureNamespace(direct, kas1, ns);
+        for (let j = 0; j < JOBS_PER_NAMESPACE; j++) {
+          const job = {
+            apiVersion: 'batch/v1',
+            kind: 'Job',
+            metadata: { name: `job-${j}`, labels: { arm } },
+            // No job controller runs: the Job never makes a Pod; it is only an object to be deleted.
+            spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] } } },
+          };
+          const r = await direct.send('POST', `${kas1}/apis/batch/v1/namespaces/${ns}/jobs`, job);
+          if (r.status !== 201) throw new Error(`creating job ${ns}/job-${j}: ${r.status} ${r.text.slice(0, 200)}`);
+        }
+      }
+      const planted = await jobsLeft(arm);
+      const name = `kcm-ns-${arm}`;
+      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
+      await sleep(5000);
+      for (const ns of namespaces) {
+        const r = await direct.send('DELETE', `${kas1}/api/v1/namespaces/${ns}`);
+        if (r.status !== 200 && r.status !== 202) throw new Error(`deleting namespace ${ns}: ${r.status}`);
+      }
+      progress(
+        `${arm}: ${planted} Jobs in ${namespaces.length} namespaces; namespaces deleted, the namespace controller runs through the ${arm} gateway`,
+      );
+      let gone = 0;
+      for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+        gone = 0;
+        for (const ns of namespaces) if ((await direct.send('GET', `${kas1}/api/v1/namespaces/${ns}`)).status === 404) gone++;
+        if (gone === namespaces.length) break;
+      }
+      await lab.stopControllerManager(name);
+      left[arm] = await jobsLeft(arm);
+      progress(`${arm}: ${gone}/${namespaces.length} namespaces gone; Jobs left in etcd: ${left[arm]} of ${planted}`);
+      rows.push([arm, String(planted), `${gone}/${namespaces.length}`, String(left[arm])]);
+    }
+    const md = [
+      `### Namespace deletion behind the gateway (test/cluster/controller-harms.test.ts)`,
+      '',
+      `**Method.** etcd and three kube-apiservers v${v.kubeNew}, kas-3 with \`--runtime-config=batch/v1=false\`. Per arm, ${NAMESPACES_PER_ARM} namespaces with ${JOBS_PER_NAMESPACE} Jobs each are created straight on kas-1; a real kube-controller-manager v${v.kubeOld} (garbage collector and namespace controllers) runs with the gateway's kubeconfig; the namespaces are deleted and the test waits up to 90 s for them to go. Jobs left are listed straight from kas-1 (which serves batch/v1): objects in etcd whose namespace is gone, to reappear if the name is reused.`,
+      '',
+      render({ headers: ['arm', 'Jobs', 'namespaces finalised', 'Jobs left in etcd'], rows }),
+      '',
+      `Run time ${runSeconds().toFixed(0)} s.`,
+    ].join('\n');
+    await writeClusterPart('controller-harms-namespaces', md);
+    t.comment(md);
+    t.equal(left.skewgate, 0, 'through skewgate: no Job left in etcd');
+    t.ok((left.baseline ?? 0) > 0, `through round robin: ${left.baseline} Jobs left in etcd — the harm skewgate prevents`);
+  });
+});
