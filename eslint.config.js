@@ -26,6 +26,7 @@ const PURE = [
   'src/discovery/identity-leases.ts',
   'src/discovery/member-sources.ts',
   'src/discovery/members.ts',
+  'src/kubernetes-service/publication.ts',
   'src/discovery/aggregated-model.ts',
   'src/identity/xfcc.ts',
   'src/identity/x509-subject.ts',

@@ -14,6 +14,7 @@ import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
 import { knownMemberSpec } from './discovery/members.js';
 import { readKnownMembers, XDS_JOIN_DELAY_MS, XdsWriter } from './envoy/xds-files.js';
+import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -121,6 +122,14 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     logger: extprocLogger,
     observer: telemetry ? combineObservers(telemetry.observer, logObserver) : logObserver,
   });
+  // The gateways as the kubernetes Service's endpoints (off unless kubernetesService.publish).
+  const publisher = config.kubernetesService.publish
+    ? new KubernetesServicePublisher(
+        config,
+        { current: () => live.parts.discovery.current(), targets: () => live.parts.discovery.targets() },
+        logger.child({ component: 'kubernetes-service' }),
+      )
+    : null;
   let closing: Promise<void> | undefined;
   return {
     get discovery() {
@@ -136,6 +145,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       // Envoy follows the members from here on (it started from the files as they were).
       await followMembers(config);
       const bound = await server.start(config.extproc.listen);
+      publisher?.start();
       logger.info(
         { listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) },
         'skewgate serving ext_proc',
@@ -146,6 +156,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     close(opts = {}) {
       closing ??= (async () => {
         await live.endReloads();
+        // Out of the kubernetes Service first, so that pods stop being sent here while it drains.
+        await publisher?.close();
         await server.close(config.extproc.shutdownGrace, opts);
         await xds?.close();
         offMembers();

@@ -1,5 +1,6 @@
 // The one YAML config file: parsed, validated once with every problem listed by path, then frozen.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
@@ -92,6 +93,32 @@ const membership = z
   })
   .strict()
   .default({ sources: [], port: 6443, nodeSelector: 'node-role.kubernetes.io/control-plane', template: {}, drainTimeout: 30_000 });
+
+/**
+ * The gateways publish themselves as the `kubernetes` Service's endpoints (docs/design.md, "The
+ * kubernetes Service"), so that pods using their in-cluster config go through a gateway. Needs the
+ * apiservers' own reconciler off (`--endpoint-reconciler-type=none`).
+ */
+const kubernetesService = z
+  .object({
+    publish: z.boolean().default(false),
+    /** This gateway's address as pods reach it (the node's IP). */
+    address: z
+      .string()
+      .refine((v) => isIP(v) !== 0, 'must be an IP address')
+      .optional(),
+    /** Default: envoy.listen.port. Every gateway must publish the same port. */
+    port: z.number().int().min(1).max(65535).optional(),
+    /** This gateway's name in its Lease (skewgate-gateway-<name>); default: the host name. */
+    gatewayName: z
+      .string()
+      .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a lower-case DNS label')
+      .optional(),
+    /** A gateway whose Lease was not renewed for this long leaves the endpoints. */
+    leaseDuration: duration.default(15_000),
+  })
+  .strict()
+  .default({ publish: false, leaseDuration: 15_000 });
 
 const listenAddress = z
   .string()
@@ -189,6 +216,7 @@ const schema = z
       .strict()
       .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000 }),
     membership,
+    kubernetesService,
     routing: z
       .object({
         /** Retry-After seconds on a 503 from skewgate. */
@@ -272,6 +300,21 @@ const schema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.kubernetesService.publish) {
+      if (c.kubernetesService.address === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['kubernetesService', 'address'],
+          message: 'required with publish: the address pods reach this gateway at',
+        });
+      if (c.membership.sources.includes('endpointSlice'))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['membership', 'sources'],
+          message:
+            'endpointSlice cannot be a source while the gateways publish the kubernetes Service (it would list the gateways): use nodes',
+        });
+    }
     if (c.membership.sources.length > 0) {
       if (c.envoy.xds === undefined)
         ctx.addIssue({

@@ -22,6 +22,10 @@ export interface GatewayConfigInput {
   readonly xdsDir?: string;
   /** membership.sources (needs xdsDir): apiservers learnt from Nodes or the kubernetes EndpointSlice. */
   readonly membershipSources?: readonly ('nodes' | 'endpointSlice')[];
+  /** Envoy's listen address (default 127.0.0.1). */
+  readonly address?: string;
+  /** kubernetesService.publish as this gateway (its name, at address:port). */
+  readonly publishService?: { readonly gatewayName: string; readonly leaseDuration: string };
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -40,7 +44,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     discovery: { interval: '1s', timeout: '2s', watch: true },
     extproc: { listen: o.extprocListen, messageTimeout: '1s', failureMode: 'open', shutdownGrace: '2s' },
     envoy: {
-      listen: { address: '127.0.0.1', port: o.port },
+      listen: { address: o.address ?? '127.0.0.1', port: o.port },
       // Port 0: Envoy writes the address it bound to a file (--admin-address-path).
       admin: { address: '127.0.0.1', port: 0 },
       // Client certificates are verified against the apiservers' own --client-ca-file and
@@ -52,6 +56,17 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     },
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
+    ...(o.publishService === undefined
+      ? {}
+      : {
+          kubernetesService: {
+            publish: true,
+            address: o.address ?? '127.0.0.1',
+            port: o.port,
+            gatewayName: o.publishService.gatewayName,
+            leaseDuration: o.publishService.leaseDuration,
+          },
+        }),
     ...(o.membershipSources === undefined
       ? {}
       : {

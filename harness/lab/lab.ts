@@ -63,6 +63,14 @@ export interface GatewayOptions {
   readonly xds?: boolean;
   /** skewgate learns apiservers from these sources (membership.sources); the started ones are the seed. */
   readonly membershipSources?: readonly ('nodes' | 'endpointSlice')[];
+  /**
+   * Envoy's listen address: 127.0.0.1 (default), another of the lab certificate's 127.0.0.1-16, or
+   * an alias address (flags.ts LAB_ALIAS_PREFIX, verified by the name kubernetes), which may be an
+   * Endpoints address where a loopback one may not.
+   */
+  readonly address?: string;
+  /** The gateway publishes itself as an endpoint of the kubernetes Service (kubernetesService.publish). */
+  readonly publishService?: { readonly leaseDuration: string };
 }
 
 export interface GatewayInfo {
@@ -285,7 +293,9 @@ export class Lab {
     const specs = this.apiServerSpecs();
     if (specs.length === 0) throw new LabError('start at least one apiserver before a gateway');
     await this.stopGateway(o.name);
-    await assertPortFree('127.0.0.1', o.port, `gateway ${o.name}`);
+    const address = o.address ?? '127.0.0.1';
+    if (address.startsWith(LAB_ALIAS_PREFIX)) await ensureLoopbackAlias(address);
+    await assertPortFree(address, o.port, `gateway ${o.name}`);
     const upstreams: GatewayApiServer[] = specs.map((s) => ({ name: s.name, url: apiServerUrl(s) }));
     const alive: string[] = [];
     for (const s of specs) if (await this.procs.alive(s.name)) alive.push(s.name);
@@ -308,6 +318,8 @@ export class Lab {
       ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
       ...(xdsDir === undefined ? {} : { xdsDir }),
       ...(o.membershipSources === undefined ? {} : { membershipSources: o.membershipSources }),
+      ...(o.address === undefined ? {} : { address: o.address }),
+      ...(o.publishService === undefined ? {} : { publishService: { gatewayName: o.name, leaseDuration: o.publishService.leaseDuration } }),
     });
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, gwDir);
@@ -316,7 +328,7 @@ export class Lab {
     await writeFile(bootstrapFile, stringify(bootstrap, { lineWidth: 0 }));
     // What `skewgate envoy-config` does: the seed cluster and route files Envoy starts from.
     writeSeedXds(config);
-    const url = `https://127.0.0.1:${o.port}`;
+    const url = `https://${address}:${o.port}`;
 
     if (o.withSkewgate) await this.spawnSkewgate(o, configFile, extprocListen);
 

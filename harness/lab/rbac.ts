@@ -6,6 +6,7 @@ import { JANE_USER, SKEWGATE_GROUP } from './pki.js';
 
 export const SKEWGATE_ROLE = 'skewgate:discovery';
 export const SKEWGATE_LEASE_ROLE = 'skewgate:identity-leases';
+export const SKEWGATE_SERVICE_ROLE = 'skewgate:kubernetes-service';
 
 /** The namespace of kube-apiserver's identity Leases. */
 export const IDENTITY_LEASE_NAMESPACE = 'kube-system';
@@ -21,9 +22,12 @@ export function skewgateRbac(): {
   clusterRoleBinding: Record<string, unknown>;
   leaseRole: Record<string, unknown>;
   leaseRoleBinding: Record<string, unknown>;
+  serviceRole: Record<string, unknown>;
+  serviceRoleBinding: Record<string, unknown>;
 } {
   const subjects = [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: SKEWGATE_GROUP }];
   const leaseMeta = { name: SKEWGATE_LEASE_ROLE, namespace: IDENTITY_LEASE_NAMESPACE };
+  const serviceMeta = { name: SKEWGATE_SERVICE_ROLE, namespace: 'default' };
   return {
     clusterRole: {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -58,6 +62,24 @@ export function skewgateRbac(): {
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SKEWGATE_LEASE_ROLE },
       subjects,
     },
+    // kubernetesService.publish: the gateways' Leases, and the kubernetes Service's endpoints, in default only.
+    serviceRole: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: serviceMeta,
+      rules: [
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+        { apiGroups: [''], resources: ['endpoints'], verbs: ['get', 'create', 'update'] },
+        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'create', 'update'] },
+      ],
+    },
+    serviceRoleBinding: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: serviceMeta,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SKEWGATE_SERVICE_ROLE },
+      subjects,
+    },
   };
 }
 
@@ -87,7 +109,7 @@ export function janeRbac(): { role: Record<string, unknown>; roleBinding: Record
 
 /** Every RBAC object the lab creates, with the collection it is POSTed to, in creation order. */
 export function labRbacObjects(): { path: string; body: Record<string, unknown> }[] {
-  const { clusterRole, clusterRoleBinding, leaseRole, leaseRoleBinding } = skewgateRbac();
+  const { clusterRole, clusterRoleBinding, leaseRole, leaseRoleBinding, serviceRole, serviceRoleBinding } = skewgateRbac();
   const { role, roleBinding } = janeRbac();
   const ns = `/apis/rbac.authorization.k8s.io/v1/namespaces/${JANE_NAMESPACE}`;
   const leaseNs = `/apis/rbac.authorization.k8s.io/v1/namespaces/${IDENTITY_LEASE_NAMESPACE}`;
@@ -98,6 +120,8 @@ export function labRbacObjects(): { path: string; body: Record<string, unknown> 
     { path: `${leaseNs}/rolebindings`, body: leaseRoleBinding },
     { path: `${ns}/roles`, body: role },
     { path: `${ns}/rolebindings`, body: roleBinding },
+    { path: '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles', body: serviceRole },
+    { path: '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings', body: serviceRoleBinding },
   ];
 }
 

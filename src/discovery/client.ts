@@ -22,10 +22,12 @@ import {
 } from './parse.js';
 
 export interface FetchInit {
-  readonly method: 'GET';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   readonly headers: Record<string, string>;
   readonly signal: AbortSignal;
   readonly dispatcher: Dispatcher;
+  /** JSON text (the kubernetes Service publisher's writes); discovery sends none. */
+  readonly body?: string;
 }
 
 /** The part of a fetch Response that discovery uses; undici's Response satisfies it. */
@@ -44,7 +46,13 @@ export type FetchLike = (url: string, init: FetchInit) => Promise<FetchResponseL
  * any port), no web-stream overhead, and bodies are plain async iterables.
  */
 export const defaultFetch: FetchLike = async (url, init) => {
-  const res = await request(url, { method: init.method, headers: init.headers, signal: init.signal, dispatcher: init.dispatcher });
+  const res = await request(url, {
+    method: init.method,
+    headers: init.headers,
+    signal: init.signal,
+    dispatcher: init.dispatcher,
+    ...(init.body === undefined ? {} : { body: init.body }),
+  });
   return {
     status: res.statusCode,
     statusText: STATUS_CODES[res.statusCode] ?? '',
@@ -166,14 +174,14 @@ interface GetOptions {
   readonly ifNoneMatch?: string;
 }
 
-function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: AbortSignal, timeoutMs: number): Error {
+function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: AbortSignal, timeoutMs: number, method = 'GET'): Error {
   if (err instanceof DiscoveryFetchError || err instanceof DiscoveryDocumentError) return err;
   if (err && (err as { code?: unknown }).code === 'SKEWGATE_ERR_CREDENTIALS') return err as Error;
-  if (parent.aborted) return new DiscoveryFetchError(`GET ${url}: aborted`, url, { aborted: true });
-  if (deadline.timedOut) return new DiscoveryFetchError(`GET ${url}: timed out after ${timeoutMs}ms`, url, { timeout: true });
+  if (parent.aborted) return new DiscoveryFetchError(`${method} ${url}: aborted`, url, { aborted: true });
+  if (deadline.timedOut) return new DiscoveryFetchError(`${method} ${url}: timed out after ${timeoutMs}ms`, url, { timeout: true });
   const { message, code } = rootCause(err);
   const tls = code !== undefined && TLS_CODE.test(code);
-  return new DiscoveryFetchError(`GET ${url}: ${tls ? 'TLS verification failed: ' : ''}${message}${code ? ` (${code})` : ''}`, url, {
+  return new DiscoveryFetchError(`${method} ${url}: ${tls ? 'TLS verification failed: ' : ''}${message}${code ? ` (${code})` : ''}`, url, {
     tls,
   });
 }
@@ -184,6 +192,39 @@ async function send(target: ServerTarget, path: string, opts: GetOptions, deadli
   if (authorization) headers.authorization = authorization;
   if (opts.ifNoneMatch) headers['if-none-match'] = opts.ifNoneMatch;
   return (target.fetchImpl ?? defaultFetch)(joinUrl(target.url, path), { method: 'GET', headers, signal: deadline.signal, dispatcher });
+}
+
+/**
+ * One JSON write (or read) whose answer the caller judges: any status comes back, 404 and 409
+ * included; only a failure to get an answer throws (DiscoveryFetchError).
+ */
+export async function sendJson(
+  target: ServerTarget,
+  method: FetchInit['method'],
+  path: string,
+  body: unknown,
+  signal: AbortSignal,
+): Promise<{ readonly status: number; readonly text: string }> {
+  const url = joinUrl(target.url, path);
+  const deadline = new DeadlineSignal(signal, target.timeoutMs);
+  try {
+    const { dispatcher, authorization } = await target.credentials.current();
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'skewgate-publisher' };
+    if (authorization) headers.authorization = authorization;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await (target.fetchImpl ?? defaultFetch)(url, {
+      method,
+      headers,
+      signal: deadline.signal,
+      dispatcher,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, text: await res.text() };
+  } catch (err) {
+    throw translate(err, url, deadline, signal, target.timeoutMs, method);
+  } finally {
+    deadline.dispose();
+  }
 }
 
 export interface TextResponse {

@@ -5,6 +5,7 @@
 import { isIP } from 'node:net';
 import type { MembershipSource } from '../config.js';
 import type { WatchChange } from './watch.js';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../kubernetes-service/publication.js';
 
 export const NODES_PATH = '/api/v1/nodes';
 export const KUBERNETES_SLICES_PATH = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
@@ -79,6 +80,8 @@ export function parseNode(o: unknown, settings: SourceSettings): Parsed {
 export function parseKubernetesSlice(o: unknown): Parsed {
   const meta = metadataName(o);
   if (meta === null) return null;
+  // The gateways' own slice (kubernetesService.publish) names gateways, not apiservers.
+  if (meta.labels[MANAGED_BY_LABEL] === MANAGED_BY) return { name: meta.name, candidates: [] };
   const slice = o as { addressType?: unknown; ports?: unknown; endpoints?: unknown };
   if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') return { name: meta.name, candidates: [] };
   const ports = Array.isArray(slice.ports) ? (slice.ports as { name?: unknown; port?: unknown }[]) : [];

@@ -325,6 +325,13 @@ export class DiscoveryService {
     };
   }
 
+  /** The members to send a request through, healthy ones first (the kubernetes Service publisher). */
+  targets(): readonly ServerTarget[] {
+    return [...this.watchCandidates()]
+      .sort((x, y) => (x.health === 'healthy' ? 0 : 1) - (y.health === 'healthy' ? 0 : 1))
+      .map((c) => c.target);
+  }
+
   /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy/xds-files.ts). */
   members(): readonly MemberEntry[] {
     return Object.freeze(
