@@ -62,7 +62,14 @@ t.test('RBAC: jane reads configmaps in default, nothing else', async (t) => {
       '/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings RoleBinding',
       '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
       '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
+      // skewgate's kubernetes Service publisher (kubernetesService.publish).
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles Role',
+      '/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings RoleBinding',
     ],
+  );
+  t.same(
+    objs.slice(-2).map((o) => (o.body['metadata'] as { name: string }).name),
+    ['skewgate:kubernetes-service', 'skewgate:kubernetes-service'],
   );
 });
 
