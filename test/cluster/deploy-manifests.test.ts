@@ -187,6 +187,14 @@ await t.test('a real kube-apiserver for the manifests', async (t) => {
   t.equal(del.code, 0, `the lab's own copies removed: ${del.stdout.trim()} ${del.stderr.trim()}`);
   const delLeases = await kubectl(['-n', 'kube-system', 'delete', 'rolebinding/skewgate:identity-leases', 'role/skewgate:identity-leases']);
   t.equal(delLeases.code, 0, `and the identity-lease Role: ${delLeases.stdout.trim()} ${delLeases.stderr.trim()}`);
+  const delService = await kubectl([
+    '-n',
+    'default',
+    'delete',
+    'rolebinding/skewgate:kubernetes-service',
+    'role/skewgate:kubernetes-service',
+  ]);
+  t.equal(delService.code, 0, `and the kubernetes Service publisher's Role: ${delService.stdout.trim()} ${delService.stderr.trim()}`);
 });
 
 await t.test('every manifest under deploy/ is accepted by kube-apiserver (kubectl create --dry-run=server)', async (t) => {
