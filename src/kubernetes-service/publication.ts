@@ -30,6 +30,17 @@ export interface GatewayLease {
   readonly durationMs: number;
 }
 
+/** A gateway's default name: the host name's first label, as a DNS label. */
+export function gatewayNameOf(host: string): string {
+  const label = (host.split('.')[0] ?? '')
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63)
+    .replace(/-+$/, '');
+  return label === '' ? 'gateway' : label;
+}
+
 export function gatewayLeaseName(gateway: string): string {
   return `skewgate-gateway-${gateway}`;
 }

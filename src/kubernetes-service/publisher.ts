@@ -17,6 +17,7 @@ import {
   ENDPOINTS_PATH,
   GATEWAY_LEASE_SELECTOR,
   gatewayLeaseName,
+  gatewayNameOf,
   gatewayLeaseObject,
   LEASES_PATH,
   parseAddress,
@@ -52,7 +53,7 @@ export class KubernetesServicePublisher {
   ) {
     const k = config.kubernetesService;
     if (!k.publish || k.address === undefined) throw new Error('KubernetesServicePublisher needs kubernetesService.publish and .address');
-    this.gateway = k.gatewayName ?? hostname().toLowerCase().split('.')[0]!;
+    this.gateway = k.gatewayName ?? gatewayNameOf(hostname());
     this.address = { ip: k.address, port: k.port ?? config.envoy.listen.port };
     this.durationMs = k.leaseDuration;
   }

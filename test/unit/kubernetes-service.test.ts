@@ -6,6 +6,7 @@ import {
   endpointSliceObject,
   endpointsObject,
   gatewayLeaseObject,
+  gatewayNameOf,
   parseAddress,
   parseGatewayLease,
   portGroup,
@@ -83,6 +84,11 @@ t.test('the gateway Lease round-trips; foreign Leases are not gateways', async (
     'a name, not an address',
   );
   t.same([parseAddress('10.0.0.1:0'), parseAddress('10.0.0.1:65536'), parseAddress('[::1]:443')], [null, null, { ip: '::1', port: 443 }]);
+  t.same(
+    ['CP-1.example.com', 'cp_1', '-x-', '', 'a'.repeat(70)].map(gatewayNameOf),
+    ['cp-1', 'cp-1', 'x', 'gateway', 'a'.repeat(63)],
+    'a host name becomes a DNS label',
+  );
 });
 
 t.test('the objects: one port, the Endpoints not mirrored, the slice marked as skewgate’s; comparison by addresses', async (t) => {
