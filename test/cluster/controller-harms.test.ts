@@ -22,7 +22,10 @@ const NS = 'gc-harm';
 /** Per kind, per arm: how many dependents hang off the owner. */
 const DEPENDENTS = { configmaps: 20, secrets: 10 } as const;
 /** How long the garbage collector runs with a live owner: it syncs its graph within seconds. */
-const LIVE_OWNER_MS = 30_000;
+const RUNS = ['skewgate', 'baseline-1', 'baseline-2', 'baseline-3'] as const;
+/** Controller-manager starts per arm over one live owner, and how long each runs. */
+const STARTS = 12;
+const START_MS = 6000;
 
 t.test('garbage collector: dependents of an owner only the new apiservers serve, through skewgate and through round robin', async (t) => {
   await withLoadLab('controller-harms', { connections: 8 }, async ({ parts: { versions: v }, lab, session, progress, runSeconds }) => {
@@ -79,20 +82,29 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
     const sum = (r: Record<string, number>): number => Object.values(r).reduce((a, b) => a + b, 0);
 
     const rows: string[][] = [];
-    const results: Record<string, { alive: Record<string, number>; collectedMs: number | null }> = {};
+    const results: Record<string, { alive: Record<string, number>; starts: number; collectedMs: number | null }> = {};
+    // Whether round robin harms depends on which apiserver answers the controller manager's
+    // discovery when it starts (the garbage collector judges an owner gone only for a type its
+    // discovery listed): each arm's controller manager is started up to STARTS times, 6 s each,
+    // over the same live owner; the baseline stops at the first start that shows the harm.
     for (const arm of ['skewgate', 'baseline'] as const) {
       const { owner } = await plant(arm);
       progress(
-        `${arm}: owner ${owner} and ${totalPlanted} dependents planted; starting kube-controller-manager v${v.kubeOld} through the ${arm} gateway`,
+        `${arm}: owner ${owner} and ${totalPlanted} dependents planted; kube-controller-manager v${v.kubeOld} through the ${arm} gateway`,
       );
       const name = `kcm-${arm}`;
-      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
-      await sleep(LIVE_OWNER_MS);
-      const alive = await survivors(arm);
-      progress(
-        `${arm}: after ${LIVE_OWNER_MS / 1000} s with the owner alive: ${JSON.stringify(alive)} of ${JSON.stringify(DEPENDENTS)} left`,
-      );
+      let alive = await survivors(arm);
+      let starts = 0;
+      while (starts < STARTS && (arm === 'skewgate' || sum(alive) === totalPlanted)) {
+        starts++;
+        await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
+        await sleep(START_MS);
+        await lab.stopControllerManager(name);
+        alive = await survivors(arm);
+      }
+      progress(`${arm}: after ${starts} starts with the owner alive: ${JSON.stringify(alive)} of ${JSON.stringify(DEPENDENTS)} left`);
       // The owner is deleted: the garbage collector must collect its dependents (it is not merely starved).
+      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
       const del = await direct.send('DELETE', `${kas3}${MAP_PATH}/${owner}`);
       if (del.status !== 200) throw new Error(`deleting the owner: ${del.status}`);
       const deletedAt = Date.now();
@@ -104,10 +116,11 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
         }
       }
       await lab.stopControllerManager(name);
-      results[arm] = { alive, collectedMs };
+      results[arm] = { alive, starts, collectedMs };
       rows.push([
         arm,
         String(totalPlanted),
+        String(starts),
         String(totalPlanted - sum(alive)),
         Object.entries(alive)
           .map(([k, n]) => `${k} ${((DEPENDENTS as Record<string, number>)[k] ?? 0) - n}`)
@@ -119,9 +132,19 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
     const md = [
       `### Garbage collector behind the gateway (test/cluster/controller-harms.test.ts)`,
       '',
-      `**Method.** etcd, kas-1 and kas-2 v${v.kubeOld}, kas-3 v${v.kubeNew} (the mixed phase of an upgrade). Per arm, one MutatingAdmissionPolicy (\`admissionregistration.k8s.io/v1\`, served by v${v.kubeNew} only) is created through kas-3, and ${DEPENDENTS.configmaps} ConfigMaps and ${DEPENDENTS.secrets} Secrets owned by it through kas-1; then a real kube-controller-manager v${v.kubeOld} (\`--controllers=garbage-collector-controller,namespace-controller\`, built from the Go module proxy like the apiservers) runs with the gateway's kubeconfig for ${LIVE_OWNER_MS / 1000} s with the owner alive, then the owner is deleted and the dependents must go. Arms run one after the other (two controller managers would act on the same objects). Counted straight from kas-1.`,
+      `**Method.** etcd, kas-1 and kas-2 v${v.kubeOld}, kas-3 v${v.kubeNew} (the mixed phase of an upgrade). Per arm, one MutatingAdmissionPolicy (\`admissionregistration.k8s.io/v1\`, served by v${v.kubeNew} only) is created through kas-3, and ${DEPENDENTS.configmaps} ConfigMaps and ${DEPENDENTS.secrets} Secrets owned by it through kas-1; then a real kube-controller-manager v${v.kubeOld} (\`--controllers=garbage-collector-controller,namespace-controller\`, built from the Go module proxy like the apiservers) is started with the gateway's kubeconfig up to ${STARTS} times, ${START_MS / 1000} s each, with the owner alive (whether round robin harms depends on which apiserver answers the controller's discovery at its start; the baseline stops at the first start that shows it, skewgate runs all ${STARTS}); then the owner is deleted and the dependents must go. Arms run one after the other (two controller managers would act on the same objects). Counted straight from kas-1.`,
       '',
-      render({ headers: ['arm', 'dependents', 'deleted while the owner lived', 'by kind', 'collected after the owner was deleted'], rows }),
+      render({
+        headers: [
+          'arm',
+          'dependents',
+          'controller-manager starts',
+          'deleted while the owner lived',
+          'by kind',
+          'collected after the owner was deleted',
+        ],
+        rows,
+      }),
       '',
       `Run time ${runSeconds().toFixed(0)} s.`,
     ].join('\n');
@@ -130,10 +153,10 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
 
     t.same(results.skewgate?.alive, DEPENDENTS, 'through skewgate: no dependent of a live owner deleted');
     t.ok(results.skewgate?.collectedMs !== null, 'through skewgate: the dependents are collected once the owner is deleted (the GC works)');
-    const baselineDeleted = totalPlanted - sum(results.baseline?.alive ?? {});
+    const b = results.baseline;
     t.ok(
-      baselineDeleted > 0,
-      `through round robin: ${baselineDeleted} of ${totalPlanted} dependents of a live owner deleted — the harm skewgate prevents`,
+      b !== undefined && sum(b.alive) < totalPlanted,
+      `through round robin: ${totalPlanted - sum(b?.alive ?? {})} of ${totalPlanted} dependents of a live owner deleted within ${b?.starts} starts — the harm skewgate prevents`,
     );
   });
 });
@@ -165,15 +188,19 @@ t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing 
     };
     const rows: string[][] = [];
     const left: Record<string, number> = {};
-    for (const arm of ['skewgate', 'baseline'] as const) {
-      const namespaces = Array.from({ length: NAMESPACES_PER_ARM }, (_, i) => `ns-${arm}-${i}`);
+    // As for the garbage collector, the baseline is tried up to three times (stopping at the first
+    // that shows the harm), and every try is listed.
+    for (const run of RUNS) {
+      if (run.startsWith('baseline') && Object.entries(left).some(([r, n]) => r.startsWith('baseline') && n > 0)) break;
+      const arm = run.startsWith('skewgate') ? 'skewgate' : 'baseline';
+      const namespaces = Array.from({ length: NAMESPACES_PER_ARM }, (_, i) => `ns-${run}-${i}`);
       for (const ns of namespaces) {
         await ensureNamespace(direct, kas1, ns);
         for (let j = 0; j < JOBS_PER_NAMESPACE; j++) {
           const job = {
             apiVersion: 'batch/v1',
             kind: 'Job',
-            metadata: { name: `job-${j}`, labels: { arm } },
+            metadata: { name: `job-${j}`, labels: { arm: run } },
             // No job controller runs: the Job never makes a Pod; it is only an object to be deleted.
             spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] } } },
           };
@@ -181,8 +208,8 @@ t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing 
           if (r.status !== 201) throw new Error(`creating job ${ns}/job-${j}: ${r.status} ${r.text.slice(0, 200)}`);
         }
       }
-      const planted = await jobsLeft(arm);
-      const name = `kcm-ns-${arm}`;
+      const planted = await jobsLeft(run);
+      const name = `kcm-ns-${run}`;
       await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
       await sleep(5000);
       for (const ns of namespaces) {
@@ -190,7 +217,7 @@ t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing 
         if (r.status !== 200 && r.status !== 202) throw new Error(`deleting namespace ${ns}: ${r.status}`);
       }
       progress(
-        `${arm}: ${planted} Jobs in ${namespaces.length} namespaces; namespaces deleted, the namespace controller runs through the ${arm} gateway`,
+        `${run}: ${planted} Jobs in ${namespaces.length} namespaces; namespaces deleted, the namespace controller runs through the ${arm} gateway`,
       );
       let gone = 0;
       for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
@@ -199,22 +226,26 @@ t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing 
         if (gone === namespaces.length) break;
       }
       await lab.stopControllerManager(name);
-      left[arm] = await jobsLeft(arm);
-      progress(`${arm}: ${gone}/${namespaces.length} namespaces gone; Jobs left in etcd: ${left[arm]} of ${planted}`);
-      rows.push([arm, String(planted), `${gone}/${namespaces.length}`, String(left[arm])]);
+      left[run] = await jobsLeft(run);
+      progress(`${run}: ${gone}/${namespaces.length} namespaces gone; Jobs left in etcd: ${left[run]} of ${planted}`);
+      rows.push([run, String(planted), `${gone}/${namespaces.length}`, String(left[run])]);
     }
     const md = [
       `### Namespace deletion behind the gateway (test/cluster/controller-harms.test.ts)`,
       '',
-      `**Method.** etcd and three kube-apiservers v${v.kubeNew}, kas-3 with \`--runtime-config=batch/v1=false\`. Per arm, ${NAMESPACES_PER_ARM} namespaces with ${JOBS_PER_NAMESPACE} Jobs each are created straight on kas-1; a real kube-controller-manager v${v.kubeOld} (garbage collector and namespace controllers) runs with the gateway's kubeconfig; the namespaces are deleted and the test waits up to 90 s for them to go. Jobs left are listed straight from kas-1 (which serves batch/v1): objects in etcd whose namespace is gone, to reappear if the name is reused.`,
+      `**Method.** etcd and three kube-apiservers v${v.kubeNew}, kas-3 with \`--runtime-config=batch/v1=false\`. Per try, ${NAMESPACES_PER_ARM} namespaces with ${JOBS_PER_NAMESPACE} Jobs each are created straight on kas-1; a real kube-controller-manager v${v.kubeOld} (garbage collector and namespace controllers) runs with the gateway's kubeconfig; the namespaces are deleted and the test waits up to 90 s for them to go. Jobs left are listed straight from kas-1 (which serves batch/v1): objects in etcd whose namespace is gone, to reappear if the name is reused. The baseline is tried up to three times, stopping at the first try that shows the harm.`,
       '',
-      render({ headers: ['arm', 'Jobs', 'namespaces finalised', 'Jobs left in etcd'], rows }),
+      render({ headers: ['try', 'Jobs', 'namespaces finalised', 'Jobs left in etcd'], rows }),
       '',
       `Run time ${runSeconds().toFixed(0)} s.`,
     ].join('\n');
     await writeClusterPart('controller-harms-namespaces', md);
     t.comment(md);
     t.equal(left.skewgate, 0, 'through skewgate: no Job left in etcd');
-    t.ok((left.baseline ?? 0) > 0, `through round robin: ${left.baseline} Jobs left in etcd — the harm skewgate prevents`);
+    const tries = Object.entries(left).filter(([r]) => r.startsWith('baseline'));
+    t.ok(
+      tries.some(([, n]) => n > 0),
+      `through round robin, Jobs left in etcd (${tries.map(([r, n]) => `${r}: ${n}`).join(', ')}) — the harm skewgate prevents`,
+    );
   });
 });
