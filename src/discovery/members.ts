@@ -93,11 +93,6 @@ export function desiredMembers(input: MembershipInput): readonly DesiredMember[]
   return Object.freeze(out);
 }
 
-/** Two specs reach the same apiserver the same way (a changed one needs a new client). */
-export function sameSpec(a: MemberSpec, b: MemberSpec): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
 /** A member known from an earlier run (name, URL, hostname), reached with the template. */
 export function knownMemberSpec(
   k: { readonly name: string; readonly url: string; readonly hostname?: string },

@@ -6,18 +6,15 @@
 // Fails, never skips, when a part (or root for `ip addr add`) is missing. Uses 10.213.0.1-2 (left
 // on lo afterwards: harmless, and the next run finds them there) and etcd ports 23798/23808.
 import t from 'tap';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Agent, request } from 'undici';
-import { Lab, freePort } from '../../harness/lab/lab.js';
+import { readFile } from 'node:fs/promises';
+import { freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
 import { KUBERNETES_SLICES_PATH, KUBERNETES_SLICES_SELECTOR } from '../../src/discovery/member-sources.js';
 import { learntName } from '../../src/discovery/members.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
+import { ownLab } from '../helpers/cluster-lab.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(6 * 60_000);
@@ -27,24 +24,7 @@ const SEED: ApiServerSpec = { name: 'kas-21', version: versions.kubeOld, ip: '10
 const JOINER: ApiServerSpec = { name: 'kas-22', version: versions.kubeNew, ip: '10.213.0.2', port: 6443, placement: 'alias' };
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-const dir = await mkdtemp(join(tmpdir(), 'skewgate-endpointslice-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23798, etcdPeerPort: 23808, log: (l) => t.comment(l) });
-const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8'), servername: 'kubernetes' } });
-t.teardown(async () => {
-  await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function get(url: string): Promise<{ status: number; reason: string | undefined; body: string }> {
-  const res = await request(url, {
-    dispatcher: agent,
-    headers: { authorization: `Bearer ${lab.pki.adminToken}` },
-    signal: AbortSignal.timeout(10_000),
-  });
-  const reason = res.headers[REASON_HEADER];
-  return { status: res.statusCode, reason: typeof reason === 'string' ? reason : undefined, body: await res.body.text() };
-}
+const { lab, get } = await ownLab(t, { name: 'endpointslice', etcdClientPort: 23798, etcdPeerPort: 23808, servername: 'kubernetes' });
 
 /** The addresses in the kubernetes EndpointSlices, as the apiservers wrote them. */
 async function sliceAddresses(): Promise<string[]> {

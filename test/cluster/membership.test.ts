@@ -5,18 +5,15 @@
 // missing. Uses 127.0.0.9-11 and etcd ports 23797/23807 (other labs: 127.0.0.1-8).
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Agent, request } from 'undici';
-import { Lab, freePort } from '../../harness/lab/lab.js';
+import { freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
 import { packageRoot } from '../../src/package-root.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
+import { ownLab } from '../helpers/cluster-lab.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -32,24 +29,7 @@ const STRANGER: ApiServerSpec = { name: 'kas-11', version: versions.kubeNew, ip:
 /** Served by KUBE_NEW only (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy went GA in 1.36). */
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-const dir = await mkdtemp(join(tmpdir(), 'skewgate-membership-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23797, etcdPeerPort: 23807, log: (l) => t.comment(l) });
-const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
-t.teardown(async () => {
-  await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function get(url: string): Promise<{ status: number; reason: string | undefined; body: string }> {
-  const res = await request(url, {
-    dispatcher: agent,
-    headers: { authorization: `Bearer ${lab.pki.adminToken}` },
-    signal: AbortSignal.timeout(10_000),
-  });
-  const reason = res.headers[REASON_HEADER];
-  return { status: res.statusCode, reason: typeof reason === 'string' ? reason : undefined, body: await res.body.text() };
-}
+const { lab, get } = await ownLab(t, { name: 'membership', etcdClientPort: 23797, etcdPeerPort: 23807 });
 
 /** The identity Lease names a member lists right now. */
 async function leaseNames(): Promise<string[]> {
