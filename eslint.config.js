@@ -18,6 +18,7 @@ const PURE = [
   'src/discovery/parse.ts',
   'src/discovery/merge.ts',
   'src/discovery/snapshot.ts',
+  'src/discovery/document-index.ts',
   'src/discovery/peer-discovery.ts',
   'src/discovery/types.ts',
   'src/discovery/freeze.ts',

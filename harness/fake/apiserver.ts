@@ -80,6 +80,7 @@ export class FakeApiServer {
   private readonly log: RecordedRequest[] = [];
   private ready = true;
   private fault: DiscoveryFault = 'none';
+  private openapiV3: Readonly<Record<string, string>> | 'missing' | 'error500' = {};
   private apisDocument: unknown = null;
 
   constructor(private readonly opts: FakeApiServerOptions) {
@@ -108,6 +109,13 @@ export class FakeApiServer {
   }
   setDiscoveryFault(fault: DiscoveryFault): void {
     this.fault = fault;
+  }
+  /**
+   * The OpenAPI v3 index to serve: document path → hash (default: none listed, which keeps
+   * kubectl's client-side validation from fetching any), or no index at all (404), or a 500.
+   */
+  setOpenApiV3Index(index: Readonly<Record<string, string>> | 'missing' | 'error500'): void {
+    this.openapiV3 = index;
   }
   /**
    * Serve this document as the aggregated `GET /apis` instead of the one built from the
@@ -202,7 +210,7 @@ export class FakeApiServer {
         .filter((s) => s !== '')
         .map((s) => decodeURIComponent(s));
       // Empty OpenAPI documents: enough for kubectl's client-side validation to pass everything.
-      if (path === '/openapi/v3') return json(res, 200, { paths: {} });
+      if (path === '/openapi/v3') return this.openapiIndex(req, res);
       if (path === '/openapi/v2') return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end();
       const [prefix] = segs;
       if (prefix !== 'api' && prefix !== 'apis') throw NO_RESOURCE();
@@ -274,6 +282,19 @@ export class FakeApiServer {
       'cache-control': 'public',
     });
     res.end(req.headers['if-none-match'] === etag ? undefined : body);
+  }
+
+  /** GET /openapi/v3 as kube-openapi serves it: the index, with an ETag and If-None-Match. */
+  private openapiIndex(req: IncomingMessage, res: ServerResponse): void {
+    const index = this.openapiV3;
+    if (index === 'missing') throw NO_RESOURCE();
+    if (index === 'error500') throw new FakeApiError(500, 'InternalError', 'fake OpenAPI failure');
+    const paths = Object.fromEntries(Object.entries(index).map(([p, hash]) => [p, { serverRelativeURL: `/openapi/v3/${p}?hash=${hash}` }]));
+    const body = JSON.stringify({ paths });
+    const etag = `"${createHash('sha512').update(body).digest('hex').toUpperCase()}"`;
+    const notModified = req.headers['if-none-match'] === etag;
+    res.writeHead(notModified ? 304 : 200, { 'content-type': 'application/json', etag });
+    res.end(notModified ? undefined : body);
   }
 
   private async resource(req: IncomingMessage, res: ServerResponse, segs: string[], query: URLSearchParams): Promise<void> {

@@ -18,6 +18,8 @@ import {
   parseApiGroupList,
   parseApiResourceList,
   parseApiVersions,
+  parseOpenApiV3Index,
+  sameOpenApiIndex,
   sameView,
 } from './parse.js';
 
@@ -320,6 +322,13 @@ interface RootDoc {
   readonly entry: CachedRoot | null;
 }
 
+const OPENAPI_V3_PATH = '/openapi/v3';
+
+/** The view with the server's OpenAPI v3 index beside it (none: the view as it is). */
+function withOpenApi(view: ServerView, openapi: ReadonlyMap<string, string> | undefined): ServerView {
+  return openapi === undefined ? view : Object.freeze({ ...view, openapiV3: openapi });
+}
+
 export interface DiscoveryClientOptions extends ServerTarget {
   /** Parallel group/version fetches on a legacy server. */
   readonly legacyConcurrency?: number;
@@ -332,23 +341,71 @@ export interface DiscoveryClientOptions extends ServerTarget {
 export class DiscoveryClient {
   private readonly cache = new Map<string, CachedRoot>();
   private last: { view: ServerView; api: string; apis: string } | null = null;
+  private openapi: { readonly etag: string | null; readonly index: ReadonlyMap<string, string> } | null = null;
+  private openapiError: string | null = null;
 
   constructor(private readonly opts: DiscoveryClientOptions) {}
 
   /** Fetches and parses discovery. Returns the previous object itself when nothing changed. */
   async fetchView(signal: AbortSignal): Promise<ServerView> {
-    const [api, apis] = await Promise.all([this.root('/api', signal), this.root('/apis', signal)]);
+    const [api, apis, openapi] = await Promise.all([this.root('/api', signal), this.root('/apis', signal), this.openapiIndex(signal)]);
     if (api.aggregated && apis.aggregated) {
       const last = this.last;
-      if (last && last.view.source === 'aggregated' && last.api === api.text && last.apis === apis.text) {
+      if (
+        last &&
+        last.view.source === 'aggregated' &&
+        last.api === api.text &&
+        last.apis === apis.text &&
+        sameOpenApiIndex(last.view.openapiV3, openapi)
+      ) {
         this.commit(api, apis);
         return last.view;
       }
       const view = parseAggregatedDiscovery(parseJson(api.text, '/api'), parseJson(apis.text, '/apis'));
       this.commit(api, apis);
-      return this.remember(view, api.text, apis.text);
+      return this.remember(withOpenApi(view, openapi), api.text, apis.text);
     }
-    return this.fetchLegacy(api, apis, signal);
+    return this.fetchLegacy(api, apis, openapi, signal);
+  }
+
+  /**
+   * Why the OpenAPI v3 index could not be read at the last round (null when it was, or when the
+   * server has none). Not a discovery failure: the view keeps the last good index.
+   */
+  openapiProblem(): string | null {
+    return this.openapiError;
+  }
+
+  /**
+   * GET /openapi/v3 with If-None-Match: the index whose hashes pin each OpenAPI document
+   * (routing/document-route.ts). A server without one (404) has none; any other failure keeps the
+   * last good index, so that OpenAPI trouble never blanks discovery.
+   */
+  private async openapiIndex(signal: AbortSignal): Promise<ReadonlyMap<string, string> | undefined> {
+    const cached = this.openapi;
+    try {
+      const res = await getText(this.opts, OPENAPI_V3_PATH, {
+        accept: 'application/json',
+        signal,
+        ...(cached?.etag ? { ifNoneMatch: cached.etag } : {}),
+      });
+      this.openapiError = null;
+      if (res.status === 304 && cached) return cached.index;
+      const index = parseOpenApiV3Index(parseJson(res.text, OPENAPI_V3_PATH));
+      // The very same map object while nothing changed: the view (and the snapshot's indexes) are reused.
+      const kept = cached && sameOpenApiIndex(cached.index, index) ? cached.index : index;
+      this.openapi = { etag: res.etag, index: kept };
+      return kept;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (err instanceof DiscoveryFetchError && err.status === 404) {
+        this.openapi = null;
+        this.openapiError = null;
+        return undefined;
+      }
+      this.openapiError = (err as Error).message;
+      return cached?.index;
+    }
   }
 
   /** GET /readyz → true on 200; any other answer or error → false. */
@@ -388,7 +445,12 @@ export class DiscoveryClient {
     }
   }
 
-  private async fetchLegacy(api: RootDoc, apis: RootDoc, signal: AbortSignal): Promise<ServerView> {
+  private async fetchLegacy(
+    api: RootDoc,
+    apis: RootDoc,
+    openapi: ReadonlyMap<string, string> | undefined,
+    signal: AbortSignal,
+  ): Promise<ServerView> {
     // A server answering one root aggregated and the other not is odd; ask that one for legacy JSON.
     const legacyText = async (doc: RootDoc, path: string): Promise<string> =>
       doc.aggregated ? (await getText(this.opts, path, { accept: 'application/json', signal })).text : doc.text;
@@ -427,6 +489,6 @@ export class DiscoveryClient {
       );
     }
     this.commit(api, apis);
-    return this.remember(legacyView(parts.filter((p): p is LegacyGroupVersion => p !== null)), api.text, apis.text);
+    return this.remember(withOpenApi(legacyView(parts.filter((p): p is LegacyGroupVersion => p !== null)), openapi), api.text, apis.text);
   }
 }

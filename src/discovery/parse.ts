@@ -323,12 +323,37 @@ export function sameCapability(a: ResourceCapability, b: ResourceCapability): bo
   return true;
 }
 
+/** The OpenAPI v3 index (GET /openapi/v3) → document path → the hash its serverRelativeURL names. */
+export function parseOpenApiV3Index(doc: unknown): ReadonlyMap<string, string> {
+  const r = new Reader('/openapi/v3');
+  const paths = r.object(r.object(doc, '').paths, 'paths');
+  const out = new Map<string, string>();
+  for (const [path, entry] of Object.entries(paths)) {
+    const field = `paths[${JSON.stringify(path)}]`;
+    const url = r.string(r.object(entry, field), 'serverRelativeURL', field, { nonEmpty: true });
+    const q = url.indexOf('?');
+    const hash = q < 0 ? '' : (new URLSearchParams(url.slice(q + 1)).get('hash') ?? '');
+    if (hash === '') r.fail(`${field}.serverRelativeURL`, 'has no hash= parameter');
+    out.set(path, hash);
+  }
+  return frozenMap(out);
+}
+
+/** Same OpenAPI v3 index: the same paths with the same hashes (both absent counts as the same). */
+export function sameOpenApiIndex(a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.size !== b.size) return false;
+  for (const [path, hash] of a) if (b.get(path) !== hash) return false;
+  return true;
+}
+
 /**
- * Same routing content (source, group/versions, resources and their capabilities). The kept
- * /apis document is not compared here; the client compares response bodies for that.
+ * Same routing content (source, group/versions, resources and their capabilities, the OpenAPI v3
+ * index). The kept /apis document is not compared here; the client compares response bodies for that.
  */
 export function sameView(a: ServerView, b: ServerView): boolean {
   if (a === b) return true;
+  if (!sameOpenApiIndex(a.openapiV3, b.openapiV3)) return false;
   if (a.source !== b.source || !sameSet(a.groupVersions, b.groupVersions) || a.resources.size !== b.resources.size) return false;
   for (const [key, cap] of a.resources) {
     const other = b.resources.get(key);

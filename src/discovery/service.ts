@@ -121,6 +121,8 @@ interface Poller {
   readonly first: Promise<void>;
   /** Requests of the round in progress, recorded by the client's fetch. */
   requests: DiscoveryRequestRecord[];
+  /** The OpenAPI v3 index problem last logged (null: readable). */
+  openapiProblem: string | null;
 }
 
 export class DiscoveryService {
@@ -248,6 +250,7 @@ export class DiscoveryService {
       firstDone,
       first,
       requests: [],
+      openapiProblem: null,
     };
     this.pollers.set(spec.name, poller);
     return poller;
@@ -419,6 +422,13 @@ export class DiscoveryService {
     );
     p.state = next;
     this.logTransition(prev, next);
+    const openapiProblem = p.client.openapiProblem();
+    if (openapiProblem !== p.openapiProblem) {
+      // Not a discovery failure: OpenAPI documents keep following the last good index.
+      if (openapiProblem) this.log.warn({ server: next.name, err: openapiProblem }, 'OpenAPI v3 index unreadable; keeping the last good one');
+      else this.log.info({ server: next.name }, 'OpenAPI v3 index readable again');
+      p.openapiProblem = openapiProblem;
+    }
     const admitted = p.role === 'probing' && this.admit(p);
     // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
     const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();

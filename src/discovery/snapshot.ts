@@ -1,7 +1,8 @@
 // Pure: merges every server's view into the immutable Snapshot that routing reads, the
-// peer-aggregated /apis document included.
+// peer-aggregated /apis document and the index of whole documents included.
 import type { ResourceCapability, ServerState, Snapshot } from './types.js';
 import { apiserverIdentity } from './apiserver-identity.js';
+import { buildDocumentIndex } from './document-index.js';
 import { frozenMap, frozenSet } from './freeze.js';
 import { NO_MEMBERSHIP, type Membership } from './identity-leases.js';
 import { peerDiscoveryOf } from './peer-discovery.js';
@@ -53,6 +54,7 @@ export function buildSnapshot(
       groupVersions: previous.groupVersions,
       peerDiscovery,
       membership,
+      documents: previous.documents,
     });
   }
   const resources = new Map<string, Map<string, ResourceCapability>>();
@@ -77,6 +79,7 @@ export function buildSnapshot(
     groupVersions: frozenMap([...groupVersions].map(([k, s]) => [k, frozenSet(s)] as const)),
     peerDiscovery,
     membership,
+    documents: buildDocumentIndex(states),
   });
 }
 

@@ -1,4 +1,5 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
+import type { DocumentIndex } from './document-index.js';
 import type { Membership } from './identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
@@ -21,6 +22,12 @@ export interface ServerView {
    * peer-aggregated merge. Absent for legacy servers.
    */
   readonly apisDocument?: unknown;
+  /**
+   * The server's OpenAPI v3 index (GET /openapi/v3): document path ("apis/apps/v1") → the hash its
+   * serverRelativeURL names (uppercase hex SHA-512 of the JSON document). Absent when the server
+   * serves none or it could not be read yet.
+   */
+  readonly openapiV3?: ReadonlyMap<string, string>;
 }
 
 /** Everything skewgate knows about one apiserver at one moment. */
@@ -67,6 +74,11 @@ export interface Snapshot {
    * Leases) that match no configured apiserver. While one lives, no absence is proven.
    */
   readonly membership: Membership;
+  /**
+   * Which server holds which discovery-like documents (legacy discovery, OpenAPI) whole: built
+   * with the snapshot from the views alone, so that routing a document is a lookup.
+   */
+  readonly documents: DocumentIndex;
 }
 
 /** The merged /apis document, as served at the edge. */

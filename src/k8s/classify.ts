@@ -44,15 +44,15 @@ export function classifyRequest(method: string, rawPath: string): RequestInfo {
   }
 
   const parts = splitPath(path);
-  if (parts.length < 3) return nonResource(m, path);
+  if (parts.length < 3) return nonResource(m, path, rawPath, q);
   const prefix = parts[0];
-  if (prefix !== 'api' && prefix !== 'apis') return nonResource(m, path);
+  if (prefix !== 'api' && prefix !== 'apis') return nonResource(m, path, rawPath, q);
 
   let i = 1;
   let group = '';
   if (prefix === 'apis') {
     // 'apis' needs group, version and at least one more segment
-    if (parts.length < 4) return nonResource(m, path);
+    if (parts.length < 4) return nonResource(m, path, rawPath, q);
     group = parts[1] ?? '';
     i = 2;
   }
@@ -110,8 +110,8 @@ export function classifyRequest(method: string, rawPath: string): RequestInfo {
   return info;
 }
 
-function nonResource(method: string, path: string): NonResourceRequest {
-  return { kind: 'non-resource', method, path, verb: lowerMethod(method) };
+function nonResource(method: string, path: string, rawPath: string, q: number): NonResourceRequest {
+  return { kind: 'non-resource', method, path, query: q < 0 ? '' : rawPath.slice(q + 1), verb: lowerMethod(method) };
 }
 
 function invalid(method: string, path: string, problem: string): InvalidRequest {

@@ -25,6 +25,8 @@ export interface NonResourceRequest {
   readonly kind: 'non-resource';
   readonly method: string;
   readonly path: string;
+  /** The raw query after '?' ('' without one): OpenAPI's `hash=` pins a document (routing/document-route.ts). */
+  readonly query: string;
   /** The lower-case HTTP method, as kube-apiserver records it for non-resource requests. */
   readonly verb: string;
 }

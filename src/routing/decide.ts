@@ -3,6 +3,7 @@
 // call it, so what explain prints is what the gateway does. An early-return ladder:
 //   1. a client certificate whose identity cannot be stated → rejected (401), before anything else
 //   2. GET /apis for the peer-aggregated document → the merge the snapshot carries
+//   2b. any other discovery-like document (legacy discovery, OpenAPI) → a server holding it whole
 //   3. by path: malformed → non-resource → resource (./resource-decision.ts)
 import { AUTHORIZATION_HEADER } from '../constants.js';
 import type { Snapshot } from '../discovery/types.js';
@@ -10,6 +11,7 @@ import type { IdentityResult } from '../identity/client-identity.js';
 import type { RequestInfo } from '../k8s/request-info.js';
 import type { DecideOptions, Decision } from './decision.js';
 import { decidePeerDiscovery, wantsPeerAggregatedApis } from './discovery-route.js';
+import { decideDocument, documentOf } from './document-route.js';
 import { decideByPath } from './resource-decision.js';
 
 export type { DecideOptions } from './decision.js';
@@ -37,6 +39,10 @@ export function decide(req: RoutingRequest, snap: Snapshot, opts: DecideOptions)
       staleAfterMs: opts.staleAfterMs,
       ifNoneMatch: req.headers.get('if-none-match'),
     });
+  }
+  if (req.info.kind === 'non-resource') {
+    const doc = documentOf(req.info, req.headers.get('accept') ?? '');
+    if (doc) return decideDocument(doc, snap, opts);
   }
   return decideByPath(req.info, snap, opts);
 }

@@ -32,10 +32,13 @@ export interface DefaultDecision extends Base {
  * not every apiserver is known to. unverified_candidate: no current view says so, and the views
  * that are current say their servers do not; the chosen server's view could not be refreshed
  * (it may just have come back as another version), so it is the only one that might.
+ * For a discovery-like document (routing/document-route.ts): complete_document, the chosen server's
+ * document holds the cluster's union; openapi_hash, its OpenAPI v3 index lists the hash asked for;
+ * no_complete_document, no ready server holds the union and the fullest answers.
  */
 export interface RoutedDecision extends Base {
   readonly outcome: 'routed';
-  readonly reason: 'served_by_subset' | 'unverified_candidate';
+  readonly reason: 'served_by_subset' | 'unverified_candidate' | 'complete_document' | 'openapi_hash' | 'no_complete_document';
   readonly upstream: string;
 }
 

@@ -197,6 +197,38 @@ t.test('timeouts, server errors and a caller abort', async (t) => {
   t.match(bad.message, /malformed discovery document \/apis?: not valid JSON/);
 });
 
+t.test('the OpenAPI v3 index rides along: a hash per document, revalidated by ETag, never fatal', async (t) => {
+  const c = client(t, tokenServer(agg, pki));
+  t.teardown(() => agg.setOpenApiV3Index({}));
+  agg.setOpenApiV3Index({ 'api/v1': 'AA', 'apis/apps/v1': 'BB' });
+  const v1 = await c.fetchView(signal);
+  t.same(
+    [...(v1.openapiV3 ?? [])],
+    [
+      ['api/v1', 'AA'],
+      ['apis/apps/v1', 'BB'],
+    ],
+  );
+  agg.clearRequests();
+  t.equal(await c.fetchView(signal), v1, 'unchanged: the very same view');
+  t.match(agg.requests.find((r) => r.path === '/openapi/v3')?.headers['if-none-match'], /^"[0-9A-F]{128}"$/, 'revalidated');
+
+  agg.setOpenApiV3Index({ 'api/v1': 'CC', 'apis/apps/v1': 'BB' });
+  const v3 = await c.fetchView(signal);
+  t.not(v3, v1, 'a new hash is a new view');
+  t.equal(v3.openapiV3?.get('api/v1'), 'CC');
+  t.ok(v3.resources.has('apps/v1/deployments'), 'with its discovery');
+
+  agg.setOpenApiV3Index('error500');
+  t.equal(await c.fetchView(signal), v3, 'a failing index keeps the last good one, and the view');
+  t.match(c.openapiProblem(), /\/openapi\/v3: HTTP 500/);
+
+  agg.setOpenApiV3Index('missing');
+  const v5 = await c.fetchView(signal);
+  t.equal(v5.openapiV3, undefined, 'a server without an index has none');
+  t.equal(c.openapiProblem(), null);
+});
+
 t.test('a missing token file is a clear credentials error', async (t) => {
   const c = client(t, tokenServer(agg, pki, { credentials: { tokenFile: '/nonexistent/skewgate/token' } }));
   const err = await failure(c.fetchView(signal));

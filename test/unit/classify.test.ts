@@ -48,6 +48,7 @@ function non(method: string, raw: string, path?: string): [string, string, NonRe
       kind: 'non-resource',
       method: method.toUpperCase(),
       path: path ?? rawPathOnly(raw),
+      query: raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : '',
       verb: method.toLowerCase(),
     },
   ];

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { buildDocumentIndex } from '../../src/discovery/document-index.js';
 import { NO_MEMBERSHIP, type Membership } from '../../src/discovery/identity-leases.js';
 import { decide, type DecideOptions, type RoutingRequest } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
@@ -64,6 +65,7 @@ function snapshot(servers: ServerState[]): Snapshot {
     groupVersions,
     peerDiscovery: { ok: false, reason: 'not_synced', detail: 'not under test' },
     membership: NO_MEMBERSHIP,
+    documents: buildDocumentIndex(servers),
   };
 }
 
@@ -119,7 +121,7 @@ const rows: Row[] = [
   },
   {
     name: 'non-resource passes through',
-    info: { kind: 'non-resource', method: 'GET', path: '/healthz', verb: 'get' },
+    info: { kind: 'non-resource', method: 'GET', path: '/healthz', query: '', verb: 'get' },
     servers: mixed(),
     want: { outcome: 'passthrough', reason: 'non_resource' },
   },
@@ -334,7 +336,7 @@ function withMerged(servers: ServerState[]): Snapshot {
   return { ...snapshot(servers), peerDiscovery: { ok: true, document: MERGED } };
 }
 const AGGREGATED = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
-const apisInfo: RequestInfo = { kind: 'non-resource', method: 'GET', path: '/apis', verb: 'get' };
+const apisInfo: RequestInfo = { kind: 'non-resource', method: 'GET', path: '/apis', query: '', verb: 'get' };
 
 t.test('the ladder: an unstated client identity is refused before any other rung', async (t) => {
   const unstated = { kind: 'unstated', problem: 'no CN' } as const;
@@ -388,8 +390,8 @@ t.test('the ladder: GET /apis with the aggregated Accept is the merged document,
   });
   t.match(
     decide({ info: apisInfo, headers: new Map(Object.entries(token)), identity: { kind: 'none' } }, snap, opts()),
-    { outcome: 'passthrough', reason: 'non_resource' },
-    'no aggregated Accept: by path',
+    { outcome: 'default', reason: 'served_by_all' },
+    'no aggregated Accept: the legacy APIGroupList, the same groups everywhere',
   );
   t.match(
     decide(

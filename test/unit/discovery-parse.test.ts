@@ -9,6 +9,8 @@ import {
   parseApiGroupList,
   parseApiResourceList,
   parseApiVersions,
+  parseOpenApiV3Index,
+  sameOpenApiIndex,
   sameView,
 } from '../../src/discovery/parse.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
@@ -374,4 +376,33 @@ t.test('sameView and diffViews', async (t) => {
   t.notOk(sameView(a, changed));
   t.same(diffViews(a, changed).changed, ['apps/v1/deployments']);
   t.same(diffViews(null, a).added.length, a.resources.size, 'first view: everything added');
+});
+
+t.test('the OpenAPI v3 index: each document path with its hash; a malformed one names the field', async (t) => {
+  const index = parseOpenApiV3Index({
+    paths: {
+      'api/v1': { serverRelativeURL: '/openapi/v3/api/v1?hash=79E2EA' },
+      'apis/apps/v1': { serverRelativeURL: '/openapi/v3/apis/apps/v1?x=1&hash=B6B6' },
+    },
+  });
+  t.same(
+    [...index],
+    [
+      ['api/v1', '79E2EA'],
+      ['apis/apps/v1', 'B6B6'],
+    ],
+  );
+  t.throws(() => (index as Map<string, string>).set('x', 'y'), /immutable/);
+  t.ok(sameOpenApiIndex(index, new Map(index)), 'same paths, same hashes');
+  t.notOk(sameOpenApiIndex(index, new Map([['api/v1', '79E2EA']])));
+  t.notOk(sameOpenApiIndex(index, undefined));
+  t.ok(sameOpenApiIndex(undefined, undefined));
+  const bad: [unknown, RegExp][] = [
+    [[], /\/openapi\/v3: expected an object/],
+    [{}, /\/openapi\/v3 at paths: expected an object/],
+    [{ paths: { 'api/v1': 'x' } }, /at paths\["api\/v1"\]: expected an object/],
+    [{ paths: { 'api/v1': { serverRelativeURL: 5 } } }, /paths\["api\/v1"\]\.serverRelativeURL: expected a string/],
+    [{ paths: { 'api/v1': { serverRelativeURL: '/openapi/v3/api/v1' } } }, /serverRelativeURL: has no hash= parameter/],
+  ];
+  for (const [doc, want] of bad) t.throws(() => parseOpenApiV3Index(doc), want, JSON.stringify(doc));
 });

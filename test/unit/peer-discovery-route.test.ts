@@ -287,15 +287,16 @@ t.test('the router: only GET /apis with the aggregated v2 JSON Accept (no nopeer
     'passthrough/non_resource',
     "nopeer: one apiserver's own document",
   );
-  t.equal(route('GET', '/apis', { accept: 'application/json' }), 'passthrough/non_resource', 'legacy APIGroupList');
-  t.equal(route('GET', '/apis', { accept: PB }), 'passthrough/non_resource', 'protobuf: not built at the edge');
-  t.equal(route('GET', '/apis', {}), 'passthrough/non_resource', 'no Accept');
+  // The others are one apiserver's own document: one that lists every group (document-route.test.ts).
+  t.equal(route('GET', '/apis', { accept: 'application/json' }), 'routed/complete_document', 'legacy APIGroupList');
+  t.equal(route('GET', '/apis', { accept: PB }), 'routed/complete_document', 'protobuf: not built at the edge');
+  t.equal(route('GET', '/apis', {}), 'routed/complete_document', 'no Accept');
   t.equal(route('HEAD', '/apis', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource');
   t.equal(route('POST', '/apis', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource');
-  t.equal(route('GET', '/apis/', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource', '/apis/ is the legacy handler');
-  t.equal(route('GET', '/api', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource', '/api is never merged');
-  t.equal(route('GET', '/apis/apps', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource');
-  t.equal(route('GET', '/apis/apps/v1', { accept: MEDIA_AGGREGATED_V2 }), 'passthrough/non_resource');
+  t.equal(route('GET', '/apis/', { accept: MEDIA_AGGREGATED_V2 }), 'routed/complete_document', '/apis/ is the legacy handler');
+  t.equal(route('GET', '/api', { accept: MEDIA_AGGREGATED_V2 }), 'default/served_by_all', '/api is never merged: the same core everywhere');
+  t.equal(route('GET', '/apis/apps', { accept: MEDIA_AGGREGATED_V2 }), 'default/served_by_all', 'the same everywhere');
+  t.equal(route('GET', '/apis/apps/v1', { accept: MEDIA_AGGREGATED_V2 }), 'default/served_by_all');
   t.equal(
     route('GET', '/apis/apps/v1/deployments', { accept: MEDIA_AGGREGATED_V2 }),
     'default/served_by_all',
@@ -355,7 +356,7 @@ t.test('the router and client certificates: a stated one counts as a credential,
 t.test('the ImmediateResponse', async (t) => {
   const snap = snapOf(state('a', OLD), state('b', NEW));
   const d = decidePeerDiscovery(snap, true, opts) as DiscoveryDecision;
-  const info = { kind: 'non-resource' as const, method: 'GET', path: '/apis', verb: 'get' };
+  const info = { kind: 'non-resource' as const, method: 'GET', path: '/apis', query: '', verb: 'get' };
   const headersOf = (r: ReturnType<typeof responseFor>): Record<string, string> => {
     const im = 'immediate_response' in r ? r.immediate_response : undefined;
     return Object.fromEntries(

@@ -133,7 +133,7 @@ t.test('client certificates: the outcome for the identity and the fingerprint, n
 });
 
 t.test('every outcome: outcome and reason; ERROR only for unavailable; no upstream unless routed', async (t) => {
-  const nonResource: NonResourceRequest = { kind: 'non-resource', method: 'GET', path: '/healthz', verb: 'get' };
+  const nonResource: NonResourceRequest = { kind: 'non-resource', method: 'GET', path: '/healthz', query: '', verb: 'get' };
   const invalid: InvalidRequest = { kind: 'invalid', method: 'GET', path: '/api/v1/%zz', problem: 'invalid percent-encoding' };
   const cases: { decision: Decision; info?: Parameters<typeof resultOf>[1]; status: SpanStatusCode; extra?: Record<string, unknown> }[] = [
     { decision: { outcome: 'default', reason: 'served_by_all', candidates: ['apiserver-a', 'apiserver-c'] }, status: SpanStatusCode.UNSET },
