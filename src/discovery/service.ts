@@ -425,7 +425,8 @@ export class DiscoveryService {
     const openapiProblem = p.client.openapiProblem();
     if (openapiProblem !== p.openapiProblem) {
       // Not a discovery failure: OpenAPI documents keep following the last good index.
-      if (openapiProblem) this.log.warn({ server: next.name, err: openapiProblem }, 'OpenAPI v3 index unreadable; keeping the last good one');
+      if (openapiProblem)
+        this.log.warn({ server: next.name, err: openapiProblem }, 'OpenAPI v3 index unreadable; keeping the last good one');
       else this.log.info({ server: next.name }, 'OpenAPI v3 index readable again');
       p.openapiProblem = openapiProblem;
     }
