@@ -9,6 +9,7 @@ import { packageRoot } from '../src/package-root.js';
 import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../src/discovery/merge.js';
 import { deepFreezeJson } from '../src/discovery/freeze.js';
 import { parseAggregatedDiscovery } from '../src/discovery/parse.js';
+import { buildDocumentIndex } from '../src/discovery/document-index.js';
 import { buildSnapshot } from '../src/discovery/snapshot.js';
 import type { ServerState, Snapshot } from '../src/discovery/types.js';
 import { responseFor } from '../src/extproc/responses.js';
@@ -121,6 +122,7 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
   };
 
   const mergeRows: string[][] = [];
+  const indexRows: string[][] = [];
   const targets: Section['targets'][number][] = [];
   let realDocs: ServerDocument[] = [];
   for (const set of sets) {
@@ -143,6 +145,10 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
       3,
     );
     if (set.docs === labDocs) realDocs = one;
+    // The index of whole documents (legacy discovery, OpenAPI) is built in the same change.
+    const states = snapshotOf(set.docs, now).servers;
+    const index = timeMs(() => buildDocumentIndex(states).scopes.size, set.runs, 3);
+    indexRows.push([set.label, String(resources), `${fmt(index.med)} ms`, `${fmt(index.p99)} ms`]);
     mergeRows.push([
       set.label,
       `${(bytes / 1024).toFixed(0)} KiB`,
@@ -194,6 +200,7 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
     1000,
     300,
   );
+  const legacyDocument = timeNs(() => router.route('GET', '/apis/apps/v1', resourceHeaders).decision.candidates.length, 1000, 300);
   const resource = timeNs(
     () => router.route('GET', '/apis/apps/v1/namespaces/default/deployments', resourceHeaders).decision.candidates.length,
     1000,
@@ -246,11 +253,22 @@ export function benchDiscovery(progress: (msg: string) => void): Section {
         rows: mergeRows,
       },
       {
+        caption:
+          'In the same change, the index of whole documents that routes legacy discovery and OpenAPI (`buildDocumentIndex`: every scope, which server holds which):',
+        headers: ['Servers', 'resources', 'median', 'p99'],
+        rows: indexRows,
+      },
+      {
         caption: 'Per request (batch time / 1,000; median and p99 over batches):',
         headers: ['Call', 'median', 'p99'],
         rows: [
           ['route() + responseFor(): GET /apis → 200 with the cached body', us(served.med), us(served.p99)],
           ['route() + responseFor(): GET /apis, If-None-Match → 304', us(notModified.med), us(notModified.p99)],
+          [
+            'route(): GET /apis/apps/v1, a legacy discovery document (which apiserver holds it whole)',
+            us(legacyDocument.med),
+            us(legacyDocument.p99),
+          ],
           ['route(): a resource request, for comparison', us(resource.med), us(resource.p99)],
           ['buildSnapshot on a poll with unchanged views (each discovery poll: the merge is reused)', us(samePoll.med), us(samePoll.p99)],
         ],
