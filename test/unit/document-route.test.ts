@@ -9,6 +9,7 @@ import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
 import { documentOf } from '../../src/routing/document-route.js';
+import { readyState } from '../helpers/server-states.js';
 
 const NOW = 1_000_000;
 const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
@@ -37,18 +38,7 @@ function view(resources: Res[], openapi?: Record<string, string>, extraGvs: stri
   return { source: 'aggregated', resources: map, groupVersions: gvs, ...(openapi ? { openapiV3: new Map(Object.entries(openapi)) } : {}) };
 }
 
-function server(name: string, v: ServerView | null, over: Partial<ServerState> = {}): ServerState {
-  return {
-    name,
-    url: `https://${name}`,
-    view: v,
-    lastSuccessAt: v ? NOW - 100 : null,
-    consecutiveFailures: 0,
-    lastError: null,
-    ready: true,
-    ...over,
-  };
-}
+const server = (name: string, v: ServerView | null, over: Partial<ServerState> = {}): ServerState => readyState(name, v, NOW, over);
 
 const OLD: Res[] = [
   { gvr: '/v1/pods', sub: { status: ['get', 'patch'], log: ['get'] } },

@@ -11,6 +11,7 @@ import { negotiateApis, parseAccept } from '../../src/routing/discovery-accept.j
 import { decidePeerDiscovery } from '../../src/routing/discovery-route.js';
 import type { DiscoveryDecision } from '../../src/routing/decision.js';
 import { createRouter } from '../../src/routing/router.js';
+import { readyState } from '../helpers/server-states.js';
 import { responseFor } from '../../src/extproc/responses.js';
 
 const PB = 'application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
@@ -135,18 +136,7 @@ const NEW = view(['apps', 'deployments'], ['batch', 'jobs'], ['admissionregistra
 const LEGACY = legacyView([{ group: 'apps', version: 'v1', resources: new Map() }]);
 
 const NOW = 1_000_000;
-function state(name: string, v: ServerView | null, extra: Partial<ServerState> = {}): ServerState {
-  return {
-    name,
-    url: `https://${name}`,
-    view: v,
-    lastSuccessAt: v ? NOW - 100 : null,
-    consecutiveFailures: 0,
-    lastError: null,
-    ready: true,
-    ...extra,
-  };
-}
+const state = (name: string, v: ServerView | null, extra: Partial<ServerState> = {}): ServerState => readyState(name, v, NOW, extra);
 const snapOf = (...servers: ServerState[]): Snapshot => buildSnapshot(servers, 1);
 const opts = { now: NOW, staleAfterMs: 3000 };
 
