@@ -5,7 +5,7 @@
 // (docs/design.md, "Discovery-like documents"). Built from the views alone, with the snapshot.
 import { frozenMap, frozenSet } from './freeze.js';
 import { sameOpenApiIndex } from './parse.js';
-import { gvKey, type ServerState } from './types.js';
+import { gvKey, type ResourceCapability, type ServerState, type ServerView } from './types.js';
 
 /** Every group/version and every resource, verb and subresource: /openapi/v2, the OpenAPI v3 index, /apis in any aggregated form. */
 export const SCOPE_ALL = 'all';
@@ -47,75 +47,149 @@ export const EMPTY_DOCUMENT_INDEX: DocumentIndex = Object.freeze({
   openapiIdentical: true,
 });
 
-function add(content: Map<string, Set<string>>, scope: string, item: string): void {
-  let items = content.get(scope);
-  if (!items) content.set(scope, (items = new Set()));
-  items.add(item);
+/** One server's view, by group/version: what the comparisons walk. */
+interface ByGroupVersion {
+  /** gvKey → resource → capability (a group/version with no resources maps to an empty map). */
+  readonly gvs: ReadonlyMap<string, ReadonlyMap<string, ResourceCapability>>;
+  /** group → its versions. */
+  readonly groups: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-/** One server's content, scope by scope. An item is a string that differs where documents differ. */
-function contentOf(s: ServerState): Map<string, Set<string>> {
-  const content = new Map<string, Set<string>>();
-  const view = s.view;
-  if (!view) return content;
+function splitGv(gv: string): [string, string] {
+  const slash = gv.lastIndexOf('/');
+  return [gv.slice(0, slash), gv.slice(slash + 1)];
+}
+
+function byGroupVersion(view: ServerView): ByGroupVersion {
+  const gvs = new Map<string, Map<string, ResourceCapability>>();
+  const groups = new Map<string, Set<string>>();
   for (const gv of view.groupVersions) {
-    const slash = gv.lastIndexOf('/');
-    const group = gv.slice(0, slash);
-    const version = gv.slice(slash + 1);
-    add(content, SCOPE_ALL, gv);
-    add(content, SCOPE_GROUPS, gv);
-    add(content, groupScope(group), version);
-    // A group/version with no resources still has its (empty) APIResourceList.
-    add(content, groupVersionScope(group, version), '');
+    gvs.set(gv, new Map());
+    const [group, version] = splitGv(gv);
+    let versions = groups.get(group);
+    if (!versions) groups.set(group, (versions = new Set()));
+    versions.add(version);
   }
   for (const [key, cap] of view.resources) {
     // key is group/version/resource; the resource holds no '/'.
     const cut = key.lastIndexOf('/');
     const gv = key.slice(0, cut);
-    const slash = gv.lastIndexOf('/');
-    const scope = groupVersionScope(gv.slice(0, slash), gv.slice(slash + 1));
-    const resource = key.slice(cut + 1);
-    const items = [resource, ...[...cap.verbs].map((v) => `${resource} ${v}`)];
-    for (const [sub, verbs] of cap.subresources) {
-      items.push(`${resource}/${sub}`, ...[...verbs].map((v) => `${resource}/${sub} ${v}`));
-    }
-    for (const item of items) {
-      add(content, scope, item);
-      add(content, SCOPE_ALL, `${gv} ${item}`);
-    }
+    let resources = gvs.get(gv);
+    if (!resources) gvs.set(gv, (resources = new Map()));
+    resources.set(key.slice(cut + 1), cap);
   }
-  return content;
+  return { gvs, groups };
 }
 
-function holdsAll(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  if (a.size < b.size) return false;
-  for (const item of b) if (!a.has(item)) return false;
+function superset(a: ReadonlySet<string> | undefined, b: ReadonlySet<string>): boolean {
+  if (a === undefined || a.size < b.size) return false;
+  for (const v of b) if (!a.has(v)) return false;
   return true;
+}
+
+/** A lists every resource of B in the group/version, each with every verb and subresource B lists. */
+function holdsGroupVersion(a: ByGroupVersion, b: ByGroupVersion, gv: string): boolean {
+  const mine = a.gvs.get(gv);
+  const theirs = b.gvs.get(gv);
+  if (theirs === undefined) return true;
+  if (mine === undefined || mine.size < theirs.size) return false;
+  for (const [resource, capB] of theirs) {
+    const capA = mine.get(resource);
+    if (capA === undefined || !superset(capA.verbs, capB.verbs)) return false;
+    for (const [sub, verbs] of capB.subresources) if (!superset(capA.subresources.get(sub), verbs)) return false;
+  }
+  return true;
+}
+
+/** How many items a group/version's document lists: the group/version, each resource, verb and subresource. */
+function groupVersionItems(resources: ReadonlyMap<string, ResourceCapability>): number {
+  let n = 1;
+  for (const cap of resources.values()) {
+    n += 1 + cap.verbs.size;
+    for (const verbs of cap.subresources.values()) n += 1 + verbs.size;
+  }
+  return n;
 }
 
 /** Builds the index over every server that has a view, ready or not (routing picks among the ready ones). */
 export function buildDocumentIndex(servers: readonly ServerState[]): DocumentIndex {
   const withView = servers.filter((s) => s.view !== null);
-  const contents = new Map(withView.map((s) => [s.name, contentOf(s)] as const));
-  const scopeKeys = new Set<string>();
-  for (const c of contents.values()) for (const k of c.keys()) scopeKeys.add(k);
-  const none: ReadonlySet<string> = new Set();
-
+  const views = withView.map((s) => [s.name, byGroupVersion(s.view as ServerView)] as const);
   const scopes = new Map<string, ScopeCoverage>();
-  for (const key of scopeKeys) {
+  /** One scope: who serves it, who holds whom, how many items each lists. */
+  const compare = (
+    key: string,
+    serves: (v: ByGroupVersion) => boolean,
+    holds: (a: ByGroupVersion, b: ByGroupVersion) => boolean,
+    items: (v: ByGroupVersion) => number,
+  ): void => {
     const serving: string[] = [];
     const covers = new Map<string, ReadonlySet<string>>();
-    const items = new Map<string, number>();
-    for (const [a, ca] of contents) {
-      const mine = ca.get(key) ?? none;
-      if (mine.size > 0) serving.push(a);
-      items.set(a, mine.size);
-      const held: string[] = [];
-      for (const [b, cb] of contents) if (holdsAll(mine, cb.get(key) ?? none)) held.push(b);
-      covers.set(a, frozenSet(held));
+    const counts = new Map<string, number>();
+    for (const [a, va] of views) {
+      if (serves(va)) serving.push(a);
+      counts.set(a, items(va));
+      covers.set(a, frozenSet(views.filter(([, vb]) => va === vb || holds(va, vb)).map(([b]) => b)));
     }
-    scopes.set(key, Object.freeze({ serving: frozenSet(serving), covers: frozenMap(covers), items: frozenMap(items) }));
+    scopes.set(key, Object.freeze({ serving: frozenSet(serving), covers: frozenMap(covers), items: frozenMap(counts) }));
+  };
+
+  const allGvs = new Set<string>();
+  const allGroups = new Set<string>();
+  for (const [, v] of views) {
+    for (const gv of v.gvs.keys()) allGvs.add(gv);
+    for (const g of v.groups.keys()) allGroups.add(g);
   }
+  // Per group/version, computed once: the whole-cluster scope is their conjunction.
+  const gvHolds = new Map<string, Map<ByGroupVersion, Set<ByGroupVersion>>>();
+  const gvItems = new Map<ByGroupVersion, number>();
+  for (const gv of allGvs) {
+    const held = new Map<ByGroupVersion, Set<ByGroupVersion>>();
+    for (const [, va] of views) held.set(va, new Set(views.filter(([, vb]) => holdsGroupVersion(va, vb, gv)).map(([, vb]) => vb)));
+    gvHolds.set(gv, held);
+    const [group, version] = splitGv(gv);
+    compare(
+      groupVersionScope(group, version),
+      (v) => v.gvs.has(gv),
+      (a, b) => held.get(a)?.has(b) === true,
+      (v) => {
+        const resources = v.gvs.get(gv);
+        return resources ? groupVersionItems(resources) : 0;
+      },
+    );
+  }
+  for (const [, v] of views) {
+    let n = 0;
+    for (const resources of v.gvs.values()) n += groupVersionItems(resources);
+    gvItems.set(v, n);
+  }
+  for (const group of allGroups) {
+    compare(
+      groupScope(group),
+      (v) => v.groups.has(group),
+      (a, b) => {
+        const theirs = b.groups.get(group);
+        return theirs === undefined || superset(a.groups.get(group), theirs);
+      },
+      (v) => v.groups.get(group)?.size ?? 0,
+    );
+  }
+  const holdsGvs = (a: ByGroupVersion, b: ByGroupVersion): boolean => {
+    for (const gv of b.gvs.keys()) if (!a.gvs.has(gv)) return false;
+    return true;
+  };
+  compare(
+    SCOPE_GROUPS,
+    (v) => v.gvs.size > 0,
+    holdsGvs,
+    (v) => v.gvs.size,
+  );
+  compare(
+    SCOPE_ALL,
+    (v) => v.gvs.size > 0,
+    (a, b) => holdsGvs(a, b) && [...b.gvs.keys()].every((gv) => gvHolds.get(gv)?.get(a)?.has(b) === true),
+    (v) => gvItems.get(v) ?? 0,
+  );
 
   const openapi = new Map<string, Map<string, Set<string>>>();
   for (const s of withView) {
