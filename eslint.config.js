@@ -38,6 +38,7 @@ const PURE = [
   // The Envoy bootstrap renderer: config in, JSON out (paths rewritten, never read).
   'src/envoy/bootstrap.ts',
   'src/envoy/listener.ts',
+  'src/envoy/health-listener.ts',
   'src/envoy/routes.ts',
   'src/envoy/clusters.ts',
   'src/envoy/tracing.ts',

@@ -30,7 +30,7 @@ export interface Skewgate {
   /** null when telemetry is off: no OpenTelemetry SDK is loaded then. */
   readonly telemetry: Telemetry | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
-  start(): Promise<{ port?: number }>;
+  start(): Promise<{ port?: number; peerPort?: number }>;
   /**
    * Swaps in a new config (or reads one when it runs) if every change can be made at run time;
    * otherwise the running config stays. Reloads asked for during one run once more after it.
@@ -144,10 +144,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await live.start();
       // Envoy follows the members from here on (it started from the files as they were).
       await followMembers(config);
-      const bound = await server.start(config.extproc.listen);
+      const bound = await server.start(config.extproc.listen, config.extproc.peer);
       publisher?.start();
       logger.info(
-        { listen: config.extproc.listen, port: bound.port, apiservers: config.apiservers.map((s) => s.name) },
+        {
+          listen: config.extproc.listen,
+          port: bound.port,
+          ...(config.extproc.peer ? { peerListen: config.extproc.peer.listen, peerPort: bound.peerPort } : {}),
+          apiservers: config.apiservers.map((s) => s.name),
+        },
         'skewgate serving ext_proc',
       );
       return bound;

@@ -212,6 +212,20 @@ const schema = z
         failureMode: z.enum(['open', 'closed']).default('open'),
         /** How long graceful shutdown waits for open streams before closing them. */
         shutdownGrace: duration.default(5000),
+        /**
+         * A second listener for the other control-plane nodes' Envoys, which fall back on this
+         * skewgate while their own is down (envoy.extprocPeers): mutual TLS, the client
+         * certificate verified against clientCaFile. The files are re-read as they change.
+         */
+        peer: z
+          .object({
+            listen: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:[\]]+):\d{1,5}$/, 'must be host:port (TCP: other nodes connect to it)'),
+            certFile: path,
+            keyFile: path,
+            clientCaFile: path,
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000 }),
@@ -274,6 +288,33 @@ const schema = z
          * (src/envoy/tls-check.ts).
          */
         upstreamClientCert: z.object({ certFile: path, keyFile: path }).strict().optional(),
+        /**
+         * The other control-plane nodes' skewgates (their extproc.peer listeners): Envoy's ext_proc
+         * cluster tries them only while the local skewgate is not healthy (priority 1), over mutual
+         * TLS: this node's client certificate, their serving certificates verified against caFile
+         * (and serverName, when given).
+         */
+        extprocPeers: z
+          .object({
+            endpoints: z
+              .array(z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:[\]]+):\d{1,5}$/, 'must be host:port'))
+              .min(1, 'name at least one other skewgate'),
+            certFile: path,
+            keyFile: path,
+            caFile: path,
+            serverName: z.string().min(1).optional(),
+          })
+          .strict()
+          .optional(),
+        /**
+         * A plain-HTTP health listener for the load balancer in front of the gateways: GET /ready
+         * answers 200 only while Envoy can reach a ready apiserver and, with client certificates
+         * (or failureMode closed), a healthy skewgate (local or peer); 503 otherwise.
+         */
+        health: z
+          .object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6444) })
+          .strict()
+          .optional(),
       })
       .strict()
       .refine((e) => e.tls.clientCaFile === undefined || e.upstreamClientCert !== undefined, {
@@ -436,6 +477,12 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
         c.extproc.listen.startsWith('unix:') && !c.extproc.listen.startsWith('unix:/')
           ? `unix:${abs(c.extproc.listen.slice(5))}`
           : c.extproc.listen,
+      peer: c.extproc.peer && {
+        ...c.extproc.peer,
+        certFile: abs(c.extproc.peer.certFile),
+        keyFile: abs(c.extproc.peer.keyFile),
+        clientCaFile: abs(c.extproc.peer.clientCaFile),
+      },
     },
     envoy: {
       ...c.envoy,
@@ -444,6 +491,12 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
       upstreamClientCert: c.envoy.upstreamClientCert && {
         certFile: abs(c.envoy.upstreamClientCert.certFile),
         keyFile: abs(c.envoy.upstreamClientCert.keyFile),
+      },
+      extprocPeers: c.envoy.extprocPeers && {
+        ...c.envoy.extprocPeers,
+        certFile: abs(c.envoy.extprocPeers.certFile),
+        keyFile: abs(c.envoy.extprocPeers.keyFile),
+        caFile: abs(c.envoy.extprocPeers.caFile),
       },
     },
     telemetry: {

@@ -56,6 +56,9 @@ export const DISCOVERY_ACCEPT = `${MEDIA_AGGREGATED_V2_NOPEER},${MEDIA_AGGREGATE
 /** The gRPC service name Envoy health-checks and that grpc.health.v1 reports on. */
 export const EXTPROC_SERVICE_NAME = 'envoy.service.ext_proc.v3.ExternalProcessor';
 
+/** The path of the gateway's health listener (envoy.health) that load balancers probe. */
+export const HEALTH_PATH = '/ready';
+
 /** Exit codes of the CLI. */
 export const EXIT_OK = 0;
 export const EXIT_PROBLEMS = 1;

@@ -25,6 +25,12 @@ export async function runValidate(configFile: string): Promise<number> {
     readable('envoy.tls.clientCaFile', config.envoy.tls.clientCaFile);
     readable('envoy.upstreamClientCert.certFile', config.envoy.upstreamClientCert?.certFile);
     readable('envoy.upstreamClientCert.keyFile', config.envoy.upstreamClientCert?.keyFile);
+    readable('envoy.extprocPeers.certFile', config.envoy.extprocPeers?.certFile);
+    readable('envoy.extprocPeers.keyFile', config.envoy.extprocPeers?.keyFile);
+    readable('envoy.extprocPeers.caFile', config.envoy.extprocPeers?.caFile);
+    readable('extproc.peer.certFile', config.extproc.peer?.certFile);
+    readable('extproc.peer.keyFile', config.extproc.peer?.keyFile);
+    readable('extproc.peer.clientCaFile', config.extproc.peer?.clientCaFile);
     const rows = snapshot.servers.map((s) => {
       const ok = s.view !== null && s.consecutiveFailures === 0;
       if (!ok) problems.push(`${s.name} (${s.url}): ${s.lastError ?? 'no discovery'}`);

@@ -6,6 +6,7 @@
 import type { Config } from '../config.js';
 import { apiserverClusters, extprocCluster, HIGH_LIMIT } from './clusters.js';
 import { renderPath, type JsonObject } from './json.js';
+import { healthListener } from './health-listener.js';
 import { listener } from './listener.js';
 import { envoyTracing, otelCluster } from './tracing.js';
 import { upstreamOf } from './upstreams.js';
@@ -16,6 +17,7 @@ export { BootstrapError, duration, renderPath, type Json, type JsonObject } from
 export { ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES, ENVOY_SANITIZED_REQUEST_HEADERS, EXTPROC_FILTER, LISTENER_NAME } from './listener.js';
 export { IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON } from './routes.js';
 export { envoyTracing, OTEL_CLUSTER } from './tracing.js';
+export { HEALTH_LISTENER } from './health-listener.js';
 
 /** Runtime guard (off by default in Envoy 1.34–1.40) for half-closing, not resetting, ext_proc streams. */
 export const EXTPROC_GRACEFUL_CLOSE = 'envoy.reloadable_features.ext_proc_graceful_grpc_close';
@@ -37,7 +39,7 @@ export function renderBootstrap(config: Config, options: RenderOptions = {}): Js
       address: { socket_address: { address: config.envoy.admin.address, port_value: config.envoy.admin.port } },
     },
     static_resources: {
-      listeners: [listener(config, upstreams, file)],
+      listeners: [listener(config, upstreams, file), ...[healthListener(config)].filter((l) => l !== null)],
       clusters: [
         // With filesystem xDS the apiserver clusters live in cds.json (xds.ts), so members can change.
         ...(config.envoy.xds ? [] : apiserverClusters(config, upstreams, file)),

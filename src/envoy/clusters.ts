@@ -185,20 +185,61 @@ function extprocAddress(listen: string, file: PathFn): JsonObject {
   return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
 }
 
+/** Endpoint metadata that picks a peer skewgate's transport socket (mutual TLS). */
+const PEER_MATCH = { skewgate: 'peer' } as const;
+
+function hostPort(endpoint: string): JsonObject {
+  const m = /^\[?(.*?)\]?:(\d+)$/.exec(endpoint);
+  if (!m) throw new BootstrapError(`envoy.extprocPeers endpoint "${endpoint}" is not host:port`);
+  return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
+}
+
+/** Envoy's side of the peer channel: its client certificate, the peers' CA (and name), HTTP/2 by ALPN. */
+function peerTls(peers: NonNullable<Config['envoy']['extprocPeers']>, file: PathFn): JsonObject {
+  return {
+    name: 'envoy.transport_sockets.tls',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+      ...(peers.serverName ? { sni: peers.serverName } : {}),
+      common_tls_context: {
+        alpn_protocols: ['h2'],
+        tls_certificates: [{ certificate_chain: { filename: file(peers.certFile) }, private_key: { filename: file(peers.keyFile) } }],
+        validation_context: {
+          trusted_ca: { filename: file(peers.caFile) },
+          ...(peers.serverName ? { match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: peers.serverName } }] } : {}),
+        },
+      },
+    },
+  };
+}
+
 /**
- * skewgate itself, gRPC over HTTP/2. Its gRPC health (grpc.health.v1, service
- * EXTPROC_SERVICE_NAME) gates use: with panic threshold 0, a NOT_SERVING or absent skewgate
- * is skipped at once (fail open: plain balancing; fail closed: status_on_error) instead of
- * every request paying for a failed stream.
+ * skewgate itself, gRPC over HTTP/2: the local one (priority 0) and, with envoy.extprocPeers,
+ * the other nodes' (priority 1, mutual TLS), used only while the local one is not healthy. Its
+ * gRPC health (grpc.health.v1, service EXTPROC_SERVICE_NAME) gates use: with panic threshold 0,
+ * a NOT_SERVING or absent skewgate is skipped at once (fail open: plain balancing; fail closed:
+ * status_on_error) instead of every request paying for a failed stream. A skewgate that refuses
+ * a connection is ejected at the first failure (outlier detection on local-origin errors), so
+ * that a killed one is left before the next health check notices.
  */
 export function extprocCluster(config: Config, file: PathFn): JsonObject {
+  const peers = config.envoy.extprocPeers;
+  const local = { priority: 0, lb_endpoints: [{ endpoint: { address: extprocAddress(config.extproc.listen, file) } }] };
+  const remote = peers && {
+    priority: 1,
+    lb_endpoints: peers.endpoints.map((e) => ({
+      endpoint: { address: hostPort(e) },
+      metadata: { filter_metadata: { 'envoy.transport_socket_match': PEER_MATCH } },
+    })),
+  };
   return {
     name: EXTPROC_CLUSTER,
     type: 'STATIC',
-    // A local process or socket: either it answers at once or it is not there.
-    connect_timeout: '0.25s',
+    // The local one is a process or socket on this machine: it answers at once or is not there.
+    connect_timeout: peers ? '0.5s' : '0.25s',
     lb_policy: 'ROUND_ROBIN',
-    load_assignment: { cluster_name: EXTPROC_CLUSTER, endpoints: [{ lb_endpoints: [{ endpoint: { address: extprocAddress(config.extproc.listen, file) } }] }] },
+    load_assignment: { cluster_name: EXTPROC_CLUSTER, endpoints: remote ? [local, remote] : [local] },
+    ...(peers ? { transport_socket_matches: [{ name: 'peer', match: PEER_MATCH, transport_socket: peerTls(peers, file) }] } : {}),
     typed_extension_protocol_options: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
@@ -207,6 +248,19 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
     },
     circuit_breakers: circuitBreakers(),
     common_lb_config: { healthy_panic_threshold: { value: 0 } },
+    outlier_detection: {
+      split_external_local_origin_errors: true,
+      consecutive_local_origin_failure: 1,
+      enforcing_consecutive_local_origin_failure: 100,
+      // gRPC errors are answers, not a dead skewgate: only connection failures eject.
+      enforcing_consecutive_5xx: 0,
+      enforcing_consecutive_gateway_failure: 0,
+      enforcing_success_rate: 0,
+      enforcing_local_origin_success_rate: 0,
+      interval: '1s',
+      base_ejection_time: '2s',
+      max_ejection_percent: 100,
+    },
     health_checks: [healthCheck(config, { grpc_health_check: { service_name: EXTPROC_SERVICE_NAME } })],
   };
 }

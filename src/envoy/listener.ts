@@ -166,12 +166,31 @@ function sanitiserFilter(envoyXfcc: boolean): JsonObject {
   };
 }
 
+const EXTPROC_RETRY: JsonObject = {
+  retry_on: 'connect-failure,refused-stream,reset-before-request',
+  num_retries: 2,
+  retry_back_off: { base_interval: '0.005s', max_interval: '0.025s' },
+  retry_host_predicate: [
+    {
+      name: 'envoy.retry_host_predicates.previous_hosts',
+      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate' },
+    },
+  ],
+  host_selection_retry_max_attempts: 3,
+};
+
 function extprocFilter(config: Config): JsonObject {
   return {
     name: EXTPROC_FILTER,
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-      grpc_service: { envoy_grpc: { cluster_name: EXTPROC_CLUSTER } },
+      grpc_service: {
+        envoy_grpc: { cluster_name: EXTPROC_CLUSTER },
+        // With peers: a stream that could not even open (a killed skewgate refusing connections,
+        // before the ejection lands) is tried once more on another skewgate. Nothing was processed,
+        // so this is never a second decision for one request.
+        ...(config.envoy.extprocPeers ? { retry_policy: EXTPROC_RETRY } : {}),
+      },
       // open: skewgate unreachable means plain balancing over all apiservers (docs/design.md, invariant 4).
       failure_mode_allow: config.extproc.failureMode === 'open',
       // One round trip per request, headers only; the stream closes right after the answer.

@@ -1,7 +1,8 @@
 // The gRPC server: ext_proc Process plus grpc.health.v1, on TCP or a unix socket, with a
 // graceful, idempotent close.
-import { lstat, unlink } from 'node:fs/promises';
+import { lstat, readFile, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -28,9 +29,23 @@ export interface CloseOptions {
   readonly drainMs?: number;
 }
 
+/** The listener for other nodes' Envoys: mutual TLS, files re-read every refreshMs. */
+export interface PeerListen {
+  readonly listen: string;
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** Client certificates must chain to this bundle. */
+  readonly clientCaFile: string;
+  /** How often the three files are re-read (a rotated certificate is served from then on). Default 10 s. */
+  readonly refreshMs?: number;
+}
+
 export interface ExtProcServer {
-  /** `listen` is "host:port" (port 0 picks one) or "unix:/path". Resolves with the TCP port. */
-  start(listen: string): Promise<{ port?: number }>;
+  /**
+   * `listen` is "host:port" (port 0 picks one) or "unix:/path"; `peer` adds the mutual-TLS
+   * listener. Resolves with the TCP ports.
+   */
+  start(listen: string, peer?: PeerListen): Promise<{ port?: number; peerPort?: number }>;
   /**
    * Health goes NOT_SERVING, then the server stops accepting and lets open streams finish; what
    * is still open after graceMs is cut. Idempotent: every call returns the same promise.
@@ -82,6 +97,40 @@ async function clearStaleSocket(path: string): Promise<void> {
   await unlink(path).catch(() => undefined);
 }
 
+/**
+ * Mutual TLS for the peer listener, from files grpc-js re-reads every refreshMs (a certificate
+ * renewed in place is served without a restart). Read once here first, so that a missing or
+ * malformed file is a clear error at start rather than a listener that fails every handshake.
+ */
+async function peerServerCredentials(peer: PeerListen): Promise<grpc.ServerCredentials> {
+  const read = async (what: string, file: string): Promise<Buffer> => {
+    try {
+      return await readFile(file);
+    } catch (err) {
+      throw new Error(`extproc.peer.${what}: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  const [cert, key, ca] = await Promise.all([
+    read('certFile', peer.certFile),
+    read('keyFile', peer.keyFile),
+    read('clientCaFile', peer.clientCaFile),
+  ]);
+  try {
+    createSecureContext({ cert, key, ca });
+  } catch (err) {
+    throw new Error(`extproc.peer: the certificate, key or client CA is not usable: ${(err as Error).message}`, { cause: err });
+  }
+  const files = new grpc.experimental.FileWatcherCertificateProvider({
+    certificateFile: peer.certFile,
+    privateKeyFile: peer.keyFile,
+    caCertificateFile: peer.clientCaFile,
+    refreshIntervalMs: peer.refreshMs ?? PEER_REFRESH_MS,
+  });
+  return grpc.experimental.createCertificateProviderServerCredentials(files, files, true);
+}
+
+const PEER_REFRESH_MS = 10_000;
+
 export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const { router, logger } = opts;
   const observer = opts.observer ?? createLogObserver(logger);
@@ -93,15 +142,21 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
 
   let binding: Promise<unknown> | undefined;
   let closing: Promise<void> | undefined;
-  async function bind(listen: string): Promise<{ port?: number }> {
-    const socketPath = unixSocketPath(listen);
-    if (socketPath !== null) await clearStaleSocket(socketPath);
-    const port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) =>
+  const bindOne = (listen: string, credentials: grpc.ServerCredentials): Promise<number> =>
+    new Promise<number>((resolve, reject) => {
+      server.bindAsync(listen, credentials, (err, p) =>
         err ? reject(new Error(`cannot listen on ${listen}: ${err.message}`, { cause: err })) : resolve(p),
       );
     });
-    return socketPath === null ? { port } : {};
+
+  async function bind(listen: string, peer: PeerListen | undefined): Promise<{ port?: number; peerPort?: number }> {
+    const socketPath = unixSocketPath(listen);
+    if (socketPath !== null) await clearStaleSocket(socketPath);
+    // The peer material first: a bad file fails start() before anything listens.
+    const peerCredentials = peer && (await peerServerCredentials(peer));
+    const port = await bindOne(listen, grpc.ServerCredentials.createInsecure());
+    const peerPort = peer && peerCredentials ? await bindOne(peer.listen, peerCredentials) : undefined;
+    return { ...(socketPath === null ? { port } : {}), ...(peerPort === undefined ? {} : { peerPort }) };
   }
 
   async function shutdown(graceMs: number, drainMs: number): Promise<void> {
@@ -127,10 +182,10 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   }
 
   return {
-    start(listen) {
+    start(listen, peer) {
       if (closing) return Promise.reject(new Error('ext_proc server is closed'));
       if (binding) return Promise.reject(new Error('ext_proc server already started'));
-      const bound = bind(listen);
+      const bound = bind(listen, peer);
       binding = bound;
       // A failed bind leaves the server unstarted, so start may be tried again.
       bound.catch(() => {
