@@ -107,6 +107,10 @@ export interface TestConfigOptions {
   readonly healthCheckIntervalMs?: number;
   /** Filesystem xDS in this folder (envoy.xds.directory). */
   readonly xdsDir?: string;
+  /** Other nodes' skewgates behind the local one (envoy.extprocPeers, the fake PKI's files). */
+  readonly extprocPeers?: readonly string[];
+  /** The gateway health listener on this port (envoy.health). */
+  readonly healthPort?: number;
 }
 
 /** A validated skewgate Config over the fake PKI: apiservers use its server cert, Envoy its gateway cert. */
@@ -126,6 +130,18 @@ export function testConfig(pki: Pki, o: TestConfigOptions): Config {
             : {}),
         ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
         ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
+        ...(o.extprocPeers === undefined
+          ? {}
+          : {
+              extprocPeers: {
+                endpoints: o.extprocPeers,
+                certFile: pki.clientCertFile,
+                keyFile: pki.clientKeyFile,
+                caFile: pki.caFile,
+                serverName: 'localhost',
+              },
+            }),
+        ...(o.healthPort === undefined ? {} : { health: { address: '127.0.0.1', port: o.healthPort } }),
       },
     },
     join(pki.dir, 'skewgate.yaml'),

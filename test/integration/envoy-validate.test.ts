@@ -61,6 +61,16 @@ const variants = [
     clientCa: true,
     host: '127.0.0.1',
   },
+  {
+    name: 'peer skewgates behind the local one (mutual TLS, retry on another), the health listener',
+    extprocListen: `unix:${join(scratch.dir, 'z.sock')}`,
+    failureMode: 'open',
+    clientCert: false,
+    clientCa: true,
+    host: '127.0.0.1',
+    extprocPeers: ['10.0.0.2:9444', '[fd00::3]:9444'],
+    healthPort: 6444,
+  },
 ] as const;
 
 for (const v of variants) {
@@ -75,6 +85,7 @@ for (const v of variants) {
       failureMode: v.failureMode,
       clientCert: v.clientCert,
       clientCa: 'clientCa' in v && v.clientCa,
+      ...('extprocPeers' in v ? { extprocPeers: v.extprocPeers, healthPort: v.healthPort } : {}),
     });
     const res = await validateBootstrap(renderBootstrapYaml(cfg));
     t.ok(res.ok, `valid:\n${res.output}`);

@@ -196,3 +196,39 @@ t.test(
     t.ok(Object.isFrozen(ok.membership.template));
   },
 );
+
+t.test('the peer channel and the health listener: resolved paths, TCP only, every problem at once', async (t) => {
+  const c = parseConfig(
+    {
+      ...minimal,
+      extproc: { peer: { listen: '0.0.0.0:9444', certFile: 'peer/server.crt', keyFile: 'peer/server.key', clientCaFile: 'peer/ca.crt' } },
+      envoy: {
+        ...minimal.envoy,
+        extprocPeers: {
+          endpoints: ['10.0.0.2:9444', '[fd00::3]:9444'],
+          certFile: 'peer/client.crt',
+          keyFile: 'peer/client.key',
+          caFile: 'peer/ca.crt',
+        },
+        health: {},
+      },
+    },
+    'test.yaml',
+    '/base',
+  );
+  t.equal(c.extproc.peer?.clientCaFile, '/base/peer/ca.crt');
+  t.equal(c.envoy.extprocPeers?.keyFile, '/base/peer/client.key');
+  t.same(c.envoy.health, { address: '0.0.0.0', port: 6444 }, 'the health listener defaults');
+  t.equal(parseConfig(minimal, 't', '/b').envoy.health, undefined, 'off unless asked for');
+  const got = problems({
+    ...minimal,
+    extproc: { peer: { listen: 'unix:/run/peer.sock', certFile: 'a', keyFile: 'b' } },
+    envoy: { ...minimal.envoy, extprocPeers: { endpoints: [], certFile: 'c', keyFile: 'd', caFile: 'e' }, health: { port: 70000 } },
+  });
+  t.same(
+    got.map((p) => p.path).sort(),
+    ['envoy.extprocPeers.endpoints', 'envoy.health.port', 'extproc.peer.clientCaFile', 'extproc.peer.listen'],
+    JSON.stringify(got),
+  );
+  t.match(got.find((p) => p.path === 'extproc.peer.listen')?.message, /host:port \(TCP/);
+});

@@ -6,6 +6,7 @@ import {
   CLIENT_CERT_HEADER,
   EXTPROC_SERVICE_NAME,
   HEALTH_CHECK_USER,
+  HEALTH_PATH,
   IDENTITY_UNSTATED_REASON,
   REASON_HEADER,
   REMOTE_USER_HEADER,
@@ -18,6 +19,7 @@ import {
   duration,
   EXTPROC_GRACEFUL_CLOSE,
   FRONT_PROXY_SUFFIX,
+  HEALTH_LISTENER,
   IDENTITY_BACKSTOP_ROUTE,
   READ_NUM_RETRIES,
   READ_RETRY_ON,
@@ -30,6 +32,10 @@ import { packageRoot } from '../../src/package-root.js';
 
 interface Opts {
   failureMode?: 'open' | 'closed';
+  /** envoy.extprocPeers endpoints. */
+  peers?: string[];
+  /** envoy.health port. */
+  health?: number;
   extproc?: string;
   clientCert?: boolean;
   /** envoy.tls.clientCaFile (implies the front-proxy upstreamClientCert). */
@@ -53,6 +59,18 @@ function config(o: Opts = {}): Config {
         tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key', ...(o.clientCa === true ? { clientCaFile: 'pki/client-ca.crt' } : {}) },
         healthCheck: { interval: '3s', timeout: '1s', unhealthyThreshold: 3, healthyThreshold: 2 },
         ...(o.clientCert === true || o.clientCa === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
+        ...(o.peers
+          ? {
+              extprocPeers: {
+                endpoints: o.peers,
+                certFile: 'pki/peer.crt',
+                keyFile: 'pki/peer.key',
+                caFile: 'pki/peer-ca.crt',
+                serverName: 'skewgate-peer',
+              },
+            }
+          : {}),
+        ...(o.health === undefined ? {} : { health: { port: o.health } }),
       },
     },
     '/srv/sg/skewgate.yaml',
@@ -552,4 +570,66 @@ t.test('the example config renders machine-independent', async (t) => {
 t.test('ext_proc streams are half-closed, not reset (Node HTTP/2 rapid-reset protection)', async (t) => {
   const layer = obj(at(renderBootstrap(config()), 'layered_runtime.layers.0.static_layer'));
   t.equal(layer[EXTPROC_GRACEFUL_CLOSE], true);
+});
+
+t.test('peer skewgates: priority 1 behind the local one, mutual TLS by endpoint metadata, ejected on a refused connection', async (t) => {
+  const b = renderBootstrap(config({ clientCa: true, peers: ['10.0.0.2:9444', '[fd00::3]:9444'] }));
+  const c = cluster(b, 'skewgate-extproc');
+  const eps = arr(at(c, 'load_assignment.endpoints')).map((e) => obj(e));
+  t.same(
+    eps.map((e) => e.priority),
+    [0, 1],
+    'the local skewgate first, the peers only while it is not healthy',
+  );
+  t.same(at(eps[1], 'lb_endpoints.1.endpoint.address'), { socket_address: { address: 'fd00::3', port_value: 9444 } });
+  t.same(at(eps[1], 'lb_endpoints.0.metadata.filter_metadata'), { 'envoy.transport_socket_match': { skewgate: 'peer' } });
+  t.equal(at(eps[0], 'lb_endpoints.0.metadata'), undefined, 'the local one: no match, plaintext on the machine');
+  const tls = obj(at(c, 'transport_socket_matches.0.transport_socket.typed_config'));
+  t.equal(at(tls, 'sni'), 'skewgate-peer');
+  t.same(at(tls, 'common_tls_context.alpn_protocols'), ['h2']);
+  t.same(at(tls, 'common_tls_context.tls_certificates.0.certificate_chain'), { filename: '/srv/sg/pki/peer.crt' });
+  t.same(at(tls, 'common_tls_context.validation_context.trusted_ca'), { filename: '/srv/sg/pki/peer-ca.crt' });
+  t.same(at(tls, 'common_tls_context.validation_context.match_typed_subject_alt_names'), [
+    { san_type: 'DNS', matcher: { exact: 'skewgate-peer' } },
+  ]);
+  t.equal(c.transport_socket, undefined, 'no default transport socket: the local endpoint stays plaintext');
+  t.equal(at(c, 'outlier_detection.consecutive_local_origin_failure'), 1);
+  t.equal(at(c, 'outlier_detection.enforcing_consecutive_5xx'), 0, 'a gRPC error is an answer, not a dead skewgate');
+  t.equal(at(c, 'common_lb_config.healthy_panic_threshold.value'), 0);
+  const retry = obj(at(extproc(b), 'grpc_service.retry_policy'));
+  t.equal(retry.retry_on, 'connect-failure,refused-stream,reset-before-request', 'only a stream that never opened');
+  t.equal(at(retry, 'retry_host_predicate.0.name'), 'envoy.retry_host_predicates.previous_hosts', 'on another skewgate');
+  t.equal(at(extproc(renderBootstrap(config())), 'grpc_service.retry_policy'), undefined, 'no peers, no retry');
+  t.same(
+    arr(at(cluster(renderBootstrap(config()), 'skewgate-extproc'), 'load_assignment.endpoints')).length,
+    1,
+    'without peers, one priority',
+  );
+});
+
+t.test('the health listener: /ready answered by Envoy from the pool and, where needed, the processors', async (t) => {
+  const listeners = (b: unknown): Obj[] => arr(at(b, 'static_resources.listeners')).map((l) => obj(l));
+  t.equal(listeners(renderBootstrap(config())).length, 1, 'off unless configured');
+  const check = (o: Opts): Obj => {
+    const l = listeners(renderBootstrap(config(o))).find((x) => x.name === HEALTH_LISTENER);
+    if (!l) throw new Error('no health listener');
+    const f = arr(at(l, 'filter_chains.0.filters.0.typed_config.http_filters')).map((x) => obj(x));
+    t.equal(f[0]?.name, 'envoy.filters.http.health_check');
+    t.same(at(l, 'address.socket_address'), { address: '0.0.0.0', port_value: 6444 });
+    return obj(f[0]?.typed_config);
+  };
+  const tokens = check({ health: 6444 });
+  t.equal(tokens.pass_through_mode, false, 'Envoy answers it itself');
+  t.same(tokens.headers, [{ name: ':path', string_match: { exact: HEALTH_PATH } }]);
+  t.same(tokens.cluster_min_healthy_percentages, { default: { value: 1 } }, 'tokens only, failing open: a ready apiserver is enough');
+  t.same(
+    check({ health: 6444, clientCa: true }).cluster_min_healthy_percentages,
+    { default: { value: 1 }, 'skewgate-extproc': { value: 1 } },
+    'client certificates: a healthy skewgate too (local or peer)',
+  );
+  t.same(
+    check({ health: 6444, failureMode: 'closed' }).cluster_min_healthy_percentages,
+    { default: { value: 1 }, 'skewgate-extproc': { value: 1 } },
+    'failing closed: a healthy skewgate too',
+  );
 });
