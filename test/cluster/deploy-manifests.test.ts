@@ -381,7 +381,13 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   t.ok(socket.length < 100, 'the socket path fits in sun_path');
   // The node's /var/lib/skewgate/xds (hostPath): kept across the "reboot" below.
   const xdsDir = join(dir, 'xds');
-  const [gatewayPort, adminPort, metricsPort, otlpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [gatewayPort, adminPort, metricsPort, otlpPort, healthPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const original = parseYaml(await readFile(STATIC_CONFIG, 'utf8')) as Obj;
   const paths = new Map<string, string>([
     ['/etc/kubernetes/pki/ca.crt', lab.pki.caFile],
@@ -403,6 +409,8 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   const envoySection = obj(mapped.envoy);
   obj(envoySection.listen).port = gatewayPort;
   obj(envoySection.admin).port = adminPort;
+  obj(envoySection.health).port = healthPort;
+  const healthReady = async (): Promise<number> => (await get(`http://127.0.0.1:${healthPort}/ready`)).status;
   const left = strings(mapped).filter(
     (s) => s.includes('/etc/') || s.includes('/run/') || s.includes('/var/') || /\b10\.0\.0\.\d/.test(s) || s.includes('0.0.0.0'),
   );
@@ -521,6 +529,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
       : `skewgate-extproc healthy ${ext ?? '?'}, default_front-proxy ${pool ?? '?'} of 3 (${await logTail(envoy.log, 5)})`;
   });
   t.pass('Envoy: /ready, the three apiservers and skewgate healthy');
+  t.equal(await healthReady(), 200, 'the health listener: GET /ready 200 (a ready apiserver, a healthy skewgate)');
   await probePasses(t, depReady, 'skewgate SERVING, Envoy /ready');
 
   const gateway = `https://127.0.0.1:${gatewayPort}`;
@@ -574,6 +583,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   // Draining a node (runbook): /ready goes 503, the pod's readiness with it; and back.
   t.equal((await get(`${admin}/healthcheck/fail`, { method: 'POST' })).status, 200, 'POST /healthcheck/fail');
   t.equal((await get(`${admin}/ready`)).status, 503, '/ready 503: the load balancer takes the node out');
+  t.equal(await healthReady(), 503, 'the health listener (port of envoy.health) says 503 too');
   await probeFails(t, depReady, 'Envoy /ready 503');
   await probePasses(t, liveness, 'skewgate is fine; a drained Envoy restarts nothing');
   await probePasses(t, readiness, "the static pod's Envoy container reports the drain itself");
@@ -584,6 +594,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   );
   t.equal((await get(`${admin}/healthcheck/ok`, { method: 'POST' })).status, 200, 'POST /healthcheck/ok');
   t.equal((await get(`${admin}/ready`)).status, 200, '/ready 200 again');
+  t.equal(await healthReady(), 200, 'the health listener 200 again');
   await probePasses(t, depReady, 'Envoy /ready 200 again');
 
   // A control-plane machine added (runbook: adding or removing a control-plane machine): its
@@ -698,6 +709,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   await until('Envoy sees skewgate gone', 15_000, async () =>
     (await stat('cluster.skewgate-extproc.membership_healthy')) === '0' ? null : 'still healthy',
   );
+  t.equal(await healthReady(), 503, 'no skewgate reachable (no peers here): the health listener fails, the balancer leaves this node');
   const allowedBefore = Number(await stat('http.skewgate.ext_proc.failure_mode_allowed'));
   t.equal(
     (await get(`${gateway}/version`, { dispatcher: agent, token: lab.pki.adminToken })).status,
