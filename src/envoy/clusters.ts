@@ -248,19 +248,25 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
     },
     circuit_breakers: circuitBreakers(),
     common_lb_config: { healthy_panic_threshold: { value: 0 } },
-    outlier_detection: {
-      split_external_local_origin_errors: true,
-      consecutive_local_origin_failure: 1,
-      enforcing_consecutive_local_origin_failure: 100,
-      // gRPC errors are answers, not a dead skewgate: only connection failures eject.
-      enforcing_consecutive_5xx: 0,
-      enforcing_consecutive_gateway_failure: 0,
-      enforcing_success_rate: 0,
-      enforcing_local_origin_success_rate: 0,
-      interval: '1s',
-      base_ejection_time: '2s',
-      max_ejection_percent: 100,
-    },
+    // With peers only: ejecting the one local endpoint would gain nothing (no other to go to) and
+    // would hold off its recovery.
+    ...(peers ? { outlier_detection: PEER_EJECTION } : {}),
     health_checks: [healthCheck(config, { grpc_health_check: { service_name: EXTPROC_SERVICE_NAME } })],
   };
 }
+
+const PEER_EJECTION: JsonObject = {
+  split_external_local_origin_errors: true,
+  consecutive_local_origin_failure: 1,
+  enforcing_consecutive_local_origin_failure: 100,
+  // gRPC errors are answers, not a dead skewgate: only connection failures eject.
+  enforcing_consecutive_5xx: 0,
+  enforcing_consecutive_gateway_failure: 0,
+  enforcing_success_rate: 0,
+  enforcing_local_origin_success_rate: 0,
+  interval: '1s',
+  base_ejection_time: '1s',
+  // Ejections of one host lengthen by base each time, up to this; a passed health check ends one.
+  max_ejection_time: '2s',
+  max_ejection_percent: 100,
+};
