@@ -265,8 +265,9 @@ const PEER_EJECTION: JsonObject = {
   enforcing_success_rate: 0,
   enforcing_local_origin_success_rate: 0,
   interval: '1s',
-  base_ejection_time: '1s',
-  // Ejections of one host lengthen by base each time, up to this; a passed health check ends one.
-  max_ejection_time: '2s',
+  // Long enough for the health checks to mark a dead skewgate unhealthy; a passed health check
+  // ends an ejection at once (successful_active_health_check_uneject_host), so recovery is not held.
+  base_ejection_time: '5s',
+  max_ejection_time: '30s',
   max_ejection_percent: 100,
 };

@@ -177,6 +177,14 @@ const EXTPROC_RETRY: JsonObject = {
     },
   ],
   host_selection_retry_max_attempts: 3,
+  // A retry after the local skewgate failed goes to the peers' priority, not back to it.
+  retry_priority: {
+    name: 'envoy.retry_priorities.previous_priorities',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig',
+      update_frequency: 1,
+    },
+  },
 };
 
 function extprocFilter(config: Config): JsonObject {

@@ -28,7 +28,8 @@ import { eventually } from '../helpers/http.js';
 const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 /** Served by BUILTINS_NEW only: through a skewgate always 200; balanced without one, half 404. */
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
-const LOAD_MS = 7_000;
+// Past the first ejection (5 s) of the killed skewgate: by then its health checks must hold it out.
+const LOAD_MS = 10_000;
 const KILL_AT_MS = 2_500;
 const WORKERS = 4;
 
