@@ -39,6 +39,7 @@ const PURE = [
   'src/envoy/bootstrap.ts',
   'src/envoy/listener.ts',
   'src/envoy/health-listener.ts',
+  'src/envoy/tls-material.ts',
   'src/envoy/routes.ts',
   'src/envoy/clusters.ts',
   'src/envoy/tracing.ts',

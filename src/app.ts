@@ -15,6 +15,7 @@ import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
 import { knownMemberSpec } from './discovery/members.js';
 import { readKnownMembers, XDS_JOIN_DELAY_MS, XdsWriter } from './envoy/xds-files.js';
 import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
+import { SecretRotator } from './envoy/secret-rotation.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -130,6 +131,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         logger.child({ component: 'kubernetes-service' }),
       )
     : null;
+  // Envoy's certificates as SDS files, rewritten when the files behind them change (with envoy.xds).
+  const secrets = config.envoy.xds ? new SecretRotator(config, logger.child({ component: 'envoy-secrets' })) : null;
   let closing: Promise<void> | undefined;
   return {
     get discovery() {
@@ -144,6 +147,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await live.start();
       // Envoy follows the members from here on (it started from the files as they were).
       await followMembers(config);
+      await secrets?.start();
       const bound = await server.start(config.extproc.listen, config.extproc.peer);
       publisher?.start();
       logger.info(
@@ -165,6 +169,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         await publisher?.close();
         await server.close(config.extproc.shutdownGrace, opts);
         await xds?.close();
+        await secrets?.close();
         offMembers();
         await live.close();
         clientCa.close();

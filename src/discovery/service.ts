@@ -422,7 +422,8 @@ export class DiscoveryService {
     );
     p.state = next;
     this.logTransition(prev, next);
-    const openapiProblem = p.client.openapiProblem();
+    // Only beside a good round: a server that cannot be reached at all is logged once, above.
+    const openapiProblem = result.view ? p.client.openapiProblem() : p.openapiProblem;
     if (openapiProblem !== p.openapiProblem) {
       // Not a discovery failure: OpenAPI documents keep following the last good index.
       if (openapiProblem)

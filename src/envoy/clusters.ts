@@ -1,6 +1,7 @@
 // The bootstrap's clusters: each apiserver on its own and all of them balanced (the default), once
 // per way of connecting (with or without the front-proxy certificate), with upstream TLS, /readyz
 // health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
+import { certificateFields, validationFields } from './tls-material.js';
 import type { Config } from '../config.js';
 import { EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
@@ -59,7 +60,7 @@ export function apiserverClusters(config: Config, upstreams: readonly Upstream[]
   ]);
 }
 
-function upstreamTls(u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
+function upstreamTls(config: Config, u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
   if (u.caFile === undefined) {
     // Verification cannot be turned off, and a system trust store is machine-specific.
     throw new BootstrapError(`apiserver "${u.name}": caFile is required to render the Envoy bootstrap (Envoy verifies every apiserver's serving certificate)`);
@@ -74,13 +75,8 @@ function upstreamTls(u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
       common_tls_context: {
         // HTTP/1.1 so that SPDY and WebSocket upgrades pass through to the apiserver.
         alpn_protocols: ['http/1.1'],
-        validation_context: {
-          trusted_ca: { filename: file(u.caFile) },
-          match_typed_subject_alt_names: [{ san_type: u.verifyIsIp ? 'IP_ADDRESS' : 'DNS', matcher: { exact: u.verifyName } }],
-        },
-        ...(client === undefined
-          ? {}
-          : { tls_certificates: [{ certificate_chain: { filename: file(client.certFile) }, private_key: { filename: file(client.keyFile) } }] }),
+        ...validationFields(config, u.caFile, [{ san_type: u.verifyIsIp ? 'IP_ADDRESS' : 'DNS', matcher: { exact: u.verifyName } }], file),
+        ...(client === undefined ? {} : certificateFields(config, client, file)),
       },
     },
   };
@@ -146,7 +142,7 @@ function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: Cluste
     connect_timeout: duration(config.envoy.connectTimeout),
     lb_policy: 'ROUND_ROBIN',
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [endpoint(u, false)] }] },
-    transport_socket: upstreamTls(u, file, set),
+    transport_socket: upstreamTls(config, u, file, set),
     typed_extension_protocol_options: http1Options(),
     circuit_breakers: circuitBreakers(),
     health_checks: [healthCheck(config, readyz(set))],
@@ -169,9 +165,9 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
     connect_timeout: duration(config.envoy.connectTimeout),
     lb_policy: 'ROUND_ROBIN',
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: upstreams.map((u) => endpoint(u, true)) }] },
-    transport_socket_matches: upstreams.map((u) => ({ name: u.name, match: { apiserver: u.name }, transport_socket: upstreamTls(u, file, set) })),
+    transport_socket_matches: upstreams.map((u) => ({ name: u.name, match: { apiserver: u.name }, transport_socket: upstreamTls(config, u, file, set) })),
     // Never plaintext, even for an endpoint no match would cover.
-    transport_socket: upstreamTls(first, file, set),
+    transport_socket: upstreamTls(config, first, file, set),
     typed_extension_protocol_options: http1Options(),
     circuit_breakers: circuitBreakers(),
     health_checks: [healthCheck(config, readyz(set))],
@@ -195,7 +191,7 @@ function hostPort(endpoint: string): JsonObject {
 }
 
 /** Envoy's side of the peer channel: its client certificate, the peers' CA (and name), HTTP/2 by ALPN. */
-function peerTls(peers: NonNullable<Config['envoy']['extprocPeers']>, file: PathFn): JsonObject {
+function peerTls(config: Config, peers: NonNullable<Config['envoy']['extprocPeers']>, file: PathFn): JsonObject {
   return {
     name: 'envoy.transport_sockets.tls',
     typed_config: {
@@ -203,11 +199,13 @@ function peerTls(peers: NonNullable<Config['envoy']['extprocPeers']>, file: Path
       ...(peers.serverName ? { sni: peers.serverName } : {}),
       common_tls_context: {
         alpn_protocols: ['h2'],
-        tls_certificates: [{ certificate_chain: { filename: file(peers.certFile) }, private_key: { filename: file(peers.keyFile) } }],
-        validation_context: {
-          trusted_ca: { filename: file(peers.caFile) },
-          ...(peers.serverName ? { match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: peers.serverName } }] } : {}),
-        },
+        ...certificateFields(config, peers, file),
+        ...validationFields(
+          config,
+          peers.caFile,
+          peers.serverName ? [{ san_type: 'DNS', matcher: { exact: peers.serverName } }] : undefined,
+          file,
+        ),
       },
     },
   };
@@ -239,7 +237,7 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
     connect_timeout: peers ? '0.5s' : '0.25s',
     lb_policy: 'ROUND_ROBIN',
     load_assignment: { cluster_name: EXTPROC_CLUSTER, endpoints: remote ? [local, remote] : [local] },
-    ...(peers ? { transport_socket_matches: [{ name: 'peer', match: PEER_MATCH, transport_socket: peerTls(peers, file) }] } : {}),
+    ...(peers ? { transport_socket_matches: [{ name: 'peer', match: PEER_MATCH, transport_socket: peerTls(config, peers, file) }] } : {}),
     typed_extension_protocol_options: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',

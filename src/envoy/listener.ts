@@ -7,6 +7,7 @@ import { duration, type JsonObject, type PathFn } from './json.js';
 import { routeConfig } from './routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
+import { certificateFields, validationFields } from './tls-material.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 export const LISTENER_NAME = 'skewgate';
@@ -56,12 +57,10 @@ export function listener(config: Config, upstreams: readonly Upstream[], file: P
             common_tls_context: {
               alpn_protocols: ['h2', 'http/1.1'],
               tls_params: { tls_minimum_protocol_version: 'TLSv1_2' },
-              tls_certificates: [
-                { certificate_chain: { filename: file(config.envoy.tls.certFile) }, private_key: { filename: file(config.envoy.tls.keyFile) } },
-              ],
+              ...certificateFields(config, config.envoy.tls, file),
               // Asked for, verified against the cluster's client CA; a certificate that does not
               // verify fails the handshake, so no request ever carries an unverified one.
-              ...(clientCa === undefined ? {} : { validation_context: { trusted_ca: { filename: file(clientCa) } } }),
+              ...(clientCa === undefined ? {} : validationFields(config, clientCa, undefined, file)),
             },
             // Optional: bearer tokens (no certificate) must keep working.
             ...(clientCa === undefined ? {} : { require_client_certificate: false }),

@@ -3,6 +3,8 @@
 // is what Envoy's watch reacts to), and a change is written in an order that never leaves Envoy
 // routing to a cluster it lacks: new clusters first, then the routes, then clusters that went away.
 import { createHash } from 'node:crypto';
+import { writeSecretsSync } from './secret-rotation.js';
+import { SDS_SUBDIR } from './tls-material.js';
 import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -70,6 +72,8 @@ export function writeSeedXds(config: Config, relativeTo?: string): { readonly wr
       written.push(name);
     }
   }
+  // The certificates always as they are now: the files are the truth, whatever skewgate last wrote.
+  written.push(...writeSecretsSync(config, relativeTo).map((n) => `${SDS_SUBDIR}/${n}`));
   return { written, kept };
 }
 

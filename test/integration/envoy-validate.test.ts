@@ -104,7 +104,12 @@ t.test('envoy --mode validate: filesystem xDS, with the seed files envoy-config 
     clientCa: true,
     xdsDir: dir,
   });
-  t.same(writeSeedXds(cfg).written, ['cds.json', 'rds.json']);
+  const written = writeSeedXds(cfg).written;
+  t.same(
+    written.filter((w) => !w.startsWith('sds/')),
+    ['cds.json', 'rds.json'],
+  );
+  t.ok(written.some((w) => w.startsWith('sds/certificate-')) && written.some((w) => w.startsWith('sds/ca-')), 'and the SDS secrets');
   const res = await validateBootstrap(renderBootstrapYaml(cfg));
   t.ok(res.ok, `valid:\n${res.output}`);
 });

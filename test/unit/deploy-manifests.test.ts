@@ -36,6 +36,7 @@ import {
   SPAN_DISCOVERY,
   SPAN_MEMBERSHIP,
 } from '../../src/telemetry/names.js';
+import { certificateSecretName } from '../../src/envoy/tls-material.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
 const root = packageRoot();
@@ -416,13 +417,15 @@ function checkBootstrap(t: Test, config: Config, where: string): void {
   const fp = config.envoy.upstreamClientCert;
   for (const n of [...apiservers, DEFAULT_CLUSTER]) {
     const twin = cluster(`${n}${FRONT_PROXY_SUFFIX}`);
+    // With envoy.xds the certificate is an SDS secret named after its files (rotated in place).
     t.same(
-      at(twin, 'transport_socket.typed_config.common_tls_context.tls_certificates.0'),
-      { certificate_chain: { filename: fp?.certFile }, private_key: { filename: fp?.keyFile } },
+      at(twin, 'transport_socket.typed_config.common_tls_context.tls_certificate_sds_secret_configs.0.name'),
+      fp && certificateSecretName(fp),
       `${where}: ${n}${FRONT_PROXY_SUFFIX} presents the front-proxy certificate`,
     );
+    const plain = obj(at(cluster(n), 'transport_socket.typed_config.common_tls_context'));
     t.notOk(
-      'tls_certificates' in obj(at(cluster(n), 'transport_socket.typed_config.common_tls_context')),
+      'tls_certificates' in plain || 'tls_certificate_sds_secret_configs' in plain,
       `${where}: ${n} presents none (tokens, anonymous)`,
     );
   }
