@@ -153,7 +153,8 @@ export class FakeApiServer {
     this.frontProxyCa ??= new X509Certificate(frontProxyCa);
     // Client certificates are optional: without one, a bearer token must authenticate. Both the
     // client CA (--client-ca-file) and the front-proxy CA (--requestheader-client-ca-file) are trusted.
-    const server = createServer({ ...this.tls, requestCert: true, rejectUnauthorized: false }, (req, res) => {
+    // kube-apiserver takes 1 MiB of request headers (Go's http.DefaultMaxHeaderBytes); Node's default is 16 KiB.
+    const server = createServer({ ...this.tls, requestCert: true, rejectUnauthorized: false, maxHeaderSize: 1 << 20 }, (req, res) => {
       void this.handle(req, res);
     });
     server.on('connection', (s: Socket) => {

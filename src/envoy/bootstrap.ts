@@ -14,7 +14,14 @@ import { cdsConfig } from './xds.js';
 
 export { DEFAULT_CLUSTER, EXTPROC_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 export { BootstrapError, duration, renderPath, type Json, type JsonObject } from './json.js';
-export { ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES, ENVOY_SANITIZED_REQUEST_HEADERS, EXTPROC_FILTER, LISTENER_NAME } from './listener.js';
+export {
+  ENVOY_SANITIZED_REQUEST_HEADER_PREFIXES,
+  ENVOY_SANITIZED_REQUEST_HEADERS,
+  EXTPROC_FILTER,
+  LISTENER_NAME,
+  MAX_REQUEST_HEADERS_COUNT,
+  MAX_REQUEST_HEADERS_KB,
+} from './listener.js';
 export { IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON } from './routes.js';
 export { envoyTracing, OTEL_CLUSTER } from './tracing.js';
 export { HEALTH_LISTENER } from './health-listener.js';

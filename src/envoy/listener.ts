@@ -11,6 +11,67 @@ import { certificateFields, validationFields } from './tls-material.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 export const LISTENER_NAME = 'skewgate';
+
+/** kube-apiserver's limit on request headers: Go's http.DefaultMaxHeaderBytes, 1 MiB. */
+export const MAX_REQUEST_HEADERS_KB = 1024;
+/** Go counts no headers; 1 MiB holds at most a few hundred thousand. Envoy needs a number. */
+export const MAX_REQUEST_HEADERS_COUNT = 10_000;
+
+/**
+ * Response flags of the replies Envoy makes itself (protocol errors, no route or healthy upstream,
+ * upstream failures, overload). skewgate's own answers (ImmediateResponse) and the backstop route
+ * carry no flag and keep their bodies.
+ */
+const ENVOY_REPLY_FLAGS = ['DPE', 'IH', 'NR', 'NC', 'UH', 'UF', 'UO', 'URX', 'UT', 'UC', 'UR', 'LR', 'UPE', 'OM', 'DO', 'SI', 'DT'];
+
+/** Kubernetes Status reasons for the codes Envoy answers with. */
+const REASON_BY_CODE: readonly (readonly [number, string])[] = [
+  [400, 'BadRequest'],
+  [404, 'NotFound'],
+  [408, 'Timeout'],
+  [413, 'RequestEntityTooLarge'],
+  [431, 'BadRequest'],
+  [503, 'ServiceUnavailable'],
+  [504, 'Timeout'],
+];
+
+function statusFormat(reason: string): JsonObject {
+  return {
+    json_format: {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'the gateway could not pass this request on: %LOCAL_REPLY_BODY% (%RESPONSE_CODE_DETAILS%)',
+      reason,
+      code: '%RESPONSE_CODE%',
+    },
+    content_type: 'application/json',
+  };
+}
+
+function codeIs(code: number): JsonObject {
+  return { status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `skewgate.local_reply.${code}` } } } };
+}
+
+function localReplyConfig(): JsonObject {
+  const flags = { response_flag_filter: { flags: ENVOY_REPLY_FLAGS } };
+  return {
+    mappers: [
+      // A request refused before it was parsed (431) carries no flag, and only Envoy answers 431.
+      { filter: codeIs(431), body_format_override: statusFormat('BadRequest') },
+      ...REASON_BY_CODE.map(([code, reason]) => ({
+        filter: {
+          and_filter: {
+            filters: [flags, codeIs(code)],
+          },
+        },
+        body_format_override: statusFormat(reason),
+      })),
+      { filter: flags, body_format_override: statusFormat('InternalError') },
+    ],
+  };
+}
 /** The ext_proc filter's name in the chain (the baseline gateway is the bootstrap without it). */
 export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
 
@@ -94,7 +155,14 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
       merge_slashes: true,
       path_with_escaped_slashes_action: 'UNESCAPE_AND_FORWARD',
       // Go would not read X_Remote_User as X-Remote-User, but other hops might: drop such names.
-      common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER' },
+      // As many request headers as kube-apiserver takes (Go's 1 MiB, no count limit; Envoy's
+      // defaults are 60 KiB and 100): the front-proxy identity adds a line per group, and
+      // ext_proc refuses a mutation that would pass these limits.
+      common_http_protocol_options: { headers_with_underscores_action: 'DROP_HEADER', max_headers_count: MAX_REQUEST_HEADERS_COUNT },
+      max_request_headers_kb: MAX_REQUEST_HEADERS_KB,
+      // Envoy's own refusals (headers too large, no healthy apiserver, …) as a Kubernetes Status,
+      // like every other answer a client of the apiservers gets.
+      local_reply_config: localReplyConfig(),
       // Extended CONNECT lets WebSocket (kubectl exec v5) ride an HTTP/2 client connection.
       http2_protocol_options: { allow_connect: true },
       // kubectl exec/attach/port-forward: SPDY/3.1 (older) or WebSocket upgrades.

@@ -21,6 +21,8 @@ import {
   FRONT_PROXY_SUFFIX,
   HEALTH_LISTENER,
   IDENTITY_BACKSTOP_ROUTE,
+  MAX_REQUEST_HEADERS_COUNT,
+  MAX_REQUEST_HEADERS_KB,
   READ_NUM_RETRIES,
   READ_RETRY_ON,
   renderBootstrap,
@@ -632,4 +634,27 @@ t.test('the health listener: /ready answered by Envoy from the pool and, where n
     { default: { value: 1 }, 'skewgate-extproc': { value: 1 } },
     'failing closed: a healthy skewgate too',
   );
+});
+
+t.test("request headers: as many as kube-apiserver takes; Envoy's own refusals as a Status", async (t) => {
+  const h = hcm(renderBootstrap(config({ clientCa: true })));
+  t.equal(h.max_request_headers_kb, MAX_REQUEST_HEADERS_KB, "1 MiB, Go's http.DefaultMaxHeaderBytes");
+  t.equal(MAX_REQUEST_HEADERS_KB, 1024);
+  t.equal(at(h, 'common_http_protocol_options.max_headers_count'), MAX_REQUEST_HEADERS_COUNT);
+  t.ok(MAX_REQUEST_HEADERS_COUNT >= 1000, 'room for a front-proxy identity with hundreds of groups');
+  const mappers = arr(at(h, 'local_reply_config.mappers')).map((m) => obj(m));
+  t.ok(mappers.length > 1);
+  for (const m of mappers) {
+    const filter = JSON.stringify(m.filter);
+    // skewgate's answers and the backstop carry no flag and are never a 431: they keep their bodies.
+    t.ok(
+      filter.includes('response_flag_filter') || filter.includes('"default_value":431'),
+      `only replies Envoy makes itself, flagged ones or a 431: ${filter.slice(0, 80)}`,
+    );
+    t.match(at(m, 'body_format_override.json_format'), { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: '%RESPONSE_CODE%' });
+  }
+  const byCode = (code: number): Obj | undefined => mappers.find((m) => JSON.stringify(m.filter).includes(`"default_value":${code}`));
+  t.equal(at(byCode(431), 'body_format_override.json_format.reason'), 'BadRequest');
+  t.equal(at(byCode(503), 'body_format_override.json_format.reason'), 'ServiceUnavailable');
+  t.equal(at(mappers[mappers.length - 1], 'body_format_override.json_format.reason'), 'InternalError', 'any other code');
 });
