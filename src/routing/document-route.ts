@@ -86,7 +86,7 @@ type DocumentDecision = DefaultDecision | RoutedDecision | PassthroughDecision |
  *   - asked by OpenAPI hash: to a ready server whose index lists that hash (default when all do);
  *   - every member ready and holding the same content (and, for OpenAPI, the same index) → default;
  *   - a ready server holding the whole union → routed to it (complete_document);
- *   - none holds it whole → routed to the fullest (no_complete_document; logged and counted);
+ *   - none holds it whole → routed to the fullest (no_complete_document, in the span and the metric like every reason);
  *   - no ready server serves the scope → 503 while a not-ready one does (or an unseen apiserver
  *     might), else the balanced pool (its 404 is then true).
  * Nothing is judged until every ready server's view is current: then the balanced pool answers.
