@@ -121,7 +121,16 @@ export class SecretRotator {
       const left = this.pending.get(spec.name) ?? 0;
       if (!first && left === 0) continue;
       if (left > 0) this.pending.set(spec.name, left - 1);
-      await this.trigger(spec, changed && !first);
+      try {
+        await this.trigger(spec, changed && !first);
+      } catch (err) {
+        // The reload folder itself (a full disk, a removed xDS folder): logged, tried again next tick.
+        this.stamps.delete(spec.name);
+        const message = `reload folder: ${(err as Error).message}`;
+        if (this.problems.get(spec.name) !== message)
+          this.log.warn({ secret: spec.name, err: message }, 'could not make Envoy re-read the certificate files');
+        this.problems.set(spec.name, message);
+      }
     }
   }
 
