@@ -81,6 +81,7 @@ export class FakeApiServer {
   private ready = true;
   private fault: DiscoveryFault = 'none';
   private openapiV3: Readonly<Record<string, string>> | 'missing' | 'error500' = {};
+  private resetWhen: ((method: string, path: string) => boolean) | null = null;
   private apisDocument: unknown = null;
 
   constructor(private readonly opts: FakeApiServerOptions) {
@@ -109,6 +110,13 @@ export class FakeApiServer {
   }
   setDiscoveryFault(fault: DiscoveryFault): void {
     this.fault = fault;
+  }
+  /**
+   * Requests for which this returns true are cut (the connection destroyed) once they arrived and
+   * before any response: an apiserver stopping mid-request. null: none.
+   */
+  setResetRequests(when: ((method: string, path: string) => boolean) | null): void {
+    this.resetWhen = when;
   }
   /**
    * The OpenAPI v3 index to serve: document path → hash (default: none listed, which keeps
@@ -200,6 +208,10 @@ export class FakeApiServer {
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    if (this.resetWhen?.(req.method ?? '', path)) {
+      req.socket.destroy();
+      return;
+    }
     try {
       if (path === '/healthz' || path === '/livez') return text(res, 200, 'ok');
       if (path === '/readyz')

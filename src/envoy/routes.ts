@@ -10,10 +10,16 @@ import type { Upstream } from './upstreams.js';
 /** The first route when client certificates are verified: a certificate whose identity nobody stated. */
 export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
 
-/** Methods that are safe to retry when the connection could not be made (docs/design.md, invariant 2). */
+/** Methods that are safe to retry (docs/design.md, invariant 2). */
 const READ_METHODS_REGEX = '^(GET|HEAD)$';
-/** Only failures where no request byte reached an apiserver. Never "reset" or "5xx". */
-export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request';
+/**
+ * A read is retried when it could not be sent, and also when the apiserver reset it before any
+ * response began (`reset`: an apiserver stopping mid-request, Envoy's `UC`): a GET or HEAD without
+ * a body and without an upgrade changes nothing, so a second try elsewhere is safe. Never "5xx":
+ * an apiserver's answer is the answer. Upgrades (exec, attach, port-forward over WebSocket are
+ * GETs) are not reads here: their session may already have started.
+ */
+export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request,reset';
 export const READ_NUM_RETRIES = 2;
 
 /**
@@ -31,11 +37,11 @@ export function routeConfig(upstreams: readonly Upstream[], identity: boolean, r
   for (const v of variants) {
     for (const u of upstreams) {
       const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
-      routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, readMethod()], `${u.name}${v.suffix}`, readRetry(false)));
+      routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, ...readMatchers()], `${u.name}${v.suffix}`, readRetry(false)));
       routes.push(route(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined));
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
-    routes.push(route(`default${v.suffix}-read`, [...v.when, readMethod()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
+    routes.push(route(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
     routes.push(route(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined));
   }
   return {
@@ -99,8 +105,12 @@ function remoteUserPresent(): JsonObject {
   return { name: REMOTE_USER_HEADER, present_match: true };
 }
 
-function readMethod(): JsonObject {
-  return { name: ':method', string_match: { safe_regex: { regex: READ_METHODS_REGEX } } };
+/** A GET or HEAD that upgrades nothing. */
+function readMatchers(): JsonObject[] {
+  return [
+    { name: ':method', string_match: { safe_regex: { regex: READ_METHODS_REGEX } } },
+    { name: 'upgrade', present_match: true, invert_match: true },
+  ];
 }
 
 function route(name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): JsonObject {

@@ -376,7 +376,7 @@ t.test('routes: one pair per apiserver on the exact header value, then the defau
   }
 });
 
-t.test('retries: reads only, connect-level failures only; writes never', async (t) => {
+t.test('retries: reads only (no upgrades), on failures before any answer; writes never', async (t) => {
   const rs = routes(renderBootstrap(config())).filter((r) => r.route !== undefined);
   const methodRegex = (r: Obj): RegExp | undefined => {
     const m =
@@ -409,10 +409,18 @@ t.test('retries: reads only, connect-level failures only; writes never', async (
   t.equal(reads + writes, rs.length, 'and nothing else');
   const conditions = READ_RETRY_ON.split(',');
   t.same(
-    conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request'].includes(c)),
+    conditions.filter((c) => !['connect-failure', 'refused-stream', 'reset-before-request', 'reset'].includes(c)),
     [],
-    'no condition that may fire after bytes were sent',
+    'no condition that fires on an answer (5xx, retriable status codes)',
   );
+  t.ok(conditions.includes('reset'), 'a read reset before any response (an apiserver stopping) is tried again');
+  for (const r of rs.filter((x) => String(x.name).endsWith('-read'))) {
+    t.same(
+      arr(at(r, 'match.headers')).find((h) => obj(h).name === 'upgrade'),
+      { name: 'upgrade', present_match: true, invert_match: true },
+      `${String(r.name)}: not for upgrades (an exec session may have started)`,
+    );
+  }
   const defaultRead = rs.find((r) => r.name === 'default-read') as Obj;
   t.equal(
     at(defaultRead, 'route.retry_policy.retry_host_predicate.0.name'),
