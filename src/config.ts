@@ -312,7 +312,7 @@ const schema = z
          * (or failureMode closed), a healthy skewgate (local or peer); 503 otherwise.
          */
         health: z
-          .object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(6444) })
+          .object({ address: z.string().default('0.0.0.0'), port: z.number().int().min(0).max(65535).default(16444) })
           .strict()
           .optional(),
       })

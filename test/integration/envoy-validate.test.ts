@@ -69,7 +69,7 @@ const variants = [
     clientCa: true,
     host: '127.0.0.1',
     extprocPeers: ['10.0.0.2:9444', '[fd00::3]:9444'],
-    healthPort: 6444,
+    healthPort: 16444,
   },
 ] as const;
 

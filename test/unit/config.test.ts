@@ -218,7 +218,7 @@ t.test('the peer channel and the health listener: resolved paths, TCP only, ever
   );
   t.equal(c.extproc.peer?.clientCaFile, '/base/peer/ca.crt');
   t.equal(c.envoy.extprocPeers?.keyFile, '/base/peer/client.key');
-  t.same(c.envoy.health, { address: '0.0.0.0', port: 6444 }, 'the health listener defaults');
+  t.same(c.envoy.health, { address: '0.0.0.0', port: 16444 }, 'the health listener defaults');
   t.equal(parseConfig(minimal, 't', '/b').envoy.health, undefined, 'off unless asked for');
   const got = problems({
     ...minimal,

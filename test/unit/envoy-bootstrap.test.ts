@@ -625,20 +625,20 @@ t.test('the health listener: /ready answered by Envoy from the pool and, where n
     if (!l) throw new Error('no health listener');
     const f = arr(at(l, 'filter_chains.0.filters.0.typed_config.http_filters')).map((x) => obj(x));
     t.equal(f[0]?.name, 'envoy.filters.http.health_check');
-    t.same(at(l, 'address.socket_address'), { address: '0.0.0.0', port_value: 6444 });
+    t.same(at(l, 'address.socket_address'), { address: '0.0.0.0', port_value: 16444 });
     return obj(f[0]?.typed_config);
   };
-  const tokens = check({ health: 6444 });
+  const tokens = check({ health: 16444 });
   t.equal(tokens.pass_through_mode, false, 'Envoy answers it itself');
   t.same(tokens.headers, [{ name: ':path', string_match: { exact: HEALTH_PATH } }]);
   t.same(tokens.cluster_min_healthy_percentages, { default: { value: 1 } }, 'tokens only, failing open: a ready apiserver is enough');
   t.same(
-    check({ health: 6444, clientCa: true }).cluster_min_healthy_percentages,
+    check({ health: 16444, clientCa: true }).cluster_min_healthy_percentages,
     { default: { value: 1 }, 'skewgate-extproc': { value: 1 } },
     'client certificates: a healthy skewgate too (local or peer)',
   );
   t.same(
-    check({ health: 6444, failureMode: 'closed' }).cluster_min_healthy_percentages,
+    check({ health: 16444, failureMode: 'closed' }).cluster_min_healthy_percentages,
     { default: { value: 1 }, 'skewgate-extproc': { value: 1 } },
     'failing closed: a healthy skewgate too',
   );
