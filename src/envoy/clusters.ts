@@ -174,21 +174,21 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
   };
 }
 
+/** "host:port" or "[v6]:port" → an Envoy socket_address; `problem` names the field when it is neither. */
+function socketAddress(hostPort: string, problem: string): JsonObject {
+  const m = /^\[?(.*?)\]?:(\d+)$/.exec(hostPort);
+  if (!m) throw new BootstrapError(problem);
+  return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
+}
+
 function extprocAddress(listen: string, file: PathFn): JsonObject {
   if (listen.startsWith('unix:')) return { pipe: { path: file(listen.slice('unix:'.length)) } };
-  const m = /^\[?(.*?)\]?:(\d+)$/.exec(listen);
-  if (!m) throw new BootstrapError(`extproc.listen "${listen}" is neither host:port nor unix:/path`);
-  return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
+  return socketAddress(listen, `extproc.listen "${listen}" is neither host:port nor unix:/path`);
 }
 
 /** Endpoint metadata that picks a peer skewgate's transport socket (mutual TLS). */
 const PEER_MATCH = { skewgate: 'peer' } as const;
 
-function hostPort(endpoint: string): JsonObject {
-  const m = /^\[?(.*?)\]?:(\d+)$/.exec(endpoint);
-  if (!m) throw new BootstrapError(`envoy.extprocPeers endpoint "${endpoint}" is not host:port`);
-  return { socket_address: { address: m[1] as string, port_value: Number(m[2]) } };
-}
 
 /** Envoy's side of the peer channel: its client certificate, the peers' CA (and name), HTTP/2 by ALPN. */
 function peerTls(config: Config, peers: NonNullable<Config['envoy']['extprocPeers']>, file: PathFn): JsonObject {
@@ -226,7 +226,7 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
   const remote = peers && {
     priority: 1,
     lb_endpoints: peers.endpoints.map((e) => ({
-      endpoint: { address: hostPort(e) },
+      endpoint: { address: socketAddress(e, `envoy.extprocPeers endpoint "${e}" is not host:port`) },
       metadata: { filter_metadata: { 'envoy.transport_socket_match': PEER_MATCH } },
     })),
   };

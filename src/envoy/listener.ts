@@ -8,6 +8,7 @@ import { routeConfig } from './routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { certificateFields, validationFields } from './tls-material.js';
+import type { StatusReason } from '../k8s/status.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 export const LISTENER_NAME = 'skewgate';
@@ -25,7 +26,7 @@ export const MAX_REQUEST_HEADERS_COUNT = 10_000;
 const ENVOY_REPLY_FLAGS = ['DPE', 'IH', 'NR', 'NC', 'UH', 'UF', 'UO', 'URX', 'UT', 'UC', 'UR', 'LR', 'UPE', 'OM', 'DO', 'SI', 'DT'];
 
 /** Kubernetes Status reasons for the codes Envoy answers with. */
-const REASON_BY_CODE: readonly (readonly [number, string])[] = [
+const REASON_BY_CODE: readonly (readonly [number, StatusReason])[] = [
   [400, 'BadRequest'],
   [404, 'NotFound'],
   [408, 'Timeout'],
@@ -35,7 +36,7 @@ const REASON_BY_CODE: readonly (readonly [number, string])[] = [
   [504, 'Timeout'],
 ];
 
-function statusFormat(reason: string): JsonObject {
+function statusFormat(reason: StatusReason): JsonObject {
   return {
     json_format: {
       kind: 'Status',

@@ -5,13 +5,14 @@
 // reads a private key: Envoy checks the pair itself and keeps the last good one when they do not
 // match yet (a key written after its certificate), so each change is triggered again on the next
 // two ticks.
-import { X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { fileStamp } from '../file-stamp.js';
+import { parsePemCertificates } from '../identity/client-identity.js';
 import { renderPath } from './json.js';
 import { renderSecret, sdsDirectory, secretsOf, triggerDirectory, type SecretSpec } from './tls-material.js';
 
@@ -26,16 +27,15 @@ function publicFile(spec: SecretSpec): string {
 }
 
 /** Every certificate in a PEM bundle, parsed; none, or one that does not parse, is an error. */
-export function certificatesIn(pem: string, what: string): X509Certificate[] {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  if (blocks.length === 0) throw new Error(`${what} holds no PEM certificate`);
-  return blocks.map((b, i) => {
-    try {
-      return new X509Certificate(b);
-    } catch (err) {
-      throw new Error(`${what}: certificate ${i + 1} does not parse (${(err as Error).message})`, { cause: err });
-    }
-  });
+function certificatesIn(pem: string, what: string): X509Certificate[] {
+  let certs: X509Certificate[];
+  try {
+    certs = parsePemCertificates(pem);
+  } catch (err) {
+    throw new Error(`${what}: a certificate does not parse (${(err as Error).message})`, { cause: err });
+  }
+  if (certs.length === 0) throw new Error(`${what} holds no PEM certificate`);
+  return certs;
 }
 
 function atomicSync(dir: string, name: string, text: string): void {

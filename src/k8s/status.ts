@@ -1,7 +1,15 @@
 // Kubernetes Status bodies (meta/v1 Status) so that kubectl and client-go print skewgate's own
 // answers the way they print an apiserver's.
 
-export type StatusReason = 'NotFound' | 'ServiceUnavailable' | 'BadRequest' | 'Unauthorized' | 'InternalError';
+export type StatusReason =
+  | 'NotFound'
+  | 'ServiceUnavailable'
+  | 'BadRequest'
+  | 'Unauthorized'
+  | 'InternalError'
+  /** Envoy's own replies only (envoy/listener.ts): a timed-out request, a body too large. */
+  | 'Timeout'
+  | 'RequestEntityTooLarge';
 
 export interface StatusDetails {
   readonly group?: string;
@@ -28,6 +36,8 @@ export const STATUS_CODE: Readonly<Record<StatusReason, number>> = Object.freeze
   BadRequest: 400,
   Unauthorized: 401,
   InternalError: 500,
+  Timeout: 504,
+  RequestEntityTooLarge: 413,
 });
 
 export function statusBody(reason: StatusReason, message: string, details?: StatusDetails): Status {

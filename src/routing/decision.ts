@@ -12,6 +12,11 @@ export interface DecideOptions {
   readonly rng: () => number;
 }
 
+/** One of names, chosen with the injected rng (uniform in [0, 1)); names must not be empty. */
+export function pickAtRandom(names: readonly string[], rng: () => number): string {
+  return names[Math.min(names.length - 1, Math.floor(rng() * names.length))] as string;
+}
+
 /** Outcomes are part of skewgate's external contract (span attribute skewgate.outcome). */
 export type Outcome = Decision['outcome'];
 export type Reason = Decision['reason'];

@@ -140,3 +140,20 @@ export function negotiateApis(accept: string | undefined): ApisNegotiation {
   }
   return { kind: 'not_aggregated' };
 }
+
+/** Clients send the same few Accept headers over and over: negotiate each once (a small, bounded memo). */
+const negotiated = new Map<string, ApisNegotiation>();
+const NEGOTIATED_MAX = 256;
+const NEGOTIATED_MAX_LENGTH = 512;
+
+/** negotiateApis() for the request path: the same frozen answer for a header seen before. */
+export function negotiateApisCached(accept: string): ApisNegotiation {
+  const known = negotiated.get(accept);
+  if (known !== undefined) return known;
+  const n = Object.freeze(negotiateApis(accept));
+  if (accept.length <= NEGOTIATED_MAX_LENGTH) {
+    if (negotiated.size >= NEGOTIATED_MAX) negotiated.clear();
+    negotiated.set(accept, n);
+  }
+  return n;
+}

@@ -4,7 +4,7 @@ import type { RequestInfo } from '../k8s/request-info.js';
 import type { Snapshot } from '../discovery/types.js';
 import { isFresh } from './freshness.js';
 import type { DiscoveryDecision, PassthroughDecision } from './decision.js';
-import { negotiateApis } from './discovery-accept.js';
+import { negotiateApisCached } from './discovery-accept.js';
 
 const NONE: readonly string[] = Object.freeze([]);
 
@@ -18,21 +18,9 @@ export function wantsPeerAggregatedApis(info: RequestInfo, headers: ReadonlyMap<
   return acceptsPeerAggregatedJson(headers.get('accept') ?? '');
 }
 
-/** Clients send the same few Accept headers over and over: negotiate each once (a small, bounded memo). */
-const negotiated = new Map<string, boolean>();
-const NEGOTIATED_MAX = 256;
-const NEGOTIATED_MAX_LENGTH = 512;
-
 function acceptsPeerAggregatedJson(accept: string): boolean {
-  const known = negotiated.get(accept);
-  if (known !== undefined) return known;
-  const n = negotiateApis(accept);
-  const yes = n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer';
-  if (accept.length <= NEGOTIATED_MAX_LENGTH) {
-    if (negotiated.size >= NEGOTIATED_MAX) negotiated.clear();
-    negotiated.set(accept, yes);
-  }
-  return yes;
+  const n = negotiateApisCached(accept);
+  return n.kind === 'aggregated' && n.mediaType === 'application/json' && n.profile !== 'nopeer';
 }
 
 export interface PeerDiscoveryRouteOptions {

@@ -6,8 +6,15 @@ import { groupScope, groupVersionScope, SCOPE_ALL, SCOPE_GROUPS } from '../disco
 import { liveUnmatched } from '../discovery/identity-leases.js';
 import type { ServerState, Snapshot } from '../discovery/types.js';
 import type { NonResourceRequest } from '../k8s/request-info.js';
-import type { DecideOptions, DefaultDecision, PassthroughDecision, RoutedDecision, UnavailableDecision } from './decision.js';
-import { negotiateApis } from './discovery-accept.js';
+import {
+  pickAtRandom,
+  type DecideOptions,
+  type DefaultDecision,
+  type PassthroughDecision,
+  type RoutedDecision,
+  type UnavailableDecision,
+} from './decision.js';
+import { negotiateApisCached } from './discovery-accept.js';
 import { isFresh, isHealthy } from './freshness.js';
 
 /** Which document a request asks for, and how its server is chosen. */
@@ -47,6 +54,8 @@ function hashOf(query: string): string {
 export function documentOf(info: NonResourceRequest, accept: string): DocumentRequest | null {
   if (info.method !== 'GET') return null;
   const path = info.path;
+  // Every other non-resource path (/healthz, /version, /readyz …) leaves here, allocating nothing.
+  if (!path.startsWith('/api') && !path.startsWith('/openapi/')) return null;
   if (path === '/openapi/v2') return { scope: SCOPE_ALL, openapi: true };
   if (path === OPENAPI_V3) return { scope: SCOPE_ALL, openapi: true };
   if (path.startsWith(`${OPENAPI_V3}/`)) {
@@ -60,14 +69,14 @@ export function documentOf(info: NonResourceRequest, accept: string): DocumentRe
     if (parts.length === 2) return { scope: groupVersionScope('', parts[1] as string), openapi: false };
     if (parts.length !== 1) return null;
     // /api as aggregated discovery lists the core resources; as APIVersions it is the same everywhere.
-    const n = negotiateApis(accept);
+    const n = negotiateApisCached(accept);
     return n.kind === 'aggregated' && n.profile !== 'nopeer' ? { scope: groupVersionScope('', 'v1'), openapi: false } : null;
   }
   if (parts[0] !== 'apis') return null;
   // kube-apiserver answers /apis/ (the slash kept) with its legacy handler, whatever the Accept.
   if (path === '/apis/') return { scope: SCOPE_GROUPS, openapi: false };
   if (parts.length === 1) {
-    const n = negotiateApis(accept);
+    const n = negotiateApisCached(accept);
     if (n.kind === 'aggregated') return n.profile === 'nopeer' ? null : { scope: SCOPE_ALL, openapi: false };
     return { scope: SCOPE_GROUPS, openapi: false };
   }
@@ -99,7 +108,7 @@ export function decideDocument(doc: DocumentRequest, snap: Snapshot, opts: Decid
   if (ready.some((s) => s.view === null)) return { outcome: 'passthrough', reason: 'not_synced', candidates: NONE };
   if (ready.some((s) => !isFresh(s, opts.now, opts.staleAfterMs)))
     return { outcome: 'passthrough', reason: 'view_incomplete', candidates: NONE };
-  const pick = (names: readonly string[]): string => names[Math.min(names.length - 1, Math.floor(opts.rng() * names.length))] as string;
+  const pick = (names: readonly string[]): string => pickAtRandom(names, opts.rng);
   const index = snap.documents;
 
   if (doc.openapiPath !== undefined && doc.hash) {

@@ -4,7 +4,7 @@
 // the request. The whole ladder, identity and merged /apis first, is decide() in ./decide.ts.
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/types.js';
-import type { DecideOptions, Decision } from './decision.js';
+import { pickAtRandom, type DecideOptions, type Decision } from './decision.js';
 import { isFresh, isHealthy } from './freshness.js';
 import { liveUnmatched } from '../discovery/identity-leases.js';
 
@@ -62,7 +62,7 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
       if (c === 'verb_missing') verbMissing = true;
     }
   }
-  const pick = (names: readonly string[]): string => names[Math.min(names.length - 1, Math.floor(opts.rng() * names.length))] as string;
+  const pick = (names: readonly string[]): string => pickAtRandom(names, opts.rng);
 
   if (knownReady.length > 0) {
     // Balancing over every apiserver is only right when every one of them is proven able.
