@@ -35,6 +35,7 @@ const PURE = [
   'src/identity/front-proxy-headers.ts',
   'src/extproc/responses.ts',
   'src/extproc/headers.ts',
+  'src/log-throttle.ts',
   // The Envoy bootstrap renderer: config in, JSON out (paths rewritten, never read).
   'src/envoy/bootstrap.ts',
   'src/envoy/listener.ts',

@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';
-import { createExtProcServer } from './extproc/server.js';
+import { createExtProcServer, type ExtProcLimits } from './extproc/server.js';
 import { ClientCaBundle } from './identity/client-ca.js';
 import { stateClientIdentity } from './identity/client-identity.js';
 import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
@@ -44,6 +44,12 @@ export interface Skewgate {
    * A reload in progress is abandoned first. Idempotent.
    */
   close(opts?: { drainMs?: number }): Promise<void>;
+}
+
+/** extproc.limits as the ext_proc server takes them. */
+function extprocLimits(config: Config): ExtProcLimits {
+  const { firstMessageTimeout, ...rest } = config.extproc.limits;
+  return { ...rest, firstMessageTimeoutMs: firstMessageTimeout };
 }
 
 /** Long enough for Envoy's health checker to see NOT_SERVING before the listener goes away. */
@@ -122,6 +128,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     router,
     logger: extprocLogger,
     observer: telemetry ? combineObservers(telemetry.observer, logObserver) : logObserver,
+    limits: extprocLimits(config),
   });
   // The gateways as the kubernetes Service's endpoints (off unless kubernetesService.publish).
   const publisher = config.kubernetesService.publish

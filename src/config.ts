@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
+import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_MIN_MESSAGE_BYTES } from './constants.js';
 
 /** Durations are written "500ms", "5s", "2m" or as a number of milliseconds. */
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
@@ -20,6 +21,12 @@ const duration = z.union([z.number().nonnegative(), z.string()]).transform((v, c
 });
 
 const path = z.string().min(1, 'must be a file path');
+const EXTPROC_LIMITS_DEFAULT = {
+  maxStreams: EXTPROC_LIMIT_DEFAULTS.maxStreams,
+  maxStreamsPerConnection: EXTPROC_LIMIT_DEFAULTS.maxStreamsPerConnection,
+  maxMessageBytes: EXTPROC_LIMIT_DEFAULTS.maxMessageBytes,
+  firstMessageTimeout: EXTPROC_LIMIT_DEFAULTS.firstMessageTimeoutMs,
+};
 /** envoy.requestTimeout: kube-apiserver's default --request-timeout (60 s) and a margin for its 504 to arrive. */
 export const REQUEST_TIMEOUT_MS = 65_000;
 /** Names become Envoy cluster names and header values: keep them DNS-label-like. */
@@ -215,6 +222,32 @@ const schema = z
         /** How long graceful shutdown waits for open streams before closing them. */
         shutdownGrace: duration.default(5000),
         /**
+         * What this skewgate holds at once (docs/design.md, overload). Envoy's circuit breaker on
+         * its ext_proc cluster is rendered from maxStreams, so that Envoy never opens more.
+         */
+        limits: z
+          .object({
+            /** Streams open at once, every connection together; a request beyond is answered 429 with Retry-After. */
+            maxStreams: z.number().int().positive().default(EXTPROC_LIMIT_DEFAULTS.maxStreams),
+            /** Streams on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS): Envoy opens another. */
+            maxStreamsPerConnection: z.number().int().positive().default(EXTPROC_LIMIT_DEFAULTS.maxStreamsPerConnection),
+            /** The largest ProcessingRequest read: above 1 MiB of request headers and their framing. */
+            maxMessageBytes: z
+              .number()
+              .int()
+              .min(
+                EXTPROC_MIN_MESSAGE_BYTES,
+                `must be at least ${EXTPROC_MIN_MESSAGE_BYTES} (1 MiB of request headers, as Envoy's listener admits, and their framing)`,
+              )
+              .default(EXTPROC_LIMIT_DEFAULTS.maxMessageBytes),
+            /** A stream that has not sent its request headers by then is ended (Envoy sends them at once). */
+            firstMessageTimeout: duration
+              .refine((ms) => ms >= 100, 'must be at least 100ms')
+              .default(EXTPROC_LIMIT_DEFAULTS.firstMessageTimeoutMs),
+          })
+          .strict()
+          .default(EXTPROC_LIMITS_DEFAULT),
+        /**
          * A second listener for the other control-plane nodes' Envoys, which fall back on this
          * skewgate while their own is down (envoy.extprocPeers): mutual TLS, the client
          * certificate verified against clientCaFile. The files are re-read as they change.
@@ -230,7 +263,7 @@ const schema = z
           .optional(),
       })
       .strict()
-      .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000 }),
+      .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000, limits: EXTPROC_LIMITS_DEFAULT }),
     membership,
     kubernetesService,
     routing: z
@@ -279,7 +312,9 @@ const schema = z
          * comes first; raise it with that flag. 0: no bound. Watches, exec, attach,
          * port-forward, logs and proxies are never bounded.
          */
-        requestTimeout: duration.default(REQUEST_TIMEOUT_MS),
+        requestTimeout: duration
+          .refine((ms) => ms === 0 || ms >= 1000, 'must be 0 (no bound) or at least 1s: it bounds every ordinary request')
+          .default(REQUEST_TIMEOUT_MS),
         /** Active /readyz health checks on every apiserver cluster. */
         healthCheck: z
           .object({

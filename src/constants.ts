@@ -53,6 +53,9 @@ export const HEALTH_CHECK_USER = 'skewgate:health-check';
 /** The reason (x-skewgate-reason, span, metric) when a client certificate's identity cannot be stated. */
 export const IDENTITY_UNSTATED_REASON = 'client_identity_unstated';
 
+/** The reason (x-skewgate-reason, log line) when skewgate holds more ext_proc streams than extproc.limits.maxStreams. */
+export const TOO_MANY_STREAMS_REASON = 'too_many_streams';
+
 /** Aggregated discovery v2 media type, parameters in the order client-go sends them. */
 export const MEDIA_AGGREGATED_V2 = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
 /** A server's own (non-peer-merged) aggregated document. */
@@ -65,6 +68,30 @@ export const EXTPROC_SERVICE_NAME = 'envoy.service.ext_proc.v3.ExternalProcessor
 
 /** The path of the gateway's health listener (envoy.health) that load balancers probe. */
 export const HEALTH_PATH = '/ready';
+
+/**
+ * What one skewgate's ext_proc listener holds (extproc.limits; docs/design.md, overload). A
+ * ProcessingRequest carries the request headers, up to the 1 MiB (and 10,000 lines) Envoy's
+ * listener admits as kube-apiserver does, plus its framing: 2 MiB holds the largest with room.
+ */
+export const EXTPROC_LIMIT_DEFAULTS = Object.freeze({
+  maxStreams: 1000,
+  maxStreamsPerConnection: 100,
+  maxMessageBytes: 2 * 1024 * 1024,
+  firstMessageTimeoutMs: 5000,
+});
+/**
+ * The most streams one skewgate holds: maxStreams routed, as many again answered 429 (no routing,
+ * one constant reply each); beyond it a stream is refused at once (RESOURCE_EXHAUSTED). Envoy's
+ * circuit breaker on the ext_proc cluster is this number, so one Envoy never reaches the refusals.
+ */
+export function extprocStreamCeiling(maxStreams: number): number {
+  return 2 * maxStreams;
+}
+/** The smallest extproc.limits.maxMessageBytes that still takes 1 MiB of request headers and their framing. */
+export const EXTPROC_MIN_MESSAGE_BYTES = 1024 * 1024 + 128 * 1024;
+/** Repeated warnings on the ext_proc path: the same kind at most once per this interval. */
+export const EXTPROC_LOG_INTERVAL_MS = 10_000;
 
 /** Exit codes of the CLI. */
 export const EXIT_OK = 0;

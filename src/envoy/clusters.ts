@@ -3,7 +3,7 @@
 // health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
 import { certificateFields, validationFields } from './tls-material.js';
 import type { Config } from '../config.js';
-import { EXTPROC_SERVICE_NAME, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
+import { EXTPROC_SERVICE_NAME, extprocStreamCeiling, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
@@ -16,7 +16,7 @@ export const EXTPROC_CLUSTER = 'skewgate-extproc';
  */
 export const FRONT_PROXY_SUFFIX = '_front-proxy';
 
-/** Each in-flight request holds an upstream HTTP/1.1 connection (watches last minutes) and one ext_proc stream. */
+/** Each in-flight request holds an upstream HTTP/1.1 connection (watches last minutes). */
 export const HIGH_LIMIT = 100_000;
 
 /**
@@ -98,6 +98,21 @@ function circuitBreakers(): JsonObject {
     thresholds: [
       { priority: 'DEFAULT', max_connections: HIGH_LIMIT, max_pending_requests: HIGH_LIMIT, max_requests: HIGH_LIMIT, max_retries: 1000 },
     ],
+  };
+}
+
+/**
+ * The ext_proc cluster's breaker is skewgate's own ceiling (extprocStreamCeiling): of the streams
+ * this Envoy holds open, skewgate routes extproc.limits.maxStreams and answers the rest 429, so the
+ * client sees skewgate's 429 first. Beyond the ceiling the breaker overflows (`UO`): the ext_proc
+ * filter fails that request's stream, as with skewgate unreachable (failureMode: open balances,
+ * a client certificate gets the 401 backstop; closed answers 503). Per cluster, not per skewgate:
+ * with peers, the ones in use share it. No more connections or queued streams than that either.
+ */
+function extprocCircuitBreakers(config: Config): JsonObject {
+  const ceiling = extprocStreamCeiling(config.extproc.limits.maxStreams);
+  return {
+    thresholds: [{ priority: 'DEFAULT', max_connections: ceiling, max_pending_requests: ceiling, max_requests: ceiling, max_retries: ceiling }],
   };
 }
 
@@ -253,7 +268,7 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
         explicit_http_config: { http2_protocol_options: { connection_keepalive: { interval: '30s', timeout: '5s' } } },
       },
     },
-    circuit_breakers: circuitBreakers(),
+    circuit_breakers: extprocCircuitBreakers(config),
     common_lb_config: { healthy_panic_threshold: { value: 0 } },
     // With peers only: ejecting the one local endpoint would gain nothing (no other to go to) and
     // would hold off its recovery.

@@ -1,5 +1,5 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
-import { BOUNDED_HEADER, MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import { BOUNDED_HEADER, MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, TOO_MANY_STREAMS_REASON, UPSTREAM_HEADER } from '../constants.js';
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
 import type { ClientIdentity, IdentityResult } from '../identity/client-identity.js';
@@ -179,6 +179,27 @@ export function internalErrorResponse(
   message = 'skewgate could not route this request because of an internal error',
 ): ProcessingResponseOut {
   return statusResponse(statusBody('InternalError', message), 'internal_error');
+}
+
+/**
+ * The answer to a request that arrived while skewgate held more streams than it takes
+ * (extproc.limits.maxStreams): 429 TooManyRequests with Retry-After, as kube-apiserver's own
+ * priority and fairness answers, so that client-go waits and retries it. Nothing was routed and
+ * nothing reached an apiserver, so a retry is safe for writes too.
+ */
+export function tooManyStreamsResponse(retryAfterSeconds: number, maxStreams: number): ProcessingResponseOut {
+  const seconds = Math.max(1, retryAfter(retryAfterSeconds));
+  return statusResponse(
+    statusBody(
+      'TooManyRequests',
+      `the gateway is processing too many requests (more than ${maxStreams} at once); retry after ${seconds}s`,
+      {
+        retryAfterSeconds: seconds,
+      },
+    ),
+    TOO_MANY_STREAMS_REASON,
+    [setHeader('retry-after', String(seconds))],
+  );
 }
 
 /** "apps/v1", or "v1" for the core group. */

@@ -10,15 +10,28 @@ import type { RequestRouter } from '../routing/router.js';
 import { createHealthService, type ServingStatus } from './health.js';
 import { createLogObserver, type DecisionObserver } from './observer.js';
 import { loadProtos } from './proto.js';
-import { createProcessHandler } from './stream.js';
+import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js';
+import { createLogThrottle } from '../log-throttle.js';
+import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
 
 export interface ExtProcServerOptions {
   readonly router: RequestRouter;
   readonly logger: Logger;
   /** Defaults to a logger-based observer. */
   readonly observer?: DecisionObserver;
-  /** Merged over skewgate's grpc-js server options. */
+  /** extproc.limits; each one left out takes its default (EXTPROC_LIMIT_DEFAULTS). */
+  readonly limits?: Partial<ExtProcLimits>;
+  /** Repeated warnings on the ext_proc path: one per kind per this interval. Default EXTPROC_LOG_INTERVAL_MS. */
+  readonly logIntervalMs?: number;
+  /** Merged over skewgate's grpc-js server options (last: a test may loosen a limit). */
   readonly grpcOptions?: grpc.ServerOptions;
+}
+
+export interface ExtProcLimits extends StreamLimits {
+  /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: Envoy opens another connection beyond it; others are refused. */
+  readonly maxStreamsPerConnection: number;
+  /** The largest ProcessingRequest read; a larger one ends its stream (RESOURCE_EXHAUSTED) as its length arrives. */
+  readonly maxMessageBytes: number;
 }
 
 export interface CloseOptions {
@@ -57,14 +70,20 @@ export interface ExtProcServer {
 
 /**
  * grpc-js never penalises client pings, so Envoy's HTTP/2 keepalive is accepted as is. The server
- * pings idle connections itself to notice an Envoy that vanished without closing. No
- * max_concurrent_streams: Envoy opens one stream per HTTP request, many at once. Channelz stays on:
- * grpc-js 1.14 tracks sessions for forceShutdown() only when it is enabled.
+ * pings idle connections itself to notice an Envoy that vanished without closing. Per connection:
+ * at most maxStreamsPerConnection streams (Envoy, told so by SETTINGS, opens another connection;
+ * any other client gets REFUSED_STREAM) and messages of maxMessageBytes (grpc-js checks the length
+ * prefix before it buffers anything; its default, 4 MiB, let 100 partial messages hold 390 MB).
+ * Channelz stays on: grpc-js 1.14 tracks sessions for forceShutdown() only when it is enabled.
  */
-const DEFAULT_GRPC_OPTIONS: grpc.ServerOptions = {
-  'grpc.keepalive_time_ms': 30_000,
-  'grpc.keepalive_timeout_ms': 10_000,
-};
+function grpcOptions(limits: ExtProcLimits): grpc.ServerOptions {
+  return {
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    'grpc.max_concurrent_streams': limits.maxStreamsPerConnection,
+    'grpc.max_receive_message_length': limits.maxMessageBytes,
+  };
+}
 
 /** The filesystem path of a "unix:" address, or null for TCP. */
 export function unixSocketPath(listen: string): string | null {
@@ -136,8 +155,11 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const observer = opts.observer ?? createLogObserver(logger);
   const protos = loadProtos();
   const health = createHealthService('SERVING');
-  const server = new grpc.Server({ ...DEFAULT_GRPC_OPTIONS, ...opts.grpcOptions });
-  server.addService(protos.extProc, { Process: createProcessHandler({ router, logger, observer }) });
+  const limits: ExtProcLimits = { ...EXTPROC_LIMIT_DEFAULTS, ...opts.limits };
+  const server = new grpc.Server({ ...grpcOptions(limits), ...opts.grpcOptions });
+  const gauge: StreamGauge = { open: 0 };
+  const throttle = createLogThrottle({ intervalMs: opts.logIntervalMs ?? EXTPROC_LOG_INTERVAL_MS, now: Date.now });
+  server.addService(protos.extProc, { Process: createProcessHandler({ router, logger, observer, limits, gauge, throttle }) });
   server.addService(protos.health, health.implementation);
 
   let binding: Promise<unknown> | undefined;

@@ -2,19 +2,41 @@
 // ends the stream with INTERNAL, never with OK (OK would make Envoy continue as if we had agreed).
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { extprocStreamCeiling } from '../constants.js';
+import type { LogThrottle } from '../log-throttle.js';
 import { isLongRunning } from '../k8s/long-running.js';
 import type { RequestRouter, RoutingResult } from '../routing/router.js';
 import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
 import type { DecisionObserver, DecisionTrace } from './observer.js';
-import { emptyResponseFor, responseFor } from './responses.js';
+import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './responses.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
+
+/** What one skewgate holds at once (extproc.limits). */
+export interface StreamLimits {
+  /** Streams open at once, over every connection; a request on a stream beyond is answered 429. */
+  readonly maxStreams: number;
+  /**
+   * A stream whose first message has not arrived whole by then is ended (DEADLINE_EXCEEDED), and
+   * whatever it had sent of one dropped: Envoy sends the request headers as it opens the stream.
+   */
+  readonly firstMessageTimeoutMs: number;
+}
+
+/** The open streams, shared by every connection of one server. */
+export interface StreamGauge {
+  open: number;
+}
 
 export interface ProcessHandlerDeps {
   readonly router: RequestRouter;
   readonly logger: Logger;
   readonly observer: DecisionObserver;
+  readonly limits: StreamLimits;
+  readonly gauge: StreamGauge;
+  /** Repeated warnings (a broken or hostile client can cause one per stream) are rate-limited. */
+  readonly throttle: LogThrottle;
   /** Monotonic nanoseconds; injected for tests. */
   readonly now?: () => bigint;
 }
@@ -41,12 +63,51 @@ function fail(call: ProcessCall, code: grpc.status, details: string): void {
 }
 
 export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCall) => void {
-  const { router, logger, observer } = deps;
+  const { router, logger, observer, limits, gauge, throttle } = deps;
   const now = deps.now ?? process.hrtime.bigint;
+  /** A line at most once per key per throttle interval, with the count held back since the last. */
+  const throttled = (level: 'warn' | 'error', key: string, fields: Record<string, unknown>, msg: string): void => {
+    const admitted = throttle.admit(key);
+    if (admitted) logger[level]({ ...fields, ...(admitted.suppressed > 0 ? { suppressed: admitted.suppressed } : {}) }, msg);
+  };
+  const warn = (key: string, fields: Record<string, unknown>, msg: string): void => throttled('warn', key, fields, msg);
 
   return function process(call: ProcessCall): void {
     let replies = 0;
     let failed = false;
+    let firstMessage = false;
+    gauge.open++;
+    // Counted at the start, so that a burst beyond the bound is answered cheaply, not routed.
+    const overloaded = gauge.open > limits.maxStreams;
+    const firstMessageTimer = setTimeout(() => {
+      if (firstMessage) return;
+      failed = true;
+      warn('first_message_timeout', { timeoutMs: limits.firstMessageTimeoutMs }, 'ext_proc stream sent no whole message in time; ended');
+      fail(call, grpc.status.DEADLINE_EXCEEDED, 'skewgate: no ProcessingRequest within the first-message timeout');
+    }, limits.firstMessageTimeoutMs);
+    firstMessageTimer.unref();
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      gauge.open--;
+      clearTimeout(firstMessageTimer);
+    };
+    // Whichever comes first: our status sent (finish), Envoy's reset (cancelled), or the stream torn down.
+    call.once('finish', release);
+    call.once('cancelled', release);
+    call.once('close', release);
+    if (gauge.open > extprocStreamCeiling(limits.maxStreams)) {
+      // A flood no single Envoy sends (its breaker stops at the ceiling): refused before anything is read.
+      failed = true;
+      warn(
+        'stream_ceiling',
+        { open: gauge.open, ceiling: extprocStreamCeiling(limits.maxStreams) },
+        'ext_proc streams beyond the ceiling; refusing',
+      );
+      fail(call, grpc.status.RESOURCE_EXHAUSTED, 'skewgate: too many ext_proc streams');
+      return;
+    }
 
     const onHeaders = (msg: ProcessingRequestMsg, started: bigint): void => {
       const headers = headerMapToMap(msg.request_headers?.headers);
@@ -57,7 +118,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       try {
         trace = observer.onRequest?.({ metadata: call.metadata, headers });
       } catch (err) {
-        logger.warn({ err }, 'decision observer failed');
+        warn('observer_failed', { err }, 'decision observer failed');
       }
       let result: RoutingResult;
       let reply: ProcessingResponseOut;
@@ -69,7 +130,12 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
         reply = responseFor(result, router.retryAfterSeconds, trace?.upstreamHeaders, bounded);
       } catch (err) {
         failed = true;
-        logger.error({ err, method, path: path.split('?', 1)[0] }, 'routing failed; ending the ext_proc stream with INTERNAL');
+        throttled(
+          'error',
+          'routing_failed',
+          { err, method, path: path.split('?', 1)[0] },
+          'routing failed; ending the ext_proc stream with INTERNAL',
+        );
         fail(call, grpc.status.INTERNAL, 'skewgate: internal error while routing the request');
         try {
           observer.onRouteError?.(err, { durationNs: now() - started, metadata: call.metadata, headers, trace });
@@ -87,16 +153,26 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       try {
         observer.onDecision(result, ctx);
       } catch (err) {
-        logger.warn({ err }, 'decision observer failed');
+        warn('observer_failed', { err }, 'decision observer failed');
       }
     };
 
     call.on('data', (msg: ProcessingRequestMsg) => {
       const started = now();
+      firstMessage = true;
+      clearTimeout(firstMessageTimer);
       if (failed || call.cancelled || call.writableEnded) return;
       try {
         const phase = msg.request;
-        if (phase === 'request_headers') {
+        if (phase === 'request_headers' && overloaded) {
+          // Over the bound: no routing, a 429 the client retries, and the stream is done.
+          warn('too_many_streams', { open: gauge.open, maxStreams: limits.maxStreams }, 'too many ext_proc streams at once; answering 429');
+          if (!msg.observability_mode) {
+            call.write(tooManyStreamsResponse(router.retryAfterSeconds, limits.maxStreams));
+            replies++;
+          }
+          call.end();
+        } else if (phase === 'request_headers') {
           onHeaders(msg, started);
         } else if (isPhase(phase)) {
           // Headers-only mode should never send these, but a reply of the matching kind is correct.
@@ -105,13 +181,13 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
             replies++;
           }
         } else {
-          logger.warn({ phase }, 'ext_proc message without a known phase');
+          warn('unknown_phase', { phase }, 'ext_proc message without a known phase');
           failed = true;
           fail(call, grpc.status.INVALID_ARGUMENT, 'skewgate: ProcessingRequest without a known request phase');
         }
       } catch (err) {
         failed = true;
-        logger.error({ err }, 'ext_proc stream handler failed');
+        throttled('error', 'handler_failed', { err }, 'ext_proc stream handler failed');
         fail(call, grpc.status.INTERNAL, 'skewgate: internal error');
       }
     });
@@ -129,7 +205,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
     call.on('error', (err: Partial<grpc.StatusObject> & Error) => {
       if (failed) return; // our own fail() above, already logged
       if (err.code === grpc.status.CANCELLED) return;
-      logger.warn({ err }, 'ext_proc stream error');
+      warn('stream_error', { err }, 'ext_proc stream error');
     });
   };
 }

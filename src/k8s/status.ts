@@ -7,6 +7,8 @@ export type StatusReason =
   | 'BadRequest'
   | 'Unauthorized'
   | 'InternalError'
+  /** skewgate's own stream bound (extproc.limits.maxStreams); client-go retries it after Retry-After. */
+  | 'TooManyRequests'
   /** Envoy's own replies only (envoy/listener.ts): a timed-out request, a body too large. */
   | 'Timeout'
   | 'RequestEntityTooLarge';
@@ -36,6 +38,7 @@ export const STATUS_CODE: Readonly<Record<StatusReason, number>> = Object.freeze
   BadRequest: 400,
   Unauthorized: 401,
   InternalError: 500,
+  TooManyRequests: 429,
   Timeout: 504,
   RequestEntityTooLarge: 413,
 });

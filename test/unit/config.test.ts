@@ -232,3 +232,45 @@ t.test('the peer channel and the health listener: resolved paths, TCP only, ever
   );
   t.match(got.find((p) => p.path === 'extproc.peer.listen')?.message, /host:port \(TCP/);
 });
+
+t.test('extproc.limits and envoy.requestTimeout: defaults, units, and every bad value listed', async (t) => {
+  const c = parseConfig(minimal, 'test.yaml', '/base');
+  t.same(c.extproc.limits, { maxStreams: 1000, maxStreamsPerConnection: 100, maxMessageBytes: 2 * 1024 * 1024, firstMessageTimeout: 5000 });
+  t.equal(c.envoy.requestTimeout, 65_000, "above kube-apiserver's 60 s --request-timeout");
+  const set = parseConfig(
+    {
+      ...minimal,
+      extproc: { limits: { maxStreams: 50, maxStreamsPerConnection: 10, maxMessageBytes: 1_500_000, firstMessageTimeout: '2s' } },
+      envoy: { ...minimal.envoy, requestTimeout: '2m' },
+    },
+    'test.yaml',
+    '/base',
+  );
+  t.same(set.extproc.limits, { maxStreams: 50, maxStreamsPerConnection: 10, maxMessageBytes: 1_500_000, firstMessageTimeout: 2000 });
+  t.equal(set.envoy.requestTimeout, 120_000);
+  t.equal(
+    parseConfig({ ...minimal, envoy: { ...minimal.envoy, requestTimeout: 0 } }, 'test.yaml', '/base').envoy.requestTimeout,
+    0,
+    '0: no bound',
+  );
+  const bad = problems({
+    ...minimal,
+    extproc: {
+      limits: { maxStreams: 0, maxStreamsPerConnection: 1.5, maxMessageBytes: 1024 * 1024, firstMessageTimeout: '10ms', extra: 1 },
+    },
+    envoy: { ...minimal.envoy, requestTimeout: '500ms' },
+  });
+  const paths = bad.map((p) => p.path);
+  for (const want of [
+    'extproc.limits.maxStreams',
+    'extproc.limits.maxStreamsPerConnection',
+    'extproc.limits.maxMessageBytes',
+    'extproc.limits.firstMessageTimeout',
+    'extproc.limits',
+    'envoy.requestTimeout',
+  ]) {
+    t.ok(paths.includes(want), `${want} is listed (${JSON.stringify(bad.filter((p) => p.path === want))})`);
+  }
+  t.match(bad.find((p) => p.path === 'extproc.limits.maxMessageBytes')?.message, /1 MiB of request headers/);
+  t.match(bad.find((p) => p.path === 'envoy.requestTimeout')?.message, /0 \(no bound\) or at least 1s/);
+});

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import {
   BOUNDED_HEADER,
+  extprocStreamCeiling,
   CLIENT_CERT_HEADER,
   EXTPROC_SERVICE_NAME,
   HEALTH_CHECK_USER,
@@ -560,7 +561,7 @@ t.test('apiserver clusters without a client certificate present none', async (t)
   t.notOk('tls_certificates' in obj(at(cluster(b, 'apiserver-a'), 'transport_socket.typed_config.common_tls_context')));
 });
 
-t.test('processor cluster: HTTP/2, TCP or unix socket, gRPC health, raised limits', async (t) => {
+t.test("processor cluster: HTTP/2, TCP or unix socket, gRPC health, the breaker at skewgate's ceiling", async (t) => {
   const tcp = cluster(renderBootstrap(config({ extproc: '127.0.0.1:9002' })), 'skewgate-extproc');
   t.same(at(tcp, 'load_assignment.endpoints.0.lb_endpoints.0.endpoint.address'), {
     socket_address: { address: '127.0.0.1', port_value: 9002 },
@@ -578,8 +579,25 @@ t.test('processor cluster: HTTP/2, TCP or unix socket, gRPC health, raised limit
   const opts = obj(at(tcp, 'typed_extension_protocol_options'))['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
   t.ok(at(opts, 'explicit_http_config.http2_protocol_options') !== undefined, 'gRPC needs HTTP/2');
   t.same(at(tcp, 'health_checks.0.grpc_health_check'), { service_name: EXTPROC_SERVICE_NAME });
-  t.ok(Number(at(tcp, 'circuit_breakers.thresholds.0.max_requests')) >= 100_000, 'one stream per in-flight request');
-  t.ok(Number(at(tcp, 'circuit_breakers.thresholds.0.max_pending_requests')) >= 100_000);
+  for (const [maxStreams, want] of [
+    [undefined, 2000],
+    [1, 2],
+    [250, 500],
+  ] as const) {
+    const raw = rawConfig();
+    const cfg = parseConfig(
+      { ...raw, extproc: { ...raw.extproc, ...(maxStreams === undefined ? {} : { limits: { maxStreams } }) } },
+      '/srv/sg/skewgate.yaml',
+      '/srv/sg',
+    );
+    const breaker = at(cluster(renderBootstrap(cfg), 'skewgate-extproc'), 'circuit_breakers.thresholds');
+    t.same(
+      breaker,
+      [{ priority: 'DEFAULT', max_connections: want, max_pending_requests: want, max_requests: want, max_retries: want }],
+      `maxStreams ${maxStreams ?? 'default (1000)'}: breaker ${want}, skewgate's ceiling (routed + answered 429)`,
+    );
+    t.equal(want, extprocStreamCeiling(cfg.extproc.limits.maxStreams), 'the same function skewgate refuses by');
+  }
 });
 
 t.test('caFile is required to render', async (t) => {

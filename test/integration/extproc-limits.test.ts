@@ -1,0 +1,199 @@
+// The ext_proc listener's bounds over real gRPC streams: the stream bound answers 429 (and refuses
+// a flood beyond the ceiling), an oversize message ends its stream before it is buffered, a stream
+// that never sends its headers is ended, a connection is told its stream limit, and repeated
+// warnings are rate-limited with a count.
+import { connect as http2Connect, constants as h2 } from 'node:http2';
+import * as grpc from '@grpc/grpc-js';
+import t from 'tap';
+import { TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import { createExtProcServer, type ExtProcLimits, type ExtProcServer } from '../../src/extproc/server.js';
+import {
+  captureLogs,
+  createExtProcClient,
+  immediateBody,
+  replyHeader,
+  requestHeadersMessage,
+  resultOf,
+  stubRouter,
+  type ExtProcTestClient,
+  type LogCapture,
+  type ProcessStream,
+} from '../helpers/extproc-client.js';
+
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
+
+interface Harness {
+  readonly server: ExtProcServer;
+  readonly client: ExtProcTestClient;
+  readonly logs: LogCapture;
+  readonly port: number;
+}
+
+const table = { '/api/v1/pods': resultOf({ outcome: 'default', reason: 'served_by_all', candidates: ['a', 'b'] }) };
+
+async function harness(t: Tap, limits: Partial<ExtProcLimits>, logIntervalMs?: number): Promise<Harness> {
+  const logs = captureLogs('info');
+  const server = createExtProcServer({
+    router: stubRouter(table, 3),
+    logger: logs.logger,
+    limits,
+    ...(logIntervalMs ? { logIntervalMs } : {}),
+  });
+  const { port = 0 } = await server.start('127.0.0.1:0');
+  const client = createExtProcClient(`127.0.0.1:${port}`);
+  t.teardown(async () => {
+    client.close();
+    await server.close(500);
+  });
+  return { server, client, logs, port };
+}
+
+/** A stream that has sent nothing yet; `ended` settles with its status, `first` with its first reply. */
+function held(client: ExtProcTestClient): {
+  call: ProcessStream;
+  ended: Promise<grpc.StatusObject>;
+  first: Promise<ProcessingResponseMsg | null>;
+} {
+  const call = client.open();
+  call.on('error', () => undefined);
+  const ended = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  const first = new Promise<ProcessingResponseMsg | null>((resolve) => {
+    call.once('data', resolve);
+    void ended.then(() => resolve(null));
+  });
+  return { call, ended, first };
+}
+
+const settle = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+t.test('maxStreams: routed up to the bound, 429 with Retry-After beyond it, refused beyond the ceiling', async (t) => {
+  const h = await harness(t, { maxStreams: 2, firstMessageTimeoutMs: 10_000 });
+  const a = held(h.client);
+  const b = held(h.client);
+  await settle(100); // the server has both open
+  const over = await h.client.process({ path: '/api/v1/pods' });
+  t.equal(over.response?.immediate_response?.status?.code, 429, 'the third stream: 429');
+  t.equal(replyHeader(over.response, 'retry-after')?.raw, '3', 'Retry-After: routing.retryAfterSeconds');
+  t.equal(replyHeader(over.response, 'x-skewgate-reason')?.raw, TOO_MANY_STREAMS_REASON);
+  t.match(immediateBody(over.response), { kind: 'Status', reason: 'TooManyRequests', code: 429, details: { retryAfterSeconds: 3 } });
+  // Two more held: 4 open, the ceiling (2 × maxStreams); the fifth is refused before it sends anything.
+  const c = held(h.client);
+  const d = held(h.client);
+  await settle(100);
+  const e = held(h.client);
+  const refused = await e.ended;
+  t.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED, `beyond the ceiling: RESOURCE_EXHAUSTED at once (${refused.details})`);
+  // The held ones were counted, not harmed: the first two are routed, the next two get 429.
+  for (const [name, s, code] of [
+    ['a', a, undefined],
+    ['b', b, undefined],
+    ['c', c, 429],
+    ['d', d, 429],
+  ] as const) {
+    s.call.write(requestHeadersMessage({ path: '/api/v1/pods' }));
+    const reply = await s.first;
+    t.equal(reply?.immediate_response?.status?.code, code, `${name}: ${code ?? 'routed'}`);
+    if (code === undefined) t.equal(reply?.request_headers?.response?.status, 'CONTINUE', `${name}: CONTINUE`);
+    s.call.cancel();
+    await s.ended;
+  }
+  await settle(50);
+  const after = await h.client.process({ path: '/api/v1/pods' });
+  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'every stream released: routed again');
+  const lines = h.logs.lines.filter((l) => l['msg'] === 'too many ext_proc streams at once; answering 429');
+  t.equal(lines.length, 1, 'the 429s logged once (rate-limited)');
+});
+
+t.test('maxMessageBytes: a larger message ends its stream; 1 MiB of headers passes at the default', async (t) => {
+  const h = await harness(t, { maxMessageBytes: 1_200_000 });
+  const big = await h.client.process({ path: '/api/v1/pods', headers: { 'x-pad': 'p'.repeat(1_300_000) } });
+  t.equal(big.response, null, 'no reply');
+  t.equal(big.status.code, grpc.status.RESOURCE_EXHAUSTED, big.status.details);
+  const dflt = await harness(t, {});
+  // 1 MiB of request headers in 10,000 lines, as Envoy's listener admits them.
+  const lines: Record<string, string[]> = { 'x-line': Array.from({ length: 10_000 }, (_, i) => `${i}`.padStart(100, 'v')) };
+  const ok = await dflt.client.process({ path: '/api/v1/pods', headers: lines });
+  t.equal(ok.response?.request_headers?.response?.status, 'CONTINUE', 'the largest request Envoy forwards is routed');
+});
+
+/** Raw HTTP/2 to the Process method: what a client that is not Envoy can send. */
+function rawSession(port: number): ReturnType<typeof http2Connect> {
+  const session = http2Connect(`http://127.0.0.1:${port}`);
+  session.on('error', () => undefined);
+  return session;
+}
+function rawProcess(session: ReturnType<typeof http2Connect>): ReturnType<ReturnType<typeof http2Connect>['request']> {
+  const stream = session.request({
+    [h2.HTTP2_HEADER_METHOD]: 'POST',
+    [h2.HTTP2_HEADER_PATH]: '/envoy.service.ext_proc.v3.ExternalProcessor/Process',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  });
+  stream.on('error', () => undefined);
+  return stream;
+}
+
+t.test('firstMessageTimeout: a stream that sends no whole message is ended, its partial message dropped', async (t) => {
+  const h = await harness(t, { firstMessageTimeoutMs: 300, maxStreams: 1 });
+  const started = Date.now();
+  const idle = held(h.client);
+  const status = await idle.ended;
+  const ms = Date.now() - started;
+  t.equal(status.code, grpc.status.DEADLINE_EXCEEDED, status.details);
+  t.ok(ms >= 250 && ms < 2000, `ended after ${ms} ms (timeout 300 ms)`);
+  // A partial message: the length prefix says 1 MB, 100 kB follow, then nothing.
+  const session = rawSession(h.port);
+  t.teardown(() => session.destroy());
+  const stream = rawProcess(session);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(1_000_000, 1);
+  stream.write(Buffer.concat([prefix, Buffer.alloc(100_000)]));
+  const trailers = await new Promise<Record<string, unknown>>((resolve) => {
+    stream.on('trailers', (tr) => resolve(tr as Record<string, unknown>));
+    stream.on('response', (hd) => {
+      if (hd['grpc-status'] !== undefined) resolve(hd as Record<string, unknown>);
+    });
+  });
+  t.equal(String(trailers['grpc-status']), String(grpc.status.DEADLINE_EXCEEDED), 'the partial message did not hold the stream');
+  const after = await h.client.process({ path: '/api/v1/pods' });
+  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'both released: the one stream allowed is routed');
+  t.equal(
+    h.logs.lines.filter((l) => l['msg'] === 'ext_proc stream sent no whole message in time; ended').length,
+    1,
+    'logged once for both',
+  );
+});
+
+t.test('maxStreamsPerConnection: what the listener tells a connection (Envoy opens another beyond it)', async (t) => {
+  const h = await harness(t, { maxStreamsPerConnection: 7 });
+  const session = rawSession(h.port);
+  t.teardown(() => session.destroy());
+  await new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+  t.equal(session.remoteSettings.maxConcurrentStreams, 7);
+  const dflt = await harness(t, {});
+  const other = rawSession(dflt.port);
+  t.teardown(() => other.destroy());
+  await new Promise<void>((resolve) => other.once('remoteSettings', () => resolve()));
+  t.equal(other.remoteSettings.maxConcurrentStreams, 100, 'default 100');
+});
+
+t.test('repeated warnings: one line per kind per interval, the next one counting those held back', async (t) => {
+  const h = await harness(t, {}, 400);
+  const phaseless = async (): Promise<grpc.StatusObject> => {
+    const s = held(h.client);
+    s.call.write({ observability_mode: false });
+    return s.ended;
+  };
+  const statuses = await Promise.all(Array.from({ length: 50 }, phaseless));
+  t.ok(
+    statuses.every((s) => s.code === grpc.status.INVALID_ARGUMENT),
+    'each stream still ends INVALID_ARGUMENT',
+  );
+  const warned = (): Record<string, unknown>[] => h.logs.lines.filter((l) => l['msg'] === 'ext_proc message without a known phase');
+  t.equal(warned().length, 1, '50 messages, one line');
+  await settle(450);
+  await phaseless();
+  t.equal(warned().length, 2, 'after the interval, the next one is written');
+  t.equal(warned()[1]?.['suppressed'], 49, 'with the count of the lines held back');
+});
