@@ -81,9 +81,10 @@ export const EXTPROC_LIMIT_DEFAULTS = Object.freeze({
   firstMessageTimeoutMs: 5000,
 });
 /**
- * The most streams one skewgate holds: maxStreams routed, as many again answered 429 (no routing,
- * one constant reply each); beyond it a stream is refused at once (RESOURCE_EXHAUSTED). Envoy's
- * circuit breaker on the ext_proc cluster is this number, so one Envoy never reaches the refusals.
+ * Envoy's circuit breaker on the ext_proc cluster (src/envoy/clusters.ts): twice
+ * extproc.limits.maxStreams. Of the streams one Envoy holds, skewgate routes maxStreams and
+ * answers the rest 429 (no routing, one constant reply each), so a client sees skewgate's 429
+ * long before Envoy's overflow, which fails the stream as if skewgate were unreachable.
  */
 export function extprocStreamCeiling(maxStreams: number): number {
   return 2 * maxStreams;

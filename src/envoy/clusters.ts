@@ -102,12 +102,12 @@ function circuitBreakers(): JsonObject {
 }
 
 /**
- * The ext_proc cluster's breaker is skewgate's own ceiling (extprocStreamCeiling): of the streams
- * this Envoy holds open, skewgate routes extproc.limits.maxStreams and answers the rest 429, so the
- * client sees skewgate's 429 first. Beyond the ceiling the breaker overflows (`UO`): the ext_proc
- * filter fails that request's stream, as with skewgate unreachable (failureMode: open balances,
- * a client certificate gets the 401 backstop; closed answers 503). Per cluster, not per skewgate:
- * with peers, the ones in use share it. No more connections or queued streams than that either.
+ * The ext_proc cluster's breaker, at extprocStreamCeiling: of the streams this Envoy holds open,
+ * skewgate routes extproc.limits.maxStreams and answers the rest 429, so the client sees
+ * skewgate's 429 first. Beyond the ceiling the breaker overflows: the ext_proc filter fails that
+ * request's stream as with skewgate unreachable (failureMode open: balanced, and a client
+ * certificate gets the 401 backstop; closed: 503). Per cluster, not per skewgate: with peers, the
+ * ones in use share it. No more connections, queued streams or retries than that either.
  */
 function extprocCircuitBreakers(config: Config): JsonObject {
   const ceiling = extprocStreamCeiling(config.extproc.limits.maxStreams);

@@ -67,42 +67,51 @@ function held(client: ExtProcTestClient): {
 
 const settle = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-t.test('maxStreams: routed up to the bound, 429 with Retry-After beyond it, refused beyond the ceiling', async (t) => {
+t.test('maxStreams: routed up to the bound, 429 with Retry-After beyond it, released as streams end', async (t) => {
   const h = await harness(t, { maxStreams: 2, firstMessageTimeoutMs: 10_000 });
-  const a = held(h.client);
-  const b = held(h.client);
-  await settle(100); // the server has both open
+  // Two streams that got their headers and a reply, left open (as an old Envoy keeps them).
+  const open = [held(h.client), held(h.client)];
+  for (const s of open) {
+    s.call.write(requestHeadersMessage({ path: '/api/v1/pods' }));
+    t.equal((await s.first)?.request_headers?.response?.status, 'CONTINUE', 'within the bound: routed');
+  }
   const over = await h.client.process({ path: '/api/v1/pods' });
-  t.equal(over.response?.immediate_response?.status?.code, 429, 'the third stream: 429');
+  t.equal(over.response?.immediate_response?.status?.code, 429, 'the third: 429');
   t.equal(replyHeader(over.response, 'retry-after')?.raw, '3', 'Retry-After: routing.retryAfterSeconds');
   t.equal(replyHeader(over.response, 'x-skewgate-reason')?.raw, TOO_MANY_STREAMS_REASON);
   t.match(immediateBody(over.response), { kind: 'Status', reason: 'TooManyRequests', code: 429, details: { retryAfterSeconds: 3 } });
-  // Two more held: 4 open, the ceiling (2 × maxStreams); the fifth is refused before it sends anything.
-  const c = held(h.client);
-  const d = held(h.client);
-  await settle(100);
-  const e = held(h.client);
-  const refused = await e.ended;
-  t.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED, `beyond the ceiling: RESOURCE_EXHAUSTED at once (${refused.details})`);
-  // The held ones were counted, not harmed: the first two are routed, the next two get 429.
-  for (const [name, s, code] of [
-    ['a', a, undefined],
-    ['b', b, undefined],
-    ['c', c, 429],
-    ['d', d, 429],
-  ] as const) {
-    s.call.write(requestHeadersMessage({ path: '/api/v1/pods' }));
-    const reply = await s.first;
-    t.equal(reply?.immediate_response?.status?.code, code, `${name}: ${code ?? 'routed'}`);
-    if (code === undefined) t.equal(reply?.request_headers?.response?.status, 'CONTINUE', `${name}: CONTINUE`);
+  t.equal(over.status.code, grpc.status.CANCELLED, 'and the stream closed after it (the client reset, as Envoy does)');
+  const again = await h.client.process({ path: '/api/v1/pods' });
+  t.equal(again.response?.immediate_response?.status?.code, 429, 'a 429 frees its place: the next one too');
+  for (const s of open) {
     s.call.cancel();
     await s.ended;
   }
   await settle(50);
   const after = await h.client.process({ path: '/api/v1/pods' });
-  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'every stream released: routed again');
+  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'the two ended: routed again');
   const lines = h.logs.lines.filter((l) => l['msg'] === 'too many ext_proc streams at once; answering 429');
   t.equal(lines.length, 1, 'the 429s logged once (rate-limited)');
+});
+
+t.test('streams without a first message: at most maxStreams; the oldest goes, never a new one', async (t) => {
+  const h = await harness(t, { maxStreams: 3, firstMessageTimeoutMs: 10_000 });
+  const idle = [held(h.client), held(h.client), held(h.client)];
+  await settle(100);
+  // A fourth idle one pushes out the oldest.
+  const fourth = held(h.client);
+  const oldest = await idle[0]!.ended;
+  t.equal(oldest.code, grpc.status.RESOURCE_EXHAUSTED, `the oldest idle stream ended (${oldest.details})`);
+  // An Envoy-like stream (headers at once) is routed even while idle ones fill the bound.
+  const r = await h.client.process({ path: '/api/v1/pods' });
+  t.equal(r.response?.request_headers?.response?.status, 'CONTINUE', 'a stream that sends its headers is routed');
+  const second = await idle[1]!.ended;
+  t.equal(second.code, grpc.status.RESOURCE_EXHAUSTED, 'and it pushed out the next oldest idle one');
+  fourth.call.write(requestHeadersMessage({ path: '/api/v1/pods' }));
+  t.equal((await fourth.first)?.request_headers?.response?.status, 'CONTINUE', 'an idle stream that speaks in time is served');
+  for (const s of [idle[2]!, fourth]) s.call.cancel();
+  const evictions = h.logs.lines.filter((l) => l['msg'] === 'too many ext_proc streams without a first message; ending the oldest');
+  t.equal(evictions.length, 1, 'logged once (rate-limited)');
 });
 
 t.test('maxMessageBytes: a larger message ends its stream; 1 MiB of headers passes at the default', async (t) => {
@@ -135,7 +144,7 @@ function rawProcess(session: ReturnType<typeof http2Connect>): ReturnType<Return
 }
 
 t.test('firstMessageTimeout: a stream that sends no whole message is ended, its partial message dropped', async (t) => {
-  const h = await harness(t, { firstMessageTimeoutMs: 300, maxStreams: 1 });
+  const h = await harness(t, { firstMessageTimeoutMs: 300 });
   const started = Date.now();
   const idle = held(h.client);
   const status = await idle.ended;
@@ -156,8 +165,13 @@ t.test('firstMessageTimeout: a stream that sends no whole message is ended, its 
     });
   });
   t.equal(String(trailers['grpc-status']), String(grpc.status.DEADLINE_EXCEEDED), 'the partial message did not hold the stream');
+  // The client kept its side open: the stream is reset, which is what frees the partial message.
+  const rst = await new Promise<number>((resolve) =>
+    stream.closed ? resolve(stream.rstCode) : stream.once('close', () => resolve(stream.rstCode)),
+  );
+  t.equal(rst, h2.NGHTTP2_CANCEL, 'reset (RST_STREAM CANCEL) soon after the status');
   const after = await h.client.process({ path: '/api/v1/pods' });
-  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'both released: the one stream allowed is routed');
+  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'a stream that speaks is routed');
   t.equal(
     h.logs.lines.filter((l) => l['msg'] === 'ext_proc stream sent no whole message in time; ended').length,
     1,
