@@ -47,6 +47,8 @@ export interface StackOptions {
   readonly proxied?: boolean;
   /** More fields of the config's envoy section (e.g. requestTimeout). */
   readonly envoy?: Readonly<Record<string, unknown>>;
+  /** More fields of the config's extproc section (e.g. limits). */
+  readonly extproc?: Readonly<Record<string, unknown>>;
 }
 
 export interface Stack {
@@ -91,7 +93,13 @@ function configDocument(
       credentials: { tokenFile: pki.tokenFile },
     })),
     discovery: { interval: o.discoveryInterval ?? 1000, timeout: 2000 },
-    extproc: { listen: `127.0.0.1:${extprocPort}`, messageTimeout: 1000, failureMode: o.failureMode ?? 'open', shutdownGrace: 2000 },
+    extproc: {
+      listen: `127.0.0.1:${extprocPort}`,
+      messageTimeout: 1000,
+      failureMode: o.failureMode ?? 'open',
+      shutdownGrace: 2000,
+      ...o.extproc,
+    },
     envoy: {
       listen: { address: '127.0.0.1', port: gatewayPort },
       admin: { address: '127.0.0.1', port: 0 },
