@@ -4,12 +4,12 @@
 // (`unbounded`). Run by hand: `node dist/bench/extproc-abuse.js [bounded|unbounded]`; the numbers
 // go to the report, not RESULTS.md (not part of `npm run bench`).
 import { fork } from 'node:child_process';
-import { connect, constants as h2, type ClientHttp2Session } from 'node:http2';
+import type { ClientHttp2Session } from 'node:http2';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { createExtProcServer, type ExtProcLimits } from '../src/extproc/server.js';
 import { createRouter } from '../src/routing/router.js';
-import { createExtProcClient } from '../test/helpers/extproc-client.js';
+import { createExtProcClient, rawProcess, rawSession } from '../test/helpers/extproc-client.js';
 import { syntheticPlane } from './synthetic.js';
 
 const UNBOUNDED: Partial<ExtProcLimits> = {
@@ -41,22 +41,11 @@ async function serve(mode: string): Promise<void> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function rawStream(session: ClientHttp2Session): ReturnType<ClientHttp2Session['request']> {
-  const s = session.request({
-    [h2.HTTP2_HEADER_METHOD]: 'POST',
-    [h2.HTTP2_HEADER_PATH]: '/envoy.service.ext_proc.v3.ExternalProcessor/Process',
-    'content-type': 'application/grpc',
-    te: 'trailers',
-  });
-  s.on('error', () => undefined);
-  return s;
-}
-
 async function main(): Promise<void> {
   const mode = process.argv[2] ?? 'bounded';
   const child = fork(fileURLToPath(import.meta.url), ['serve', mode], { execArgv: ['--expose-gc'] });
   const next = (): Promise<Record<string, number>> => new Promise((r) => child.once('message', (m) => r(m as Record<string, number>)));
-  const { port } = await next();
+  const port = (await next()).port ?? 0;
   /** RSS and what the heap and Buffers hold (MB): RSS is not always given back, the rest is. */
   const rss = async (): Promise<string> => {
     child.send('rss');
@@ -66,12 +55,11 @@ async function main(): Promise<void> {
   const out: Record<string, unknown> = { mode, rssStartMB: await rss() };
 
   // 1. 100 streams on one connection, each a 3.9 MB message announced and sent but its last byte.
-  const session = connect(`http://127.0.0.1:${port}`);
-  session.on('error', () => undefined);
+  const session = rawSession(port);
   const size = 3_900_000;
   const partial = Buffer.alloc(5 + size - 1);
   partial.writeUInt32BE(size, 1);
-  for (let i = 0; i < 100; i++) rawStream(session).write(partial);
+  for (let i = 0; i < 100; i++) rawProcess(session).write(partial);
   await sleep(3000);
   out.rssPartial39MB = await rss();
   session.destroy();
@@ -79,14 +67,13 @@ async function main(): Promise<void> {
   out.rssAfterClose = await rss();
 
   // 1b. the largest the bound admits: 100 partial 1.9 MB messages, then the first-message timeout.
-  const s2 = connect(`http://127.0.0.1:${port}`);
-  s2.on('error', () => undefined);
+  const s2 = rawSession(port);
   const size2 = 1_900_000;
   const partial2 = Buffer.alloc(5 + size2 - 1);
   partial2.writeUInt32BE(size2, 1);
   const resets: Record<string, number> = {};
   for (let i = 0; i < 100; i++) {
-    const st = rawStream(s2);
+    const st = rawProcess(s2);
     st.write(partial2);
     st.on('close', () => (resets[String(st.rstCode)] = (resets[String(st.rstCode)] ?? 0) + 1));
   }
@@ -100,10 +87,9 @@ async function main(): Promise<void> {
   // 2. 5,000 idle streams over 50 connections, then a probe: 500 requests one after the other.
   const idle: ClientHttp2Session[] = [];
   for (let c = 0; c < 50; c++) {
-    const s = connect(`http://127.0.0.1:${port}`);
-    s.on('error', () => undefined);
+    const s = rawSession(port);
     idle.push(s);
-    for (let i = 0; i < 100; i++) rawStream(s);
+    for (let i = 0; i < 100; i++) rawProcess(s);
   }
   await sleep(2000);
   const client = createExtProcClient(`127.0.0.1:${port}`);

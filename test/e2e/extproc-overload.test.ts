@@ -2,12 +2,14 @@
 // (extproc.limits.maxStreams 1, so Envoy's breaker on the ext_proc cluster is 2) and its event loop
 // stalls while 30 requests arrive. Envoy opens two streams; the other requests overflow the breaker
 // and fail open (balanced unprocessed: what only apiserver-a serves gets apiserver-b's 404, the
-// fail-open failure of invariant 4); of the two, skewgate routes one and may answer the other 429
-// (seldom here: Envoy's two streams rarely overlap at skewgate; the 429 itself is proved on real
-// streams in test/integration/extproc-limits.test.ts).
+// fail-open failure of invariant 4; Envoy answers the overflowing gRPC stream 503 itself, which the
+// ext_proc filter treats as a failed stream); the two reach skewgate at once when it resumes: it
+// routes one and answers the other 429 with Retry-After.
+import { spawn } from 'node:child_process';
 import t from 'tap';
-import { REASON_HEADER, TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
+import { TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { envoyCounter } from '../helpers/envoy-fixtures.js';
 import { createClient } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
 
@@ -23,14 +25,30 @@ const fixture = stackFixture(t, 'extproc-overload', {
   extproc: { limits: { maxStreams: 1 } },
 });
 
-async function stat(name: string): Promise<number> {
-  const text = await (
-    await fetch(`${fixture.stack().envoy.adminUrl}/stats?filter=${encodeURIComponent(`^${name.replaceAll('.', '\\.')}$`)}`)
-  ).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}: `));
-  if (line === undefined) throw new Error(`Envoy has no stat ${name}`);
-  return Number(line.slice(name.length + 2));
-}
+const port = (stack: ReturnType<typeof fixture.stack>): string => new URL(stack.gatewayUrl).port;
+
+/** The burst, run as its own process: one HTTP/2 connection, a warm-up, "go", then N requests at once. */
+const BURST = `
+import { connect } from 'node:http2';
+import { readFileSync } from 'node:fs';
+const [port, caFile, token, path, n] = process.argv.slice(1);
+const s = connect('https://127.0.0.1:' + port, { ca: readFileSync(caFile), servername: 'localhost' });
+const get = () => new Promise((resolve) => {
+  const r = s.request({ ':path': path, authorization: 'Bearer ' + token });
+  let head = {}; let body = '';
+  r.on('response', (h) => (head = h));
+  r.setEncoding('utf8');
+  r.on('data', (c) => (body += c));
+  r.on('end', () => resolve({ status: head[':status'], server: head['x-fake-apiserver'], reason: head['x-skewgate-reason'], retryAfter: head['retry-after'], body }));
+});
+await get();
+process.stdout.write('go\\n');
+const all = await Promise.all(Array.from({ length: Number(n) }, get));
+process.stdout.write(JSON.stringify(all));
+s.close();
+`;
+
+const stat = (name: string): Promise<number> => envoyCounter(fixture.stack().envoy.adminUrl, name);
 
 t.test("a burst beyond Envoy's breaker fails open, counted; every other answer is routed (or skewgate's 429)", async (t) => {
   const stack = fixture.stack();
@@ -38,31 +56,49 @@ t.test("a burst beyond Envoy's breaker fails open, counted; every other answer i
     .split('\n')
     .filter((l) => l.startsWith('skewgate-extproc::default_priority::max_requests'));
   t.same(breaker, ['skewgate-extproc::default_priority::max_requests::2'], 'Envoy runs the breaker at 2 × maxStreams');
-  const client = createClient(stack.pki.caFile, stack.pki.token, { h2: true });
-  t.teardown(() => client.close());
-  t.equal((await client.send('GET', stack.gatewayUrl + SKEWED)).status, 200, 'warm: routed to apiserver-a');
-  const overflowBefore = await stat('cluster.skewgate-extproc.upstream_rq_pending_overflow');
+  // max_requests overflows count as active, max_pending ones as pending (no connection yet).
+  const overflows = async (): Promise<number> =>
+    (await stat('cluster.skewgate-extproc.upstream_rq_active_overflow')) +
+    (await stat('cluster.skewgate-extproc.upstream_rq_pending_overflow'));
+  const overflowBefore = await overflows();
   const failOpenBefore = await stat('http.skewgate.ext_proc.failure_mode_allowed');
-
-  const answers = Array.from({ length: N }, () => client.send('GET', stack.gatewayUrl + SKEWED));
-  // skewgate (this process) stalls while Envoy takes the requests in.
-  await new Promise<void>((resolve) =>
-    setTimeout(() => {
-      const until = Date.now() + 500;
-      while (Date.now() < until) {
-        // busy: the event loop that answers Envoy is blocked
-      }
-      resolve();
-    }, 20),
+  // The burst comes from another process, so that it keeps coming while skewgate (this process)
+  // stalls: it says "go" once its connection works, then sends N requests at once.
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', BURST, port(stack), stack.pki.caFile, stack.pki.token, SKEWED, String(N)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
   );
-  const got = await Promise.all(answers);
+  let out = '';
+  child.stdout.setEncoding('utf8');
+  await new Promise<void>((resolve) =>
+    child.stdout.on('data', (c: string) => {
+      out += c;
+      if (out.startsWith('go\n')) resolve();
+    }),
+  );
+  const until = Date.now() + 600;
+  while (Date.now() < until) {
+    // busy: the event loop that answers Envoy is blocked while the burst arrives
+  }
+  await new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const got = JSON.parse(out.slice('go\n'.length)) as {
+    status: number;
+    server?: string;
+    reason?: string;
+    retryAfter?: string;
+    body: string;
+  }[];
+  t.equal(got.length, N, `${N} answers`);
   const kinds = new Map<string, number>();
   for (const a of got) {
-    const kind = a.status === 429 ? `429 ${String(a.headers[REASON_HEADER])}` : `${a.status} ${a.server ?? 'edge'}`;
+    const kind = a.status === 429 ? `429 ${String(a.reason)}` : `${a.status} ${a.server ?? 'edge'}`;
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
     if (a.status === 429) {
-      t.equal(a.headers['retry-after'], '1', '429: Retry-After');
-      t.match(a.json(), { kind: 'Status', reason: 'TooManyRequests', code: 429 }, '429: a Status body');
+      t.equal(a.retryAfter, '1', '429: Retry-After');
+      t.match(JSON.parse(a.body), { kind: 'Status', reason: 'TooManyRequests', code: 429 }, '429: a Status body');
     }
   }
   t.comment(`answers: ${JSON.stringify([...kinds])}`);
@@ -71,7 +107,7 @@ t.test("a burst beyond Envoy's breaker fails open, counted; every other answer i
     [],
     'each answer is routed (200 from apiserver-a), balanced unprocessed (either apiserver), or skewgate’s 429',
   );
-  const overflow = (await stat('cluster.skewgate-extproc.upstream_rq_pending_overflow')) - overflowBefore;
+  const overflow = (await overflows()) - overflowBefore;
   const failOpen = (await stat('http.skewgate.ext_proc.failure_mode_allowed')) - failOpenBefore;
   t.ok(overflow > 0, `Envoy's breaker overflowed ${overflow} times`);
   t.ok(failOpen >= overflow, `and each overflow failed open (failure_mode_allowed +${failOpen})`);
@@ -79,5 +115,7 @@ t.test("a burst beyond Envoy's breaker fails open, counted; every other answer i
     (kinds.get('404 apiserver-b') ?? 0) > 0,
     'so some reached apiserver-b unprocessed: the fail-open 404 a client sees beyond the breaker',
   );
+  const client = createClient(stack.pki.caFile, stack.pki.token);
+  t.teardown(() => client.close());
   t.equal((await client.send('GET', stack.gatewayUrl + SKEWED)).status, 200, 'after the burst: routed again');
 });

@@ -8,7 +8,7 @@ import { request as httpsRequest } from 'node:https';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { send } from '../helpers/envoy-fixtures.js';
+import { envoyCounter, send } from '../helpers/envoy-fixtures.js';
 import { captureLogs } from '../helpers/extproc-client.js';
 import { eventually, within } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
@@ -75,15 +75,6 @@ function openWatch(path: string): Promise<{ status: number; ended: Promise<void>
   });
 }
 
-async function envoyCounter(name: string): Promise<number> {
-  const text = await (
-    await fetch(`${fixture.stack().envoy.adminUrl}/stats?filter=${encodeURIComponent(`^${name.replaceAll('.', '\\.')}$`)}`)
-  ).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}: `));
-  if (line === undefined) throw new Error(`Envoy has no stat ${name}`);
-  return Number(line.slice(name.length + 2));
-}
-
 t.test('an apiserver that never answers: bounded requests end in time, watches stay, the rest goes on', async (t) => {
   const stack = fixture.stack();
   const proxy = stack.proxies.get('apiserver-a');
@@ -93,8 +84,8 @@ t.test('an apiserver that never answers: bounded requests end in time, watches s
   t.equal(watch.status, 200, 'a watch on apiserver-a is open');
   let watchEnded = false;
   void watch.ended.then(() => (watchEnded = true));
-  const rqTimeouts = (): Promise<number> => envoyCounter('cluster.apiserver-a.upstream_rq_timeout');
-  const cxTimeouts = (): Promise<number> => envoyCounter('cluster.apiserver-a.upstream_cx_connect_timeout');
+  const rqTimeouts = (): Promise<number> => envoyCounter(fixture.stack().envoy.adminUrl, 'cluster.apiserver-a.upstream_rq_timeout');
+  const cxTimeouts = (): Promise<number> => envoyCounter(fixture.stack().envoy.adminUrl, 'cluster.apiserver-a.upstream_cx_connect_timeout');
   const [rqBefore, cxBefore] = [await rqTimeouts(), await cxTimeouts()];
 
   proxy.setBlackhole(true);

@@ -264,3 +264,11 @@ export async function startProcessor(listen: string, router: RequestRouter): Pro
   await server.start(listen);
   return { healthChecks, logs, close: () => server.close(200) };
 }
+
+/** One of Envoy's counters by its exact name; a name Envoy does not have is an error, not a zero. */
+export async function envoyCounter(adminUrl: string, name: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/stats?filter=${encodeURIComponent(`^${name.replaceAll('.', '\\.')}$`)}`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}: `));
+  if (line === undefined) throw new Error(`Envoy has no stat ${name}`);
+  return Number(line.slice(name.length + 2));
+}

@@ -1,6 +1,7 @@
 // A test client that speaks ext_proc the way Envoy (1.37+) does: one Process stream per HTTP
 // request, call metadata with a traceparent, request_headers with lower-case keys and raw_value
 // bytes, then a reset (cancel) right after the one reply it needs. Plus a grpc.health.v1 client.
+import { connect as http2Connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
@@ -258,4 +259,23 @@ export function captureLogs(level = 'debug'): LogCapture {
     problems: () => lines.filter((l) => typeof l['level'] === 'number' && l['level'] >= 40),
     text: () => raw.join(''),
   };
+}
+
+/** A raw HTTP/2 connection to the ext_proc listener: what a client that is not Envoy can send. */
+export function rawSession(port: number): ClientHttp2Session {
+  const session = http2Connect(`http://127.0.0.1:${port}`);
+  session.on('error', () => undefined);
+  return session;
+}
+
+/** A Process stream on it with nothing sent yet: the caller writes (or withholds) the gRPC frames. */
+export function rawProcess(session: ClientHttp2Session): ClientHttp2Stream {
+  const stream = session.request({
+    [h2.HTTP2_HEADER_METHOD]: 'POST',
+    [h2.HTTP2_HEADER_PATH]: '/envoy.service.ext_proc.v3.ExternalProcessor/Process',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  });
+  stream.on('error', () => undefined);
+  return stream;
 }

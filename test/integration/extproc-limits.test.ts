@@ -2,7 +2,7 @@
 // a flood beyond the ceiling), an oversize message ends its stream before it is buffered, a stream
 // that never sends its headers is ended, a connection is told its stream limit, and repeated
 // warnings are rate-limited with a count.
-import { connect as http2Connect, constants as h2 } from 'node:http2';
+import { constants as h2 } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
@@ -19,6 +19,8 @@ import {
   type ExtProcTestClient,
   type LogCapture,
   type ProcessStream,
+  rawProcess,
+  rawSession,
 } from '../helpers/extproc-client.js';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -125,23 +127,6 @@ t.test('maxMessageBytes: a larger message ends its stream; 1 MiB of headers pass
   const ok = await dflt.client.process({ path: '/api/v1/pods', headers: lines });
   t.equal(ok.response?.request_headers?.response?.status, 'CONTINUE', 'the largest request Envoy forwards is routed');
 });
-
-/** Raw HTTP/2 to the Process method: what a client that is not Envoy can send. */
-function rawSession(port: number): ReturnType<typeof http2Connect> {
-  const session = http2Connect(`http://127.0.0.1:${port}`);
-  session.on('error', () => undefined);
-  return session;
-}
-function rawProcess(session: ReturnType<typeof http2Connect>): ReturnType<ReturnType<typeof http2Connect>['request']> {
-  const stream = session.request({
-    [h2.HTTP2_HEADER_METHOD]: 'POST',
-    [h2.HTTP2_HEADER_PATH]: '/envoy.service.ext_proc.v3.ExternalProcessor/Process',
-    'content-type': 'application/grpc',
-    te: 'trailers',
-  });
-  stream.on('error', () => undefined);
-  return stream;
-}
 
 t.test('firstMessageTimeout: a stream that sends no whole message is ended, its partial message dropped', async (t) => {
   const h = await harness(t, { firstMessageTimeoutMs: 300 });
