@@ -29,6 +29,8 @@ const PURE = [
   'src/discovery/members.ts',
   'src/kubernetes-service/publication.ts',
   'src/discovery/aggregated-model.ts',
+  'src/discovery/sliced.ts',
+  'src/discovery/json-items.ts',
   'src/identity/xfcc.ts',
   'src/identity/x509-subject.ts',
   'src/identity/client-identity.ts',

@@ -7,6 +7,9 @@ import type { Dispatcher } from 'undici';
 import { DISCOVERY_ACCEPT } from '../constants.js';
 import type { ResourceCapability, ServerView } from './types.js';
 import type { ServerCredentials } from './credentials.js';
+import { parseJsonSteps } from './json-items.js';
+import { runSliced, type SliceOptions } from './slice-runner.js';
+import { runToEnd, type Sliced } from './sliced.js';
 import {
   DiscoveryDocumentError,
   type LegacyGroupVersion,
@@ -14,13 +17,13 @@ import {
   isAggregatedDiscoveryMediaType,
   legacyGroupVersionPath,
   legacyView,
-  parseAggregatedDiscovery,
+  parseAggregatedDiscoverySteps,
   parseApiGroupList,
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
   sameOpenApiIndex,
-  sameView,
+  sameViewSteps,
 } from './parse.js';
 
 export interface FetchInit {
@@ -287,12 +290,24 @@ export async function openStream(target: ServerTarget, path: string, opts: GetOp
   }
 }
 
-function parseJson(text: string, document: string): unknown {
+/** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */
+function* parseJsonDocument(text: string, document: string): Sliced<unknown> {
   try {
-    return JSON.parse(text) as unknown;
+    return yield* parseJsonSteps(text);
   } catch (err) {
     throw new DiscoveryDocumentError(document, '', `not valid JSON (${(err as Error).message})`);
   }
+}
+
+function parseJson(text: string, document: string): unknown {
+  return runToEnd(parseJsonDocument(text, document));
+}
+
+/** Both aggregated roots → the view, from JSON text to the frozen view in one sliced computation. */
+function* aggregatedViewSteps(apiText: string, apisText: string): Sliced<ServerView> {
+  const api = yield* parseJsonDocument(apiText, '/api');
+  const apis = yield* parseJsonDocument(apisText, '/apis');
+  return yield* parseAggregatedDiscoverySteps(api, apis);
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
@@ -332,6 +347,8 @@ function withOpenApi(view: ServerView, openapi: ReadonlyMap<string, string> | un
 export interface DiscoveryClientOptions extends ServerTarget {
   /** Parallel group/version fetches on a legacy server. */
   readonly legacyConcurrency?: number;
+  /** Longest piece of parsing between two turns of the event loop (slice-runner.ts). */
+  readonly sliceBudgetMs?: number;
 }
 
 /**
@@ -361,7 +378,8 @@ export class DiscoveryClient {
         this.commit(api, apis);
         return last.view;
       }
-      const view = parseAggregatedDiscovery(parseJson(api.text, '/api'), parseJson(apis.text, '/apis'));
+      // In slices: a large cluster's documents take hundreds of milliseconds to parse.
+      const view = await runSliced(aggregatedViewSteps(api.text, apis.text), { ...this.sliceOptions(), signal });
       this.commit(api, apis);
       return this.remember(withOpenApi(view, openapi), api.text, apis.text);
     }
@@ -408,6 +426,10 @@ export class DiscoveryClient {
     }
   }
 
+  private sliceOptions(): SliceOptions {
+    return this.opts.sliceBudgetMs === undefined ? {} : { budgetMs: this.opts.sliceBudgetMs };
+  }
+
   /** GET /readyz → true on 200; any other answer or error → false. */
   async probeReady(signal: AbortSignal): Promise<boolean> {
     try {
@@ -418,10 +440,11 @@ export class DiscoveryClient {
     }
   }
 
-  private remember(view: ServerView, api: string, apis: string): ServerView {
+  private async remember(view: ServerView, api: string, apis: string): Promise<ServerView> {
     const prev = this.last?.view;
     // Same routing content and same /apis bytes: keep the old object so the snapshot index is reused.
-    const kept = prev && sameView(prev, view) && this.last?.apis === apis ? prev : view;
+    const same = prev !== undefined && this.last?.apis === apis && (await runSliced(sameViewSteps(prev, view), this.sliceOptions()));
+    const kept = same ? prev : view;
     this.last = { view: kept, api, apis };
     return kept;
   }

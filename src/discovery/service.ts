@@ -9,9 +9,10 @@ import type { Config, MembershipSource } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
 import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
-import { diffViews } from './parse.js';
+import { diffViewsSteps } from './parse.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import { buildSnapshot, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
+import { buildSnapshotSteps, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
+import { runSliced } from './slice-runner.js';
 import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
 import {
   applyLeaseChange,
@@ -60,6 +61,8 @@ export interface DiscoveryServiceOptions {
    * start, as the seed is, and drained like any member once the sources are listed without them.
    */
   readonly lastKnown?: readonly MemberSpec[];
+  /** Longest piece of parsing or snapshot building between two turns of the event loop (slice-runner.ts). */
+  readonly sliceBudgetMs?: number;
 }
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
@@ -151,6 +154,7 @@ export class DiscoveryService {
   private readonly watcher: ApiWatcher | null;
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
+  private readonly sliceBudgetMs: number | undefined;
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
   private snapshotOptions: SnapshotOptions;
@@ -164,6 +168,9 @@ export class DiscoveryService {
   private starting: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
   private refreshQueued = false;
+  /** The snapshot build running, and the one queued after it (publish()). */
+  private publishing: Promise<void> | null = null;
+  private publishAgain: Promise<void> | null = null;
   private followUps: NodeJS.Timeout[] = [];
 
   constructor(config: DiscoveryConfig, opts: DiscoveryServiceOptions = {}) {
@@ -175,6 +182,7 @@ export class DiscoveryService {
     this.timeoutMs = config.discovery.timeout;
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
+    this.sliceBudgetMs = opts.sliceBudgetMs;
     this.joinDelayMs = opts.joinDelayMs ?? 0;
     this.seeds = config.apiservers;
     const m = config.membership;
@@ -238,6 +246,7 @@ export class DiscoveryService {
       client: new DiscoveryClient({
         ...target,
         fetchImpl: recordingFetch(this.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+        ...(this.sliceBudgetMs === undefined ? {} : { sliceBudgetMs: this.sliceBudgetMs }),
       }),
       target,
       credentials,
@@ -299,6 +308,7 @@ export class DiscoveryService {
       }
       await this.watcher?.close();
       await Promise.all(pollers.map((p) => p.running?.catch(() => undefined)));
+      await this.published();
       await Promise.all(pollers.map((p) => p.credentials.close()));
       this.listeners.clear();
       this.roundListeners.clear();
@@ -434,8 +444,10 @@ export class DiscoveryService {
     const admitted = p.role === 'probing' && this.admit(p);
     // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
     const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();
-    if (!reconciled) this.publish();
+    const published = reconciled ? this.published() : this.publish();
     if (admitted && !reconciled) this.emitMembers();
+    await published;
+    if (this.closing || p.removed) return;
     if (this.roundListeners.size === 0) return;
     const event: DiscoveryRoundEvent = {
       server: next.name,
@@ -479,7 +491,7 @@ export class DiscoveryService {
       this.join(p);
       // It may let a leaving member drain now.
       if (!this.reconcileMembers()) {
-        this.publish();
+        void this.publish();
         this.emitMembers();
       }
     }, this.joinDelayMs);
@@ -638,8 +650,8 @@ export class DiscoveryService {
           p.drainTimer = null;
           this.log.info({ server: p.spec.name }, 'drained apiserver removed');
           this.removePoller(p);
-          this.publish();
-          this.emitMembers();
+          // Routing stops naming it before Envoy is told to drop its cluster.
+          void this.publish().then(() => this.emitMembers());
         }, this.drainTimeoutMs);
         p.drainTimer.unref();
         this.log.warn(
@@ -650,7 +662,7 @@ export class DiscoveryService {
       }
     }
     if (!changed) return false;
-    this.publish();
+    void this.publish();
     this.emitMembers();
     return true;
   }
@@ -698,10 +710,37 @@ export class DiscoveryService {
     // Every apiserver renews its lease every 10 s: a member's renewal changes no decision, so it
     // publishes no snapshot. An unmatched one's does (its liveness moves with it).
     if (sameMembership(this.currentMembership(), this.snapshotOptions.membership)) return;
-    this.publish();
+    void this.publish();
   }
 
-  private publish(): void {
+  /**
+   * Builds the next snapshot from the servers' states as they are now and publishes it. The build
+   * runs in slices (slice-runner.ts): a change of tens of thousands of resources never holds the
+   * event loop that answers Envoy, which keeps routing on the current snapshot meanwhile. Builds
+   * run one at a time; requests made during one coalesce into a single build after it. Resolves
+   * once a snapshot that includes the states of the moment of the call is published.
+   */
+  private publish(): Promise<void> {
+    if (this.publishing) {
+      this.publishAgain ??= this.publishing.then(() => {
+        this.publishAgain = null;
+        return this.publish();
+      });
+      return this.publishAgain;
+    }
+    const run = this.buildAndPublish().finally(() => {
+      this.publishing = null;
+    });
+    this.publishing = run;
+    return run;
+  }
+
+  /** Settles when every build asked for so far is done. */
+  private published(): Promise<void> {
+    return this.publishAgain ?? this.publishing ?? Promise.resolve();
+  }
+
+  private async buildAndPublish(): Promise<void> {
     this.snapshotOptions = { ...this.snapshotOptions, membership: this.currentMembership() };
     const servers = [...this.pollers.values()]
       .filter((p) => !isCandidate(p.role))
@@ -709,7 +748,29 @@ export class DiscoveryService {
     // A member whose identity changed reorders the merge: build it afresh.
     const previous = this.identitiesChanged ? undefined : this.snapshot;
     this.identitiesChanged = false;
-    const snap = buildSnapshot(servers, this.snapshot.generation + 1, previous, this.snapshotOptions);
+    const t0 = performance.now();
+    let slices = 0;
+    let longest = 0;
+    let snap: Snapshot;
+    try {
+      snap = await runSliced(buildSnapshotSteps(servers, this.snapshot.generation + 1, previous, this.snapshotOptions), {
+        signal: this.abort.signal,
+        ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+        onSlice: (ms) => {
+          slices++;
+          longest = Math.max(longest, ms);
+        },
+      });
+    } catch (err) {
+      if (!this.abort.signal.aborted) this.log.error({ err: String(err) }, 'snapshot build failed; routing keeps the current snapshot');
+      return;
+    }
+    if (this.closing) return;
+    if (slices > 1)
+      this.log.debug(
+        { generation: snap.generation, ms: Math.round(performance.now() - t0), slices, longestSliceMs: Math.round(longest * 10) / 10 },
+        'snapshot built in slices',
+      );
     this.snapshot = snap;
     this.logMembership(snap);
     for (const l of this.listeners) {
@@ -757,19 +818,27 @@ export class DiscoveryService {
   }
 
   private logViewChange(server: string, before: ServerView | null, after: ServerView): void {
-    const d = diffViews(before, after);
-    const fields = {
-      server,
-      source: after.source,
-      resources: after.resources.size,
-      groupVersions: after.groupVersions.size,
-      added: d.added.length,
-      removed: d.removed.length,
-      changed: d.changed.length,
-      // A sample, so an upgrade can be followed in the log without flooding it.
-      ...(before ? { addedSample: d.added.slice(0, 10), removedSample: d.removed.slice(0, 10) } : {}),
-    };
-    this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
+    // The diff walks every resource: in slices, and logged when done (never in the request path's way).
+    void runSliced(diffViewsSteps(before, after), {
+      signal: this.abort.signal,
+      ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+    }).then(
+      (d) => {
+        const fields = {
+          server,
+          source: after.source,
+          resources: after.resources.size,
+          groupVersions: after.groupVersions.size,
+          added: d.added.length,
+          removed: d.removed.length,
+          changed: d.changed.length,
+          // A sample, so an upgrade can be followed in the log without flooding it.
+          ...(before ? { addedSample: d.added.slice(0, 10), removedSample: d.removed.slice(0, 10) } : {}),
+        };
+        this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
+      },
+      () => undefined, // closed meanwhile
+    );
   }
 
   /** Watches and lists go through members only: a probing apiserver is not verified, a draining one is leaving. */
