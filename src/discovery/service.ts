@@ -10,6 +10,8 @@ import type { ServerState, ServerView, Snapshot } from './types.js';
 import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
+import { MAX_DOCUMENT_BYTES_KEY, bloatChange, bloatThreshold } from './document-bounds.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { buildSnapshot, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
 import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
@@ -27,8 +29,15 @@ import {
 import { applySourceChange, candidatesOf, emptySourceTable, sourceWatch, type SourceSettings, type SourceTable } from './member-sources.js';
 import { desiredMembers, isCandidate, type MemberRole, type MemberSpec } from './members.js';
 
-/** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
-export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'> & Partial<Pick<Config, 'membership'>>;
+type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
+
+/**
+ * The parts of the config discovery reads (the rest of Config is not needed, handy in tests); the
+ * document bounds default as in the config.
+ */
+export type DiscoveryConfig = Pick<Config, 'apiservers'> & {
+  readonly discovery: Omit<Config['discovery'], DocumentBoundKeys> & Partial<Pick<Config['discovery'], DocumentBoundKeys>>;
+} & Partial<Pick<Config, 'membership'>>;
 
 /** One apiserver skewgate polls, and where it stands in the membership. */
 export interface MemberEntry {
@@ -90,6 +99,11 @@ export interface DiscoveryRoundEvent {
   readonly after: ServerState;
   /** The snapshot published after the round. */
   readonly snapshot: Snapshot;
+  /**
+   * Body bytes of /api, /apis and /openapi/v3 as last answered in full (a 304 keeps the size; a
+   * body too large: what showed it). Always set by the service.
+   */
+  readonly documentBytes?: ReadonlyMap<string, number>;
 }
 
 export type RoundListener = (event: DiscoveryRoundEvent) => void;
@@ -123,6 +137,8 @@ interface Poller {
   requests: DiscoveryRequestRecord[];
   /** The OpenAPI v3 index problem last logged (null: readable). */
   openapiProblem: string | null;
+  /** Documents above the bloat threshold, warned of once until they shrink. */
+  bloated: ReadonlySet<string>;
 }
 
 export class DiscoveryService {
@@ -151,6 +167,8 @@ export class DiscoveryService {
   private readonly watcher: ApiWatcher | null;
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
+  private readonly maxDocumentBytes: number;
+  private readonly maxDownloadBackoffMs: number;
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
   private snapshotOptions: SnapshotOptions;
@@ -175,6 +193,8 @@ export class DiscoveryService {
     this.timeoutMs = config.discovery.timeout;
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
+    this.maxDocumentBytes = config.discovery.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+    this.maxDownloadBackoffMs = config.discovery.maxDownloadBackoff ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS;
     this.joinDelayMs = opts.joinDelayMs ?? 0;
     this.seeds = config.apiservers;
     const m = config.membership;
@@ -225,6 +245,7 @@ export class DiscoveryService {
       url: spec.url,
       credentials,
       timeoutMs: this.timeoutMs,
+      maxDocumentBytes: this.maxDocumentBytes,
       ...(this.fetchImpl ? { fetchImpl: this.fetchImpl } : {}),
     };
     let firstDone: () => void = () => undefined;
@@ -238,6 +259,9 @@ export class DiscoveryService {
       client: new DiscoveryClient({
         ...target,
         fetchImpl: recordingFetch(this.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+        intervalMs: this.intervalMs,
+        maxBackoffMs: this.maxDownloadBackoffMs,
+        now: this.now,
       }),
       target,
       credentials,
@@ -251,6 +275,7 @@ export class DiscoveryService {
       first,
       requests: [],
       openapiProblem: null,
+      bloated: new Set(),
     };
     this.pollers.set(spec.name, poller);
     return poller;
@@ -431,6 +456,8 @@ export class DiscoveryService {
       else this.log.info({ server: next.name }, 'OpenAPI v3 index readable again');
       p.openapiProblem = openapiProblem;
     }
+    const documentBytes = p.client.documentSizes();
+    this.logBloat(p, documentBytes);
     const admitted = p.role === 'probing' && this.admit(p);
     // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
     const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();
@@ -445,6 +472,7 @@ export class DiscoveryService {
       before: prev,
       after: next,
       snapshot: this.snapshot,
+      documentBytes,
     };
     for (const l of this.roundListeners) {
       try {
@@ -756,6 +784,21 @@ export class DiscoveryService {
     if (next.view && next.view !== prev.view) this.logViewChange(server, prev.view, next.view);
   }
 
+  /** A warning when a document grows past half of discovery.maxDocumentBytes: once, not per round. */
+  private logBloat(p: Poller, sizes: ReadonlyMap<string, number>): void {
+    const warnBytes = bloatThreshold(this.maxDocumentBytes);
+    const change = bloatChange(p.bloated, sizes, warnBytes);
+    p.bloated = change.flagged;
+    const limits = { warnBytes, maxDocumentBytes: this.maxDocumentBytes };
+    for (const [document, bytes] of change.grew)
+      this.log.warn(
+        { server: p.spec.name, document, bytes, ...limits },
+        `discovery document bloated: more than half of ${MAX_DOCUMENT_BYTES_KEY}; past it, discovery of this apiserver fails`,
+      );
+    for (const [document, bytes] of change.shrank)
+      this.log.info({ server: p.spec.name, document, bytes, ...limits }, 'discovery document no longer bloated');
+  }
+
   private logViewChange(server: string, before: ServerView | null, after: ServerView): void {
     const d = diffViews(before, after);
     const fields = {
@@ -818,19 +861,51 @@ function recordingFetch(inner: FetchLike, record: (r: DiscoveryRequestRecord) =>
       throw err;
     }
     const { status } = res;
+    let bytes = 0;
+    let done = false;
+    // Once per request, however the body ends: read to the end, failed, or left early (too large).
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      record({ path, status, bytes, durationMs: performance.now() - t0 });
+    };
+    const body = res.body;
     return {
       status,
       statusText: res.statusText,
       headers: res.headers,
-      body: res.body,
+      body:
+        body === null
+          ? null
+          : {
+              [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+                const it = body[Symbol.asyncIterator]();
+                return {
+                  async next() {
+                    try {
+                      const r = await it.next();
+                      if (r.done) finish();
+                      else bytes += r.value.byteLength;
+                      return r;
+                    } catch (err) {
+                      finish();
+                      throw err;
+                    }
+                  },
+                  async return(value?: unknown) {
+                    finish();
+                    return (await it.return?.(value)) ?? { done: true, value: undefined };
+                  },
+                };
+              },
+            },
       async text() {
-        let bytes = 0;
         try {
           const text = await res.text();
           bytes = Buffer.byteLength(text);
           return text;
         } finally {
-          record({ path, status, bytes, durationMs: performance.now() - t0 });
+          finish();
         }
       },
     };
