@@ -229,7 +229,8 @@ const schema = z
           )
           .default(DEFAULT_MAX_DOCUMENT_BYTES),
         /** A document whose download failed (too large, malformed) is downloaded again after the
-         * interval, doubling per failure, at most this long; conditional requests (304) go on meanwhile. */
+         * interval, doubling per failure, at most this long (never less than the interval);
+         * conditional requests (304) go on meanwhile. */
         maxDownloadBackoff: duration.default(DEFAULT_MAX_DOWNLOAD_BACKOFF_MS),
       })
       .strict()
@@ -415,12 +416,6 @@ const schema = z
           message: 'required with membership.sources: a learnt apiserver is verified against this CA',
         });
     }
-    if (c.discovery.maxDownloadBackoff < c.discovery.interval)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['discovery', 'maxDownloadBackoff'],
-        message: `must be at least discovery.interval (${c.discovery.interval}ms): the backoff only ever lengthens the wait`,
-      });
     const seen = new Map<string, number>();
     c.apiservers.forEach((s, i) => {
       const first = seen.get(s.name);

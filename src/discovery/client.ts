@@ -381,6 +381,14 @@ function parseJson(text: string, document: string): unknown {
   }
 }
 
+/** Promise.all that waits for every promise to settle before it throws the first failure. */
+async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure) throw failure.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
@@ -468,15 +476,19 @@ export class DiscoveryClient {
   /** Fetches and parses discovery. Returns the previous object itself when nothing changed. */
   async fetchView(signal: AbortSignal): Promise<ServerView> {
     const openapiIndex = this.openapiIndex(signal);
-    // Handled here so that a failing root cannot leave it rejected and unobserved; awaited below.
-    openapiIndex.catch(() => undefined);
     // A document known to be bad is asked first: while it stays bad (a 304, or its backoff), the
     // round fails before the others are downloaded for nothing.
     const docs = new Map<RootPath, RootDoc>();
     const known = ROOT_PATHS.filter((p) => this.failed.has(p));
-    for (const d of await Promise.all(known.map((p) => this.root(p, signal)))) docs.set(d.path, d);
-    const rest = ROOT_PATHS.filter((p) => !docs.has(p));
-    for (const d of await Promise.all(rest.map((p) => this.root(p, signal)))) docs.set(d.path, d);
+    try {
+      for (const d of await settled(known.map((p) => this.root(p, signal)))) docs.set(d.path, d);
+      const rest = ROOT_PATHS.filter((p) => !docs.has(p));
+      for (const d of await settled(rest.map((p) => this.root(p, signal)))) docs.set(d.path, d);
+    } catch (err) {
+      // The round ends with its requests: none is left running into the next.
+      await openapiIndex.catch(() => undefined);
+      throw err;
+    }
     const api = docs.get('/api') as RootDoc;
     const apis = docs.get('/apis') as RootDoc;
     const openapi = await openapiIndex;

@@ -20,12 +20,14 @@ export function bloatThreshold(maxDocumentBytes: number): number {
 }
 
 /**
- * How long after its f-th consecutive failed download a document is not downloaded again:
- * the interval, doubling per failure, at most maxMs (and never less than the interval).
+ * How long after its f-th consecutive failed download a document is not downloaded again. The
+ * first failure puts nothing off: with an ETag the next round is a 304 anyway, and a fix is read
+ * at once. From the second on: the interval, doubling per failure, at most maxMs (and never less
+ * than the interval).
  */
 export function downloadBackoffMs(failures: number, intervalMs: number, maxMs: number): number {
-  if (failures <= 0) return 0;
-  return Math.max(intervalMs, Math.min(maxMs, intervalMs * 2 ** Math.min(failures - 1, 30)));
+  if (failures <= 1) return 0;
+  return Math.max(intervalMs, Math.min(maxMs, intervalMs * 2 ** Math.min(failures - 2, 30)));
 }
 
 /** What showed a body too large: its Content-Length (nothing read), or the bytes read before stopping. */
