@@ -143,6 +143,8 @@ t.test('the Prometheus endpoint over HTTP', async (t) => {
   t.match(text, /skewgate_decision_duration_bucket\{[^}]*outcome="routed"[^}]*le="0\.0001"/);
   t.match(text, /skewgate_discovery_fetch_duration_count\{[^}]*apiserver="apiserver-a"[^}]*result="ok"[^}]*\} 1/);
   t.match(text, /skewgate_discovery_view_age\{[^}]*apiserver="apiserver-c"/);
+  t.match(text, /# UNIT skewgate_discovery_document_bytes By/);
+  t.match(text, /skewgate_discovery_document_bytes\{[^}]*apiserver="apiserver-a",document="\/apis"[^}]*\} [1-9]\d*/);
   t.match(text, /skewgate_apiserver_ready\{[^}]*apiserver="apiserver-a"[^}]*\} 1/);
   t.match(text, /skewgate_skew_resources\{[^}]*\} [1-9]/);
   t.match(text, /skewgate_skew_missing\{[^}]*apiserver="apiserver-a"[^}]*\} [1-9]/);
