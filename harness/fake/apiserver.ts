@@ -53,6 +53,10 @@ export interface DiscoveryResponse {
   readonly path: string;
   readonly status: number;
   readonly bytes: number;
+  /** The whole body went out (false: the client left before its end). */
+  readonly complete: boolean;
+  /** The answer is over (sent, or its connection gone). */
+  readonly closed: boolean;
 }
 
 export interface RecordedRequest {
@@ -320,12 +324,18 @@ export class FakeApiServer {
     let body = JSON.stringify(doc);
     if (this.fault === 'malformed') body = body.slice(0, Math.floor(body.length / 2));
     if (!aggregated) {
-      this.answered.push({ path, status: 200, bytes: Buffer.byteLength(body) });
+      this.answered.push({ path, status: 200, bytes: Buffer.byteLength(body), complete: true, closed: true });
       return void res.writeHead(200, { 'content-type': 'application/json' }).end(body);
     }
     const etag = `"${createHash('sha512').update(body).digest('hex').toUpperCase()}"`;
     const notModified = req.headers['if-none-match'] === etag;
-    this.answered.push({ path, status: notModified ? 304 : 200, bytes: notModified ? 0 : Buffer.byteLength(body) });
+    this.answered.push({
+      path,
+      status: notModified ? 304 : 200,
+      bytes: notModified ? 0 : Buffer.byteLength(body),
+      complete: true,
+      closed: true,
+    });
     res.writeHead(notModified ? 304 : 200, {
       'content-type': MEDIA_AGGREGATED_V2,
       etag,
@@ -343,18 +353,23 @@ export class FakeApiServer {
     const etag = `"oversized-${o.bytes}"`;
     const headers: Record<string, string> = { 'content-type': MEDIA_AGGREGATED_V2, vary: 'Accept', ...(o.etag ? { etag } : {}) };
     if (o.etag && req.headers['if-none-match'] === etag) {
-      this.answered.push({ path: '/apis', status: 304, bytes: 0 });
+      this.answered.push({ path: '/apis', status: 304, bytes: 0, complete: true, closed: true });
       return void res.writeHead(304, headers).end();
     }
-    const entry: { path: string; status: number; bytes: number } = { path: '/apis', status: 200, bytes: 0 };
+    const entry = { path: '/apis', status: 200, bytes: 0, complete: false, closed: false };
     this.answered.push(entry);
+    res.on('finish', () => (entry.complete = true));
     res.writeHead(200, o.contentLength ? { ...headers, 'content-length': String(o.bytes) } : headers);
     res.flushHeaders();
     const head = Buffer.from('{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[');
     const chunk = Buffer.alloc(64 * 1024, 0x20);
     let sent = 0;
     let closed = false;
-    res.on('close', () => (closed = true));
+    res.on('close', () => {
+      closed = true;
+      // After the last write callbacks: the count is final.
+      setImmediate(() => (entry.closed = true));
+    });
     const pump = (): void => {
       while (!closed && sent < o.bytes) {
         const part = (sent === 0 ? Buffer.concat([head, chunk]) : chunk).subarray(0, o.bytes - sent);

@@ -197,7 +197,7 @@ interface GetOptions {
 interface BoundedBody {
   readonly text: string;
   readonly bytes: number;
-  /** More than `limit` bytes came: `text` holds the first `limit`, the rest was not read. */
+  /** More than `limit` bytes came and the rest was not read; `text` is then empty (with `partial`: the first `limit` bytes). */
   readonly over: boolean;
 }
 
@@ -210,25 +210,21 @@ async function abandon(res: FetchResponseLike, deadline: DeadlineSignal): Promis
   await res.body?.[Symbol.asyncIterator]().return?.();
 }
 
-async function readBounded(res: FetchResponseLike, limit: number): Promise<BoundedBody> {
+async function readBounded(res: FetchResponseLike, limit: number, partial = false): Promise<BoundedBody> {
+  const cut = (data: () => Buffer): string => (partial ? data().subarray(0, limit).toString('utf8') : '');
   if (res.body === null) {
     // A fetch without a stream (a test's fake): only the size can be checked, after the fact.
     const text = await res.text();
     const bytes = Buffer.byteLength(text);
-    return bytes > limit
-      ? { text: Buffer.from(text).subarray(0, limit).toString('utf8'), bytes, over: true }
-      : { text, bytes, over: false };
+    return bytes > limit ? { text: cut(() => Buffer.from(text)), bytes, over: true } : { text, bytes, over: false };
   }
   const chunks: Uint8Array[] = [];
   let bytes = 0;
   for await (const chunk of res.body) {
     bytes += chunk.byteLength;
-    if (bytes > limit) {
-      chunks.push(chunk.subarray(0, chunk.byteLength - (bytes - limit)));
-      // Leaving the loop ends the stream: nothing more is read.
-      return { text: Buffer.concat(chunks).toString('utf8'), bytes, over: true };
-    }
     chunks.push(chunk);
+    // Leaving the loop ends the stream: nothing more is read.
+    if (bytes > limit) return { text: cut(() => Buffer.concat(chunks)), bytes, over: true };
   }
   return { text: Buffer.concat(chunks, bytes).toString('utf8'), bytes, over: false };
 }
@@ -315,7 +311,7 @@ export async function getText(target: ServerTarget, path: string, opts: GetOptio
       return { status: 304, contentType: null, etag, text: '', bytes: 0 };
     }
     if (res.status < 200 || res.status > 299) {
-      const body = await readBounded(res, ERROR_BODY_BYTES);
+      const body = await readBounded(res, ERROR_BODY_BYTES, true);
       if (body.over) deadline.cancel();
       const hint = bodyHint(body.text);
       throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, {
