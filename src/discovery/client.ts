@@ -307,7 +307,7 @@ export async function getText(target: ServerTarget, path: string, opts: GetOptio
     const res = await send(target, path, opts, deadline);
     const etag = res.headers.get('etag');
     if (res.status === 304 && opts.ifNoneMatch) {
-      await readBounded(res, ERROR_BODY_BYTES);
+      if ((await readBounded(res, ERROR_BODY_BYTES)).over) deadline.cancel();
       return { status: 304, contentType: null, etag, text: '', bytes: 0 };
     }
     if (res.status < 200 || res.status > 299) {

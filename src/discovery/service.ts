@@ -417,6 +417,8 @@ export class DiscoveryService {
           return;
         }
         const f = p.state.consecutiveFailures;
+        // Rounds retry fast (a restarted apiserver is back within a second); what a failing round
+        // may cost is bounded in the client: a bad document is a 304, its downloads back off.
         const delay = f === 0 ? this.intervalMs : Math.min(this.intervalMs, this.minRetryMs * 2 ** Math.min(f - 1, 20));
         p.timer = setTimeout(() => {
           p.timer = null;
