@@ -218,7 +218,7 @@ const schema = z
         /**
          * The largest discovery body skewgate reads (/api, /apis, the legacy group/versions, the
          * /openapi/v3 index): a larger one is not downloaded past it, and that round fails
-         * (docs/discovery.md, "Reading the apiservers' documents"). kube-apiserver itself sets no limit.
+         * (docs/discovery.md, "Reading the apiservers' documents: bounds"). kube-apiserver itself sets no limit.
          */
         maxDocumentBytes: size
           .pipe(
