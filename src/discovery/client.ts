@@ -472,6 +472,8 @@ export class DiscoveryClient {
   /** Fetches and parses discovery. Returns the previous object itself when nothing changed. */
   async fetchView(signal: AbortSignal): Promise<ServerView> {
     const openapiIndex = this.openapiIndex(signal);
+    // Observed at once (it may fail while the roots are awaited); its outcome is awaited below.
+    openapiIndex.catch(() => undefined);
     // A document known to be bad is asked first: while it stays bad (a 304, or its backoff), the
     // round fails before the others are downloaded for nothing.
     const docs = new Map<RootPath, RootDoc>();
