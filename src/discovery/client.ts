@@ -70,6 +70,60 @@ export const defaultFetch: FetchLike = async (url, init) => {
   };
 };
 
+/**
+ * The response with its body bytes counted as they are read: `done` is called once, however the
+ * body ends (read to the end, failed, or left early: too large, or not read at all).
+ */
+export function countedResponse(res: FetchResponseLike, done: (bytes: number) => void): FetchResponseLike {
+  let bytes = 0;
+  let ended = false;
+  const end = (): void => {
+    if (ended) return;
+    ended = true;
+    done(bytes);
+  };
+  const body = res.body;
+  return {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+    body:
+      body === null
+        ? null
+        : {
+            [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+              const it = body[Symbol.asyncIterator]();
+              return {
+                async next() {
+                  try {
+                    const r = await it.next();
+                    if (r.done) end();
+                    else bytes += r.value.byteLength;
+                    return r;
+                  } catch (err) {
+                    end();
+                    throw err;
+                  }
+                },
+                async return(value?: unknown) {
+                  end();
+                  return (await it.return?.(value)) ?? { done: true, value: undefined };
+                },
+              };
+            },
+          },
+    async text() {
+      try {
+        const text = await res.text();
+        bytes = Buffer.byteLength(text);
+        return text;
+      } finally {
+        end();
+      }
+    },
+  };
+}
+
 export class DiscoveryFetchError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_FETCH';
   constructor(

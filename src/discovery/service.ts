@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config, MembershipSource } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient, countedResponse, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViews } from './parse.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
@@ -863,53 +863,6 @@ function recordingFetch(inner: FetchLike, record: (r: DiscoveryRequestRecord) =>
       throw err;
     }
     const { status } = res;
-    let bytes = 0;
-    let done = false;
-    // Once per request, however the body ends: read to the end, failed, or left early (too large).
-    const finish = (): void => {
-      if (done) return;
-      done = true;
-      record({ path, status, bytes, durationMs: performance.now() - t0 });
-    };
-    const body = res.body;
-    return {
-      status,
-      statusText: res.statusText,
-      headers: res.headers,
-      body:
-        body === null
-          ? null
-          : {
-              [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
-                const it = body[Symbol.asyncIterator]();
-                return {
-                  async next() {
-                    try {
-                      const r = await it.next();
-                      if (r.done) finish();
-                      else bytes += r.value.byteLength;
-                      return r;
-                    } catch (err) {
-                      finish();
-                      throw err;
-                    }
-                  },
-                  async return(value?: unknown) {
-                    finish();
-                    return (await it.return?.(value)) ?? { done: true, value: undefined };
-                  },
-                };
-              },
-            },
-      async text() {
-        try {
-          const text = await res.text();
-          bytes = Buffer.byteLength(text);
-          return text;
-        } finally {
-          finish();
-        }
-      },
-    };
+    return countedResponse(res, (bytes) => record({ path, status, bytes, durationMs: performance.now() - t0 }));
   };
 }

@@ -3,7 +3,7 @@
 // is probed every round, bloated documents are warned of once.
 import t from 'tap';
 import { pino, type Logger } from 'pino';
-import type { FetchLike, FetchResponseLike } from '../../src/discovery/client.js';
+import { type FetchLike, type FetchResponseLike, countedResponse } from '../../src/discovery/client.js';
 import { bloatChange, bloatThreshold, contentLength, downloadBackoffMs, tooLargeMessage } from '../../src/discovery/document-bounds.js';
 import { type DiscoveryConfig, type DiscoveryRoundEvent, DiscoveryService } from '../../src/discovery/service.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
@@ -83,6 +83,34 @@ t.test('bloatThreshold and bloatChange: a flag changes only on a known size cros
   const d = bloatChange(a.flagged, new Map([['/apis', 50]]), 50);
   t.same([...d.flagged], [], 'at the threshold: not bloated');
   t.same(d.shrank, [['/apis', 50]]);
+});
+
+t.test('countedResponse reports the bytes once, however the body ends', async (t) => {
+  const res = (parts: string[]): FetchResponseLike => ({
+    status: 200,
+    statusText: '',
+    headers: { get: () => null },
+    body: (async function* () {
+      for (const p of parts) yield new TextEncoder().encode(p);
+    })(),
+    text: async () => parts.join(''),
+  });
+  const seen: number[] = [];
+  const whole = countedResponse(res(['ab', 'cde']), (n) => seen.push(n));
+  for await (const chunk of whole.body ?? []) void chunk;
+  t.same(seen, [5], 'read to the end');
+  seen.length = 0;
+  const early = countedResponse(res(['ab', 'cde', 'fgh']), (n) => seen.push(n));
+  for await (const chunk of early.body ?? []) if (chunk.byteLength === 3) break;
+  t.same(seen, [5], 'left early: what was read');
+  seen.length = 0;
+  const unread = countedResponse(res(['ab']), (n) => seen.push(n));
+  await unread.body?.[Symbol.asyncIterator]().return?.();
+  await unread.body?.[Symbol.asyncIterator]().return?.();
+  t.same(seen, [0], 'never read, told twice: once, 0 bytes');
+  seen.length = 0;
+  t.equal(await countedResponse(res(['é', 'x']), (n) => seen.push(n)).text(), 'éx');
+  t.same(seen, [3], 'text(): its UTF-8 bytes');
 });
 
 // ------------------------------------------------------------------------------------------------
