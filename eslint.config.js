@@ -27,6 +27,7 @@ const PURE = [
   'src/discovery/identity-leases.ts',
   'src/discovery/member-sources.ts',
   'src/discovery/members.ts',
+  'src/discovery/document-bounds.ts',
   'src/kubernetes-service/publication.ts',
   'src/discovery/aggregated-model.ts',
   'src/discovery/sliced.ts',

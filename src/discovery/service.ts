@@ -7,9 +7,11 @@ import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config, MembershipSource } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient, countedResponse, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
 import { diffViewsSteps } from './parse.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
+import { MAX_DOCUMENT_BYTES_KEY, bloatChange, bloatThreshold } from './document-bounds.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { buildSnapshotSteps, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
 import { runSliced } from './slice-runner.js';
@@ -28,8 +30,15 @@ import {
 import { applySourceChange, candidatesOf, emptySourceTable, sourceWatch, type SourceSettings, type SourceTable } from './member-sources.js';
 import { desiredMembers, isCandidate, type MemberRole, type MemberSpec } from './members.js';
 
-/** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
-export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'> & Partial<Pick<Config, 'membership'>>;
+type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
+
+/**
+ * The parts of the config discovery reads (the rest of Config is not needed, handy in tests); the
+ * document bounds default as in the config.
+ */
+export type DiscoveryConfig = Pick<Config, 'apiservers'> & {
+  readonly discovery: Omit<Config['discovery'], DocumentBoundKeys> & Partial<Pick<Config['discovery'], DocumentBoundKeys>>;
+} & Partial<Pick<Config, 'membership'>>;
 
 /** One apiserver skewgate polls, and where it stands in the membership. */
 export interface MemberEntry {
@@ -93,6 +102,11 @@ export interface DiscoveryRoundEvent {
   readonly after: ServerState;
   /** The snapshot published after the round. */
   readonly snapshot: Snapshot;
+  /**
+   * Body bytes of /api, /apis and /openapi/v3 as last answered in full (a 304 keeps the size; a
+   * body too large: what showed it). Always set by the service.
+   */
+  readonly documentBytes?: ReadonlyMap<string, number>;
 }
 
 export type RoundListener = (event: DiscoveryRoundEvent) => void;
@@ -126,6 +140,8 @@ interface Poller {
   requests: DiscoveryRequestRecord[];
   /** The OpenAPI v3 index problem last logged (null: readable). */
   openapiProblem: string | null;
+  /** Documents above the bloat threshold, warned of once until they shrink. */
+  bloated: ReadonlySet<string>;
 }
 
 export class DiscoveryService {
@@ -155,6 +171,8 @@ export class DiscoveryService {
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
   private readonly sliceBudgetMs: number | undefined;
+  private readonly maxDocumentBytes: number;
+  private readonly maxDownloadBackoffMs: number;
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
   private snapshotOptions: SnapshotOptions;
@@ -183,6 +201,8 @@ export class DiscoveryService {
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
     this.sliceBudgetMs = opts.sliceBudgetMs;
+    this.maxDocumentBytes = config.discovery.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+    this.maxDownloadBackoffMs = config.discovery.maxDownloadBackoff ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS;
     this.joinDelayMs = opts.joinDelayMs ?? 0;
     this.seeds = config.apiservers;
     const m = config.membership;
@@ -233,6 +253,7 @@ export class DiscoveryService {
       url: spec.url,
       credentials,
       timeoutMs: this.timeoutMs,
+      maxDocumentBytes: this.maxDocumentBytes,
       ...(this.fetchImpl ? { fetchImpl: this.fetchImpl } : {}),
     };
     let firstDone: () => void = () => undefined;
@@ -247,6 +268,9 @@ export class DiscoveryService {
         ...target,
         fetchImpl: recordingFetch(this.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
         ...(this.sliceBudgetMs === undefined ? {} : { sliceBudgetMs: this.sliceBudgetMs }),
+        intervalMs: this.intervalMs,
+        maxBackoffMs: this.maxDownloadBackoffMs,
+        now: this.now,
       }),
       target,
       credentials,
@@ -260,6 +284,7 @@ export class DiscoveryService {
       first,
       requests: [],
       openapiProblem: null,
+      bloated: new Set(),
     };
     this.pollers.set(spec.name, poller);
     return poller;
@@ -402,6 +427,8 @@ export class DiscoveryService {
           return;
         }
         const f = p.state.consecutiveFailures;
+        // Rounds retry fast (a restarted apiserver is back within a second); what a failing round
+        // may cost is bounded in the client: a bad document is a 304, its downloads back off.
         const delay = f === 0 ? this.intervalMs : Math.min(this.intervalMs, this.minRetryMs * 2 ** Math.min(f - 1, 20));
         p.timer = setTimeout(() => {
           p.timer = null;
@@ -441,6 +468,8 @@ export class DiscoveryService {
       else this.log.info({ server: next.name }, 'OpenAPI v3 index readable again');
       p.openapiProblem = openapiProblem;
     }
+    const documentBytes = p.client.documentSizes();
+    this.logBloat(p, documentBytes);
     const admitted = p.role === 'probing' && this.admit(p);
     // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
     const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();
@@ -457,6 +486,7 @@ export class DiscoveryService {
       before: prev,
       after: next,
       snapshot: this.snapshot,
+      documentBytes,
     };
     for (const l of this.roundListeners) {
       try {
@@ -817,6 +847,21 @@ export class DiscoveryService {
     if (next.view && next.view !== prev.view) this.logViewChange(server, prev.view, next.view);
   }
 
+  /** A warning when a document grows past half of discovery.maxDocumentBytes: once, not per round. */
+  private logBloat(p: Poller, sizes: ReadonlyMap<string, number>): void {
+    const warnBytes = bloatThreshold(this.maxDocumentBytes);
+    const change = bloatChange(p.bloated, sizes, warnBytes);
+    p.bloated = change.flagged;
+    const limits = { warnBytes, maxDocumentBytes: this.maxDocumentBytes };
+    for (const [document, bytes] of change.grew)
+      this.log.warn(
+        { server: p.spec.name, document, bytes, ...limits },
+        `discovery document bloated: more than half of ${MAX_DOCUMENT_BYTES_KEY}; past it, discovery of this apiserver fails`,
+      );
+    for (const [document, bytes] of change.shrank)
+      this.log.info({ server: p.spec.name, document, bytes, ...limits }, 'discovery document no longer bloated');
+  }
+
   private logViewChange(server: string, before: ServerView | null, after: ServerView): void {
     // The diff walks every resource: in slices, and logged when done (never in the request path's way).
     void runSliced(diffViewsSteps(before, after), {
@@ -887,21 +932,6 @@ function recordingFetch(inner: FetchLike, record: (r: DiscoveryRequestRecord) =>
       throw err;
     }
     const { status } = res;
-    return {
-      status,
-      statusText: res.statusText,
-      headers: res.headers,
-      body: res.body,
-      async text() {
-        let bytes = 0;
-        try {
-          const text = await res.text();
-          bytes = Buffer.byteLength(text);
-          return text;
-        } finally {
-          record({ path, status, bytes, durationMs: performance.now() - t0 });
-        }
-      },
-    };
+    return countedResponse(res, (bytes) => record({ path, status, bytes, durationMs: performance.now() - t0 }));
   };
 }
