@@ -16,6 +16,7 @@ import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 import {
+  APISERVER_STOP_GRACE_MS,
   AUDIT_POLICY,
   ETCD_CLIENT_PORT,
   ETCD_PEER_PORT,
@@ -102,7 +103,6 @@ const ETCD = 'etcd';
 const SKEWGATE_MAIN_RELATIVE = 'dist/src/cli/main.js';
 /** sun_path holds 108 bytes; longer socket paths fall back to a loopback TCP port. */
 const MAX_UNIX_SOCKET_PATH = 100;
-const APISERVER_STOP_GRACE_MS = 30_000;
 
 export class Lab {
   readonly dir: string;
@@ -274,7 +274,11 @@ export class Lab {
     await this.ensureRbac(apiServerUrl(spec));
   }
 
-  /** SIGTERM, then SIGKILL after 30 s; resolves once the process is gone. It stays in the gateway's list. */
+  /**
+   * SIGTERM, then SIGKILL after APISERVER_STOP_GRACE_MS; resolves once the process is gone (the
+   * --shutdown-delay-duration window included: a stop takes at least SHUTDOWN_DELAY_MS). It stays
+   * in the gateway's list.
+   */
   async stopApiServer(name: string): Promise<void> {
     if (!this.apiservers.has(name)) throw new LabError(`no apiserver named ${name} in this lab`);
     await this.procs.stop(name, APISERVER_STOP_GRACE_MS);
