@@ -38,6 +38,8 @@ export interface GatewayConfigInput {
   readonly peerListener?: { readonly listen: string; readonly certFile: string; readonly keyFile: string; readonly clientCaFile: string };
   /** envoy.health: the gateway's health listener on 127.0.0.1:port. */
   readonly healthPort?: number;
+  /** envoy.requestTimeout ("5s"): the bound on a request the apiserver would end itself (default 65 s). */
+  readonly requestTimeout?: string;
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -73,6 +75,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
       ...(o.extprocPeers === undefined ? {} : { extprocPeers: { ...o.extprocPeers, endpoints: [...o.extprocPeers.endpoints] } }),
       ...(o.healthPort === undefined ? {} : { health: { address: '127.0.0.1', port: o.healthPort } }),
+      ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
     },
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),

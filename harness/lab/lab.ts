@@ -82,6 +82,8 @@ export interface GatewayOptions {
   readonly peerSkewgate?: boolean;
   /** The gateway's health listener (envoy.health, GET /ready) on 127.0.0.1, a free port. */
   readonly healthListener?: boolean;
+  /** envoy.requestTimeout, e.g. "5s" (default 65 s): how long Envoy waits for a bounded request. */
+  readonly requestTimeout?: string;
 }
 
 /** Which of a gateway's skewgates: its own, or the peer (GatewayOptions.peerSkewgate). */
@@ -366,6 +368,7 @@ export class Lab {
       ...(o.publishService === undefined ? {} : { publishService: { gatewayName: o.name, leaseDuration: o.publishService.leaseDuration } }),
       ...(peer === undefined ? {} : { extprocPeers: peer.envoySide }),
       ...(healthPort === undefined ? {} : { healthPort }),
+      ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
     };
     const doc = gatewayConfigDocument(input);
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);

@@ -13,6 +13,8 @@
 // kept failing. Written to bench/RESULTS.md. Fails, never skips, when a part or root is missing.
 // Uses the alias addresses 10.213.0.31-33 (removed afterwards) and etcd ports 23850/23860.
 import t from 'tap';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { request } from 'undici';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { removeLoopbackAlias } from '../../harness/lab/net.js';
@@ -41,6 +43,14 @@ const ETCD_DOWN_MS = 8000;
 /** The clients' own bound: long enough to see how long a request to a silent apiserver hangs. */
 const CLIENT_TIMEOUT_MS = 30_000;
 /**
+ * envoy.requestTimeout of the test's gateway (default 65 s, kube-apiserver's own 60 s and a
+ * margin): Envoy answers 504 to a request the apiserver would have ended itself (not a watch)
+ * once it has waited this long. Short here so that the silent apiserver shows it within the run.
+ */
+const REQUEST_TIMEOUT_MS = 5000;
+/** Scheduling on a loaded two-core machine: what a bounded request may take beyond its bound. */
+const BOUND_SLACK_MS = 1500;
+/**
  * How long after packets stop flowing skewgate may still send new requests there: its /readyz
  * probe times out after discovery.timeout (2 s in the lab) and runs every discovery.interval
  * (1 s), plus one round to publish (harness/lab/gateway-config.ts).
@@ -65,8 +75,9 @@ t.teardown(() => Promise.all(SERVERS.map((s) => removeLoopbackAlias(s.ip))));
 t.test('faults under a mixed token and client-certificate load', async (t) => {
   await withLoadLab(
     'faults',
-    { connections: 32, etcdClientPort: 23850, etcdPeerPort: 23860, timeoutMs: CLIENT_TIMEOUT_MS },
-    async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
+    // Enough connections that a request held by a silent apiserver never queues another in the client.
+    { connections: 512, etcdClientPort: 23850, etcdPeerPort: 23860, timeoutMs: CLIENT_TIMEOUT_MS },
+    async ({ parts: { versions: v }, dir, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
       const spec = (s: (typeof SERVERS)[number]): ApiServerSpec => ({
         name: s.name,
         version: s.version === 'old' ? v.kubeOld : v.kubeNew,
@@ -81,6 +92,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         withSkewgate: true,
         peerSkewgate: true,
         healthListener: true,
+        requestTimeout: `${REQUEST_TIMEOUT_MS / 1000}s`,
         port: await freeLoopbackPort(),
       });
       const healthUrl = gw.healthUrl ?? '';
@@ -92,7 +104,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         caFile: lab.pki.caFile,
         clientCert: { certFile: lab.pki.adminCertFile, keyFile: lab.pki.adminKeyFile },
         timeoutMs: CLIENT_TIMEOUT_MS,
-        connections: 32,
+        connections: 512,
       });
       const probeHttp = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 1000, connections: 8 });
       const readiness = new ReadinessWatch({
@@ -203,7 +215,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
           const back = clock();
           progress(`etcd started again (${((back - done - ETCD_DOWN_MS) / 1000).toFixed(1)} s to healthy)`);
           marks.push({ phase: 'etcd stopped', faultAtMs: at, faultDoneMs: done, repairAtMs: back });
-          await sleep(DWELL_MS * 2);
+          // Nothing is done to the gateway or the apiservers: they are waited for, not helped.
+          const deadline = clock() + ETCD_RECOVERY_MS;
+          while (clock() < deadline && !readiness.allReady()) await sleep(100);
+          progress(`every apiserver ready again ${((clock() - back) / 1000).toFixed(1)} s after etcd`);
+          await sleep(DWELL_MS + LAB_READINESS_LAG_MS);
         }
         progress(`stopping the load: ${run.progress()}`);
         await run.stop();
@@ -215,6 +231,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         await probeHttp.close().catch(() => undefined);
       }
 
+      // The raw records, for a closer look at a run (not part of the results).
+      await writeFile(
+        join(dir, 'faults-requests.json'),
+        JSON.stringify({ marks, timeline: timeline.snapshot(), requests: run.log.requests }),
+      );
       const final = await listFinal(session.direct, lab.apiServerUrl(skewed.name), workload, ARMS);
       const tl = timeline.snapshot();
       const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
@@ -257,7 +278,9 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       const silentInFlight = reqs.filter(
         (r) => r.op !== 'watch' && r.startMs <= drop.faultAtMs + SILENT_DETECTION_MS && r.endMs > drop.faultAtMs,
       );
-      const hung = silentInFlight.filter((r) => r.endMs - r.startMs > 5000);
+      const bound = REQUEST_TIMEOUT_MS + BOUND_SLACK_MS;
+      const overBound = reqs.filter((r) => r.op !== 'watch' && r.endMs - r.startMs > bound);
+      const longest = (rs: readonly RequestRecord[]): number => Math.max(0, ...rs.map((r) => r.endMs - r.startMs));
       const allUnreadyAt = (() => {
         const unready = tl.servers.filter((e) => e.what === 'unready' && e.atMs >= etcd.faultAtMs);
         const per = SERVERS.map((s) => unready.find((e) => e.server === s.name)?.atMs ?? Number.POSITIVE_INFINITY);
@@ -285,8 +308,10 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         '',
         `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; 401s for certificate clients: ${reqs.filter((r) => inPhase('skewgate SIGKILL', r) && r.arm === 'cert' && r.status === 401).length}. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
         `- **apiserver SIGKILL** (kas-33, the only server of the skewed resource). skewgate's own 503s (\`${UNAVAILABLE_REASON}\`): ${skewgate503s.length}, every one with Retry-After: ${skewgate503s.every((r) => r.retryAfter !== undefined) ? 'yes' : '**no**'}, the slowest answered in ${slowest503.toFixed(0)} ms. Common reads (get, list) failed: ${reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status !== null && r.status >= 500).length + reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status === null).length}; creates that failed without an acknowledgement but were stored anyway: ${a.rows.filter((r) => r.phase === 'apiserver SIGKILL').reduce((x, r) => x + r.unackedPersisted, 0)}. Skewed requests succeed again ${s(Math.max(row('apiserver SIGKILL', 'token').recoverAfterRepairMs ?? 0, row('apiserver SIGKILL', 'cert').recoverAfterRepairMs ?? 0))} after kas-33's /readyz passed.`,
-        `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, of which ${hung.length} hung longer than 5 s (longest ${s(Math.max(0, ...silentInFlight.map((r) => r.endMs - r.startMs)))}: ${hung.length === 0 ? 'none' : 'they end only when packets flow again and TCP retransmits, or at the client\u2019s own timeout'}).`,
+        `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, the longest ${s(longest(silentInFlight))}; of them ${silentInFlight.filter((r) => r.status === 504).length} answered 504 by Envoy at \`envoy.requestTimeout\` (${REQUEST_TIMEOUT_MS / 1000} s here, 65 s by default) and ${silentInFlight.filter((r) => r.status === 503).length} 503 at \`envoy.connectTimeout\` (2 s: a new connection never completes its handshake; reads are retried on another apiserver then, writes are not).`,
         `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop; from then (+${LAB_READINESS_LAG_MS / 1000} s) until etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz again ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy; requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')}.`,
+        '',
+        `Requests (watches aside) that took longer than the bound (envoy.requestTimeout ${REQUEST_TIMEOUT_MS / 1000} s + ${BOUND_SLACK_MS / 1000} s): ${overBound.length === 0 ? 'none' : overBound.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} ${s(r.endMs - r.startMs)}`).join(', ')}; the longest of all ${s(longest(reqs.filter((r) => r.op !== 'watch')))}.`,
         '',
         render(phaseTable(a, 'Per phase and arm (the accounting of the rolling-upgrade tests):')),
         '',
@@ -388,6 +413,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         'apiserver SIGKILL: once kas-33 is ready again, everything succeeds',
       );
 
+      t.same(
+        overBound.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} in ${(r.endMs - r.startMs).toFixed(0)} ms`),
+        [],
+        `no request (watches aside) took longer than envoy.requestTimeout (${REQUEST_TIMEOUT_MS / 1000} s) + ${BOUND_SLACK_MS / 1000} s, in any fault`,
+      );
       t.ok(silentNew.length > 100, `packets dropped: ${silentNew.length} requests sent after the detection`);
       t.same(
         silentNew

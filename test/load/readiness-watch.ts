@@ -28,6 +28,11 @@ export class ReadinessWatch {
     },
   ) {}
 
+  /** Every watched apiserver passed its last probe. */
+  allReady(): boolean {
+    return this.o.servers.every((s) => this.last.get(s.name) === true);
+  }
+
   start(): void {
     this.loops = this.o.servers.map((s) => this.loop(s));
   }
