@@ -264,6 +264,13 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         return [...seen].map(([s, c]) => `${s === 0 ? 'no answer' : s}×${c}`).join(' ');
       };
 
+      /** When the health listener first failed after `fromMs`, and when it passed again after that (null: never). */
+      const readyFlip = (fromMs: number): { failAt: number | null; passAt: number | null } => {
+        const fail = health.find((h) => h.atMs >= fromMs && h.status !== 200);
+        const pass = fail === undefined ? undefined : health.find((h) => h.atMs > fail.atMs && h.status === 200);
+        return { failAt: fail?.atMs ?? null, passAt: pass?.atMs ?? null };
+      };
+
       // ---- the numbers ----
       const reqs = run.log.requests;
       const kill = mark('skewgate SIGKILL');
@@ -309,7 +316,12 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; 401s for certificate clients: ${reqs.filter((r) => inPhase('skewgate SIGKILL', r) && r.arm === 'cert' && r.status === 401).length}. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
         `- **apiserver SIGKILL** (kas-33, the only server of the skewed resource). skewgate's own 503s (\`${UNAVAILABLE_REASON}\`): ${skewgate503s.length}, every one with Retry-After: ${skewgate503s.every((r) => r.retryAfter !== undefined) ? 'yes' : '**no**'}, the slowest answered in ${slowest503.toFixed(0)} ms. Common reads (get, list) failed: ${reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status !== null && r.status >= 500).length + reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status === null).length}; creates that failed without an acknowledgement but were stored anyway: ${a.rows.filter((r) => r.phase === 'apiserver SIGKILL').reduce((x, r) => x + r.unackedPersisted, 0)}. Skewed requests succeed again ${s(Math.max(row('apiserver SIGKILL', 'token').recoverAfterRepairMs ?? 0, row('apiserver SIGKILL', 'cert').recoverAfterRepairMs ?? 0))} after kas-33's /readyz passed.`,
         `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, the longest ${s(longest(silentInFlight))}; of them ${silentInFlight.filter((r) => r.status === 504).length} answered 504 by Envoy at \`envoy.requestTimeout\` (${REQUEST_TIMEOUT_MS / 1000} s here, 65 s by default) and ${silentInFlight.filter((r) => r.status === 503).length} 503 at \`envoy.connectTimeout\` (2 s: a new connection never completes its handshake; reads are retried on another apiserver then, writes are not).`,
-        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop; from then (+${LAB_READINESS_LAG_MS / 1000} s) until etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz again ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy; requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')}.`,
+        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop; from then (+${LAB_READINESS_LAG_MS / 1000} s) until etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz again ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy; requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
+          const f = readyFlip(etcd.faultAtMs);
+          return f.failAt === null
+            ? 'it never failed'
+            : `503 from ${s(f.failAt - etcd.faultAtMs)} after the stop (no ready apiserver in Envoy's pool) until ${f.passAt === null ? 'the end' : `${s(f.passAt - (etcd.repairAtMs ?? 0))} after etcd was healthy`}: every gateway fails its balancer check at the same moment`;
+        })()}.`,
         '',
         `Requests (watches aside) that took longer than the bound (envoy.requestTimeout ${REQUEST_TIMEOUT_MS / 1000} s + ${BOUND_SLACK_MS / 1000} s): ${overBound.length === 0 ? 'none' : overBound.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} ${s(r.endMs - r.startMs)}`).join(', ')}; the longest of all ${s(longest(reqs.filter((r) => r.op !== 'watch')))}.`,
         '',
