@@ -11,6 +11,10 @@
 // Per fault and arm: requests sent, failed (by cause), false 404s, lost and duplicated writes (every
 // object listed straight from an apiserver at the end), the longest request, how long new requests
 // kept failing. Written to bench/RESULTS.md. Fails, never skips, when a part or root is missing.
+// Claims: nothing fails after the skewgate kill but what was in flight (a cut stream fails open);
+// no false 404 otherwise; no lost or duplicated write; skewgate's fast 503 + Retry-After only while
+// no capable apiserver is ready; no request (watches aside) past envoy.requestTimeout; new
+// requests avoid a silent apiserver after skewgate's probe notices; recovery from etcd unaided.
 // Uses the alias addresses 10.213.0.31-33 (removed afterwards) and etcd ports 23850/23860.
 import t from 'tap';
 import { writeFile } from 'node:fs/promises';
@@ -274,6 +278,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       // ---- the numbers ----
       const reqs = run.log.requests;
       const kill = mark('skewgate SIGKILL');
+      // A stream open on the skewgate that dies is cut: Envoy fails open (extproc.failureMode) and
+      // balances that one request, which an old apiserver may answer 404 (a token) or the backstop 401 (a certificate).
+      const inFlightAtKill = (r: RequestRecord): boolean =>
+        inPhase('skewgate SIGKILL', r) && r.startMs <= (kill.faultDoneMs ?? 0) && r.endMs >= kill.faultAtMs;
+      const cutAtKill = reqs.filter((r) => inFlightAtKill(r) && (r.status === 401 || (r.status === 404 && false404(r))));
       const kasKill = mark('apiserver SIGKILL');
       const drop = mark('packets dropped');
       const etcd = mark('etcd stopped');
@@ -313,7 +322,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         '',
         `What the run shows, fault by fault:`,
         '',
-        `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; 401s for certificate clients: ${reqs.filter((r) => inPhase('skewgate SIGKILL', r) && r.arm === 'cert' && r.status === 401).length}. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
+        `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; in flight at the kill and failed: ${cutAtKill.length === 0 ? 'none' : cutAtKill.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? '?'}${r.status === 404 ? ' (false)' : ''}`).join(', ')} — a stream open on the dying skewgate is cut and Envoy fails open for that request (\`extproc.failureMode: open\`): balanced, so a token request for the skewed resource may meet an old apiserver's 404 and a certificate request the 401 backstop. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
         `- **apiserver SIGKILL** (kas-33, the only server of the skewed resource). skewgate's own 503s (\`${UNAVAILABLE_REASON}\`): ${skewgate503s.length}, every one with Retry-After: ${skewgate503s.every((r) => r.retryAfter !== undefined) ? 'yes' : '**no**'}, the slowest answered in ${slowest503.toFixed(0)} ms. Common reads (get, list) failed: ${reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status !== null && r.status >= 500).length + reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status === null).length}; creates that failed without an acknowledgement but were stored anyway: ${a.rows.filter((r) => r.phase === 'apiserver SIGKILL').reduce((x, r) => x + r.unackedPersisted, 0)}. Skewed requests succeed again ${s(Math.max(row('apiserver SIGKILL', 'token').recoverAfterRepairMs ?? 0, row('apiserver SIGKILL', 'cert').recoverAfterRepairMs ?? 0))} after kas-33's /readyz passed.`,
         `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, the longest ${s(longest(silentInFlight))}; of them ${silentInFlight.filter((r) => r.status === 504).length} answered 504 by Envoy at \`envoy.requestTimeout\` (${REQUEST_TIMEOUT_MS / 1000} s here, 65 s by default) and ${silentInFlight.filter((r) => r.status === 503).length} 503 at \`envoy.connectTimeout\` (2 s: a new connection never completes its handshake; reads are retried on another apiserver then, writes are not).`,
         `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop; from then (+${LAB_READINESS_LAG_MS / 1000} s) until etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz again ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy; requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
@@ -346,9 +355,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       t.equal(total(a, 'duplicatedWrites'), 0, 'no write stored twice, in any fault');
       t.equal(total(a, 'lostWrites'), 0, 'no acknowledged write lost, in any fault');
       t.same(
-        a.false404s.map((f) => `${f.phase} ${f.arm} ${f.kind} ${f.op} ${f.why}`),
+        reqs
+          .filter((r) => r.status === 404 && false404(r) && !inFlightAtKill(r))
+          .map((r) => `${r.arm} ${r.kind} ${r.op} at ${(r.startMs - origin) / 1000} s`),
         [],
-        'no false 404 in any fault',
+        'no false 404 in any fault, but for a request in flight at the skewgate kill (its stream cut, Envoy fails open)',
       );
 
       for (const arm of ARMS) {
