@@ -35,6 +35,8 @@ const size = z.union([z.number().int().nonnegative(), z.string()]).transform((v,
 });
 
 const path = z.string().min(1, 'must be a file path');
+/** envoy.requestTimeout: kube-apiserver's default --request-timeout (60 s) and a margin for its 504 to arrive. */
+export const REQUEST_TIMEOUT_MS = 65_000;
 /** Names become Envoy cluster names and header values: keep them DNS-label-like. */
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -307,8 +309,16 @@ const schema = z
          * atomically by `serve` as members join and leave; Envoy watches the folder.
          */
         xds: z.object({ directory: path }).strict().optional(),
-        /** Connect timeout to an apiserver. */
+        /** Connect timeout to an apiserver (TCP and TLS handshake). */
         connectTimeout: duration.default(2000),
+        /**
+         * The longest Envoy waits for an apiserver's whole answer to a request that is not
+         * long-running (skewgate marks those, src/k8s/long-running.ts): then 504 Timeout. Above
+         * kube-apiserver's own --request-timeout (60 s by default), so that its 504 normally
+         * comes first; raise it with that flag. 0: no bound. Watches, exec, attach,
+         * port-forward, logs and proxies are never bounded.
+         */
+        requestTimeout: duration.default(REQUEST_TIMEOUT_MS),
         /** Active /readyz health checks on every apiserver cluster. */
         healthCheck: z
           .object({

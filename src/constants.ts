@@ -3,6 +3,13 @@
 /** The header skewgate sets on a routed request; Envoy's route takes its cluster from it. */
 export const UPSTREAM_HEADER = 'x-skewgate-upstream';
 
+/**
+ * Set by skewgate on a request kube-apiserver ends at its --request-timeout (not long-running,
+ * src/k8s/long-running.ts): Envoy's routes then bound the wait for the apiserver's answer
+ * (envoy.requestTimeout). Removed before the request goes upstream; a client's copy is stripped.
+ */
+export const BOUNDED_HEADER = 'x-skewgate-bounded';
+
 /** Set on every answer skewgate gives itself, so a client (and the access log) can tell who answered. */
 export const REASON_HEADER = 'x-skewgate-reason';
 export const MEDIA_JSON = 'application/json';

@@ -9,7 +9,7 @@ import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/a
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { withoutExtProc } from '../baseline-envoy.js';
-import { FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
+import { BlackholeProxy, FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
 export interface StackServer {
   readonly name: string;
@@ -40,12 +40,21 @@ export interface StackOptions {
   readonly telemetry?: Readonly<Record<string, unknown>>;
   /** Passed to createSkewgate: the OTEL_* environment, in-memory telemetry for tests. */
   readonly skewgateOptions?: SkewgateOptions;
+  /**
+   * Put a BlackholeProxy in front of every apiserver (skewgate and Envoy connect through it), so
+   * that a test can make one accept connections and never answer.
+   */
+  readonly proxied?: boolean;
+  /** More fields of the config's envoy section (e.g. requestTimeout). */
+  readonly envoy?: Readonly<Record<string, unknown>>;
 }
 
 export interface Stack {
   readonly pki: Pki;
   readonly cluster: FakeCluster;
   readonly apiservers: readonly FakeApiServer[];
+  /** With `proxied`: the proxy in front of each apiserver, by name. */
+  readonly proxies: ReadonlyMap<string, BlackholeProxy>;
   readonly config: Config;
   /** The YAML config written for this stack (usable with `skewgate explain|skew|validate`). */
   readonly configFile: string;
@@ -60,12 +69,23 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServer[], extprocPort: number, gatewayPort: number): object {
+function configDocument(
+  o: StackOptions,
+  pki: Pki,
+  servers: readonly FakeApiServer[],
+  extprocPort: number,
+  gatewayPort: number,
+  proxies: ReadonlyMap<string, BlackholeProxy> = new Map(),
+): object {
   const certificates = o.clientCertificates ?? true;
+  const urlOf = (s: FakeApiServer): string => {
+    const proxy = proxies.get(s.name);
+    return proxy ? `https://127.0.0.1:${proxy.port}` : s.url;
+  };
   return {
     apiservers: servers.map((s) => ({
       name: s.name,
-      url: s.url,
+      url: urlOf(s),
       caFile: pki.caFile,
       serverName: 'localhost',
       credentials: { tokenFile: pki.tokenFile },
@@ -78,6 +98,7 @@ function configDocument(o: StackOptions, pki: Pki, servers: readonly FakeApiServ
       tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, ...(certificates ? { clientCaFile: pki.caFile } : {}) },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
       ...(certificates ? { upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile } } : {}),
+      ...o.envoy,
     },
     log: { level: o.logLevel ?? 'warn' },
     ...(o.telemetry ? { telemetry: o.telemetry } : {}),
@@ -105,20 +126,27 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   };
   try {
+    const proxies = new Map<string, BlackholeProxy>();
     for (const a of apiservers) {
       await a.start();
       cleanups.push(() => a.close());
+      if (o.proxied) {
+        const proxy = new BlackholeProxy({ host: '127.0.0.1', port: a.port });
+        await proxy.start();
+        cleanups.push(() => proxy.close());
+        proxies.set(a.name, proxy);
+      }
     }
     const logger = o.logger ?? createLogger(o.logLevel ?? 'warn');
     // Bind skewgate first on a free port; the final config then names that port for Envoy.
-    const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0), join(dir, 'skewgate.yaml'), dir);
+    const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0, proxies), join(dir, 'skewgate.yaml'), dir);
     let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
     const bound = await app.start();
     cleanups.push(async () => {
       await app?.close();
     });
     const extprocPort = bound.port ?? 0;
-    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0);
+    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies);
     const configFile = join(dir, 'skewgate.yaml');
     await writeFile(configFile, `# written by skewgate's demo stack\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, dir);
@@ -128,7 +156,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     cleanups.push(() => envoy.stop());
     let baselineEnvoy: EnvoyHandle | undefined;
     if (o.baseline) {
-      const baselineConfig = parseConfig(configDocument(o, pki, apiservers, extprocPort, 0), configFile, dir);
+      const baselineConfig = parseConfig(configDocument(o, pki, apiservers, extprocPort, 0, proxies), configFile, dir);
       baselineEnvoy = await startEnvoy({
         bootstrap: withoutExtProc(renderBootstrap(baselineConfig)),
         logFile: join(dir, 'envoy-baseline.log'),
@@ -140,6 +168,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       pki,
       cluster,
       apiservers,
+      proxies,
       config,
       configFile,
       envoy,

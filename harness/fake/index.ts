@@ -10,3 +10,4 @@ export {
 export { BUILTINS_NEW, BUILTINS_OLD } from './builtins.js';
 export { FakeCluster, type FakeResource, type KObject, type WatchEvent } from './cluster.js';
 export { createPki, type KeyPairFiles, type Pki, type TestClientCerts } from './pki.js';
+export { BlackholeProxy } from './blackhole-proxy.js';

@@ -121,6 +121,13 @@ function healthCheck(config: Config, check: JsonObject): JsonObject {
 }
 
 
+/**
+ * TCP keepalive on apiserver connections: a connection whose apiserver vanished without closing it
+ * (a dropped host, packets blackholed) is closed after ~30 s of silence instead of lingering in
+ * the pool for the next request, or under a watch, for the kernel's two hours.
+ */
+const UPSTREAM_KEEPALIVE: JsonObject = { tcp_keepalive: { keepalive_time: 15, keepalive_interval: 5, keepalive_probes: 3 } };
+
 function http1Options(): JsonObject {
   return {
     'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
@@ -144,6 +151,7 @@ function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: Cluste
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [endpoint(u, false)] }] },
     transport_socket: upstreamTls(config, u, file, set),
     typed_extension_protocol_options: http1Options(),
+    upstream_connection_options: UPSTREAM_KEEPALIVE,
     circuit_breakers: circuitBreakers(),
     health_checks: [healthCheck(config, readyz(set))],
   };
@@ -169,6 +177,7 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
     // Never plaintext, even for an endpoint no match would cover.
     transport_socket: upstreamTls(config, first, file, set),
     typed_extension_protocol_options: http1Options(),
+    upstream_connection_options: UPSTREAM_KEEPALIVE,
     circuit_breakers: circuitBreakers(),
     health_checks: [healthCheck(config, readyz(set))],
   };

@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { duration, type JsonObject, type PathFn } from './json.js';
-import { routeConfig } from './routes.js';
+import { routeConfig, routeOptions } from './routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { certificateFields, validationFields } from './tls-material.js';
@@ -212,7 +212,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
       // With filesystem xDS the routes follow the members (xds.ts); else they are fixed here.
       ...(config.envoy.xds
         ? { rds: rdsConfig(config.envoy.xds.directory, file) }
-        : { route_config: routeConfig(upstreams, statesIdentity(config), config.routing.retryAfterSeconds) }),
+        : { route_config: routeConfig(upstreams, routeOptions(config)) }),
       http_filters: [sanitiserFilter(statesIdentity(config)), extprocFilter(config), routerFilter()],
       ...(envoyTracing(config) ? { tracing: tracingConfig(config) } : {}),
     },

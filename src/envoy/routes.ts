@@ -1,11 +1,12 @@
 // The bootstrap's routes: one per apiserver (and way of connecting) selected by skewgate's
 // x-skewgate-upstream header, the balanced default, read retries, and the backstop answering 401
 // to a client certificate whose identity nobody stated. Pure.
-import { CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import { BOUNDED_HEADER, CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER, UPSTREAM_HEADER } from '../constants.js';
 import { statusBody } from '../k8s/status.js';
 import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
-import type { JsonObject } from './json.js';
-import type { Upstream } from './upstreams.js';
+import { duration, type JsonObject } from './json.js';
+import type { Config } from '../config.js';
+import { statesIdentity, type Upstream } from './upstreams.js';
 
 /** The first route when client certificates are verified: a certificate whose identity nobody stated. */
 export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
@@ -22,33 +23,57 @@ const READ_METHODS_REGEX = '^(GET|HEAD)$';
 export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request,reset';
 export const READ_NUM_RETRIES = 2;
 
+export interface RouteOptions {
+  /** Whether client certificates are re-stated (the backstop and the front-proxy routes). */
+  readonly identity: boolean;
+  readonly retryAfterSeconds: number;
+  /** envoy.requestTimeout in ms: the bound on requests skewgate marked bounded; 0 renders none. */
+  readonly requestTimeoutMs: number;
+}
+
+export function routeOptions(config: Config): RouteOptions {
+  return { identity: statesIdentity(config), retryAfterSeconds: config.routing.retryAfterSeconds, requestTimeoutMs: config.envoy.requestTimeout };
+}
+
 /**
  * One route per apiserver matching x-skewgate-upstream exactly, rather than cluster_header: only
  * names rendered from the config can ever be honoured (cluster_header would let any value pick
  * any cluster, skewgate-extproc included), and each route carries its own retry policy. A value
  * matching no apiserver is answered 503 (upstreamUnknown), never balanced: skewgate chose that
  * apiserver because others may not serve the request.
+ *
+ * Every route to a cluster has a bounded twin just before it, for requests skewgate marked with
+ * x-skewgate-bounded (what kube-apiserver ends at its --request-timeout): the same, with
+ * envoy.requestTimeout as its timeout, so that an apiserver that accepted the request and never
+ * answers costs the client that long at most (504, `UT`). Unmarked requests — watches, exec,
+ * attach, port-forward, logs, proxies, and every request while skewgate is unreachable — keep no
+ * timeout at all (see stream_idle_timeout, listener.ts).
  */
-export function routeConfig(upstreams: readonly Upstream[], identity: boolean, retryAfterSeconds: number): JsonObject {
+export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions): JsonObject {
+  const { identity, retryAfterSeconds } = opts;
   const routes: JsonObject[] = identity ? [identityBackstop()] : [];
+  const push = (name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): void => {
+    if (opts.requestTimeoutMs > 0) routes.push(route(`${name}-bounded`, [...headers, boundedMark()], cluster, retry, opts.requestTimeoutMs));
+    routes.push(route(name, headers, cluster, retry, 0));
+  };
   // A stated identity (X-Remote-User: only skewgate can set it, a client's copy is gone) goes
   // over the front-proxy clusters; everything else over the direct ones.
   const variants = identity ? [{ suffix: FRONT_PROXY_SUFFIX, when: [remoteUserPresent()] }, { suffix: '', when: [] }] : [{ suffix: '', when: [] }];
   for (const v of variants) {
     for (const u of upstreams) {
       const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
-      routes.push(route(`${u.name}${v.suffix}-read`, [header, ...v.when, ...readMatchers()], `${u.name}${v.suffix}`, readRetry(false)));
-      routes.push(route(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined));
+      push(`${u.name}${v.suffix}-read`, [header, ...v.when, ...readMatchers()], `${u.name}${v.suffix}`, readRetry(false));
+      push(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined);
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
-    routes.push(route(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true)));
-    routes.push(route(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined));
+    push(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true));
+    push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined);
   }
   return {
     name: 'skewgate',
     // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
     // when skewgate is down and did not remove x-forwarded-client-cert itself.
-    request_headers_to_remove: [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
+    request_headers_to_remove: [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
     virtual_hosts: [{ name: 'kube-apiserver', domains: ['*'], routes }],
   };
 }
@@ -101,6 +126,10 @@ function upstreamUnknown(name: string, when: readonly JsonObject[], retryAfterSe
   };
 }
 
+function boundedMark(): JsonObject {
+  return { name: BOUNDED_HEADER, present_match: true };
+}
+
 function remoteUserPresent(): JsonObject {
   return { name: REMOTE_USER_HEADER, present_match: true };
 }
@@ -113,14 +142,15 @@ function readMatchers(): JsonObject[] {
   ];
 }
 
-function route(name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): JsonObject {
+/** timeoutMs 0: no route timeout, for what kube-apiserver does not bound either. */
+function route(name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined, timeoutMs: number): JsonObject {
   return {
     name,
     match: headers.length === 0 ? { prefix: '/' } : { prefix: '/', headers },
     route: {
       cluster,
-      // No route timeout and no idle timeout: see stream_idle_timeout (listener.ts).
-      timeout: '0s',
+      // No idle timeout, and a timeout only on bounded routes: see stream_idle_timeout (listener.ts).
+      timeout: duration(timeoutMs),
       idle_timeout: '0s',
       // Writes (every non-GET/HEAD) get no retry policy at all: exactly one attempt (docs/design.md, invariant 2).
       ...(retry === undefined ? {} : { retry_policy: retry }),

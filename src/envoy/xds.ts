@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import type { ApiServerConfig, Config } from '../config.js';
 import { apiserverClusters } from './clusters.js';
 import type { JsonObject, PathFn } from './json.js';
-import { routeConfig } from './routes.js';
-import { statesIdentity, upstreamOf } from './upstreams.js';
+import { routeConfig, routeOptions } from './routes.js';
+import { upstreamOf } from './upstreams.js';
 
 export const CDS_FILE = 'cds.json';
 export const RDS_FILE = 'rds.json';
@@ -56,7 +56,7 @@ export function renderClusters(config: Config, members: XdsMembers, file: PathFn
 /** The rds.json resource: routes to the routable and joining members, never to a draining one. */
 export function renderRoutes(config: Config, members: XdsMembers): JsonObject {
   const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
-  return { '@type': ROUTE_TYPE, ...routeConfig(routed, statesIdentity(config), config.routing.retryAfterSeconds) };
+  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config)) };
 }
 
 /** A DiscoveryResponse as Envoy reads it from a file. */

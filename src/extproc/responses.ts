@@ -1,5 +1,5 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
-import { MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import { BOUNDED_HEADER, MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../constants.js';
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
 import type { ClientIdentity, IdentityResult } from '../identity/client-identity.js';
@@ -38,12 +38,20 @@ function frontProxyMutation(identity: ClientIdentity): readonly HeaderValueOptio
   return set;
 }
 
-/** The trace headers plus, for a verified client certificate, its front-proxy identity (XFCC removed). */
+/** The one value of BOUNDED_HEADER; Envoy's bounded routes match its presence. */
+const BOUNDED_MARK = setHeader(BOUNDED_HEADER, 'true');
+
+/**
+ * The trace headers, the bounded mark for a request that is not long-running, and, for a verified
+ * client certificate, its front-proxy identity (XFCC removed).
+ */
 function upstreamMutation(
   upstreamHeaders: UpstreamHeaders,
   identity: IdentityResult,
+  bounded: boolean,
 ): { set: HeaderValueOptionOut[]; remove: readonly string[] } {
   const set = upstreamHeaders.map(([k, v]) => setHeader(k, v));
+  if (bounded) set.push(BOUNDED_MARK);
   if (identity.kind !== 'stated') return { set, remove: [] };
   set.push(...frontProxyMutation(identity.identity));
   return { set, remove: FRONT_PROXY_REMOVED_HEADERS };
@@ -54,19 +62,21 @@ function upstreamMutation(
  * context of the decision) and a client certificate's identity, those are set on the request.
  * Envoy's own tracer, when on, replaces traceparent with its upstream span's, which descends from
  * the same trace. The route is picked again when the identity is stated (Envoy's backstop route
- * answers a certificate-authenticated request without X-Remote-User with 401).
+ * answers a certificate-authenticated request without X-Remote-User with 401) and when the request
+ * is bounded (Envoy's bounded routes carry envoy.requestTimeout).
  */
 export function continueRequestHeaders(
   upstreamHeaders: UpstreamHeaders = [],
   identity: IdentityResult = NO_IDENTITY,
+  bounded = false,
 ): ProcessingResponseOut {
-  const { set, remove } = upstreamMutation(upstreamHeaders, identity);
+  const { set, remove } = upstreamMutation(upstreamHeaders, identity, bounded);
   if (set.length === 0) return { request_headers: { response: {} } };
   return {
     request_headers: {
       response: {
         header_mutation: { set_headers: set, ...(remove.length > 0 ? { remove_headers: remove } : {}) },
-        ...(identity.kind === 'stated' ? { clear_route_cache: true } : {}),
+        ...(identity.kind === 'stated' || bounded ? { clear_route_cache: true } : {}),
       },
     },
   };
@@ -77,8 +87,9 @@ export function routeTo(
   upstream: string,
   upstreamHeaders: UpstreamHeaders = [],
   identity: IdentityResult = NO_IDENTITY,
+  bounded = false,
 ): ProcessingResponseOut {
-  const { set, remove } = upstreamMutation(upstreamHeaders, identity);
+  const { set, remove } = upstreamMutation(upstreamHeaders, identity, bounded);
   return {
     request_headers: {
       response: {
@@ -224,21 +235,23 @@ function retryAfter(seconds: number): number {
 }
 
 /**
- * The ProcessingResponse for a routing result on the request_headers phase. upstreamHeaders go
- * only on requests that continue upstream; skewgate's own answers need none.
+ * The ProcessingResponse for a routing result on the request_headers phase. upstreamHeaders and
+ * the bounded mark (a request that is not long-running, envoy.requestTimeout) go only on requests
+ * that continue upstream; skewgate's own answers need none.
  */
 export function responseFor(
   result: RoutingResult,
   retryAfterSeconds: number,
   upstreamHeaders: UpstreamHeaders = [],
+  bounded = false,
 ): ProcessingResponseOut {
   const { decision, info, identity } = result;
   switch (decision.outcome) {
     case 'routed':
-      return routeTo(decision.upstream, upstreamHeaders, identity);
+      return routeTo(decision.upstream, upstreamHeaders, identity, bounded);
     case 'default':
     case 'passthrough':
-      return continueRequestHeaders(upstreamHeaders, identity);
+      return continueRequestHeaders(upstreamHeaders, identity, bounded);
     case 'not_found':
       return statusResponse(statusBody('NotFound', notFoundMessage(info, decision.reason), resourceDetails(info)), decision.reason);
     case 'unavailable': {

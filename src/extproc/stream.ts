@@ -2,6 +2,7 @@
 // ends the stream with INTERNAL, never with OK (OK would make Envoy continue as if we had agreed).
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { isLongRunning } from '../k8s/long-running.js';
 import type { RequestRouter, RoutingResult } from '../routing/router.js';
 import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
@@ -62,7 +63,10 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       let reply: ProcessingResponseOut;
       try {
         result = router.route(method, path, headers);
-        reply = responseFor(result, router.retryAfterSeconds, trace?.upstreamHeaders);
+        // What kube-apiserver ends at --request-timeout gets Envoy's bound too (envoy.requestTimeout);
+        // an upgrade never does, whatever its path.
+        const bounded = !isLongRunning(result.info) && !headers.has('upgrade');
+        reply = responseFor(result, router.retryAfterSeconds, trace?.upstreamHeaders, bounded);
       } catch (err) {
         failed = true;
         logger.error({ err, method, path: path.split('?', 1)[0] }, 'routing failed; ending the ext_proc stream with INTERNAL');

@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
-import { UPSTREAM_HEADER } from '../../src/constants.js';
+import { BOUNDED_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import { classifyRequest } from '../../src/k8s/classify.js';
 import type { DecisionContext, DecisionObserver } from '../../src/extproc/observer.js';
 import { createExtProcServer, type ExtProcServer } from '../../src/extproc/server.js';
 import type { RoutingResult } from '../../src/routing/router.js';
@@ -35,6 +36,15 @@ const table: Record<string, RoutingResult | (() => RoutingResult)> = {
     resourceInfo({ apiPrefix: 'api', group: '', version: 'v1', resource: 'pods', path: '/api/v1/pods' }),
   ),
   '/healthz': resultOf({ outcome: 'passthrough', reason: 'non_resource', candidates: [] }),
+  // Long-running, as the real classifier has them.
+  '/api/v1/pods?watch=true': resultOf(
+    { outcome: 'default', reason: 'served_by_all', candidates: ['kas-old', 'kas-new'] },
+    classifyRequest('GET', '/api/v1/pods?watch=true'),
+  ),
+  '/api/v1/namespaces/default/pods/p/exec?command=sh': resultOf(
+    { outcome: 'default', reason: 'served_by_all', candidates: ['kas-old', 'kas-new'] },
+    classifyRequest('GET', '/api/v1/namespaces/default/pods/p/exec?command=sh'),
+  ),
   '/apis/example.com/v1/gone': resultOf(
     { outcome: 'not_found', reason: 'resource_not_served', candidates: [] },
     resourceInfo({ resource: 'gone', path: '/apis/example.com/v1/gone' }),
@@ -97,7 +107,8 @@ async function routingTable(t: Tap, h: Harness): Promise<void> {
     t.equal(response?.request_headers?.response?.clear_route_cache, true);
     const h1 = replyHeader(response, UPSTREAM_HEADER);
     t.same(h1, { value: '', raw: 'kas-new' }, 'raw_value only, value empty');
-    t.equal(response?.request_headers?.response?.header_mutation?.set_headers?.length, 1);
+    t.same(replyHeader(response, BOUNDED_HEADER), { value: '', raw: 'true' }, 'a list: bounded by envoy.requestTimeout');
+    t.equal(response?.request_headers?.response?.header_mutation?.set_headers?.length, 2);
     const call = h.router.calls.at(-1);
     t.equal(call?.method, 'GET');
     t.equal(call?.path, '/apis/example.com/v1/widgets');
@@ -106,11 +117,29 @@ async function routingTable(t: Tap, h: Harness): Promise<void> {
   });
 
   for (const p of ['/api/v1/pods', '/healthz']) {
-    await t.test(`continue unchanged: ${p}`, async (t) => {
+    await t.test(`continue, marked bounded only: ${p}`, async (t) => {
       const { response } = await client.process({ path: p });
       t.equal(response?.response, 'request_headers');
       t.equal(response?.request_headers?.response?.status, 'CONTINUE');
-      t.equal(response?.request_headers?.response?.header_mutation, null, 'no mutation, upstream header not set');
+      const set = response?.request_headers?.response?.header_mutation?.set_headers ?? [];
+      t.same(
+        set.map((o) => o.header?.key),
+        [BOUNDED_HEADER],
+        'the bounded mark and nothing else: no upstream header',
+      );
+      t.equal(response?.request_headers?.response?.clear_route_cache, true, 'so that Envoy picks the bounded route');
+    });
+  }
+
+  for (const [path, headers] of [
+    ['/api/v1/pods?watch=true', {}],
+    ['/api/v1/namespaces/default/pods/p/exec?command=sh', {}],
+    ['/api/v1/pods', { upgrade: 'websocket', connection: 'Upgrade' }],
+  ] as const) {
+    await t.test(`continue unchanged (long-running): ${path}${'upgrade' in headers ? ' (upgrade)' : ''}`, async (t) => {
+      const { response } = await client.process({ path, headers });
+      t.equal(response?.request_headers?.response?.status, 'CONTINUE');
+      t.equal(response?.request_headers?.response?.header_mutation, null, 'no mutation: no route timeout for it');
       t.equal(response?.request_headers?.response?.clear_route_cache, false);
     });
   }

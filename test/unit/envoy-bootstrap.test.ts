@@ -3,6 +3,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig, type Config } from '../../src/config.js';
 import {
+  BOUNDED_HEADER,
   CLIENT_CERT_HEADER,
   EXTPROC_SERVICE_NAME,
   HEALTH_CHECK_USER,
@@ -46,44 +47,46 @@ interface Opts {
 }
 
 function config(o: Opts = {}): Config {
-  return parseConfig(
-    {
-      apiservers: (
-        o.apiservers ?? [
-          { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
-          { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
-          { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
-        ]
-      ).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
-      extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
-      envoy: {
-        listen: { address: '127.0.0.1', port: 8443 },
-        tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key', ...(o.clientCa === true ? { clientCaFile: 'pki/client-ca.crt' } : {}) },
-        healthCheck: { interval: '3s', timeout: '1s', unhealthyThreshold: 3, healthyThreshold: 2 },
-        ...(o.clientCert === true || o.clientCa === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
-        ...(o.peers
-          ? {
-              extprocPeers: {
-                endpoints: o.peers,
-                certFile: 'pki/peer.crt',
-                keyFile: 'pki/peer.key',
-                caFile: 'pki/peer-ca.crt',
-                serverName: 'skewgate-peer',
-              },
-            }
-          : {}),
-        ...(o.health === undefined ? {} : { health: { port: o.health } }),
-      },
+  return parseConfig(rawConfig(o), '/srv/sg/skewgate.yaml', '/srv/sg');
+}
+
+function rawConfig(o: Opts = {}) {
+  return {
+    apiservers: (
+      o.apiservers ?? [
+        { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
+        { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
+        { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
+      ]
+    ).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
+    extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
+    envoy: {
+      listen: { address: '127.0.0.1', port: 8443 },
+      tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key', ...(o.clientCa === true ? { clientCaFile: 'pki/client-ca.crt' } : {}) },
+      healthCheck: { interval: '3s', timeout: '1s', unhealthyThreshold: 3, healthyThreshold: 2 },
+      ...(o.clientCert === true || o.clientCa === true ? { upstreamClientCert: { certFile: 'pki/fp.crt', keyFile: 'pki/fp.key' } } : {}),
+      ...(o.peers
+        ? {
+            extprocPeers: {
+              endpoints: o.peers,
+              certFile: 'pki/peer.crt',
+              keyFile: 'pki/peer.key',
+              caFile: 'pki/peer-ca.crt',
+              serverName: 'skewgate-peer',
+            },
+          }
+        : {}),
+      ...(o.health === undefined ? {} : { health: { port: o.health } }),
     },
-    '/srv/sg/skewgate.yaml',
-    '/srv/sg',
-  );
+  };
 }
 
 const hcm = (b: unknown): Obj => obj(at(b, 'static_resources.listeners.0.filter_chains.0.filters.0.typed_config'));
 const filters = (b: unknown): Obj[] => arr(hcm(b).http_filters).map((f) => obj(f));
 const extproc = (b: unknown): Obj => obj(filters(b).find((f) => f.name === 'envoy.filters.http.ext_proc')?.typed_config);
-const routes = (b: unknown): Obj[] => arr(at(hcm(b), 'route_config.virtual_hosts.0.routes')).map((r) => obj(r));
+const allRoutes = (b: unknown): Obj[] => arr(at(hcm(b), 'route_config.virtual_hosts.0.routes')).map((r) => obj(r));
+/** The routes without their bounded twins (checked on their own below). */
+const routes = (b: unknown): Obj[] => allRoutes(b).filter((r) => !String(r.name).endsWith('-bounded'));
 const clusters = (b: unknown): Obj[] => arr(at(b, 'static_resources.clusters')).map((c) => obj(c));
 const cluster = (b: unknown, name: string): Obj => {
   const c = clusters(b).find((x) => x.name === name);
@@ -142,8 +145,8 @@ t.test('sanitising removes every identity and routing header, early and in the c
   t.equal(hcm(b).forward_client_cert_details, 'SANITIZE');
   t.same(
     at(hcm(b), 'route_config.request_headers_to_remove'),
-    [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
-    'the routing header and XFCC are never forwarded upstream',
+    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
+    'the routing headers and XFCC are never forwarded upstream',
   );
 });
 
@@ -184,7 +187,7 @@ t.test("client certificates: Envoy sets XFCC (cert + chain) for skewgate; a clie
   }
   t.same(
     at(hcm(on), 'route_config.request_headers_to_remove'),
-    [UPSTREAM_HEADER, CLIENT_CERT_HEADER],
+    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
     'XFCC never reaches an apiserver, even with skewgate down',
   );
 
@@ -374,6 +377,44 @@ t.test('routes: one pair per apiserver on the exact header value, then the defau
     t.equal(at(r, 'route.timeout'), '0s', `${String(r.name)}: no route timeout (watches, exec)`);
     t.equal(at(r, 'route.idle_timeout'), '0s', `${String(r.name)}: no idle timeout`);
   }
+});
+
+t.test('bounded twins: what skewgate marks bounded waits envoy.requestTimeout at most; nothing else is bounded', async (t) => {
+  for (const clientCa of [false, true]) {
+    const all = allRoutes(renderBootstrap(config({ clientCa })));
+    const twins = all.filter((r) => String(r.name).endsWith('-bounded'));
+    const plain = all.filter((r) => r.route !== undefined && !String(r.name).endsWith('-bounded'));
+    t.equal(twins.length, plain.length, `clientCa ${clientCa}: one twin per route to a cluster`);
+    for (const twin of twins) {
+      const name = String(twin.name).slice(0, -'-bounded'.length);
+      const i = all.indexOf(twin);
+      const original = all[i + 1] as Obj;
+      t.equal(original.name, name, `${name}: the twin comes right before its route`);
+      t.same(
+        at(twin, 'match.headers'),
+        [...arr(at(original, 'match.headers') ?? []), { name: BOUNDED_HEADER, present_match: true }],
+        `${name}: the same match and the mark`,
+      );
+      t.same({ ...obj(twin.route), timeout: '0s' }, original.route, `${name}: the same cluster, retries and idle timeout`);
+      t.equal(at(twin, 'route.timeout'), '65s', `${name}: the default bound, above kube-apiserver's 60 s`);
+    }
+  }
+  const raised = parseConfig(
+    { ...rawConfig(), envoy: { ...rawConfig().envoy, requestTimeout: '190s' } },
+    '/srv/sg/skewgate.yaml',
+    '/srv/sg',
+  );
+  t.ok(
+    allRoutes(renderBootstrap(raised))
+      .filter((r) => String(r.name).endsWith('-bounded'))
+      .every((r) => at(r, 'route.timeout') === '190s'),
+    'envoy.requestTimeout sets it',
+  );
+  const off = parseConfig({ ...rawConfig(), envoy: { ...rawConfig().envoy, requestTimeout: 0 } }, '/srv/sg/skewgate.yaml', '/srv/sg');
+  t.notOk(
+    allRoutes(renderBootstrap(off)).some((r) => String(r.name).endsWith('-bounded')),
+    '0: no bounded routes',
+  );
 });
 
 t.test('retries: reads only (no upgrades), on failures before any answer; writes never', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
+import { BOUNDED_HEADER, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, responseFor, routeTo } from '../../src/extproc/responses.js';
@@ -80,6 +80,27 @@ t.test('default and passthrough continue without touching headers', async (t) =>
     t.equal(res.request_headers?.response?.clear_route_cache, false);
     t.equal(res.immediate_response, undefined);
   }
+});
+
+t.test('a bounded request carries the mark and picks its route again; answers of its own never do', async (t) => {
+  const upstreamOf = (res: ProcessingResponseMsg): Map<string, string> =>
+    headersOf(res.request_headers?.response?.header_mutation?.set_headers);
+  const cases: readonly Decision[] = [
+    { outcome: 'routed', reason: 'served_by_subset', candidates: ['kas-new'], upstream: 'kas-new' },
+    { outcome: 'default', reason: 'served_by_all', candidates: ['a', 'b'] },
+    { outcome: 'passthrough', reason: 'non_resource', candidates: [] },
+  ];
+  for (const d of cases) {
+    const marked = wire(responseFor(resultOf(d), 5, [['traceparent', '00-a-b-01']], true));
+    t.equal(upstreamOf(marked).get(BOUNDED_HEADER), 'true', `${d.outcome}: marked`);
+    t.equal(upstreamOf(marked).get('traceparent'), '00-a-b-01', `${d.outcome}: beside the trace context`);
+    t.equal(marked.request_headers?.response?.clear_route_cache, true, `${d.outcome}: Envoy picks the bounded route`);
+    const unmarked = wire(responseFor(resultOf(d), 5, [], false));
+    t.notOk(upstreamOf(unmarked).has(BOUNDED_HEADER), `${d.outcome}: a long-running request is not marked`);
+  }
+  const nf = wire(responseFor(resultOf({ outcome: 'not_found', reason: 'resource_not_served', candidates: [] }), 5, [], true));
+  t.equal(nf.immediate_response?.status?.code, 404);
+  t.notOk(headersOf(nf.immediate_response?.headers?.set_headers).has(BOUNDED_HEADER), "skewgate's own answer carries no mark");
 });
 
 interface ImmediateCase {

@@ -82,3 +82,30 @@ t.test('the bootstrap points at the files and holds no apiserver', async (t) => 
   );
   t.match(JSON.stringify(b), /"rds":\{"route_config_name":"skewgate"/, 'the connection manager reads rds.json');
 });
+
+t.test('the routes file carries the bounded twins and the keepalive clusters, as the bootstrap would', async (t) => {
+  const rds = renderRoutes(config, { routable: [spec('kas-1', '10.0.0.1')], draining: [] });
+  const routes = (rds.virtual_hosts as { routes: { name: string; route?: { timeout: string } }[] }[])[0]?.routes ?? [];
+  t.same(
+    routes.filter((r) => r.route !== undefined).map((r) => [r.name, r.route?.timeout]),
+    [
+      ['kas-1-read-bounded', '65s'],
+      ['kas-1-read', '0s'],
+      ['kas-1-write-bounded', '65s'],
+      ['kas-1-write', '0s'],
+      ['default-read-bounded', '65s'],
+      ['default-read', '0s'],
+      ['default-write-bounded', '65s'],
+      ['default-write', '0s'],
+    ],
+    'each route and its bounded twin before it (envoy.requestTimeout, default 65 s)',
+  );
+  t.ok((rds.request_headers_to_remove as string[]).includes('x-skewgate-bounded'), 'the mark never goes upstream');
+  for (const c of renderClusters(config, { routable: [spec('kas-1', '10.0.0.1')], draining: [] }, (p) => p)) {
+    t.same(
+      c.upstream_connection_options,
+      { tcp_keepalive: { keepalive_time: 15, keepalive_interval: 5, keepalive_probes: 3 } },
+      `${String(c.name)}: a silent apiserver connection is closed after ~30 s`,
+    );
+  }
+});
