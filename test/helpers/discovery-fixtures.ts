@@ -46,17 +46,6 @@ export function discoveryConfig(apiservers: readonly ApiServerSettings[], d: Par
   };
 }
 
-/**
- * Resolves once cond() holds (checked every 10 ms); fails after ms. For what follows a snapshot
- * asynchronously: round events, members lists and spans come after the build that publishes them.
- */
-export async function waitUntil(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
-  for (const deadline = Date.now() + ms; !cond();) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** Resolves with the first snapshot (current or coming) that satisfies pred; fails after ms. */
 export function waitForSnapshot(
   source: { current(): Snapshot; onChange(l: (s: Snapshot) => void): () => void },

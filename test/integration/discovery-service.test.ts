@@ -7,15 +7,7 @@ import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/service.js';
 import type { ApiServerSettings } from '../../src/discovery/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import {
-  FakeCluster,
-  discoveryConfig,
-  startFake,
-  testPki,
-  tokenServer,
-  waitForSnapshot,
-  waitUntil,
-} from '../helpers/discovery-fixtures.js';
+import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
 
 const pki = await testPki();
@@ -175,7 +167,7 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   // clock in test/unit/discovery-watch.test.ts; here the wait only guards against a hang.
   const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 15_000, 'four failures');
   // A round's event follows the snapshot that publishes it (the build is asynchronous).
-  await waitUntil(() => rounds.length >= 4, 1000, 'the fourth round event');
+  await eventually('the fourth round event', () => rounds.length >= 4, 1000);
   const st = server(snap, 'dead');
   t.equal(st.view, good, 'view kept');
   t.equal(st.ready, false);

@@ -12,7 +12,8 @@ import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/a
 import { parseConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki, waitUntil } from '../helpers/discovery-fixtures.js';
+import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
+import { eventually } from '../helpers/http.js';
 import { TRACEPARENT, createExtProcClient, replyHeader, type ExtProcTestClient } from '../helpers/extproc-client.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
@@ -106,10 +107,10 @@ t.test('tracing on: the decision span, its parent, and the traceparent sent upst
   // Discovery again: unchanged documents → 304s.
   app.discovery.refresh();
   // The round span is ended after the round's skew diff, itself computed in slices after the round.
-  await waitUntil(
+  await eventually(
+    'a second discovery round',
     () => exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.discovery').length >= 4,
     5000,
-    'a second discovery round',
   );
   const later = exporter
     .getFinishedSpans()
