@@ -6,7 +6,8 @@
 // new connection for every request, so that every one of them is a TLS handshake against what is
 // on disk at that moment. Renewed in place, as `kubeadm certs renew` does (same paths, new key
 // pairs, the same CAs), one after the other:
-//   1. the gateway's serving certificate (certificate first, the key 300 ms later);
+//   1. the gateway's serving certificate (the certificate first, the key HALF_WRITTEN_MS later: longer
+//      than skewgate's tick, so Envoy reads a pair that does not match and must keep the old one);
 //   2. the front-proxy client certificate Envoy presents to the apiservers;
 //   3. the client CA bundle, a second CA appended; a certificate of that CA must then authenticate;
 //   4. the apiservers' own serving certificate (the one Envoy and skewgate verify upstream).
@@ -47,6 +48,11 @@ const PICKUP_BOUND_MS = 15_000;
 /** kube-apiserver reloads --tls-cert-file on a file event, and at least once a minute. */
 const APISERVER_PICKUP_MS = 65_000;
 const DWELL_MS = 4000;
+/**
+ * How long the gateway's renewed certificate sits beside its old key: longer than skewgate's 5 s
+ * tick, so that Envoy is made to read a pair that does not match (and must keep serving the old one).
+ */
+const HALF_WRITTEN_MS = 6000;
 /**
  * Concurrent watches that make Envoy open new apiserver connections: its HTTP/1.1 pool holds fewer
  * idle ones than that (the second burst is twice the first, which leaves that many idle).
@@ -243,6 +249,8 @@ t.test('certificates renewed in place under a mixed token and client-certificate
         readonly proof: string;
       }
       const rotations: Rotation[] = [];
+      let servedBefore = '';
+      let servedHalfWritten = '';
       const bursts: { after: string; statuses: number[]; opened: number }[] = [];
       let newCaBefore: Awaited<ReturnType<typeof whoAmI>> = { status: -1 };
       let newCaAfter: Awaited<ReturnType<typeof whoAmI>> = { status: -1 };
@@ -259,14 +267,22 @@ t.test('certificates renewed in place under a mixed token and client-certificate
           rng: seededRng(3),
         }),
       );
-      /** A renewed pair written over live/<name>.crt and .key as kubeadm does, the key 300 ms after the certificate; when it began. */
-      const renewInPlace = async (name: string, renewed: KeyPairFiles): Promise<number> => {
-        const at = Date.now();
+      /**
+       * A renewed pair written over live/<name>.crt and .key as kubeadm does, the key `gapMs` after
+       * the certificate (`meanwhile` runs just before the key); returns when the key was written.
+       */
+      const renewInPlace = async (
+        name: string,
+        renewed: KeyPairFiles,
+        gapMs = 300,
+        meanwhile: () => Promise<void> = async () => undefined,
+      ): Promise<number> => {
         await writeFile(live(`${name}.crt`), await readFile(renewed.certFile));
-        // For a moment the pair does not match: Envoy and kube-apiserver must keep the last good one.
-        await sleep(300);
+        // Meanwhile the pair does not match: Envoy and kube-apiserver must keep the last good one.
+        await sleep(gapMs);
+        await meanwhile();
         await writeFile(live(`${name}.key`), await readFile(renewed.keyFile));
-        return at;
+        return Date.now();
       };
       /** Records a renewal, reports the load since the last one, and lets the load run on. */
       let phaseFrom = clock();
@@ -286,8 +302,12 @@ t.test('certificates renewed in place under a mixed token and client-certificate
         // 1. The gateway's serving certificate; kubeadm writes the pair one file after the other.
         {
           const want = await serialOf(renewedGateway.certFile);
-          const at = await renewInPlace('gateway', renewedGateway);
-          const ms = await until(async () => (await servedSerial('127.0.0.1', gwPort, 'localhost', caPem)) === want, at, 30_000);
+          const served = (): Promise<string> => servedSerial('127.0.0.1', gwPort, 'localhost', caPem);
+          servedBefore = await served();
+          const at = await renewInPlace('gateway', renewedGateway, HALF_WRITTEN_MS, async () => {
+            servedHalfWritten = await served().catch((err: unknown) => `no handshake: ${(err as Error).message}`);
+          });
+          const ms = await until(async () => (await served()) === want, at, 30_000);
           await settle('gateway serving certificate', ms, `a new TLS connection to the gateway is shown serial ${want}`);
         }
 
@@ -362,7 +382,7 @@ t.test('certificates renewed in place under a mixed token and client-certificate
       const md = [
         `### Certificate rotation without a restart (test/cluster/certificate-rotation.test.ts)`,
         '',
-        `**Method.** etcd and two kube-apiservers (kas-41 v${v.kubeOld}, kas-42 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.41-42:6443), one gateway: Envoy rendered by skewgate with \`envoy.xds\` (every certificate, key and CA bundle through a file-watched SDS secret) and skewgate as its own process. Two arms through it, each an open loop of ${RATE_PER_ARM} req/s (creates, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token, kept-alive connections) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity; a new connection, so a new TLS handshake, for every request). Clients never retry. Renewed in place one after the other, as \`kubeadm certs renew\` does (same paths, new key pairs, same CAs), ${DWELL_MS / 1000} s apart: the gateway's serving certificate (certificate, then the key 300 ms later), the front-proxy client certificate Envoy presents upstream, the client CA bundle (a second CA appended), the apiservers' serving certificate. Envoy keeps its open connections across an SDS update; after the front-proxy and the apiserver renewals ${BURSTS.join(' and ')} concurrent certificate watches make it open new apiserver connections. **Failed**: no answer or anything but 2xx (a 404 included: every get is of an acknowledged object, and the skewed resource's apiserver is ready throughout).`,
+        `**Method.** etcd and two kube-apiservers (kas-41 v${v.kubeOld}, kas-42 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.41-42:6443), one gateway: Envoy rendered by skewgate with \`envoy.xds\` (every certificate, key and CA bundle through a file-watched SDS secret) and skewgate as its own process. Two arms through it, each an open loop of ${RATE_PER_ARM} req/s (creates, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token, kept-alive connections) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity; a new connection, so a new TLS handshake, for every request). Clients never retry. Renewed in place one after the other, as \`kubeadm certs renew\` does (same paths, new key pairs, same CAs), ${DWELL_MS / 1000} s apart: the gateway's serving certificate (the certificate, then the key ${HALF_WRITTEN_MS / 1000} s later: skewgate makes Envoy read the mismatched pair in between), the front-proxy client certificate Envoy presents upstream and the apiservers' serving certificate (each the key 300 ms after the certificate), the client CA bundle (a second CA appended). *In use after*: from the key's write (the bundle's). Envoy keeps its open connections across an SDS update; after the front-proxy and the apiserver renewals ${BURSTS.join(' and ')} concurrent certificate watches make it open new apiserver connections. **Failed**: no answer or anything but 2xx (a 404 included: every get is of an acknowledged object, and the skewed resource's apiserver is ready throughout).`,
         '',
         render({
           headers: ['Renewed in place', 'In use after', 'Seen as'],
@@ -374,7 +394,7 @@ t.test('certificates renewed in place under a mixed token and client-certificate
           rows: perArm,
         }),
         '',
-        `New apiserver connections Envoy opened for the bursts (${bursts.map((b) => `${b.statuses.length} watches, ${b.statuses.filter((x) => x === 200).length} answered 200`).join('; ')}): ${bursts.map((b) => `${b.opened} after the ${b.after}`).join(', ')}. A certificate of the new client CA before the bundle changed: ${newCaBefore.status === 0 ? 'refused in the TLS handshake' : `status ${newCaBefore.status}`}; after: user \`${newCaAfter.user ?? '?'}\`, groups ${(newCaAfter.groups ?? []).map((g) => `\`${g}\``).join(', ')}. Envoy pid ${pidsBefore.envoy ?? '?'} → ${pidsAfter.envoy ?? '?'}, skewgate pid ${pidsBefore.skewgate ?? '?'} → ${pidsAfter.skewgate ?? '?'}. ${acked.length} acknowledged creates checked straight on kas-42, ${lost.length} lost or stored twice. Failed requests: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} ${r.detail ?? ''}`.trim()).join('; ')}.`,
+        `New apiserver connections Envoy opened for the bursts (${bursts.map((b) => `${b.statuses.length} watches, ${b.statuses.filter((x) => x === 200).length} answered 200`).join('; ')}): ${bursts.map((b) => `${b.opened} after the ${b.after}`).join(', ')}. While the renewed serving certificate sat beside the old key, the gateway served serial ${servedHalfWritten} (before: ${servedBefore}). A certificate of the new client CA before the bundle changed: ${newCaBefore.status === 0 ? 'refused in the TLS handshake' : `status ${newCaBefore.status}`}; after: user \`${newCaAfter.user ?? '?'}\`, groups ${(newCaAfter.groups ?? []).map((g) => `\`${g}\``).join(', ')}. Envoy pid ${pidsBefore.envoy ?? '?'} → ${pidsAfter.envoy ?? '?'}, skewgate pid ${pidsBefore.skewgate ?? '?'} → ${pidsAfter.skewgate ?? '?'}. ${acked.length} acknowledged creates checked straight on kas-42, ${lost.length} lost or stored twice. Failed requests: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} ${r.detail ?? ''}`.trim()).join('; ')}.`,
         '',
         `Load ${((loadTo - loadFrom) / 1000).toFixed(0)} s, run time ${runSeconds().toFixed(0)} s.`,
       ].join('\n');
@@ -393,6 +413,12 @@ t.test('certificates renewed in place under a mixed token and client-certificate
         );
       }
       t.equal(rotations.length, 4, 'four renewals made');
+      t.equal(servedBefore, await serialOf(pki.gatewayCertFile), 'before: the gateway serves the certificate it started with');
+      t.equal(
+        servedHalfWritten,
+        servedBefore,
+        `the renewed certificate beside the old key for ${HALF_WRITTEN_MS / 1000} s: the old pair still served`,
+      );
       t.not(newCaBefore.user, NEW_CA_USER, 'before the bundle changed, a certificate of the new CA is not stated');
       t.equal(newCaAfter.status, 201, 'after: its SelfSubjectReview is answered');
       t.equal(newCaAfter.user, NEW_CA_USER, `after: it authenticates as ${NEW_CA_USER}`);
