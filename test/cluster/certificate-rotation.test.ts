@@ -378,7 +378,7 @@ t.test('certificates renewed in place under a mixed token and client-certificate
           String(interrupted.filter((w) => w.arm === arm).length),
         ];
       });
-      const s = (ms: number | null): string => (ms === null ? '**never**' : `${(ms / 1000).toFixed(1)} s`);
+      const s = (ms: number | null): string => (ms === null ? '**never**' : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
       const md = [
         `### Certificate rotation without a restart (test/cluster/certificate-rotation.test.ts)`,
         '',
