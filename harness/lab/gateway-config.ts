@@ -40,6 +40,8 @@ export interface GatewayConfigInput {
   readonly healthPort?: number;
   /** envoy.requestTimeout ("5s"): the bound on a request the apiserver would end itself (default 65 s). */
   readonly requestTimeout?: string;
+  /** envoy.tls.clientCaFile (default pki.caFile, the apiservers' --client-ca-file). */
+  readonly clientCaFile?: string;
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -69,7 +71,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       admin: { address: '127.0.0.1', port: 0 },
       // Client certificates are verified against the apiservers' own --client-ca-file and
       // re-stated upstream as front-proxy identity (--requestheader-* flags, flags.ts).
-      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.pki.caFile },
+      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.clientCaFile ?? o.pki.caFile },
       upstreamClientCert: { certFile: o.pki.frontProxyClientCertFile, keyFile: o.pki.frontProxyClientKeyFile },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
       ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),

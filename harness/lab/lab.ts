@@ -33,7 +33,7 @@ import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer, type GatewayConfigInput } from './gateway-config.js';
 import { assertPortFree, canConnect, ensureLoopbackAlias, freePort } from './net.js';
 import { issuePeerChannelPki, PEER_SERVER_NAME } from './peer-pki.js';
-import { createLabPki, type LabPki } from './pki.js';
+import { createLabPki, type LabPki, type LabPkiFiles } from './pki.js';
 import { ensureLabRbac } from './rbac.js';
 import { Supervisor, errorText, seconds, type ProcRecord } from './supervisor.js';
 import { defaultLabDir, labBinary, labVersions } from './versions.js';
@@ -84,7 +84,19 @@ export interface GatewayOptions {
   readonly healthListener?: boolean;
   /** envoy.requestTimeout, e.g. "5s" (default 65 s): how long Envoy waits for a bounded request. */
   readonly requestTimeout?: string;
+  /**
+   * The gateway's own TLS files instead of the lab PKI's (default): e.g. copies a test renews in
+   * place, so that the lab's set stays as it was made.
+   */
+  readonly tlsFiles?: GatewayTlsFiles;
 }
+
+/** Envoy's serving pair, the client CA bundle it and skewgate verify against, and its front-proxy pair. */
+export type GatewayTlsFiles = Partial<
+  Pick<LabPkiFiles, 'gatewayCertFile' | 'gatewayKeyFile' | 'frontProxyClientCertFile' | 'frontProxyClientKeyFile'> & {
+    readonly clientCaFile: string;
+  }
+>;
 
 /** Which of a gateway's skewgates: its own, or the peer (GatewayOptions.peerSkewgate). */
 export type SkewgateRole = 'local' | 'peer';
@@ -356,8 +368,10 @@ export class Lab {
     }
     const peer = o.peerSkewgate === true ? await this.peerChannel(gwDir) : undefined;
     const healthPort = o.healthListener === true ? await freePort() : undefined;
+    const { clientCaFile, ...pairs } = o.tlsFiles ?? {};
     const input: GatewayConfigInput = {
-      pki: this.pki,
+      pki: { ...this.pki, ...pairs },
+      ...(clientCaFile === undefined ? {} : { clientCaFile }),
       apiservers: upstreams,
       extprocListen,
       port: o.port,

@@ -20,15 +20,19 @@ export interface LoadHttpOptions {
   /** Per-request bound for ordinary requests (watches have none). */
   readonly timeoutMs?: number;
   readonly connections?: number;
+  /** Close the connection after each answer: every request a new TLS handshake (what a renewal must survive). */
+  readonly freshConnections?: boolean;
 }
 
 export class LoadHttp {
   readonly agent: Agent;
   private readonly token: string | undefined;
   private readonly timeoutMs: number;
+  private readonly reset: boolean;
 
   constructor(o: LoadHttpOptions) {
     this.token = o.token;
+    this.reset = o.freshConnections === true;
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.agent = new Agent({
       connect: {
@@ -59,6 +63,7 @@ export class LoadHttp {
       dispatcher: this.agent,
       headers: this.headers({ ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...extraHeaders }),
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      reset: this.reset,
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
