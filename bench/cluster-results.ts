@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/package-root.js';
 import { NO_ANSWER, type Accounting } from '../test/load/accounting.js';
 import type { ClientCheck } from '../test/load/clients.js';
+import type { FaultRow } from '../test/load/faults.js';
 import type { LatencySummary } from '../test/load/latency.js';
 import type { Timeline } from '../test/load/timeline.js';
 import { renderTable, type Table } from './report.js';
@@ -59,6 +60,8 @@ export async function writeClusterPart(id: string, body: string, file = resultsF
 
 const n = (v: number): string => v.toLocaleString('en-US');
 const sec = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+/** Milliseconds below a second, seconds above. */
+const dur = (ms: number): string => (ms < 1000 ? `${Math.round(ms)} ms` : sec(ms));
 
 export function statusCounts(m: ReadonlyMap<string, number>): string {
   if (m.size === 0) return '—';
@@ -167,6 +170,47 @@ export function false404Table(a: Accounting, originMs: number, limit = 10, answe
         by(f.auditId),
         f.name === undefined ? '—' : `${f.name}${f.createdAuditId !== undefined ? ` (${by(f.createdAuditId)})` : ''}`,
       ]),
+  };
+}
+
+/** One row per fault phase and arm (test/load/faults.ts): the numbers issue 14 asks of every fault test. */
+export function faultTable(rows: readonly FaultRow[], a: Accounting): Table {
+  const of = (phase: string, arm: string): Accounting['rows'][number] | undefined => a.rows.find((r) => r.phase === phase && r.arm === arm);
+  const bold = (v: number): string => (v === 0 ? '0' : `**${n(v)}**`);
+  return {
+    headers: [
+      'fault',
+      'arm',
+      'requests',
+      'failed',
+      'in flight at the fault (failed)',
+      'failed after the fault',
+      'failed, by cause',
+      'false 404s',
+      'lost writes',
+      'duplicated writes',
+      'max request',
+      'new requests failing for',
+      'after the repair',
+    ],
+    rows: rows.map((r) => {
+      const acc = of(r.phase, r.arm);
+      return [
+        r.phase,
+        r.arm,
+        n(r.requests),
+        n(r.failed),
+        `${n(r.inFlightAtFault)} (${n(r.failedInFlight)})`,
+        n(r.failedAfterFault),
+        statusCounts(r.failedBy),
+        bold(acc?.false404s ?? 0),
+        bold(acc?.lostWrites ?? 0),
+        bold(acc?.duplicatedWrites ?? 0),
+        `${dur(r.maxMs)} (${r.maxWhat})`,
+        dur(r.recoverMs),
+        r.recoverAfterRepairMs === null ? '—' : dur(r.recoverAfterRepairMs),
+      ];
+    }),
   };
 }
 

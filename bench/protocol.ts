@@ -33,3 +33,18 @@ export interface StackCpuSample {
   readonly envoyUs: number;
   readonly baselineEnvoyUs: number;
 }
+
+/** (f) what the stall child is asked to run: the apiservers to discover, and the slice budget (null: one slice, unbounded). */
+export interface StallChildStart {
+  readonly apiservers: readonly { name: string; url: string; caFile: string; credentials: { tokenFile: string } }[];
+  readonly sliceBudgetMs: number | null;
+}
+
+export interface StallChildStatus {
+  readonly generation: number;
+  /** Resources in each apiserver's view, in config order. */
+  readonly perServer: readonly number[];
+  readonly rssBytes: number;
+  /** The child's own event-loop delay since the last resetLoopDelay (perf_hooks, 5 ms resolution). */
+  readonly loopDelayMaxMs: number;
+}

@@ -60,6 +60,8 @@ export function renderResults(o: {
   readonly failures: readonly Failure[];
   readonly skipped: readonly string[];
   readonly durationS: number;
+  /** Sections of benchmarks not run this time, as the previous file had them (keptSections). */
+  readonly kept?: KeptSections;
 }): string {
   const out: string[] = [];
   out.push('# skewgate benchmark results', '');
@@ -88,8 +90,13 @@ export function renderResults(o: {
     for (const t of s.targets) summary.push([`(${s.id}) ${s.title}`, t.metric, t.target, t.measured, verdict(t.met)]);
   }
   for (const f of o.failures) summary.push([`(${f.id}) ${f.title}`, 'benchmark failed', '', f.error, '**failed**']);
-  out.push(renderTable({ headers: ['Benchmark', 'Metric', 'Target', 'Measured', 'Verdict'], rows: summary }), '');
-  if (o.skipped.length > 0) out.push(`Not run this time: ${o.skipped.join(', ')}.`, '');
+  const table = renderTable({ headers: ['Benchmark', 'Metric', 'Target', 'Measured', 'Verdict'], rows: summary });
+  out.push([table, ...(o.kept?.summaryRows ?? [])].join('\n'), '');
+  if (o.skipped.length > 0)
+    out.push(
+      `Not run this time: ${o.skipped.join(', ')}${o.kept && o.kept.blocks.length > 0 ? '; their sections below are kept from an earlier run' : ''}.`,
+      '',
+    );
 
   for (const s of o.sections) {
     out.push(`## (${s.id}) ${s.title}`, '', `**Method.** ${s.method}`, '');
@@ -100,5 +107,32 @@ export function renderResults(o: {
   for (const f of o.failures) {
     out.push(`## (${f.id}) ${f.title}`, '', 'The benchmark failed:', '', '```', f.error, '```', '');
   }
+  for (const b of o.kept?.blocks ?? []) out.push(b, '');
   return `${out.join('\n').trimEnd()}\n`;
+}
+
+export interface KeptSections {
+  /** Summary table rows ("| (a) … |") of the kept benchmarks. */
+  readonly summaryRows: readonly string[];
+  /** Their "## (id) …" blocks, verbatim. */
+  readonly blocks: readonly string[];
+}
+
+/**
+ * The summary rows and sections of benchmarks `ids` in an earlier RESULTS.md, so that running one
+ * benchmark does not erase the others' numbers. Sections end at the next "## " heading. Pure.
+ */
+export function keptSections(doc: string, ids: readonly string[]): KeptSections {
+  const lines = doc.split('\n');
+  const summaryRows = lines.filter((l) => ids.some((id) => l.startsWith(`| (${id}) `)));
+  const blocks: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const id = /^## \(([a-z])\) /.exec(lines[i] ?? '')?.[1];
+    if (id === undefined || !ids.includes(id)) continue;
+    let j = i + 1;
+    while (j < lines.length && !(lines[j] ?? '').startsWith('## ') && !(lines[j] ?? '').startsWith('<!--')) j++;
+    blocks.push(lines.slice(i, j).join('\n').trimEnd());
+    i = j - 1;
+  }
+  return { summaryRows, blocks };
 }

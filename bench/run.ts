@@ -10,8 +10,9 @@ import { benchEnvoy } from './envoy-bench.js';
 import { benchExtProc } from './extproc-bench.js';
 import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
-import { renderResults, type Failure, type Section } from './report.js';
+import { keptSections, renderResults, type Failure, type Section } from './report.js';
 import { benchRoute } from './route-bench.js';
+import { benchStall } from './stall-bench.js';
 
 interface Benchmark {
   readonly id: string;
@@ -25,6 +26,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { id: 'c', title: 'latency added through the real Envoy', run: benchEnvoy },
   { id: 'd', title: 'peer-aggregated /apis: merge and per-request cost', run: benchDiscovery },
   { id: 'e', title: 'client-certificate identity per request', run: benchIdentity },
+  { id: 'f', title: 'the request path while a large discovery change is absorbed', run: benchStall },
 ];
 
 const started = Date.now();
@@ -70,7 +72,9 @@ async function main(): Promise<number> {
 
   const file = join(packageRoot(), 'bench', 'RESULTS.md');
   // The real-cluster results (npm run test:cluster) live in the same file; keep them.
-  const cluster = extractClusterSection(await readFile(file, 'utf8').catch(() => ''));
+  const previous = await readFile(file, 'utf8').catch(() => '');
+  const cluster = extractClusterSection(previous);
+  const notRun = BENCHMARKS.filter((b) => !chosen.includes(b));
   await writeFile(
     file,
     renderResults({
@@ -78,7 +82,11 @@ async function main(): Promise<number> {
       command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
       sections,
       failures,
-      skipped: BENCHMARKS.filter((b) => !chosen.includes(b)).map((b) => `(${b.id}) ${b.title}`),
+      skipped: notRun.map((b) => `(${b.id}) ${b.title}`),
+      kept: keptSections(
+        previous,
+        notRun.map((b) => b.id),
+      ),
       durationS: (Date.now() - started) / 1000,
     }) + (cluster === null ? '' : `\n${cluster}\n`),
   );

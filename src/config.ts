@@ -4,7 +4,12 @@ import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
-import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_MIN_MESSAGE_BYTES } from './constants.js';
+import {
+  DEFAULT_MAX_DOCUMENT_BYTES,
+  DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
+  EXTPROC_LIMIT_DEFAULTS,
+  EXTPROC_MIN_MESSAGE_BYTES,
+} from './constants.js';
 
 /** Durations are written "500ms", "5s", "2m" or as a number of milliseconds. */
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
@@ -18,6 +23,20 @@ const duration = z.union([z.number().nonnegative(), z.string()]).transform((v, c
     return z.NEVER;
   }
   return Number(m[1]) * (UNIT_MS[m[2] as string] as number);
+});
+
+/** Sizes are a number of bytes or a binary quantity as Kubernetes writes them: "512Ki", "32Mi", "1Gi". */
+const SIZE = /^(\d+)(Ki|Mi|Gi)$/;
+const SIZE_UNIT: Record<string, number> = { Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
+
+const size = z.union([z.number().int().nonnegative(), z.string()]).transform((v, ctx) => {
+  if (typeof v === 'number') return v;
+  const m = SIZE.exec(v.trim());
+  if (!m) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a size (use a number of bytes, or e.g. 512Ki, 32Mi, 1Gi)` });
+    return z.NEVER;
+  }
+  return Number(m[1]) * (SIZE_UNIT[m[2] as string] as number);
 });
 
 const path = z.string().min(1, 'must be a file path');
@@ -209,9 +228,33 @@ const schema = z
         /** An identity Lease renewed longer ago than this belongs to an apiserver that stopped
          * (kube-apiserver renews its own every 10 s by default). */
         identityLeaseLiveness: duration.default(60_000),
+        /**
+         * The largest discovery body skewgate reads (/api, /apis, the legacy group/versions, the
+         * /openapi/v3 index): a larger one is not downloaded past it, and that round fails
+         * (docs/discovery.md, "Reading the apiservers' documents: bounds"). kube-apiserver itself sets no limit.
+         */
+        maxDocumentBytes: size
+          .pipe(
+            z
+              .number()
+              .min(64 * 1024, "must be at least 64Ki: even a bare cluster's /apis may not fit below it")
+              .max(1024 ** 3, 'must be at most 1Gi'),
+          )
+          .default(DEFAULT_MAX_DOCUMENT_BYTES),
+        /** A document whose download failed (too large, malformed) is downloaded again after the
+         * interval, doubling per failure, at most this long (never less than the interval);
+         * conditional requests (304) go on meanwhile. */
+        maxDownloadBackoff: duration.default(DEFAULT_MAX_DOWNLOAD_BACKOFF_MS),
       })
       .strict()
-      .default({ interval: 1000, timeout: 3000, watch: true, identityLeaseLiveness: 60_000 }),
+      .default({
+        interval: 1000,
+        timeout: 3000,
+        watch: true,
+        identityLeaseLiveness: 60_000,
+        maxDocumentBytes: DEFAULT_MAX_DOCUMENT_BYTES,
+        maxDownloadBackoff: DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
+      }),
     extproc: z
       .object({
         listen: listenAddress.default('127.0.0.1:9002'),

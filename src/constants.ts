@@ -60,6 +60,14 @@ export const TOO_MANY_STREAMS_REASON = 'too_many_streams';
 export const MEDIA_AGGREGATED_V2 = 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
 /** A server's own (non-peer-merged) aggregated document. */
 export const MEDIA_AGGREGATED_V2_NOPEER = `${MEDIA_AGGREGATED_V2};profile=nopeer`;
+/**
+ * The default cap on one discovery body (discovery.maxDocumentBytes): 32 MiB. kube-apiserver sets
+ * no limit of its own; an aggregated /apis of ~36,000 resources is about 14 MB, so the cap leaves
+ * room for twice that while bounding what one hostile or broken answer can make skewgate hold.
+ */
+export const DEFAULT_MAX_DOCUMENT_BYTES = 32 * 1024 * 1024;
+/** The default longest wait before a discovery document whose download failed is downloaded again. */
+export const DEFAULT_MAX_DOWNLOAD_BACKOFF_MS = 30_000;
 /** What discovery asks for: nopeer first, plain v2 for 1.30–1.34, legacy JSON for the oldest. */
 export const DISCOVERY_ACCEPT = `${MEDIA_AGGREGATED_V2_NOPEER},${MEDIA_AGGREGATED_V2},application/json`;
 

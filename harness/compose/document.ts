@@ -1,6 +1,6 @@
 // docker-compose.yml as a document: services, the network with static apiserver addresses, the
 // named volumes. Every command line comes from the lab's own functions (harness/lab/flags.ts). Pure.
-import { apiServerArgs, etcdArgs, etcdUrl } from '../lab/flags.js';
+import { APISERVER_STOP_GRACE_MS, apiServerArgs, etcdArgs, etcdUrl } from '../lab/flags.js';
 import { BASELINE_SERVICE_NAME } from './deploy-files.js';
 import {
   APISERVER_CERT_DIR,
@@ -96,6 +96,8 @@ function apiServerService(a: ComposeApiServer, v: ComposeVersions): ComposeServi
     networks: { [NETWORK]: { ipv4_address: a.spec.ip, ...(a.aliases === undefined ? {} : { aliases: [...a.aliases] }) } },
     depends_on: { [SERVICES.pki]: completed, [SERVICES.etcd]: started, [SERVICES.jaeger]: started },
     restart: 'unless-stopped',
+    // Compose's default 10 s would SIGKILL it inside its --shutdown-delay-duration window.
+    stop_grace_period: `${APISERVER_STOP_GRACE_MS / 1000}s`,
   };
 }
 

@@ -39,6 +39,26 @@ export interface FakeApiServerOptions {
 
 export type DiscoveryFault = 'none' | 'malformed' | 'error500' | 'hang';
 
+/** An aggregated `GET /apis` far too large (a hostile or broken apiserver), streamed with backpressure. */
+export interface OversizedApis {
+  readonly bytes: number;
+  /** Send a Content-Length (the body then starts 100 ms after the headers), or stream it chunked. */
+  readonly contentLength: boolean;
+  /** Send an ETag (and answer 304 to it). */
+  readonly etag: boolean;
+}
+
+/** One discovery answer of the fake: what it sent, and how many body bytes the connection took. */
+export interface DiscoveryResponse {
+  readonly path: string;
+  readonly status: number;
+  readonly bytes: number;
+  /** The whole body went out (false: the client left before its end). */
+  readonly complete: boolean;
+  /** The answer is over (sent, or its connection gone). */
+  readonly closed: boolean;
+}
+
 export interface RecordedRequest {
   readonly method: string;
   readonly path: string;
@@ -83,6 +103,8 @@ export class FakeApiServer {
   private openapiV3: Readonly<Record<string, string>> | 'missing' | 'error500' = {};
   private resetWhen: ((method: string, path: string) => boolean) | null = null;
   private apisDocument: unknown = null;
+  private oversized: OversizedApis | null = null;
+  private readonly answered: DiscoveryResponse[] = [];
 
   constructor(private readonly opts: FakeApiServerOptions) {
     this.name = opts.name;
@@ -132,6 +154,19 @@ export class FakeApiServer {
    */
   setAggregatedApis(document: unknown): void {
     this.apisDocument = document;
+  }
+
+  /** Serve this oversized body as the aggregated `GET /apis` (null: the real document again). */
+  setOversizedApis(o: OversizedApis | null): void {
+    this.oversized = o;
+  }
+
+  /** The answers to `/api`, `/apis` and their group/versions, with the body bytes each sent. */
+  get discoveryResponses(): readonly DiscoveryResponse[] {
+    return this.answered;
+  }
+  clearDiscoveryResponses(): void {
+    this.answered.length = 0;
   }
 
   addBuiltin(r: FakeResource): void {
@@ -278,6 +313,8 @@ export class FakeApiServer {
     if (this.fault === 'error500') throw new FakeApiError(500, 'InternalError', 'fake discovery failure (setDiscoveryFault)');
     const groups = groupDocs(this.served());
     const aggregated = segs.length === 1 && this.opts.discovery !== 'legacy' && acceptsAggregated(req.headers.accept);
+    const path = `/${segs.join('/')}`;
+    if (aggregated && segs[0] === 'apis' && this.oversized) return void this.serveOversized(req, res, this.oversized);
     const doc = aggregated
       ? segs[0] === 'apis' && this.apisDocument !== null
         ? this.apisDocument
@@ -286,15 +323,67 @@ export class FakeApiServer {
     if (doc === null) throw NO_RESOURCE();
     let body = JSON.stringify(doc);
     if (this.fault === 'malformed') body = body.slice(0, Math.floor(body.length / 2));
-    if (!aggregated) return void res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    if (!aggregated) {
+      this.answered.push({ path, status: 200, bytes: Buffer.byteLength(body), complete: true, closed: true });
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    }
     const etag = `"${createHash('sha512').update(body).digest('hex').toUpperCase()}"`;
-    res.writeHead(req.headers['if-none-match'] === etag ? 304 : 200, {
+    const notModified = req.headers['if-none-match'] === etag;
+    this.answered.push({
+      path,
+      status: notModified ? 304 : 200,
+      bytes: notModified ? 0 : Buffer.byteLength(body),
+      complete: true,
+      closed: true,
+    });
+    res.writeHead(notModified ? 304 : 200, {
       'content-type': MEDIA_AGGREGATED_V2,
       etag,
       vary: 'Accept',
       'cache-control': 'public',
     });
-    res.end(req.headers['if-none-match'] === etag ? undefined : body);
+    res.end(notModified ? undefined : body);
+  }
+
+  /**
+   * Streams `o.bytes` of a never-ending JSON list in 64 KiB chunks, each written only once the
+   * connection took the last: the bytes recorded are what the client let through before it left.
+   */
+  private serveOversized(req: IncomingMessage, res: ServerResponse, o: OversizedApis): void {
+    const etag = `"oversized-${o.bytes}"`;
+    const headers: Record<string, string> = { 'content-type': MEDIA_AGGREGATED_V2, vary: 'Accept', ...(o.etag ? { etag } : {}) };
+    if (o.etag && req.headers['if-none-match'] === etag) {
+      this.answered.push({ path: '/apis', status: 304, bytes: 0, complete: true, closed: true });
+      return void res.writeHead(304, headers).end();
+    }
+    const entry = { path: '/apis', status: 200, bytes: 0, complete: false, closed: false };
+    this.answered.push(entry);
+    res.on('finish', () => (entry.complete = true));
+    res.writeHead(200, o.contentLength ? { ...headers, 'content-length': String(o.bytes) } : headers);
+    res.flushHeaders();
+    const head = Buffer.from('{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[');
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    let sent = 0;
+    let closed = false;
+    res.on('close', () => {
+      closed = true;
+      // After the last write callbacks: the count is final.
+      setImmediate(() => (entry.closed = true));
+    });
+    const pump = (): void => {
+      while (!closed && sent < o.bytes) {
+        const part = (sent === 0 ? Buffer.concat([head, chunk]) : chunk).subarray(0, o.bytes - sent);
+        sent += part.length;
+        const more = res.write(part, () => {
+          if (!closed) entry.bytes += part.length;
+        });
+        if (!more) return void res.once('drain', pump);
+      }
+      if (!closed) res.end();
+    };
+    // With a Content-Length, a client that refuses by the header alone is gone before a byte is sent.
+    const timer = setTimeout(pump, o.contentLength ? 100 : 0);
+    res.on('close', () => clearTimeout(timer));
   }
 
   /** GET /openapi/v3 as kube-openapi serves it: the index, with an ETag and If-None-Match. */

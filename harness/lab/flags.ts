@@ -34,7 +34,7 @@ export interface ApiServerSpec {
   /** Kubernetes' built-in Mixed Version Proxy: --peer-ca-file and the peer advertise address. */
   readonly peerProxy?: boolean;
   readonly tracingConfigFile?: string;
-  /** Appended last (a later flag wins), for experiments such as --shutdown-delay-duration. */
+  /** Appended last (a later flag wins), for experiments such as another --shutdown-delay-duration. */
   readonly extraArgs?: readonly string[];
 }
 
@@ -52,6 +52,21 @@ export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.lo
 export const MVP_FEATURE_GATE = 'UnknownVersionInteroperabilityProxy';
 /** How long a stopping apiserver lets open watches drain (the flag exists in 1.35 and 1.36). */
 export const SHUTDOWN_WATCH_GRACE = '5s';
+/**
+ * How long a stopping apiserver keeps serving with /readyz failing before it stops listening
+ * (--shutdown-delay-duration): the window in which Envoy's /readyz health check and skewgate's
+ * probe take it out of the pool, so that no new request is sent to a closing server. It must
+ * exceed their detection: Envoy's with skewgate's defaults, interval 2 s × unhealthy threshold 2 +
+ * timeout 1 s = 5 s (the lab's checks are faster, 1 s × 2 + 1 s); skewgate's, discovery.interval
+ * 1 s + discovery.timeout 3 s = 4 s. Twice the larger, so that one late or lost check does not
+ * let the server close while a balancer still picks it. kube-apiserver's default is 0 (no window).
+ */
+export const SHUTDOWN_DELAY_MS = 10_000;
+/**
+ * How long a supervisor (the lab, docker compose) waits after SIGTERM before SIGKILL: the delay
+ * above, then the drain (open watches end after SHUTDOWN_WATCH_GRACE), with room to spare.
+ */
+export const APISERVER_STOP_GRACE_MS = SHUTDOWN_DELAY_MS + 30_000;
 /** The Mixed Version Proxy's gate is beta and on by default from this minor (alpha, off, before). */
 const MVP_DEFAULT_ON_MINOR = 36;
 
@@ -132,8 +147,11 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: st
     '--disable-admission-plugins=ServiceAccount',
     '--profiling=false',
     // Without it a stopping apiserver waits for its open watches (Envoy keeps them open) up to
-    // 60 s, past the lab's 30 s SIGKILL; with it a stop takes a few seconds, as in a real rollout.
+    // 60 s; with it they end a few seconds after the delay below, as in a real rollout.
     `--shutdown-watch-termination-grace-period=${SHUTDOWN_WATCH_GRACE}`,
+    // /readyz fails from the SIGTERM on while requests are still served (kubernetes#88911): the
+    // gateway leaves a stopping apiserver before it closes, as kubeadm's docs advise (kubeadm reset).
+    `--shutdown-delay-duration=${SHUTDOWN_DELAY_MS / 1000}s`,
   ];
   if (dirs.auditLog !== undefined && dirs.auditPolicyFile !== undefined) {
     args.push(

@@ -26,6 +26,22 @@ export interface GatewayConfigInput {
   readonly address?: string;
   /** kubernetesService.publish as this gateway (its name, at address:port). */
   readonly publishService?: { readonly gatewayName: string; readonly leaseDuration: string };
+  /** envoy.extprocPeers: another node's skewgate behind the local one (mutual TLS). */
+  readonly extprocPeers?: {
+    readonly endpoints: readonly string[];
+    readonly certFile: string;
+    readonly keyFile: string;
+    readonly caFile: string;
+    readonly serverName: string;
+  };
+  /** extproc.peer: this skewgate's listener for other nodes' Envoys. */
+  readonly peerListener?: { readonly listen: string; readonly certFile: string; readonly keyFile: string; readonly clientCaFile: string };
+  /** envoy.health: the gateway's health listener on 127.0.0.1:port. */
+  readonly healthPort?: number;
+  /** envoy.requestTimeout ("5s"): the bound on a request the apiserver would end itself (default 65 s). */
+  readonly requestTimeout?: string;
+  /** envoy.tls.clientCaFile (default pki.caFile, the apiservers' --client-ca-file). */
+  readonly clientCaFile?: string;
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -42,17 +58,26 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       credentials: { tokenFile: o.pki.skewgateTokenFile },
     })),
     discovery: { interval: '1s', timeout: '2s', watch: true },
-    extproc: { listen: o.extprocListen, messageTimeout: '1s', failureMode: 'open', shutdownGrace: '2s' },
+    extproc: {
+      listen: o.extprocListen,
+      messageTimeout: '1s',
+      failureMode: 'open',
+      shutdownGrace: '2s',
+      ...(o.peerListener === undefined ? {} : { peer: { ...o.peerListener } }),
+    },
     envoy: {
       listen: { address: o.address ?? '127.0.0.1', port: o.port },
       // Port 0: Envoy writes the address it bound to a file (--admin-address-path).
       admin: { address: '127.0.0.1', port: 0 },
       // Client certificates are verified against the apiservers' own --client-ca-file and
       // re-stated upstream as front-proxy identity (--requestheader-* flags, flags.ts).
-      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.pki.caFile },
+      tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.clientCaFile ?? o.pki.caFile },
       upstreamClientCert: { certFile: o.pki.frontProxyClientCertFile, keyFile: o.pki.frontProxyClientKeyFile },
       healthCheck: { interval: '1s', timeout: '1s', unhealthyThreshold: 2, healthyThreshold: 1 },
       ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
+      ...(o.extprocPeers === undefined ? {} : { extprocPeers: { ...o.extprocPeers, endpoints: [...o.extprocPeers.endpoints] } }),
+      ...(o.healthPort === undefined ? {} : { health: { address: '127.0.0.1', port: o.healthPort } }),
+      ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
     },
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),

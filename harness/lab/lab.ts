@@ -5,17 +5,19 @@
 // ones still running. Tests use the same detached processes (killOnExit guards a crashing test runner).
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { checkServerIdentity } from 'node:tls';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../src/config.js';
 import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { HEALTH_PATH } from '../../src/constants.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { packageRoot } from '../../src/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 import {
+  APISERVER_STOP_GRACE_MS,
   AUDIT_POLICY,
   ETCD_CLIENT_PORT,
   ETCD_PEER_PORT,
@@ -28,9 +30,10 @@ import {
 } from './flags.js';
 import { controllerManagerArgs, type ControllerManagerSpec } from './controller-manager.js';
 import { LabError } from './errors.js';
-import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer } from './gateway-config.js';
+import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer, type GatewayConfigInput } from './gateway-config.js';
 import { assertPortFree, canConnect, ensureLoopbackAlias, freePort } from './net.js';
-import { createLabPki, type LabPki } from './pki.js';
+import { issuePeerChannelPki, PEER_SERVER_NAME } from './peer-pki.js';
+import { createLabPki, type LabPki, type LabPkiFiles } from './pki.js';
 import { ensureLabRbac } from './rbac.js';
 import { Supervisor, errorText, seconds, type ProcRecord } from './supervisor.js';
 import { defaultLabDir, labBinary, labVersions } from './versions.js';
@@ -71,7 +74,32 @@ export interface GatewayOptions {
   readonly address?: string;
   /** The gateway publishes itself as an endpoint of the kubernetes Service (kubernetesService.publish). */
   readonly publishService?: { readonly leaseDuration: string };
+  /**
+   * A second skewgate, as another control-plane node's would be, in Envoy's ext_proc cluster
+   * behind the local one (envoy.extprocPeers, priority 1, mutual TLS with certificates of its own:
+   * peer-pki.ts); `skewgate-<name>-peer`. Needs withSkewgate.
+   */
+  readonly peerSkewgate?: boolean;
+  /** The gateway's health listener (envoy.health, GET /ready) on 127.0.0.1, a free port. */
+  readonly healthListener?: boolean;
+  /** envoy.requestTimeout, e.g. "5s" (default 65 s): how long Envoy waits for a bounded request. */
+  readonly requestTimeout?: string;
+  /**
+   * The gateway's own TLS files instead of the lab PKI's (default): e.g. copies a test renews in
+   * place, so that the lab's set stays as it was made.
+   */
+  readonly tlsFiles?: GatewayTlsFiles;
 }
+
+/** Envoy's serving pair, the client CA bundle it and skewgate verify against, and its front-proxy pair. */
+export type GatewayTlsFiles = Partial<
+  Pick<LabPkiFiles, 'gatewayCertFile' | 'gatewayKeyFile' | 'frontProxyClientCertFile' | 'frontProxyClientKeyFile'> & {
+    readonly clientCaFile: string;
+  }
+>;
+
+/** Which of a gateway's skewgates: its own, or the peer (GatewayOptions.peerSkewgate). */
+export type SkewgateRole = 'local' | 'peer';
 
 export interface GatewayInfo {
   readonly url: string;
@@ -79,6 +107,8 @@ export interface GatewayInfo {
   /** skewgate's config (usable with `skewgate explain|skew|validate`). */
   readonly configFile: string;
   readonly envoyAdminUrl: string;
+  /** GET <healthUrl> is the health listener's /ready (with healthListener). */
+  readonly healthUrl?: string;
 }
 
 export interface LabProcessStatus {
@@ -95,14 +125,18 @@ interface LabProcRecord extends ProcRecord {
   readonly kind: ProcKind;
   readonly url?: string;
   readonly apiserver?: ApiServerSpec;
-  readonly gateway?: GatewayOptions & { readonly extprocListen?: string; readonly adminAddressFile?: string };
+  readonly gateway?: GatewayOptions & {
+    readonly extprocListen?: string;
+    readonly adminAddressFile?: string;
+    /** The peer skewgate's host:port in Envoy's ext_proc cluster (with peerSkewgate). */
+    readonly peerEndpoint?: string;
+  };
 }
 
 const ETCD = 'etcd';
 const SKEWGATE_MAIN_RELATIVE = 'dist/src/cli/main.js';
 /** sun_path holds 108 bytes; longer socket paths fall back to a loopback TCP port. */
 const MAX_UNIX_SOCKET_PATH = 100;
-const APISERVER_STOP_GRACE_MS = 30_000;
 
 export class Lab {
   readonly dir: string;
@@ -167,8 +201,11 @@ export class Lab {
 
   // ---- etcd --------------------------------------------------------------------------------
 
-  /** Starts etcd with a fresh data dir (or returns the URL of the one running); waits until healthy. */
-  async startEtcd(): Promise<string> {
+  /**
+   * Starts etcd with a fresh data dir (or returns the URL of the one running); waits until
+   * healthy. keepData: start it again on the data it had (after stopEtcd), as a restarted etcd would.
+   */
+  async startEtcd(o: { readonly keepData?: boolean } = {}): Promise<string> {
     const running = await this.procs.alive(ETCD);
     if (running?.url !== undefined) return running.url;
     const spec = {
@@ -181,7 +218,7 @@ export class Lab {
     // Otherwise the health check could pass against somebody else's etcd while ours fails to bind.
     await assertPortFree(spec.ip, spec.clientPort, 'etcd client');
     await assertPortFree(spec.ip, spec.peerPort, 'etcd peer');
-    await rm(spec.dataDir, { recursive: true, force: true });
+    if (o.keepData !== true) await rm(spec.dataDir, { recursive: true, force: true });
     const url = etcdUrl(spec);
     const started = Date.now();
     const bin = labBinary('etcd', labVersions().etcd);
@@ -199,6 +236,11 @@ export class Lab {
     });
     this.log(`etcd ready at ${url} in ${seconds(Date.now() - started)}`);
     return url;
+  }
+
+  /** SIGTERM (SIGKILL after 10 s); resolves once etcd is gone. Its data stays for startEtcd({ keepData: true }). */
+  async stopEtcd(): Promise<void> {
+    await this.procs.stop(ETCD, 10_000);
   }
 
   // ---- kube-apiservers ---------------------------------------------------------------------
@@ -274,10 +316,20 @@ export class Lab {
     await this.ensureRbac(apiServerUrl(spec));
   }
 
-  /** SIGTERM, then SIGKILL after 30 s; resolves once the process is gone. It stays in the gateway's list. */
+  /**
+   * SIGTERM, then SIGKILL after APISERVER_STOP_GRACE_MS; resolves once the process is gone (the
+   * --shutdown-delay-duration window included: a stop takes at least SHUTDOWN_DELAY_MS). It stays
+   * in the gateway's list.
+   */
   async stopApiServer(name: string): Promise<void> {
     if (!this.apiservers.has(name)) throw new LabError(`no apiserver named ${name} in this lab`);
     await this.procs.stop(name, APISERVER_STOP_GRACE_MS);
+  }
+
+  /** SIGKILL, as a crash would (no --shutdown-delay-duration window); resolves once the process is gone. */
+  async killApiServer(name: string): Promise<void> {
+    if (!this.apiservers.has(name)) throw new LabError(`no apiserver named ${name} in this lab`);
+    await this.procs.kill(name);
   }
 
   // ---- gateways ----------------------------------------------------------------------------
@@ -310,8 +362,16 @@ export class Lab {
     const extprocListen = socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`;
     const configFile = join(gwDir, 'skewgate.yaml');
     const xdsDir = o.xds === true || o.membershipSources !== undefined ? join(gwDir, 'xds') : undefined;
-    const doc = gatewayConfigDocument({
-      pki: this.pki,
+    if (o.peerSkewgate === true && (!o.withSkewgate || xdsDir !== undefined || o.publishService !== undefined)) {
+      // The peer would write the same xDS files and publish the same Service as this gateway's own skewgate.
+      throw new LabError(`gateway ${o.name}: peerSkewgate needs withSkewgate, and neither xds, membershipSources nor publishService`);
+    }
+    const peer = o.peerSkewgate === true ? await this.peerChannel(gwDir) : undefined;
+    const healthPort = o.healthListener === true ? await freePort() : undefined;
+    const { clientCaFile, ...pairs } = o.tlsFiles ?? {};
+    const input: GatewayConfigInput = {
+      pki: { ...this.pki, ...pairs },
+      ...(clientCaFile === undefined ? {} : { clientCaFile }),
       apiservers: upstreams,
       extprocListen,
       port: o.port,
@@ -320,7 +380,11 @@ export class Lab {
       ...(o.membershipSources === undefined ? {} : { membershipSources: o.membershipSources }),
       ...(o.address === undefined ? {} : { address: o.address }),
       ...(o.publishService === undefined ? {} : { publishService: { gatewayName: o.name, leaseDuration: o.publishService.leaseDuration } }),
-    });
+      ...(peer === undefined ? {} : { extprocPeers: peer.envoySide }),
+      ...(healthPort === undefined ? {} : { healthPort }),
+      ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
+    };
+    const doc = gatewayConfigDocument(input);
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, gwDir);
     const bootstrap = o.withSkewgate ? renderBootstrap(config) : withoutExtProc(renderBootstrap(config));
@@ -331,6 +395,13 @@ export class Lab {
     const url = `https://${address}:${o.port}`;
 
     if (o.withSkewgate) await this.spawnSkewgate(o, configFile, extprocListen);
+    if (peer !== undefined) {
+      // Node 2's skewgate: the same apiservers, its own ext_proc socket, and the peer listener.
+      const peerDoc = gatewayConfigDocument({ ...input, extprocListen: peer.extprocListen, peerListener: peer.listener });
+      await mkdir(dirname(peer.configFile), { recursive: true });
+      await writeFile(peer.configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(peerDoc)}`);
+      await this.spawnSkewgate(o, peer.configFile, peer.listener.listen, 'peer');
+    }
 
     const adminAddressFile = join(gwDir, 'envoy-admin-address');
     const envoy = await this.procs.spawn({
@@ -353,16 +424,23 @@ export class Lab {
         join(gwDir, 'envoy-base-id'),
       ],
       marker: bootstrapFile,
-      extra: { url, gateway: { ...o, adminAddressFile } },
+      extra: { url, gateway: { ...o, adminAddressFile, ...(peer === undefined ? {} : { peerEndpoint: peer.listener.listen }) } },
     });
     const adminUrl = await this.waitEnvoyHealthy(envoy, adminAddressFile, [...alive, ...(o.withSkewgate ? [EXTPROC_CLUSTER] : [])]);
+    if (peer !== undefined) await this.waitExtprocHost(envoy, 'peer', true);
 
     const kubeconfigFile = join(gwDir, 'kubeconfig');
     await writeFile(kubeconfigFile, stringify(gatewayKubeconfig({ pki: this.pki, gatewayUrl: url, apiservers: upstreams })), {
       mode: 0o600,
     });
     this.log(`gateway ${o.name} (${o.withSkewgate ? 'Envoy + skewgate' : 'plain Envoy, no ext_proc'}) at ${url}`);
-    return { url, kubeconfigFile, configFile, envoyAdminUrl: adminUrl };
+    return {
+      url,
+      kubeconfigFile,
+      configFile,
+      envoyAdminUrl: adminUrl,
+      ...(healthPort === undefined ? {} : { healthUrl: `http://127.0.0.1:${healthPort}${HEALTH_PATH}` }),
+    };
   }
 
   /**
@@ -400,29 +478,48 @@ export class Lab {
    */
   async stopSkewgate(name: string): Promise<void> {
     const envoy = await this.gatewayEnvoy(name);
-    await this.procs.stop(`skewgate-${name}`, 10_000);
+    await this.procs.stop(skewgateName(name, 'local'), 10_000);
+    if (envoy.gateway.peerEndpoint !== undefined) {
+      await this.waitExtprocHost(envoy, 'local', false);
+      return;
+    }
     await this.procs.waitFor(envoy, 30_000, async () => {
       const clusters = await this.get(`${await this.envoyAdminUrl(envoy)}/clusters`, undefined, 1000);
       return healthyIn(clusters.body, EXTPROC_CLUSTER) ? `${EXTPROC_CLUSTER} still healthy in Envoy` : null;
     });
   }
 
-  /** Starts the gateway's skewgate again (same config); resolves once Envoy sees it healthy. */
-  async startSkewgate(name: string): Promise<void> {
+  /** SIGKILL of one of a gateway's skewgates, as a crash would; resolves once the process is gone (not waiting for Envoy). */
+  async killSkewgate(name: string, role: SkewgateRole = 'local'): Promise<void> {
+    await this.gatewayEnvoy(name);
+    await this.procs.kill(skewgateName(name, role));
+  }
+
+  /** Starts one of the gateway's skewgates again (same config); resolves once Envoy sees it healthy. */
+  async startSkewgate(name: string, role: SkewgateRole = 'local'): Promise<void> {
     const envoy = await this.gatewayEnvoy(name);
-    if (envoy.gateway?.withSkewgate !== true) throw new LabError(`gateway ${name} runs without skewgate`);
-    if (await this.procs.alive(`skewgate-${name}`)) throw new LabError(`skewgate-${name} is already running`);
-    const configFile = join(this.runDir, `gateway-${name}`, 'skewgate.yaml');
-    const config = parseConfig(parseYaml(await readFile(configFile, 'utf8')), configFile, join(this.runDir, `gateway-${name}`));
-    const { adminAddressFile, extprocListen: _, ...opts } = envoy.gateway;
-    await this.spawnSkewgate(opts, configFile, config.extproc.listen);
-    await this.waitEnvoyHealthy(envoy, adminAddressFile ?? '', [EXTPROC_CLUSTER]);
+    if (envoy.gateway.withSkewgate !== true) throw new LabError(`gateway ${name} runs without skewgate`);
+    if (role === 'peer' && envoy.gateway.peerEndpoint === undefined) throw new LabError(`gateway ${name} runs without a peer skewgate`);
+    if (await this.procs.alive(skewgateName(name, role))) throw new LabError(`${skewgateName(name, role)} is already running`);
+    const gwDir = join(this.runDir, `gateway-${name}`);
+    const configFile = role === 'local' ? join(gwDir, 'skewgate.yaml') : peerConfigFile(gwDir);
+    const config = parseConfig(parseYaml(await readFile(configFile, 'utf8')), configFile, gwDir);
+    const { adminAddressFile, extprocListen: _, peerEndpoint, ...opts } = envoy.gateway;
+    await this.spawnSkewgate(opts, configFile, role === 'local' ? config.extproc.listen : (config.extproc.peer?.listen ?? ''), role);
+    if (peerEndpoint !== undefined) await this.waitExtprocHost(envoy, role, true);
+    else await this.waitEnvoyHealthy(envoy, adminAddressFile ?? '', [EXTPROC_CLUSTER]);
+  }
+
+  /** Each host of the gateway's ext_proc cluster as Envoy's /clusters shows it: its health flags ("healthy", "/failed_active_hc" …). */
+  async extprocHosts(name: string): Promise<ReadonlyMap<SkewgateRole, string>> {
+    return this.extprocHostFlags(await this.gatewayEnvoy(name));
   }
 
   /** Stops a gateway's Envoy and skewgate (no-op when not running). */
   async stopGateway(name: string): Promise<void> {
     await this.procs.stop(`envoy-${name}`, 5000);
-    await this.procs.stop(`skewgate-${name}`, 10_000);
+    await this.procs.stop(skewgateName(name, 'local'), 10_000);
+    await this.procs.stop(skewgateName(name, 'peer'), 10_000);
   }
 
   // ---- status and teardown -----------------------------------------------------------------
@@ -504,11 +601,12 @@ export class Lab {
 
   // ---- internals ---------------------------------------------------------------------------
 
-  private async spawnSkewgate(o: GatewayOptions, configFile: string, extprocListen: string): Promise<void> {
+  /** `listen`: the address whose accepting means the process serves (its ext_proc socket, or the peer listener). */
+  private async spawnSkewgate(o: GatewayOptions, configFile: string, extprocListen: string, role: SkewgateRole = 'local'): Promise<void> {
     const main = join(packageRoot(), SKEWGATE_MAIN_RELATIVE);
     if (!existsSync(main)) throw new LabError(`${main} is missing: run \`npm run build\` first`);
     const rec = await this.procs.spawn({
-      name: `skewgate-${o.name}`,
+      name: skewgateName(o.name, role),
       kind: 'skewgate',
       cmd: process.execPath,
       args: [main, 'serve', '--config', configFile],
@@ -517,6 +615,46 @@ export class Lab {
     });
     // skewgate listens only after its first discovery round: connectable means it has views.
     await this.procs.waitFor(rec, 30_000, async () => ((await canConnect(extprocListen)) ? null : `${extprocListen} not accepting yet`));
+  }
+
+  /** The peer channel of a gateway with peerSkewgate: certificates, the peer's listener and config file, Envoy's side. */
+  private async peerChannel(gwDir: string): Promise<{
+    readonly configFile: string;
+    readonly extprocListen: string;
+    readonly listener: { readonly listen: string; readonly certFile: string; readonly keyFile: string; readonly clientCaFile: string };
+    readonly envoySide: { endpoints: string[]; certFile: string; keyFile: string; caFile: string; serverName: string };
+  }> {
+    const pki = await issuePeerChannelPki(join(gwDir, 'peer-pki'));
+    const listen = `127.0.0.1:${await freePort()}`;
+    const socket = join(gwDir, 'peer', 'extproc.sock');
+    return {
+      configFile: peerConfigFile(gwDir),
+      extprocListen: socket.length <= MAX_UNIX_SOCKET_PATH ? `unix:${socket}` : `127.0.0.1:${await freePort()}`,
+      listener: { listen, certFile: pki.serving.certFile, keyFile: pki.serving.keyFile, clientCaFile: pki.ca.certFile },
+      envoySide: {
+        endpoints: [listen],
+        certFile: pki.envoyClient.certFile,
+        keyFile: pki.envoyClient.keyFile,
+        caFile: pki.ca.certFile,
+        serverName: PEER_SERVER_NAME,
+      },
+    };
+  }
+
+  private async extprocHostFlags(envoy: LabProcRecord): Promise<Map<SkewgateRole, string>> {
+    const clusters = await this.get(`${await this.envoyAdminUrl(envoy)}/clusters`, undefined, 1000);
+    const out = new Map<SkewgateRole, string>();
+    for (const [host, flags] of hostHealthFlags(clusters.body, EXTPROC_CLUSTER))
+      out.set(host === envoy.gateway?.peerEndpoint ? 'peer' : 'local', flags);
+    return out;
+  }
+
+  /** Waits until Envoy's health check sees that skewgate healthy (or, healthy false, no longer healthy). */
+  private async waitExtprocHost(envoy: LabProcRecord, role: SkewgateRole, healthy: boolean): Promise<void> {
+    await this.procs.waitFor(envoy, 30_000, async () => {
+      const flags = (await this.extprocHostFlags(envoy)).get(role) ?? 'absent';
+      return (flags === 'healthy') === healthy ? null : `${role} skewgate in Envoy: ${flags}`;
+    });
   }
 
   private async gatewayEnvoy(name: string): Promise<LabProcRecord & { gateway: NonNullable<LabProcRecord['gateway']> }> {
@@ -613,6 +751,23 @@ export class Lab {
 /** Envoy's /clusters text lists a healthy host of `cluster`. */
 function healthyIn(clustersText: string, cluster: string): boolean {
   return new RegExp(`^${cluster}::[^\\n]*::health_flags::healthy$`, 'm').test(clustersText);
+}
+
+/** host → health flags of every host of `cluster` in Envoy's /clusters text. */
+function hostHealthFlags(clustersText: string, cluster: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of clustersText.matchAll(new RegExp(`^${cluster}::(.+)::health_flags::(.*)$`, 'gm')))
+    out.set(m[1] as string, m[2] as string);
+  return out;
+}
+
+function skewgateName(gateway: string, role: SkewgateRole): string {
+  return role === 'local' ? `skewgate-${gateway}` : `skewgate-${gateway}-peer`;
+}
+
+/** Under gateway-<name>/ and named skewgate.yaml, like the local one's: carriesMarker finds both. */
+function peerConfigFile(gwDir: string): string {
+  return join(gwDir, 'peer', 'skewgate.yaml');
 }
 
 function sameSpec(a: ApiServerSpec, b: ApiServerSpec): boolean {

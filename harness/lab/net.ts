@@ -39,6 +39,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Removes `ip`/32 from the loopback interface (what ensureLoopbackAlias added); no-op when absent. */
+export async function removeLoopbackAlias(ip: string): Promise<void> {
+  await promisify(execFile)('ip', ['addr', 'del', `${ip}/32`, 'dev', 'lo']).catch(() => undefined);
+}
+
 /**
  * Adds `ip`/32 to the loopback interface unless it is there (the lab's alias placement); needs
  * root (CAP_NET_ADMIN) and iproute2, and says so when it fails.

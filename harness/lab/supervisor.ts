@@ -220,6 +220,15 @@ export class Supervisor<R extends ProcRecord> {
     if (rec !== undefined) await this.stopRecord(rec, graceMs);
   }
 
+  /** SIGKILLs the process tracked under `name` (a crash, not a stop); resolves once it is gone. No-op when there is none. */
+  async kill(name: string): Promise<void> {
+    const rec = this.procs.get(name);
+    if (rec !== undefined) {
+      await this.terminate(rec.name, rec, 0, 'SIGKILL');
+      await this.forget(rec);
+    }
+  }
+
   /**
    * Stops everything, kind by kind in `order` (the processes of one kind in parallel): what this
    * object tracks, records other supervisors wrote since, what this object spawned (even if
@@ -289,15 +298,15 @@ export class Supervisor<R extends ProcRecord> {
     await this.forget(rec);
   }
 
-  /** SIGTERM, SIGKILL after graceMs; resolves once the process is gone (no-op if it is). */
-  private async terminate(label: string, id: ProcIdentity, graceMs: number): Promise<void> {
+  /** `first` (SIGTERM), SIGKILL after graceMs; resolves once the process is gone (no-op if it is). */
+  private async terminate(label: string, id: ProcIdentity, graceMs: number, first: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     const ours = async (): Promise<boolean> => (await ownership(id)).verdict === 'ours';
     if (!(await ours())) return;
-    signal(id.pid, 'SIGTERM');
+    signal(id.pid, first);
     const deadline = Date.now() + graceMs;
-    while ((await ours()) && Date.now() < deadline) await sleep(100);
+    while ((await ours()) && Date.now() < deadline) await sleep(first === 'SIGKILL' ? 10 : 100);
     if (!(await ours())) return;
-    this.o.log(`${label} did not stop within ${seconds(graceMs)}: SIGKILL`);
+    if (first !== 'SIGKILL') this.o.log(`${label} did not stop within ${seconds(graceMs)}: SIGKILL`);
     signal(id.pid, 'SIGKILL');
     const killDeadline = Date.now() + 5000;
     while ((await ours()) && Date.now() < killDeadline) await sleep(100);

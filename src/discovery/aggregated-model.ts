@@ -4,6 +4,7 @@
 // empty one, unknown fields are dropped, and the struct field order decides the output order.
 // Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
 // meta/v1 at v0.36. Pure.
+import { runToEnd, type Sliced } from './sliced.js';
 
 export interface GroupVersionKind {
   readonly group: string;
@@ -162,19 +163,28 @@ function group(v: unknown, at: string): GroupDiscovery {
 /**
  * A server's aggregated /apis document (APIGroupDiscoveryList JSON) → its groups as kube-apiserver
  * keeps a peer's: decoded, the core group ("") left out, a repeated group name kept once (first).
+ * A pause point after each group.
  */
-export function decodeGroupList(doc: unknown): GroupDiscovery[] {
+export function* decodeGroupListSteps(doc: unknown): Sliced<GroupDiscovery[]> {
   const list = obj(doc, '');
   if (list === null) throw new AggregatedDecodeError('', 'expected an APIGroupDiscoveryList object');
-  const items = slice(list['items'], 'items', group) ?? [];
+  const raw = list['items'];
+  if (raw === undefined || raw === null) return [];
+  if (!Array.isArray(raw)) throw new AggregatedDecodeError('items', 'expected an array');
   const seen = new Set<string>();
   const out: GroupDiscovery[] = [];
-  for (const g of items) {
+  for (let i = 0; i < raw.length; i++) {
+    const g = group(raw[i], `items[${i}]`);
+    yield;
     if (g.name === '' || seen.has(g.name)) continue;
     seen.add(g.name);
     out.push(g);
   }
   return out;
+}
+
+export function decodeGroupList(doc: unknown): GroupDiscovery[] {
+  return runToEnd(decodeGroupListSteps(doc));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,7 +290,18 @@ function goEscape(json: string): string {
   return json.replace(/[<>&\u2028\u2029]/g, (c) => GO_ESCAPES[c] as string);
 }
 
-/** Go's json.Marshal of a []APIGroupDiscovery (null for a nil slice). */
+/** Go's json.Marshal of a []APIGroupDiscovery (null for a nil slice); a pause point after each group. */
+export function* marshalGroupsSteps(groups: readonly GroupDiscovery[] | null): Sliced<string> {
+  if (groups === null) return 'null';
+  const parts: string[] = [];
+  for (const g of groups) {
+    // Escaping per group is the same as escaping the whole: the five characters only occur in strings.
+    parts.push(goEscape(writeGroup(g)));
+    yield;
+  }
+  return `[${parts.join(',')}]`;
+}
+
 export function marshalGroups(groups: readonly GroupDiscovery[] | null): string {
-  return groups === null ? 'null' : goEscape(`[${groups.map(writeGroup).join(',')}]`);
+  return runToEnd(marshalGroupsSteps(groups));
 }

@@ -4,9 +4,13 @@
 import { STATUS_CODES } from 'node:http';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
-import { DISCOVERY_ACCEPT } from '../constants.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
+import { ERROR_BODY_BYTES, type Oversize, contentLength, downloadBackoffMs, tooLargeMessage } from './document-bounds.js';
 import type { ResourceCapability, ServerView } from './types.js';
 import type { ServerCredentials } from './credentials.js';
+import { parseJsonSteps } from './json-items.js';
+import { runSliced, type SliceOptions } from './slice-runner.js';
+import { runToEnd, type Sliced } from './sliced.js';
 import {
   DiscoveryDocumentError,
   type LegacyGroupVersion,
@@ -14,13 +18,13 @@ import {
   isAggregatedDiscoveryMediaType,
   legacyGroupVersionPath,
   legacyView,
-  parseAggregatedDiscovery,
+  parseAggregatedDiscoverySteps,
   parseApiGroupList,
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
   sameOpenApiIndex,
-  sameView,
+  sameViewSteps,
 } from './parse.js';
 
 export interface FetchInit {
@@ -69,13 +73,74 @@ export const defaultFetch: FetchLike = async (url, init) => {
   };
 };
 
+/**
+ * The response with its body bytes counted as they are read: `done` is called once, however the
+ * body ends (read to the end, failed, or left early: too large, or not read at all).
+ */
+export function countedResponse(res: FetchResponseLike, done: (bytes: number) => void): FetchResponseLike {
+  let bytes = 0;
+  let ended = false;
+  const end = (): void => {
+    if (ended) return;
+    ended = true;
+    done(bytes);
+  };
+  const body = res.body;
+  return {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+    body:
+      body === null
+        ? null
+        : {
+            [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+              const it = body[Symbol.asyncIterator]();
+              return {
+                async next() {
+                  try {
+                    const r = await it.next();
+                    if (r.done) end();
+                    else bytes += r.value.byteLength;
+                    return r;
+                  } catch (err) {
+                    end();
+                    throw err;
+                  }
+                },
+                async return(value?: unknown) {
+                  end();
+                  return (await it.return?.(value)) ?? { done: true, value: undefined };
+                },
+              };
+            },
+          },
+    async text() {
+      try {
+        const text = await res.text();
+        bytes = Buffer.byteLength(text);
+        return text;
+      } finally {
+        end();
+      }
+    },
+  };
+}
+
 export class DiscoveryFetchError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_FETCH';
   constructor(
     message: string,
     /** The URL (without userinfo) that failed. */
     readonly url: string,
-    readonly details: { readonly status?: number; readonly tls?: boolean; readonly timeout?: boolean; readonly aborted?: boolean } = {},
+    readonly details: {
+      readonly status?: number;
+      readonly tls?: boolean;
+      readonly timeout?: boolean;
+      readonly aborted?: boolean;
+      /** The body passed discovery.maxDocumentBytes: the cap, what showed it, and the answer's ETag. */
+      readonly tooLarge?: { readonly limit: number; readonly seen: Oversize; readonly etag: string | null };
+    } = {},
   ) {
     super(message);
     this.name = 'DiscoveryFetchError';
@@ -92,6 +157,8 @@ export interface ServerTarget {
   readonly credentials: ServerCredentials;
   /** Per-request timeout (connect + headers + body; headers only for streams). */
   readonly timeoutMs: number;
+  /** The largest body read (discovery.maxDocumentBytes); default DEFAULT_MAX_DOCUMENT_BYTES. */
+  readonly maxDocumentBytes?: number;
   readonly fetchImpl?: FetchLike;
 }
 
@@ -142,6 +209,11 @@ class DeadlineSignal {
   get signal(): AbortSignal {
     return this.controller.signal;
   }
+  /** Ends the request now (a body not to be read): undici closes the connection rather than drain it. */
+  cancel(): void {
+    this.stopClock();
+    this.controller.abort(new Error('body not read'));
+  }
   /** Stop the clock but stay linked to the parent (a stream runs on after its headers). */
   stopClock(): void {
     if (this.timer) clearTimeout(this.timer);
@@ -174,6 +246,44 @@ interface GetOptions {
   readonly accept: string;
   readonly signal: AbortSignal;
   readonly ifNoneMatch?: string;
+  /** false: a 2xx body is not read (the request is ended at its headers); the answer has `unread`. */
+  readonly readBody?: boolean;
+}
+
+/** A body read up to `limit` bytes, counted as it streams in: never more than one chunk past it is held. */
+interface BoundedBody {
+  readonly text: string;
+  readonly bytes: number;
+  /** More than `limit` bytes came and the rest was not read; `text` is then empty (with `partial`: the first `limit` bytes). */
+  readonly over: boolean;
+}
+
+/**
+ * Ends a request whose body is not read: the signal's abort makes undici close the connection
+ * (never drain it), and the body's iterator is told it is done (a recording wrapper counts it).
+ */
+async function abandon(res: FetchResponseLike, deadline: DeadlineSignal): Promise<void> {
+  deadline.cancel();
+  await res.body?.[Symbol.asyncIterator]().return?.();
+}
+
+async function readBounded(res: FetchResponseLike, limit: number, partial = false): Promise<BoundedBody> {
+  const cut = (data: () => Buffer): string => (partial ? data().subarray(0, limit).toString('utf8') : '');
+  if (res.body === null) {
+    // A fetch without a stream (a test's fake): only the size can be checked, after the fact.
+    const text = await res.text();
+    const bytes = Buffer.byteLength(text);
+    return bytes > limit ? { text: cut(() => Buffer.from(text)), bytes, over: true } : { text, bytes, over: false };
+  }
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for await (const chunk of res.body) {
+    bytes += chunk.byteLength;
+    chunks.push(chunk);
+    // Leaving the loop ends the stream: nothing more is read.
+    if (bytes > limit) return { text: cut(() => Buffer.concat(chunks)), bytes, over: true };
+  }
+  return { text: Buffer.concat(chunks, bytes).toString('utf8'), bytes, over: false };
 }
 
 function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: AbortSignal, timeoutMs: number, method = 'GET'): Error {
@@ -234,26 +344,55 @@ export interface TextResponse {
   readonly contentType: string | null;
   readonly etag: string | null;
   readonly text: string;
+  /** Body bytes read (0 for a 304). */
+  readonly bytes: number;
+  /** A 2xx whose body was not read (readBody: false). */
+  readonly unread?: true;
 }
 
 /**
- * GET with the whole body read inside the timeout. Non-2xx answers (except an expected 304)
- * become DiscoveryFetchError with the status and the Status message.
+ * GET with the body read inside the timeout, counted as it arrives and never past the target's
+ * maxDocumentBytes: a larger body (by its Content-Length, or once that many bytes came) ends the
+ * request and throws a DiscoveryFetchError (details.tooLarge). Non-2xx answers (except an
+ * expected 304) become DiscoveryFetchError with the status and the Status message.
  */
 export async function getText(target: ServerTarget, path: string, opts: GetOptions): Promise<TextResponse> {
   const url = joinUrl(target.url, path);
+  const limit = target.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
   const deadline = new DeadlineSignal(opts.signal, target.timeoutMs);
   try {
     const res = await send(target, path, opts, deadline);
-    const text = await res.text();
-    if (res.status === 304 && opts.ifNoneMatch) return { status: 304, contentType: null, etag: res.headers.get('etag'), text: '' };
+    const etag = res.headers.get('etag');
+    if (res.status === 304 && opts.ifNoneMatch) {
+      if ((await readBounded(res, ERROR_BODY_BYTES)).over) deadline.cancel();
+      return { status: 304, contentType: null, etag, text: '', bytes: 0 };
+    }
     if (res.status < 200 || res.status > 299) {
-      const hint = bodyHint(text);
+      const body = await readBounded(res, ERROR_BODY_BYTES, true);
+      if (body.over) deadline.cancel();
+      const hint = bodyHint(body.text);
       throw new DiscoveryFetchError(`GET ${url}: ${statusLine(res.status, res.statusText)}${hint ? `: ${hint}` : ''}`, url, {
         status: res.status,
       });
     }
-    return { status: res.status, contentType: res.headers.get('content-type'), etag: res.headers.get('etag'), text };
+    const contentType = res.headers.get('content-type');
+    if (opts.readBody === false) {
+      await abandon(res, deadline);
+      return { status: res.status, contentType, etag, text: '', bytes: 0, unread: true };
+    }
+    const declared = contentLength(res.headers.get('content-length'));
+    const seen: Oversize | null = declared !== null && declared > limit ? { contentLength: declared } : null;
+    const body = seen ? null : await readBounded(res, limit);
+    if (seen || body?.over) {
+      if (seen) await abandon(res, deadline);
+      else deadline.cancel();
+      const why = seen ?? { read: body?.bytes ?? 0 };
+      throw new DiscoveryFetchError(tooLargeMessage('GET', url, limit, why), url, {
+        status: res.status,
+        tooLarge: { limit, seen: why, etag },
+      });
+    }
+    return { status: res.status, contentType, etag, text: body?.text ?? '', bytes: body?.bytes ?? 0 };
   } catch (err) {
     throw translate(err, url, deadline, opts.signal, target.timeoutMs);
   } finally {
@@ -287,12 +426,32 @@ export async function openStream(target: ServerTarget, path: string, opts: GetOp
   }
 }
 
-function parseJson(text: string, document: string): unknown {
+/** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */
+function* parseJsonDocument(text: string, document: string): Sliced<unknown> {
   try {
-    return JSON.parse(text) as unknown;
+    return yield* parseJsonSteps(text);
   } catch (err) {
     throw new DiscoveryDocumentError(document, '', `not valid JSON (${(err as Error).message})`);
   }
+}
+
+function parseJson(text: string, document: string): unknown {
+  return runToEnd(parseJsonDocument(text, document));
+}
+
+/** Both aggregated roots → the view, from JSON text to the frozen view in one sliced computation. */
+function* aggregatedViewSteps(apiText: string, apisText: string): Sliced<ServerView> {
+  const api = yield* parseJsonDocument(apiText, '/api');
+  const apis = yield* parseJsonDocument(apisText, '/apis');
+  return yield* parseAggregatedDiscoverySteps(api, apis);
+}
+
+/** Promise.all that waits for every promise to settle before it throws the first failure. */
+async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure) throw failure.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
@@ -314,12 +473,31 @@ interface CachedRoot {
   readonly contentType: string | null;
 }
 
+/**
+ * A document whose last full download could not be used (too large, or it did not parse), kept
+ * apart from its last good body: a 304 on this ETag re-states this error, never the good body.
+ */
+interface FailedDocument {
+  readonly etag: string | null;
+  readonly error: Error;
+  /** Consecutive failed downloads. */
+  readonly failures: number;
+  /** Epoch ms before which it is not downloaded again; conditional requests go on meanwhile. */
+  readonly retryAt: number;
+}
+
+type RootPath = '/api' | '/apis';
+const ROOT_PATHS: readonly RootPath[] = ['/api', '/apis'];
+
 interface RootDoc {
-  readonly path: '/api' | '/apis';
+  readonly path: RootPath;
   readonly text: string;
   readonly aggregated: boolean;
   /** What to cache for a later If-None-Match, once the document has parsed. */
   readonly entry: CachedRoot | null;
+  /** The answer's ETag, and whether the body came in this round (not the cached good one). */
+  readonly etag: string | null;
+  readonly downloaded: boolean;
 }
 
 const OPENAPI_V3_PATH = '/openapi/v3';
@@ -332,23 +510,81 @@ function withOpenApi(view: ServerView, openapi: ReadonlyMap<string, string> | un
 export interface DiscoveryClientOptions extends ServerTarget {
   /** Parallel group/version fetches on a legacy server. */
   readonly legacyConcurrency?: number;
+  /** Longest piece of parsing between two turns of the event loop (slice-runner.ts). */
+  readonly sliceBudgetMs?: number;
+  /** The first wait after a failed download (discovery.interval); default 1 s. */
+  readonly intervalMs?: number;
+  /** The longest (discovery.maxDownloadBackoff); default DEFAULT_MAX_DOWNLOAD_BACKOFF_MS. */
+  readonly maxBackoffMs?: number;
+  /** Epoch ms clock of the backoff. */
+  readonly now?: () => number;
 }
 
 /**
  * Stateful per-server client: keeps the ETags of /api and /apis and the last view it built, so
- * that an unchanged server costs two 304s and yields the very same ServerView object.
+ * that an unchanged server costs two 304s and yields the very same ServerView object. A document
+ * that failed keeps its ETag and its error (apart from the last good body), so that an unchanged
+ * bad document costs a 304 too, and is downloaded again only after a backoff.
  */
 export class DiscoveryClient {
   private readonly cache = new Map<string, CachedRoot>();
+  private readonly failed = new Map<string, FailedDocument>();
+  /** The body size of each root document and the OpenAPI index as last answered (not 304). */
+  private readonly sizes = new Map<string, number>();
   private last: { view: ServerView; api: string; apis: string } | null = null;
   private openapi: { readonly etag: string | null; readonly index: ReadonlyMap<string, string> } | null = null;
   private openapiError: string | null = null;
+  private readonly now: () => number;
 
-  constructor(private readonly opts: DiscoveryClientOptions) {}
+  constructor(private readonly opts: DiscoveryClientOptions) {
+    this.now = opts.now ?? Date.now;
+  }
 
   /** Fetches and parses discovery. Returns the previous object itself when nothing changed. */
   async fetchView(signal: AbortSignal): Promise<ServerView> {
-    const [api, apis, openapi] = await Promise.all([this.root('/api', signal), this.root('/apis', signal), this.openapiIndex(signal)]);
+    const openapiIndex = this.openapiIndex(signal);
+    // Observed at once (it may fail while the roots are awaited); its outcome is awaited below.
+    openapiIndex.catch(() => undefined);
+    // A document known to be bad is asked first: while it stays bad (a 304, or its backoff), the
+    // round fails before the others are downloaded for nothing.
+    const docs = new Map<RootPath, RootDoc>();
+    const known = ROOT_PATHS.filter((p) => this.failed.has(p));
+    try {
+      for (const d of await settled(known.map((p) => this.root(p, signal)))) docs.set(d.path, d);
+      const rest = ROOT_PATHS.filter((p) => !docs.has(p));
+      for (const d of await settled(rest.map((p) => this.root(p, signal)))) docs.set(d.path, d);
+    } catch (err) {
+      // The round ends with its requests: none is left running into the next.
+      await openapiIndex.catch(() => undefined);
+      throw err;
+    }
+    const api = docs.get('/api') as RootDoc;
+    const apis = docs.get('/apis') as RootDoc;
+    const openapi = await openapiIndex;
+    try {
+      return await this.build(api, apis, openapi, signal);
+    } catch (err) {
+      // The document that did not parse keeps its ETag and error, if it was this round's download.
+      const doc = err instanceof DiscoveryDocumentError ? [api, apis].find((d) => d.path === err.document && d.downloaded) : undefined;
+      if (doc) this.noteFailure(doc.path, doc.etag, err as Error);
+      throw err;
+    }
+  }
+
+  /**
+   * The size in bytes of /api, /apis and /openapi/v3 as last answered in full (or as far as it was
+   * read, past the cap, when too large). A 304 keeps the size.
+   */
+  documentSizes(): ReadonlyMap<string, number> {
+    return new Map(this.sizes);
+  }
+
+  private async build(
+    api: RootDoc,
+    apis: RootDoc,
+    openapi: ReadonlyMap<string, string> | undefined,
+    signal: AbortSignal,
+  ): Promise<ServerView> {
     if (api.aggregated && apis.aggregated) {
       const last = this.last;
       if (
@@ -361,7 +597,8 @@ export class DiscoveryClient {
         this.commit(api, apis);
         return last.view;
       }
-      const view = parseAggregatedDiscovery(parseJson(api.text, '/api'), parseJson(apis.text, '/apis'));
+      // In slices: a large cluster's documents take hundreds of milliseconds to parse.
+      const view = await runSliced(aggregatedViewSteps(api.text, apis.text), { ...this.sliceOptions(), signal });
       this.commit(api, apis);
       return this.remember(withOpenApi(view, openapi), api.text, apis.text);
     }
@@ -384,14 +621,20 @@ export class DiscoveryClient {
   private async openapiIndex(signal: AbortSignal): Promise<ReadonlyMap<string, string> | undefined> {
     const cached = this.openapi;
     try {
-      const res = await getText(this.opts, OPENAPI_V3_PATH, {
-        accept: 'application/json',
-        signal,
-        ...(cached?.etag ? { ifNoneMatch: cached.etag } : {}),
-      });
+      const res = await this.download(OPENAPI_V3_PATH, 'application/json', signal, cached?.etag ?? undefined);
+      if (res.status === 304 && cached) {
+        this.openapiError = null;
+        return cached.index;
+      }
+      let index: ReadonlyMap<string, string>;
+      try {
+        index = parseOpenApiV3Index(parseJson(res.text, OPENAPI_V3_PATH));
+      } catch (err) {
+        this.noteFailure(OPENAPI_V3_PATH, res.etag, err as Error);
+        throw err;
+      }
+      this.failed.delete(OPENAPI_V3_PATH);
       this.openapiError = null;
-      if (res.status === 304 && cached) return cached.index;
-      const index = parseOpenApiV3Index(parseJson(res.text, OPENAPI_V3_PATH));
       // The very same map object while nothing changed: the view (and the snapshot's indexes) are reused.
       const kept = cached && sameOpenApiIndex(cached.index, index) ? cached.index : index;
       this.openapi = { etag: res.etag, index: kept };
@@ -401,11 +644,17 @@ export class DiscoveryClient {
       if (err instanceof DiscoveryFetchError && err.status === 404) {
         this.openapi = null;
         this.openapiError = null;
+        this.failed.delete(OPENAPI_V3_PATH);
+        this.sizes.delete(OPENAPI_V3_PATH);
         return undefined;
       }
       this.openapiError = (err as Error).message;
       return cached?.index;
     }
+  }
+
+  private sliceOptions(): SliceOptions {
+    return this.opts.sliceBudgetMs === undefined ? {} : { budgetMs: this.opts.sliceBudgetMs };
   }
 
   /** GET /readyz → true on 200; any other answer or error → false. */
@@ -418,28 +667,81 @@ export class DiscoveryClient {
     }
   }
 
-  private remember(view: ServerView, api: string, apis: string): ServerView {
+  private async remember(view: ServerView, api: string, apis: string): Promise<ServerView> {
     const prev = this.last?.view;
     // Same routing content and same /apis bytes: keep the old object so the snapshot index is reused.
-    const kept = prev && sameView(prev, view) && this.last?.apis === apis ? prev : view;
+    const same = prev !== undefined && this.last?.apis === apis && (await runSliced(sameViewSteps(prev, view), this.sliceOptions()));
+    const kept = same ? prev : view;
     this.last = { view: kept, api, apis };
     return kept;
   }
 
-  /** GET /api or /apis with the discovery Accept; a 304 answers from the last good body. */
-  private async root(path: '/api' | '/apis', signal: AbortSignal): Promise<RootDoc> {
+  /** GET /api or /apis with the discovery Accept; a 304 on the good ETag answers from the last good body. */
+  private async root(path: RootPath, signal: AbortSignal): Promise<RootDoc> {
     const cached = this.cache.get(path);
-    const res = await getText(this.opts, path, { accept: DISCOVERY_ACCEPT, signal, ...(cached ? { ifNoneMatch: cached.etag } : {}) });
+    const res = await this.download(path, DISCOVERY_ACCEPT, signal, cached?.etag);
     if (res.status === 304 && cached)
-      return { path, text: cached.text, aggregated: isAggregatedDiscoveryMediaType(cached.contentType), entry: cached };
+      return {
+        path,
+        text: cached.text,
+        aggregated: isAggregatedDiscoveryMediaType(cached.contentType),
+        entry: cached,
+        etag: cached.etag,
+        downloaded: false,
+      };
     const aggregated = isAggregatedDiscoveryMediaType(res.contentType);
     const entry = aggregated && res.etag ? { etag: res.etag, text: res.text, contentType: res.contentType } : null;
-    return { path, text: res.text, aggregated, entry };
+    return { path, text: res.text, aggregated, entry, etag: res.etag, downloaded: true };
   }
 
-  /** ETags are remembered only for bodies that parsed: a 304 must always lead back to a good document. */
+  /**
+   * A conditional GET that minds a document's last failure. With one, If-None-Match carries the
+   * failed ETag, and a 304 re-states that failure without a byte downloaded. Within its backoff a
+   * changed document (200) is not read, and without an ETag to ask with nothing is sent: the
+   * backoff bounds full downloads only, so an unchanged bad document is still checked each round,
+   * and a fixed one is read as soon as the backoff ends (at most discovery.maxDownloadBackoff).
+   * Too large a body is such a failure too. Other errors (connection, TLS, timeout, HTTP status)
+   * download nothing and are retried at the service's pace.
+   */
+  private async download(path: string, accept: string, signal: AbortSignal, goodEtag: string | undefined): Promise<TextResponse> {
+    const bad = this.failed.get(path);
+    const backingOff = bad !== undefined && this.now() < bad.retryAt;
+    if (bad && backingOff && bad.etag === null) throw bad.error;
+    const ifNoneMatch = bad?.etag ?? goodEtag;
+    let res: TextResponse;
+    try {
+      res = await getText(this.opts, path, { accept, signal, ...(ifNoneMatch ? { ifNoneMatch } : {}), readBody: !backingOff });
+    } catch (err) {
+      const tooLarge = err instanceof DiscoveryFetchError ? err.details.tooLarge : undefined;
+      if (tooLarge) {
+        this.sizes.set(path, 'contentLength' in tooLarge.seen ? tooLarge.seen.contentLength : tooLarge.seen.read);
+        this.noteFailure(path, tooLarge.etag, err as Error);
+      }
+      throw err;
+    }
+    if (res.status === 304) {
+      if (bad && bad.etag !== null) throw bad.error;
+      return res;
+    }
+    if (res.unread && bad) throw bad.error;
+    this.sizes.set(path, res.bytes);
+    return res;
+  }
+
+  /** One more failed download of `path`: its ETag and error kept, its next download put off. */
+  private noteFailure(path: string, etag: string | null, error: Error): void {
+    const failures = (this.failed.get(path)?.failures ?? 0) + 1;
+    const wait = downloadBackoffMs(failures, this.opts.intervalMs ?? 1000, this.opts.maxBackoffMs ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS);
+    this.failed.set(path, { etag, error, failures, retryAt: this.now() + wait });
+  }
+
+  /**
+   * ETags of good bodies are remembered only once they parsed, apart from failed ones: a 304
+   * must always lead back to a document that was parsed, good or bad.
+   */
   private commit(...docs: readonly RootDoc[]): void {
     for (const d of docs) {
+      this.failed.delete(d.path);
       if (d.entry) this.cache.set(d.path, d.entry);
       else this.cache.delete(d.path);
     }

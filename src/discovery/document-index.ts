@@ -5,6 +5,7 @@
 // (docs/design.md, "Discovery-like documents"). Built from the views alone, with the snapshot.
 import { frozenMap, frozenSet } from './freeze.js';
 import { sameOpenApiIndex } from './parse.js';
+import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
 import { gvKey, type ResourceCapability, type ServerState, type ServerView } from './types.js';
 
 /** Every group/version and every resource, verb and subresource: /openapi/v2, the OpenAPI v3 index, /apis in any aggregated form. */
@@ -60,9 +61,10 @@ function splitGv(gv: string): [string, string] {
   return [gv.slice(0, slash), gv.slice(slash + 1)];
 }
 
-function byGroupVersion(view: ServerView): ByGroupVersion {
+function* byGroupVersion(view: ServerView): Sliced<ByGroupVersion> {
   const gvs = new Map<string, Map<string, ResourceCapability>>();
   const groups = new Map<string, Set<string>>();
+  let n = 0;
   for (const gv of view.groupVersions) {
     gvs.set(gv, new Map());
     const [group, version] = splitGv(gv);
@@ -77,6 +79,7 @@ function byGroupVersion(view: ServerView): ByGroupVersion {
     let resources = gvs.get(gv);
     if (!resources) gvs.set(gv, (resources = new Map()));
     resources.set(key.slice(cut + 1), cap);
+    if (++n % STEP_EVERY === 0) yield;
   }
   return { gvs, groups };
 }
@@ -111,10 +114,14 @@ function groupVersionItems(resources: ReadonlyMap<string, ResourceCapability>): 
   return n;
 }
 
-/** Builds the index over every server that has a view, ready or not (routing picks among the ready ones). */
-export function buildDocumentIndex(servers: readonly ServerState[]): DocumentIndex {
+/**
+ * Builds the index over every server that has a view, ready or not (routing picks among the ready
+ * ones). A pause point after each group/version and group.
+ */
+export function* buildDocumentIndexSteps(servers: readonly ServerState[]): Sliced<DocumentIndex> {
   const withView = servers.filter((s) => s.view !== null);
-  const views = withView.map((s) => [s.name, byGroupVersion(s.view as ServerView)] as const);
+  const views: (readonly [string, ByGroupVersion])[] = [];
+  for (const s of withView) views.push([s.name, yield* byGroupVersion(s.view as ServerView)]);
   const scopes = new Map<string, ScopeCoverage>();
   /** One scope: who serves it, who holds whom, how many items each lists. */
   const compare = (
@@ -157,6 +164,7 @@ export function buildDocumentIndex(servers: readonly ServerState[]): DocumentInd
         return resources ? groupVersionItems(resources) : 0;
       },
     );
+    yield;
   }
   for (const [, v] of views) {
     let n = 0;
@@ -173,6 +181,7 @@ export function buildDocumentIndex(servers: readonly ServerState[]): DocumentInd
       },
       (v) => v.groups.get(group)?.size ?? 0,
     );
+    yield;
   }
   const holdsGvs = (a: ByGroupVersion, b: ByGroupVersion): boolean => {
     for (const gv of b.gvs.keys()) if (!a.gvs.has(gv)) return false;
@@ -209,4 +218,8 @@ export function buildDocumentIndex(servers: readonly ServerState[]): DocumentInd
     openapi: frozenMap([...openapi].map(([p, m]) => [p, frozenMap([...m].map(([h, n]) => [h, frozenSet(n)] as const))] as const)),
     openapiIdentical,
   });
+}
+
+export function buildDocumentIndex(servers: readonly ServerState[]): DocumentIndex {
+  return runToEnd(buildDocumentIndexSteps(servers));
 }

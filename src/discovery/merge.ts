@@ -9,8 +9,8 @@
 // in that order plays its part (see docs/discovery.md for the one case where that matters).
 import { createHash } from 'node:crypto';
 import {
-  decodeGroupList,
-  marshalGroups,
+  decodeGroupListSteps,
+  marshalGroupsSteps,
   sameResource,
   type GroupDiscovery,
   type ResourceDiscovery,
@@ -18,6 +18,7 @@ import {
   type VersionDiscovery,
 } from './aggregated-model.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from './relative-order.js';
+import { runToEnd, type Sliced } from './sliced.js';
 
 export interface ServerDocument {
   /** The server's identity (kube-apiserver's identity-lease name); decides the merge order. */
@@ -32,11 +33,11 @@ export interface ServerDocument {
  */
 const decodedDocuments = new WeakMap<object, readonly GroupDiscovery[]>();
 
-function decoded(document: unknown): readonly GroupDiscovery[] {
-  if (document === null || typeof document !== 'object' || !Object.isFrozen(document)) return decodeGroupList(document);
+function* decoded(document: unknown): Sliced<readonly GroupDiscovery[]> {
+  if (document === null || typeof document !== 'object' || !Object.isFrozen(document)) return yield* decodeGroupListSteps(document);
   let groups = decodedDocuments.get(document);
   if (groups === undefined) {
-    groups = Object.freeze(decodeGroupList(document));
+    groups = Object.freeze(yield* decodeGroupListSteps(document));
     decodedDocuments.set(document, groups);
   }
   return groups;
@@ -129,9 +130,9 @@ function mergeGroupVersions(a: GroupDiscovery, b: GroupDiscovery): [GroupDiscove
  * in Go order of serverId (a repeated id: the later document wins). Throws AggregatedDecodeError
  * when a document does not decode as Go would.
  */
-export function mergePeerDiscovery(docs: readonly ServerDocument[]): readonly GroupDiscovery[] {
+export function* mergePeerDiscoverySteps(docs: readonly ServerDocument[]): Sliced<readonly GroupDiscovery[]> {
   const byServer = new Map<string, readonly GroupDiscovery[]>();
-  for (const d of docs) byServer.set(d.serverId, decoded(d.document));
+  for (const d of docs) byServer.set(d.serverId, yield* decoded(d.document));
   const ids = [...byServer.keys()].sort(compareGoStrings);
   const first = byServer.get(ids[0] ?? '');
   if (first === undefined) return [];
@@ -154,6 +155,7 @@ export function mergePeerDiscovery(docs: readonly ServerDocument[]): readonly Gr
         if (did) changed = true;
       }
       names.push(g.name);
+      yield;
     }
     groupNames.push(names);
     if (!sameNames(firstNames, names)) allSameNames = false;
@@ -163,24 +165,64 @@ export function mergePeerDiscovery(docs: readonly ServerDocument[]): readonly Gr
   return pick(merged, allSameNames ? firstNames : mergePreservingRelativeOrder(groupNames));
 }
 
+export function mergePeerDiscovery(docs: readonly ServerDocument[]): readonly GroupDiscovery[] {
+  return runToEnd(mergePeerDiscoverySteps(docs));
+}
+
 /** Serialised once, shared by the hash and the body. */
 export interface EncodedDiscovery {
   /** Go's json.Marshal of the items (a JSON array). */
   readonly itemsJson: string;
 }
 
+export function* encodeItemsSteps(items: readonly GroupDiscovery[]): Sliced<EncodedDiscovery> {
+  return { itemsJson: yield* marshalGroupsSteps(items) };
+}
+
 export function encodeItems(items: readonly GroupDiscovery[]): EncodedDiscovery {
-  return { itemsJson: marshalGroups(items) };
+  return runToEnd(encodeItemsSteps(items));
+}
+
+/** Encoded and hashed a piece at a time: a large cluster's document is tens of megabytes. */
+const PIECE_CHARS = 256 * 1024;
+
+const BODY_PREFIX = '{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":';
+const HASHED_PREFIX = '{"metadata":{},"items":';
+
+/** The items JSON as UTF-8 pieces, cut where no surrogate pair is split; a pause point after each. */
+function* utf8Pieces(json: string): Sliced<Buffer[]> {
+  const pieces: Buffer[] = [];
+  for (let at = 0; at < json.length;) {
+    let end = Math.min(json.length, at + PIECE_CHARS);
+    const last = json.charCodeAt(end - 1);
+    if (end < json.length && last >= 0xd800 && last <= 0xdbff) end++;
+    pieces.push(Buffer.from(json.slice(at, end), 'utf8'));
+    at = end;
+    yield;
+  }
+  return pieces;
 }
 
 /**
- * kube-apiserver's ETag of a discovery document: the uppercase hex SHA-512 of Go's json.Marshal
- * of APIGroupDiscoveryList{Items: items}, whose empty TypeMeta is omitted and whose ListMeta is
- * not (`{"metadata":{},"items":[...]}`). Unquoted; the header carries it in double quotes.
+ * The ETag and the response body of a merged document, from one UTF-8 encoding of its items.
+ * kube-apiserver's ETag: the uppercase hex SHA-512 of Go's json.Marshal of
+ * APIGroupDiscoveryList{Items: items}, whose empty TypeMeta is omitted and whose ListMeta is not
+ * (`{"metadata":{},"items":[...]}`); unquoted, the header carries it in double quotes. The body is
+ * what its JSON encoder writes: kind and apiVersion set, a newline at the end.
  */
+export function* encodeResponseSteps(encoded: EncodedDiscovery): Sliced<{ readonly etag: string; readonly body: Buffer }> {
+  const pieces = yield* utf8Pieces(encoded.itemsJson);
+  const hash = createHash('sha512').update(HASHED_PREFIX, 'utf8');
+  for (const p of pieces) {
+    hash.update(p);
+    yield;
+  }
+  const etag = hash.update('}', 'utf8').digest('hex').toUpperCase();
+  return { etag, body: Buffer.concat([Buffer.from(BODY_PREFIX, 'utf8'), ...pieces, Buffer.from('}\n', 'utf8')]) };
+}
+
 export function computeEtag(items: readonly GroupDiscovery[] | EncodedDiscovery): string {
-  const { itemsJson } = 'itemsJson' in items ? items : encodeItems(items);
-  return createHash('sha512').update(`{"metadata":{},"items":${itemsJson}}`, 'utf8').digest('hex').toUpperCase();
+  return runToEnd(encodeResponseSteps('itemsJson' in items ? items : encodeItems(items))).etag;
 }
 
 /**
@@ -189,5 +231,5 @@ export function computeEtag(items: readonly GroupDiscovery[] | EncodedDiscovery)
  */
 export function discoveryBody(items: readonly GroupDiscovery[] | EncodedDiscovery): string {
   const { itemsJson } = 'itemsJson' in items ? items : encodeItems(items);
-  return `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":${itemsJson}}\n`;
+  return `${BODY_PREFIX}${itemsJson}}\n`;
 }

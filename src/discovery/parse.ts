@@ -2,7 +2,8 @@
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
 import { type ResourceCapability, type ServerView, gvKey, gvrKey } from './types.js';
-import { deepFreezeJson, frozenMap, frozenSet } from './freeze.js';
+import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
+import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
 
 export class DiscoveryDocumentError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT';
@@ -115,32 +116,34 @@ function capability(
 // Aggregated discovery (apidiscovery.k8s.io/v2 APIGroupDiscoveryList).
 
 interface Collected {
-  readonly resources: Map<string, ResourceCapability>;
-  readonly groupVersions: Set<string>;
+  readonly resources: MapBuilder<string, ResourceCapability>;
+  readonly groupVersions: SetBuilder<string>;
 }
 
-function collectAggregated(doc: unknown, document: string, into: Collected): void {
+function* collectAggregated(doc: unknown, document: string, into: Collected): Sliced<void> {
   const r = new Reader(document);
   const list = r.object(doc, '');
   r.kind(list, 'APIGroupDiscoveryList', AGGREGATED_API_VERSION);
   const items = r.array(list, 'items', '', 'empty');
-  items.forEach((rawGroup, gi) => {
+  let n = 0;
+  for (let gi = 0; gi < items.length; gi++) {
     const gAt = `items[${gi}]`;
-    const group = r.object(rawGroup, gAt);
+    const group = r.object(items[gi], gAt);
     const meta = r.object(group.metadata ?? {}, `${gAt}.metadata`);
     const groupName = r.string(meta, 'name', `${gAt}.metadata`, { optional: true });
     // A real server never lists a group without a version; treat it as broken rather than
     // conclude that the group's resources are gone (that would be a false 404).
     const versions = r.array(group, 'versions', gAt, 'error');
     if (versions.length === 0) r.fail(`${gAt}.versions`, `group "${groupName}" lists no versions`);
-    versions.forEach((rawVersion, vi) => {
+    for (let vi = 0; vi < versions.length; vi++) {
       const vAt = `${gAt}.versions[${vi}]`;
-      const version = r.object(rawVersion, vAt);
+      const version = r.object(versions[vi], vAt);
       const versionName = r.string(version, 'version', vAt, { nonEmpty: true });
       into.groupVersions.add(gvKey(groupName, versionName));
-      r.array(version, 'resources', vAt, 'empty').forEach((rawResource, ri) => {
+      const resources = r.array(version, 'resources', vAt, 'empty');
+      for (let ri = 0; ri < resources.length; ri++) {
         const rAt = `${vAt}.resources[${ri}]`;
-        const res = r.object(rawResource, rAt);
+        const res = r.object(resources[ri], rAt);
         const name = r.string(res, 'resource', rAt, { nonEmpty: true });
         const scope = r.string(res, 'scope', rAt);
         if (scope !== 'Namespaced' && scope !== 'Cluster')
@@ -152,25 +155,31 @@ function collectAggregated(doc: unknown, document: string, into: Collected): voi
           return [r.string(sub, 'subresource', sAt, { nonEmpty: true }), frozenSet(r.strings(sub, 'verbs', sAt))];
         });
         into.resources.set(gvrKey(groupName, versionName, name), capability(verbs, subs, scope === 'Namespaced'));
-      });
-    });
-  });
+        if (++n % STEP_EVERY === 0) yield;
+      }
+    }
+  }
 }
 
 /**
  * Both aggregated documents of one server → its view. `/api` holds the core group, `/apis` the
  * rest; the parsed `/apis` JSON is kept (frozen) for the peer-aggregated merge.
  */
-export function parseAggregatedDiscovery(apiDocument: unknown, apisDocument: unknown): ServerView {
-  const into: Collected = { resources: new Map(), groupVersions: new Set() };
-  collectAggregated(apiDocument, '/api', into);
-  collectAggregated(apisDocument, '/apis', into);
+export function* parseAggregatedDiscoverySteps(apiDocument: unknown, apisDocument: unknown): Sliced<ServerView> {
+  const into: Collected = { resources: mapBuilder(), groupVersions: setBuilder() };
+  yield* collectAggregated(apiDocument, '/api', into);
+  yield* collectAggregated(apisDocument, '/apis', into);
+  const apis = yield* deepFreezeJsonSteps(apisDocument);
   return Object.freeze({
     source: 'aggregated' as const,
-    resources: frozenMap(into.resources),
-    groupVersions: frozenSet(into.groupVersions),
-    apisDocument: deepFreezeJson(apisDocument),
+    resources: into.resources.seal(),
+    groupVersions: into.groupVersions.seal(),
+    apisDocument: apis,
   });
+}
+
+export function parseAggregatedDiscovery(apiDocument: unknown, apisDocument: unknown): ServerView {
+  return runToEnd(parseAggregatedDiscoverySteps(apiDocument, apisDocument));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,30 +360,49 @@ export function sameOpenApiIndex(a: ReadonlyMap<string, string> | undefined, b: 
  * Same routing content (source, group/versions, resources and their capabilities, the OpenAPI v3
  * index). The kept /apis document is not compared here; the client compares response bodies for that.
  */
-export function sameView(a: ServerView, b: ServerView): boolean {
+export function* sameViewSteps(a: ServerView, b: ServerView): Sliced<boolean> {
   if (a === b) return true;
   if (!sameOpenApiIndex(a.openapiV3, b.openapiV3)) return false;
   if (a.source !== b.source || !sameSet(a.groupVersions, b.groupVersions) || a.resources.size !== b.resources.size) return false;
+  let n = 0;
   for (const [key, cap] of a.resources) {
     const other = b.resources.get(key);
     if (!other || !sameCapability(cap, other)) return false;
+    if (++n % STEP_EVERY === 0) yield;
   }
   return true;
 }
 
-/** Resource keys added and removed from one view to the next (for change logs). */
-export function diffViews(
-  before: ServerView | null,
-  after: ServerView,
-): { readonly added: readonly string[]; readonly removed: readonly string[]; readonly changed: readonly string[] } {
+export function sameView(a: ServerView, b: ServerView): boolean {
+  return runToEnd(sameViewSteps(a, b));
+}
+
+export interface ViewDiff {
+  readonly added: readonly string[];
+  readonly removed: readonly string[];
+  readonly changed: readonly string[];
+}
+
+/** Resource keys added, removed and changed from one view to the next (for change logs). */
+export function* diffViewsSteps(before: ServerView | null, after: ServerView): Sliced<ViewDiff> {
   const added: string[] = [];
   const removed: string[] = [];
   const changed: string[] = [];
+  let n = 0;
   for (const [key, cap] of after.resources) {
     const old = before?.resources.get(key);
     if (!old) added.push(key);
     else if (!sameCapability(old, cap)) changed.push(key);
+    if (++n % STEP_EVERY === 0) yield;
   }
-  if (before) for (const key of before.resources.keys()) if (!after.resources.has(key)) removed.push(key);
+  if (before)
+    for (const key of before.resources.keys()) {
+      if (!after.resources.has(key)) removed.push(key);
+      if (++n % STEP_EVERY === 0) yield;
+    }
   return { added, removed, changed };
+}
+
+export function diffViews(before: ServerView | null, after: ServerView): ViewDiff {
+  return runToEnd(diffViewsSteps(before, after));
 }

@@ -2,7 +2,8 @@
 // change of the healthy servers' views) and carried on the snapshot: serving it is a lookup.
 // Pure (no clock, no I/O).
 import type { PeerDiscoveryDocument, PeerDiscoveryResult, ServerState } from './types.js';
-import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery } from './merge.js';
+import { encodeItemsSteps, encodeResponseSteps, mergePeerDiscoverySteps } from './merge.js';
+import { runToEnd, type Sliced } from './sliced.js';
 import { compareGoStrings } from './relative-order.js';
 
 /** What the merged document depends on: who is healthy and the very view objects they hold. */
@@ -37,14 +38,17 @@ export function peerDiscoveryParticipants(
 }
 
 /** Merges the participants' documents into the cached form. Throws on a document Go would not decode. */
-export function buildPeerDiscoveryDocument(servers: readonly ServerState[], identityOf: (name: string) => string): PeerDiscoveryDocument {
+export function* buildPeerDiscoveryDocumentSteps(
+  servers: readonly ServerState[],
+  identityOf: (name: string) => string,
+): Sliced<PeerDiscoveryDocument> {
   const ids = new Map(servers.map((s) => [identityOf(s.name), s.name] as const));
-  const items = mergePeerDiscovery(servers.map((s) => ({ serverId: identityOf(s.name), document: s.view?.apisDocument })));
-  const encoded = encodeItems(items);
-  const etag = computeEtag(encoded);
+  const items = yield* mergePeerDiscoverySteps(servers.map((s) => ({ serverId: identityOf(s.name), document: s.view?.apisDocument })));
+  const encoded = yield* encodeItemsSteps(items);
+  const { etag, body } = yield* encodeResponseSteps(encoded);
   return Object.freeze({
     servers: Object.freeze([...ids].sort(([a], [b]) => compareGoStrings(a, b)).map(([, name]) => name)),
-    body: Buffer.from(discoveryBody(encoded), 'utf8'),
+    body,
     etag,
     quotedEtag: `"${etag}"`,
     groups: items.length,
@@ -56,16 +60,16 @@ export function buildPeerDiscoveryDocument(servers: readonly ServerState[], iden
  * last snapshot's servers and result: when no server's readiness or view object changed (the
  * usual poll: 304s, only timestamps moved) its result is reused, so a merge runs once per change.
  */
-export function peerDiscoveryOf(
+export function* peerDiscoveryOfSteps(
   servers: readonly ServerState[],
   identityOf: (name: string) => string,
   previous?: { readonly servers: readonly ServerState[]; readonly result: PeerDiscoveryResult },
-): PeerDiscoveryResult {
+): Sliced<PeerDiscoveryResult> {
   if (previous && samePeerInputs(servers, previous.servers)) return previous.result;
   const p = peerDiscoveryParticipants(servers);
   if (!p.ok) return p;
   try {
-    return { ok: true, document: buildPeerDiscoveryDocument(p.servers, identityOf) };
+    return { ok: true, document: yield* buildPeerDiscoveryDocumentSteps(p.servers, identityOf) };
   } catch (err) {
     return {
       ok: false,
@@ -73,4 +77,12 @@ export function peerDiscoveryOf(
       detail: `cannot merge the documents: ${err instanceof Error ? err.message : String(err)}`,
     };
   }
+}
+
+export function peerDiscoveryOf(
+  servers: readonly ServerState[],
+  identityOf: (name: string) => string,
+  previous?: { readonly servers: readonly ServerState[]; readonly result: PeerDiscoveryResult },
+): PeerDiscoveryResult {
+  return runToEnd(peerDiscoveryOfSteps(servers, identityOf, previous));
 }

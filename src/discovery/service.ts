@@ -7,11 +7,14 @@ import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config, MembershipSource } from '../config.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient, defaultFetch, getText } from './client.js';
+import { type FetchLike, type ServerTarget, DiscoveryClient, countedResponse, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';
-import { diffViews } from './parse.js';
+import { diffViewsSteps } from './parse.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
+import { MAX_DOCUMENT_BYTES_KEY, bloatChange, bloatThreshold } from './document-bounds.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import { buildSnapshot, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
+import { buildSnapshotSteps, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
+import { runSliced } from './slice-runner.js';
 import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
 import {
   applyLeaseChange,
@@ -27,8 +30,15 @@ import {
 import { applySourceChange, candidatesOf, emptySourceTable, sourceWatch, type SourceSettings, type SourceTable } from './member-sources.js';
 import { desiredMembers, isCandidate, type MemberRole, type MemberSpec } from './members.js';
 
-/** The parts of the config discovery reads (the rest of Config is not needed, handy in tests). */
-export type DiscoveryConfig = Pick<Config, 'apiservers' | 'discovery'> & Partial<Pick<Config, 'membership'>>;
+type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
+
+/**
+ * The parts of the config discovery reads (the rest of Config is not needed, handy in tests); the
+ * document bounds default as in the config.
+ */
+export type DiscoveryConfig = Pick<Config, 'apiservers'> & {
+  readonly discovery: Omit<Config['discovery'], DocumentBoundKeys> & Partial<Pick<Config['discovery'], DocumentBoundKeys>>;
+} & Partial<Pick<Config, 'membership'>>;
 
 /** One apiserver skewgate polls, and where it stands in the membership. */
 export interface MemberEntry {
@@ -60,6 +70,8 @@ export interface DiscoveryServiceOptions {
    * start, as the seed is, and drained like any member once the sources are listed without them.
    */
   readonly lastKnown?: readonly MemberSpec[];
+  /** Longest piece of parsing or snapshot building between two turns of the event loop (slice-runner.ts). */
+  readonly sliceBudgetMs?: number;
 }
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
@@ -90,6 +102,11 @@ export interface DiscoveryRoundEvent {
   readonly after: ServerState;
   /** The snapshot published after the round. */
   readonly snapshot: Snapshot;
+  /**
+   * Body bytes of /api, /apis and /openapi/v3 as last answered in full (a 304 keeps the size; a
+   * body too large: what showed it). Always set by the service.
+   */
+  readonly documentBytes?: ReadonlyMap<string, number>;
 }
 
 export type RoundListener = (event: DiscoveryRoundEvent) => void;
@@ -123,6 +140,8 @@ interface Poller {
   requests: DiscoveryRequestRecord[];
   /** The OpenAPI v3 index problem last logged (null: readable). */
   openapiProblem: string | null;
+  /** Documents above the bloat threshold, warned of once until they shrink. */
+  bloated: ReadonlySet<string>;
 }
 
 export class DiscoveryService {
@@ -151,6 +170,9 @@ export class DiscoveryService {
   private readonly watcher: ApiWatcher | null;
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
+  private readonly sliceBudgetMs: number | undefined;
+  private readonly maxDocumentBytes: number;
+  private readonly maxDownloadBackoffMs: number;
   private snapshot: Snapshot;
   /** How snapshots are built: the /apis merge is ordered by each apiserver's identity (from its hostname). */
   private snapshotOptions: SnapshotOptions;
@@ -164,6 +186,9 @@ export class DiscoveryService {
   private starting: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
   private refreshQueued = false;
+  /** The snapshot build running, and the one queued after it (publish()). */
+  private publishing: Promise<void> | null = null;
+  private publishAgain: Promise<void> | null = null;
   private followUps: NodeJS.Timeout[] = [];
 
   constructor(config: DiscoveryConfig, opts: DiscoveryServiceOptions = {}) {
@@ -175,6 +200,9 @@ export class DiscoveryService {
     this.timeoutMs = config.discovery.timeout;
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
+    this.sliceBudgetMs = opts.sliceBudgetMs;
+    this.maxDocumentBytes = config.discovery.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+    this.maxDownloadBackoffMs = config.discovery.maxDownloadBackoff ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS;
     this.joinDelayMs = opts.joinDelayMs ?? 0;
     this.seeds = config.apiservers;
     const m = config.membership;
@@ -225,6 +253,7 @@ export class DiscoveryService {
       url: spec.url,
       credentials,
       timeoutMs: this.timeoutMs,
+      maxDocumentBytes: this.maxDocumentBytes,
       ...(this.fetchImpl ? { fetchImpl: this.fetchImpl } : {}),
     };
     let firstDone: () => void = () => undefined;
@@ -238,6 +267,10 @@ export class DiscoveryService {
       client: new DiscoveryClient({
         ...target,
         fetchImpl: recordingFetch(this.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+        ...(this.sliceBudgetMs === undefined ? {} : { sliceBudgetMs: this.sliceBudgetMs }),
+        intervalMs: this.intervalMs,
+        maxBackoffMs: this.maxDownloadBackoffMs,
+        now: this.now,
       }),
       target,
       credentials,
@@ -251,6 +284,7 @@ export class DiscoveryService {
       first,
       requests: [],
       openapiProblem: null,
+      bloated: new Set(),
     };
     this.pollers.set(spec.name, poller);
     return poller;
@@ -299,6 +333,7 @@ export class DiscoveryService {
       }
       await this.watcher?.close();
       await Promise.all(pollers.map((p) => p.running?.catch(() => undefined)));
+      await this.published();
       await Promise.all(pollers.map((p) => p.credentials.close()));
       this.listeners.clear();
       this.roundListeners.clear();
@@ -392,6 +427,8 @@ export class DiscoveryService {
           return;
         }
         const f = p.state.consecutiveFailures;
+        // Rounds retry fast (a restarted apiserver is back within a second); what a failing round
+        // may cost is bounded in the client: a bad document is a 304, its downloads back off.
         const delay = f === 0 ? this.intervalMs : Math.min(this.intervalMs, this.minRetryMs * 2 ** Math.min(f - 1, 20));
         p.timer = setTimeout(() => {
           p.timer = null;
@@ -431,11 +468,15 @@ export class DiscoveryService {
       else this.log.info({ server: next.name }, 'OpenAPI v3 index readable again');
       p.openapiProblem = openapiProblem;
     }
+    const documentBytes = p.client.documentSizes();
+    this.logBloat(p, documentBytes);
     const admitted = p.role === 'probing' && this.admit(p);
     // An admitted member (or a round after a postponed drain) may let a leaving one drain now.
     const reconciled = (admitted || this.drainPostponed) && this.reconcileMembers();
-    if (!reconciled) this.publish();
+    const published = reconciled ? this.published() : this.publish();
     if (admitted && !reconciled) this.emitMembers();
+    await published;
+    if (this.closing || p.removed) return;
     if (this.roundListeners.size === 0) return;
     const event: DiscoveryRoundEvent = {
       server: next.name,
@@ -445,6 +486,7 @@ export class DiscoveryService {
       before: prev,
       after: next,
       snapshot: this.snapshot,
+      documentBytes,
     };
     for (const l of this.roundListeners) {
       try {
@@ -479,7 +521,7 @@ export class DiscoveryService {
       this.join(p);
       // It may let a leaving member drain now.
       if (!this.reconcileMembers()) {
-        this.publish();
+        void this.publish();
         this.emitMembers();
       }
     }, this.joinDelayMs);
@@ -638,8 +680,8 @@ export class DiscoveryService {
           p.drainTimer = null;
           this.log.info({ server: p.spec.name }, 'drained apiserver removed');
           this.removePoller(p);
-          this.publish();
-          this.emitMembers();
+          // Routing stops naming it before Envoy is told to drop its cluster.
+          void this.publish().then(() => this.emitMembers());
         }, this.drainTimeoutMs);
         p.drainTimer.unref();
         this.log.warn(
@@ -650,7 +692,7 @@ export class DiscoveryService {
       }
     }
     if (!changed) return false;
-    this.publish();
+    void this.publish();
     this.emitMembers();
     return true;
   }
@@ -698,10 +740,37 @@ export class DiscoveryService {
     // Every apiserver renews its lease every 10 s: a member's renewal changes no decision, so it
     // publishes no snapshot. An unmatched one's does (its liveness moves with it).
     if (sameMembership(this.currentMembership(), this.snapshotOptions.membership)) return;
-    this.publish();
+    void this.publish();
   }
 
-  private publish(): void {
+  /**
+   * Builds the next snapshot from the servers' states as they are now and publishes it. The build
+   * runs in slices (slice-runner.ts): a change of tens of thousands of resources never holds the
+   * event loop that answers Envoy, which keeps routing on the current snapshot meanwhile. Builds
+   * run one at a time; requests made during one coalesce into a single build after it. Resolves
+   * once a snapshot that includes the states of the moment of the call is published.
+   */
+  private publish(): Promise<void> {
+    if (this.publishing) {
+      this.publishAgain ??= this.publishing.then(() => {
+        this.publishAgain = null;
+        return this.publish();
+      });
+      return this.publishAgain;
+    }
+    const run = this.buildAndPublish().finally(() => {
+      this.publishing = null;
+    });
+    this.publishing = run;
+    return run;
+  }
+
+  /** Settles when every build asked for so far is done. */
+  private published(): Promise<void> {
+    return this.publishAgain ?? this.publishing ?? Promise.resolve();
+  }
+
+  private async buildAndPublish(): Promise<void> {
     this.snapshotOptions = { ...this.snapshotOptions, membership: this.currentMembership() };
     const servers = [...this.pollers.values()]
       .filter((p) => !isCandidate(p.role))
@@ -709,7 +778,29 @@ export class DiscoveryService {
     // A member whose identity changed reorders the merge: build it afresh.
     const previous = this.identitiesChanged ? undefined : this.snapshot;
     this.identitiesChanged = false;
-    const snap = buildSnapshot(servers, this.snapshot.generation + 1, previous, this.snapshotOptions);
+    const t0 = performance.now();
+    let slices = 0;
+    let longest = 0;
+    let snap: Snapshot;
+    try {
+      snap = await runSliced(buildSnapshotSteps(servers, this.snapshot.generation + 1, previous, this.snapshotOptions), {
+        signal: this.abort.signal,
+        ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+        onSlice: (ms) => {
+          slices++;
+          longest = Math.max(longest, ms);
+        },
+      });
+    } catch (err) {
+      if (!this.abort.signal.aborted) this.log.error({ err: String(err) }, 'snapshot build failed; routing keeps the current snapshot');
+      return;
+    }
+    if (this.closing) return;
+    if (slices > 1)
+      this.log.debug(
+        { generation: snap.generation, ms: Math.round(performance.now() - t0), slices, longestSliceMs: Math.round(longest * 10) / 10 },
+        'snapshot built in slices',
+      );
     this.snapshot = snap;
     this.logMembership(snap);
     for (const l of this.listeners) {
@@ -756,20 +847,43 @@ export class DiscoveryService {
     if (next.view && next.view !== prev.view) this.logViewChange(server, prev.view, next.view);
   }
 
+  /** A warning when a document grows past half of discovery.maxDocumentBytes: once, not per round. */
+  private logBloat(p: Poller, sizes: ReadonlyMap<string, number>): void {
+    const warnBytes = bloatThreshold(this.maxDocumentBytes);
+    const change = bloatChange(p.bloated, sizes, warnBytes);
+    p.bloated = change.flagged;
+    const limits = { warnBytes, maxDocumentBytes: this.maxDocumentBytes };
+    for (const [document, bytes] of change.grew)
+      this.log.warn(
+        { server: p.spec.name, document, bytes, ...limits },
+        `discovery document bloated: more than half of ${MAX_DOCUMENT_BYTES_KEY}; past it, discovery of this apiserver fails`,
+      );
+    for (const [document, bytes] of change.shrank)
+      this.log.info({ server: p.spec.name, document, bytes, ...limits }, 'discovery document no longer bloated');
+  }
+
   private logViewChange(server: string, before: ServerView | null, after: ServerView): void {
-    const d = diffViews(before, after);
-    const fields = {
-      server,
-      source: after.source,
-      resources: after.resources.size,
-      groupVersions: after.groupVersions.size,
-      added: d.added.length,
-      removed: d.removed.length,
-      changed: d.changed.length,
-      // A sample, so an upgrade can be followed in the log without flooding it.
-      ...(before ? { addedSample: d.added.slice(0, 10), removedSample: d.removed.slice(0, 10) } : {}),
-    };
-    this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
+    // The diff walks every resource: in slices, and logged when done (never in the request path's way).
+    void runSliced(diffViewsSteps(before, after), {
+      signal: this.abort.signal,
+      ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+    }).then(
+      (d) => {
+        const fields = {
+          server,
+          source: after.source,
+          resources: after.resources.size,
+          groupVersions: after.groupVersions.size,
+          added: d.added.length,
+          removed: d.removed.length,
+          changed: d.changed.length,
+          // A sample, so an upgrade can be followed in the log without flooding it.
+          ...(before ? { addedSample: d.added.slice(0, 10), removedSample: d.removed.slice(0, 10) } : {}),
+        };
+        this.log.info(fields, before ? 'discovery view changed' : 'discovery synced');
+      },
+      () => undefined, // closed meanwhile
+    );
   }
 
   /** Watches and lists go through members only: a probing apiserver is not verified, a draining one is leaving. */
@@ -818,21 +932,6 @@ function recordingFetch(inner: FetchLike, record: (r: DiscoveryRequestRecord) =>
       throw err;
     }
     const { status } = res;
-    return {
-      status,
-      statusText: res.statusText,
-      headers: res.headers,
-      body: res.body,
-      async text() {
-        let bytes = 0;
-        try {
-          const text = await res.text();
-          bytes = Buffer.byteLength(text);
-          return text;
-        } finally {
-          record({ path, status, bytes, durationMs: performance.now() - t0 });
-        }
-      },
-    };
+    return countedResponse(res, (bytes) => record({ path, status, bytes, durationMs: performance.now() - t0 }));
   };
 }

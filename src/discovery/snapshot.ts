@@ -2,10 +2,11 @@
 // peer-aggregated /apis document and the index of whole documents included.
 import type { ResourceCapability, ServerState, Snapshot } from './types.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import { buildDocumentIndex } from './document-index.js';
-import { frozenMap, frozenSet } from './freeze.js';
+import { buildDocumentIndexSteps } from './document-index.js';
+import { mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
 import { NO_MEMBERSHIP, type Membership } from './identity-leases.js';
-import { peerDiscoveryOf } from './peer-discovery.js';
+import { peerDiscoveryOfSteps } from './peer-discovery.js';
+import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
 
 export interface SnapshotOptions {
   /**
@@ -33,15 +34,15 @@ function sameViews(a: readonly ServerState[], b: readonly ServerState[]): boolea
  * view object changed since `previous` (the usual poll: 304s, only timestamps or readiness
  * moved), the merged indexes of `previous` are reused as they are.
  */
-export function buildSnapshot(
+export function* buildSnapshotSteps(
   servers: readonly ServerState[],
   generation: number,
   previous?: Snapshot,
   opts: SnapshotOptions = {},
-): Snapshot {
+): Sliced<Snapshot> {
   const states = Object.freeze(servers.map(freezeState));
   const membership = opts.membership ?? NO_MEMBERSHIP;
-  const peerDiscovery = peerDiscoveryOf(
+  const peerDiscovery = yield* peerDiscoveryOfSteps(
     states,
     opts.identityOf ?? apiserverIdentity,
     previous && { servers: previous.servers, result: previous.peerDiscovery },
@@ -57,30 +58,57 @@ export function buildSnapshot(
       documents: previous.documents,
     });
   }
-  const resources = new Map<string, Map<string, ResourceCapability>>();
-  const groupVersions = new Map<string, Set<string>>();
+  // Built in place and sealed (no copies): a large cluster has tens of thousands of keys.
+  const resources = mapBuilder<string, MapBuilder<string, ResourceCapability>>();
+  const groupVersions = mapBuilder<string, SetBuilder<string>>();
+  let n = 0;
   for (const s of states) {
     if (!s.view) continue;
     for (const [key, cap] of s.view.resources) {
       let byServer = resources.get(key);
-      if (!byServer) resources.set(key, (byServer = new Map()));
+      if (!byServer) resources.set(key, (byServer = mapBuilder()));
       byServer.set(s.name, cap);
+      if (++n % STEP_EVERY === 0) yield;
     }
     for (const gv of s.view.groupVersions) {
       let names = groupVersions.get(gv);
-      if (!names) groupVersions.set(gv, (names = new Set()));
+      if (!names) groupVersions.set(gv, (names = setBuilder()));
       names.add(s.name);
     }
   }
+  const sealedResources = yield* sealAll(resources);
+  const sealedGroupVersions = yield* sealAll(groupVersions);
   return Object.freeze({
     generation,
     servers: states,
-    resources: frozenMap([...resources].map(([k, m]) => [k, frozenMap(m)] as const)),
-    groupVersions: frozenMap([...groupVersions].map(([k, s]) => [k, frozenSet(s)] as const)),
+    resources: sealedResources,
+    groupVersions: sealedGroupVersions,
     peerDiscovery,
     membership,
-    documents: buildDocumentIndex(states),
+    documents: yield* buildDocumentIndexSteps(states),
   });
+}
+
+/** Seals every inner builder, then the outer one: values keep their identity, nothing is copied. */
+function* sealAll<K, V extends { seal(): unknown }>(outer: MapBuilder<K, V>): Sliced<ReadonlyMap<K, SealedOf<V>>> {
+  let n = 0;
+  for (const inner of outer.values()) {
+    inner.seal();
+    if (++n % STEP_EVERY === 0) yield;
+  }
+  // The same objects, sealed: what the type now says of them.
+  return outer.seal() as unknown as ReadonlyMap<K, SealedOf<V>>;
+}
+
+type SealedOf<V> = V extends { seal(): infer S } ? S : never;
+
+export function buildSnapshot(
+  servers: readonly ServerState[],
+  generation: number,
+  previous?: Snapshot,
+  opts: SnapshotOptions = {},
+): Snapshot {
+  return runToEnd(buildSnapshotSteps(servers, generation, previous, opts));
 }
 
 /** The snapshot before any fetch: every configured server, no view. */

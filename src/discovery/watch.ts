@@ -2,7 +2,9 @@
 // API is learnt within a second (docs/design.md, invariant 1) instead of at the next poll. Every change
 // only triggers a discovery refresh: discovery documents stay the single source of truth.
 import type { Logger } from 'pino';
+import { DEFAULT_MAX_DOCUMENT_BYTES } from '../constants.js';
 import { type ServerTarget, getText, openStream } from './client.js';
+import { MAX_DOCUMENT_BYTES_KEY } from './document-bounds.js';
 
 export interface WatchedKind {
   readonly kind: string;
@@ -53,11 +55,32 @@ type Ended = { readonly relist: boolean; readonly resourceVersion: string | null
 
 class Gone extends Error {}
 
-/** Splits a byte stream into newline-delimited JSON values, across chunk boundaries. */
-export async function* jsonLines(body: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
+/** A watch line (one event) longer than discovery.maxDocumentBytes: the stream is dropped, never buffered on. */
+export class WatchLineTooLong extends Error {
+  constructor(readonly limit: number) {
+    super(`a watch event longer than ${MAX_DOCUMENT_BYTES_KEY} (${limit} bytes)`);
+    this.name = 'WatchLineTooLong';
+  }
+}
+
+/**
+ * Splits a byte stream into newline-delimited JSON values, across chunk boundaries. A line that
+ * grows past maxLineBytes throws WatchLineTooLong (the newline byte never occurs inside UTF-8).
+ */
+export async function* jsonLines(body: AsyncIterable<Uint8Array>, maxLineBytes = Infinity): AsyncGenerator<string> {
   const decoder = new TextDecoder('utf-8');
   let buf = '';
+  /** Bytes since the last newline. */
+  let lineBytes = 0;
   for await (const chunk of body) {
+    let start = 0;
+    for (let nl = chunk.indexOf(0x0a); nl >= 0; nl = chunk.indexOf(0x0a, start)) {
+      if (lineBytes + (nl - start) > maxLineBytes) throw new WatchLineTooLong(maxLineBytes);
+      lineBytes = 0;
+      start = nl + 1;
+    }
+    lineBytes += chunk.byteLength - start;
+    if (lineBytes > maxLineBytes) throw new WatchLineTooLong(maxLineBytes);
     buf += decoder.decode(chunk, { stream: true });
     let nl: number;
     while ((nl = buf.indexOf('\n')) >= 0) {
@@ -244,7 +267,7 @@ class KindWatch {
     let events = 0;
     let current = rv;
     try {
-      for await (const line of jsonLines(res.body)) {
+      for await (const line of jsonLines(res.body, target.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES)) {
         let ev: { type?: unknown; object?: unknown };
         try {
           ev = JSON.parse(line) as typeof ev;
@@ -286,6 +309,8 @@ class KindWatch {
         }
       }
     } catch (err) {
+      // Too long an event is the server's fault, not a cut: a failure, with its backoff.
+      if (err instanceof WatchLineTooLong) throw new Error(`watch ${this.kind.path} on ${target.name}: ${err.message}`);
       // A stream cut after events arrived: resume from where it was (not an error worth a relist).
       if (signal.aborted || events > 0) return { relist: false, resourceVersion: current, events };
       throw err;

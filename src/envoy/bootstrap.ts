@@ -22,7 +22,7 @@ export {
   MAX_REQUEST_HEADERS_COUNT,
   MAX_REQUEST_HEADERS_KB,
 } from './listener.js';
-export { IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON } from './routes.js';
+export { IDENTITY_BACKSTOP_ROUTE, READ_NUM_RETRIES, READ_RETRY_ON, WRITE_NUM_RETRIES, WRITE_RETRY_ON } from './routes.js';
 export { envoyTracing, OTEL_CLUSTER } from './tracing.js';
 export { HEALTH_LISTENER } from './health-listener.js';
 

@@ -55,8 +55,13 @@ function codeIs(code: number): JsonObject {
   return { status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `skewgate.local_reply.${code}` } } } };
 }
 
-function localReplyConfig(): JsonObject {
+/**
+ * Envoy's own 503s (no healthy apiserver, a connection that could not be opened, an overflowing
+ * breaker) are as temporary as skewgate's: the same Retry-After, so that client-go waits and retries.
+ */
+function localReplyConfig(retryAfterSeconds: number): JsonObject {
   const flags = { response_flag_filter: { flags: ENVOY_REPLY_FLAGS } };
+  const retryAfter = [{ header: { key: 'retry-after', value: String(retryAfterSeconds) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];
   return {
     mappers: [
       // A request refused before it was parsed (431) carries no flag, and only Envoy answers 431.
@@ -68,6 +73,7 @@ function localReplyConfig(): JsonObject {
           },
         },
         body_format_override: statusFormat(reason),
+        ...(code === 503 ? { headers_to_add: retryAfter } : {}),
       })),
       { filter: flags, body_format_override: statusFormat('InternalError') },
     ],
@@ -163,7 +169,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
       max_request_headers_kb: MAX_REQUEST_HEADERS_KB,
       // Envoy's own refusals (headers too large, no healthy apiserver, …) as a Kubernetes Status,
       // like every other answer a client of the apiservers gets.
-      local_reply_config: localReplyConfig(),
+      local_reply_config: localReplyConfig(config.routing.retryAfterSeconds),
       // Extended CONNECT lets WebSocket (kubectl exec v5) ride an HTTP/2 client connection.
       http2_protocol_options: { allow_connect: true },
       // kubectl exec/attach/port-forward: SPDY/3.1 (older) or WebSocket upgrades.

@@ -22,6 +22,12 @@ const READ_METHODS_REGEX = '^(GET|HEAD)$';
  */
 export const READ_RETRY_ON = 'connect-failure,refused-stream,reset-before-request,reset';
 export const READ_NUM_RETRIES = 2;
+/**
+ * A write is retried only when none of it was sent: the connection never opened, or the stream
+ * was reset before the request went out. It still reaches one apiserver once (invariant 2).
+ */
+export const WRITE_RETRY_ON = 'connect-failure,reset-before-request';
+export const WRITE_NUM_RETRIES = 1;
 
 export interface RouteOptions {
   /** Whether client certificates are re-stated (the backstop and the front-proxy routes). */
@@ -63,11 +69,11 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions):
     for (const u of upstreams) {
       const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
       push(`${u.name}${v.suffix}-read`, [header, ...v.when, ...readMatchers()], `${u.name}${v.suffix}`, readRetry(false));
-      push(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, undefined);
+      push(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, writeRetry(false));
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
     push(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true));
-    push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, undefined);
+    push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, writeRetry(true));
   }
   return {
     name: 'skewgate',
@@ -152,16 +158,24 @@ function route(name: string, headers: readonly JsonObject[], cluster: string, re
       // No idle timeout, and a timeout only on bounded routes: see stream_idle_timeout (listener.ts).
       timeout: duration(timeoutMs),
       idle_timeout: '0s',
-      // Writes (every non-GET/HEAD) get no retry policy at all: exactly one attempt (docs/design.md, invariant 2).
+      // Writes (every non-GET/HEAD) are retried only when nothing was sent (docs/design.md, invariant 2).
       ...(retry === undefined ? {} : { retry_policy: retry }),
     },
   };
 }
 
 function readRetry(otherHost: boolean): JsonObject {
+  return retryPolicy(READ_RETRY_ON, READ_NUM_RETRIES, otherHost);
+}
+
+function writeRetry(otherHost: boolean): JsonObject {
+  return retryPolicy(WRITE_RETRY_ON, WRITE_NUM_RETRIES, otherHost);
+}
+
+function retryPolicy(retryOn: string, numRetries: number, otherHost: boolean): JsonObject {
   return {
-    retry_on: READ_RETRY_ON,
-    num_retries: READ_NUM_RETRIES,
+    retry_on: retryOn,
+    num_retries: numRetries,
     // On the balanced default, a retry goes to another apiserver than the one that failed.
     ...(otherHost
       ? {

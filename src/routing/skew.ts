@@ -1,4 +1,5 @@
 // Which resources are not served by every apiserver: the table behind `skewgate skew`. Pure.
+import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
 import type { Snapshot } from '../discovery/types.js';
 
 export interface SkewRow {
@@ -10,8 +11,11 @@ export interface SkewRow {
   readonly missingFrom: readonly string[];
 }
 
-/** Rows sorted by group, version, resource. Servers without a view are left out of the comparison. */
-export function computeSkew(snap: Snapshot): SkewRow[] {
+/**
+ * Rows sorted by group, version, resource. Servers without a view are left out of the comparison.
+ * A pause point every few hundred resources.
+ */
+export function* computeSkewSteps(snap: Snapshot): Sliced<SkewRow[]> {
   const known = snap.servers.filter((s) => s.view !== null).map((s) => s.name);
   const servedBy = new Map<string, Set<string>>();
   const add = (key: string, server: string): void => {
@@ -19,11 +23,13 @@ export function computeSkew(snap: Snapshot): SkewRow[] {
     if (!set) servedBy.set(key, (set = new Set()));
     set.add(server);
   };
+  let n = 0;
   for (const [key, byServer] of snap.resources) {
     for (const [server, cap] of byServer) {
       add(key, server);
       for (const sub of cap.subresources.keys()) add(`${key}/${sub}`, server);
     }
+    if (++n % STEP_EVERY === 0) yield;
   }
   const rows: SkewRow[] = [];
   for (const [key, servers] of servedBy) {
@@ -31,6 +37,11 @@ export function computeSkew(snap: Snapshot): SkewRow[] {
     if (missing.length === 0) continue;
     const [group = '', version = '', ...rest] = key.split('/');
     rows.push({ group, version, resource: rest.join('/'), servedBy: known.filter((n) => servers.has(n)), missingFrom: missing });
+    if (++n % STEP_EVERY === 0) yield;
   }
   return rows.sort((a, b) => a.group.localeCompare(b.group) || a.version.localeCompare(b.version) || a.resource.localeCompare(b.resource));
+}
+
+export function computeSkew(snap: Snapshot): SkewRow[] {
+  return runToEnd(computeSkewSteps(snap));
 }

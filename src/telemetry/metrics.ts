@@ -32,6 +32,8 @@ export class SkewgateMetrics {
   private readonly routeErrors: Counter;
   private readonly fetchDuration: Histogram;
   private readonly fetchErrors: Counter;
+  /** The last document sizes of each apiserver's round (the gauge shows the members' only). */
+  private readonly documentBytes = new Map<string, ReadonlyMap<string, number>>();
 
   constructor(meter: Meter, source: MetricsSource, skew: SkewTracker, now: () => number = Date.now) {
     this.decisions = meter.createCounter(METRIC.decisions, {
@@ -68,6 +70,12 @@ export class SkewgateMetrics {
     const membershipSynced = meter.createObservableGauge(METRIC.membershipSynced, {
       description: '1 when the identity Leases were listed (membership verified), 0 when the configured list is assumed complete',
     });
+    const documentBytes = meter.createObservableGauge(METRIC.documentBytes, {
+      description:
+        'Bytes of the last /api, /apis and /openapi/v3 body each apiserver answered in full (label document: the path); ' +
+        'above discovery.maxDocumentBytes discovery of that apiserver fails, above half of it skewgate warns',
+      unit: 'By',
+    });
     const members = meter.createObservableGauge(METRIC.members, {
       description: 'Apiservers by membership role: member (routed to), draining (left every source), probing (learnt, not verified yet)',
     });
@@ -82,13 +90,15 @@ export class SkewgateMetrics {
         for (const s of snap.servers) {
           if (s.lastSuccessAt !== null) r.observe(viewAge, Math.max(0, t - s.lastSuccessAt) / 1000, { apiserver: s.name });
           if (s.ready !== null) r.observe(ready, s.ready ? 1 : 0, { apiserver: s.name });
+          for (const [document, bytes] of this.documentBytes.get(s.name) ?? [])
+            r.observe(documentBytes, bytes, { apiserver: s.name, document });
         }
         r.observe(skewed, skew.size);
         r.observe(unmatched, liveUnmatched(snap.membership, t).length);
         r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members],
+      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members, documentBytes],
     );
   }
 
@@ -109,6 +119,7 @@ export class SkewgateMetrics {
     const result = fetchResult(e);
     this.fetchDuration.record(e.durationMs / 1000, { apiserver: e.server, result });
     if (result === 'error') this.fetchErrors.add(1, { apiserver: e.server });
+    if (e.documentBytes) this.documentBytes.set(e.server, e.documentBytes);
   }
 }
 

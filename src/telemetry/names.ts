@@ -73,6 +73,8 @@ export const METRIC = {
   fetchDuration: 'skewgate.discovery.fetch.duration',
   fetchErrors: 'skewgate.discovery.fetch.errors',
   viewAge: 'skewgate.discovery.view.age',
+  /** Unit By; Prometheus: skewgate_discovery_document_bytes. */
+  documentBytes: 'skewgate.discovery.document.bytes',
   skewedResources: 'skewgate.skew.resources',
   missingResources: 'skewgate.skew.missing',
   ready: 'skewgate.apiserver.ready',

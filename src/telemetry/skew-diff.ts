@@ -1,7 +1,8 @@
 // How the skew between apiservers changed from one snapshot to the next: which resources became
 // served by only some apiservers, and which stopped being so. No I/O.
 import type { ServerView, Snapshot } from '../discovery/types.js';
-import { computeSkew, type SkewRow } from '../routing/skew.js';
+import { runToEnd, type Sliced } from '../discovery/sliced.js';
+import { computeSkewSteps, type SkewRow } from '../routing/skew.js';
 
 export interface SkewChange {
   readonly before: number;
@@ -40,12 +41,15 @@ export class SkewTracker {
     return this.counts;
   }
 
-  /** The change since the previous call, or null when there is none (or on the first call). */
-  update(snap: Snapshot): SkewChange | null {
+  /**
+   * The change since the previous call, or null when there is none (or on the first call). Calls
+   * must not overlap: the caller runs them one after the other.
+   */
+  *updateSteps(snap: Snapshot): Sliced<SkewChange | null> {
     const views = snap.servers.map((s) => s.view);
     if (this.initialised && views.length === this.views.length && views.every((v, i) => v === this.views[i])) return null;
+    const rows = yield* computeSkewSteps(snap);
     this.views = views;
-    const rows = computeSkew(snap);
     const next = rowMap(rows);
     const counts = new Map<string, number>(snap.servers.map((s) => [s.name, 0]));
     for (const r of rows) for (const n of r.missingFrom) counts.set(n, (counts.get(n) ?? 0) + 1);
@@ -60,5 +64,9 @@ export class SkewTracker {
     for (const [k, missing] of prev) if (!next.has(k)) noLongerSkewed.push(`${k} (was missing from ${missing})`);
     if (first || (newlySkewed.length === 0 && noLongerSkewed.length === 0)) return null;
     return { before: prev.size, after: next.size, newlySkewed: newlySkewed.sort(), noLongerSkewed: noLongerSkewed.sort() };
+  }
+
+  update(snap: Snapshot): SkewChange | null {
+    return runToEnd(this.updateSteps(snap));
   }
 }

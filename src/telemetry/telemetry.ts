@@ -12,6 +12,7 @@ import { ConfigMetrics, SkewgateMetrics, type ConfigState } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
+import { runSliced } from '../discovery/slice-runner.js';
 
 /** What telemetry reads from discovery; DiscoveryService implements it. */
 export interface DiscoverySource {
@@ -53,6 +54,8 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
   const skew = new SkewTracker();
   let sdk: TelemetrySdk | null = null;
   let unsubscribe: (() => void) | null = null;
+  /** The skew diffs still being computed, one after the other; shutdown waits for them. */
+  let skewQueue: Promise<void> = Promise.resolve();
   let active: DecisionObserver | null = null;
   let stopping: Promise<void> | null = null;
   let configState: ConfigState = { generation: 1, lastReloadSucceeded: true };
@@ -88,21 +91,27 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       };
       const membership = tracer ? new MembershipSpans(tracer) : null;
       const offChange = membership ? discovery.onChange((snap) => void membership.record(snap, Date.now())) : () => undefined;
+      // The skew diff walks every resource: on a large cluster's change that is a slice-by-slice
+      // computation (slice-runner.ts), one round after the other, never in the request path's way.
       const offRound = discovery.onRound((e: DiscoveryRoundEvent) => {
-        const change = skew.update(e.snapshot);
-        if (change)
-          log.info(
-            {
-              apiserver: e.server,
-              skewedBefore: change.before,
-              skewedAfter: change.after,
-              newlySkewed: change.newlySkewed.slice(0, 10),
-              noLongerSkewed: change.noLongerSkewed.slice(0, 10),
-            },
-            'skew changed',
-          );
         metrics?.recordRound(e);
-        if (tracer) recordRoundSpan(tracer, e, servers.get(e.server), change);
+        skewQueue = skewQueue
+          .then(async () => {
+            const change = await runSliced(skew.updateSteps(e.snapshot));
+            if (change)
+              log.info(
+                {
+                  apiserver: e.server,
+                  skewedBefore: change.before,
+                  skewedAfter: change.after,
+                  newlySkewed: change.newlySkewed.slice(0, 10),
+                  noLongerSkewed: change.noLongerSkewed.slice(0, 10),
+                },
+                'skew changed',
+              );
+            if (tracer) recordRoundSpan(tracer, e, servers.get(e.server), change);
+          })
+          .catch((err: unknown) => log.error({ err: String(err) }, 'skew tracking failed'));
       });
       unsubscribe = () => {
         offRound();
@@ -127,6 +136,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       stopping ??= (async () => {
         unsubscribe?.();
         active = null;
+        await skewQueue;
         await sdk?.shutdown();
       })();
       return stopping;

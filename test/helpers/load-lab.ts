@@ -27,7 +27,7 @@ export interface LoadLab {
   readonly session: LabSession;
   readonly lab: Lab;
   readonly timeline: TimelineRecorder;
-  /** To the gateways, admin token, 10 s per request. */
+  /** To the gateways, admin token, 10 s per request (or the given timeoutMs). */
   readonly http: LoadHttp;
   readonly clock: Clock;
   /** clock() once etcd is ready: t = 0 of the timeline tables. */
@@ -50,15 +50,34 @@ export function progressLine(name: string): { readonly progress: (line: string) 
   };
 }
 
-export async function withLoadLab(name: string, o: { readonly connections: number }, body: (l: LoadLab) => Promise<void>): Promise<void> {
+export async function withLoadLab(
+  name: string,
+  o: {
+    readonly connections: number;
+    /** Ports of this test's own etcd (default the lab's 23790/23800). */
+    readonly etcdClientPort?: number;
+    readonly etcdPeerPort?: number;
+    /** Per-request bound of `http` (default 10 s). */
+    readonly timeoutMs?: number;
+  },
+  body: (l: LoadLab) => Promise<void>,
+): Promise<void> {
   // Fail (never skip) without the binaries: they throw naming the command that builds them.
   const parts = requireLabParts();
   const { progress, startedAt } = progressLine(name);
   const clock = wallClockMs;
   const dir = join(packageRoot(), '.cache', `lab-${name}`);
-  const session = await LabSession.open(dir, clock, progress);
+  const session = await LabSession.open(dir, clock, progress, {
+    ...(o.etcdClientPort === undefined ? {} : { etcdClientPort: o.etcdClientPort }),
+    ...(o.etcdPeerPort === undefined ? {} : { etcdPeerPort: o.etcdPeerPort }),
+  });
   const { lab, timeline } = session;
-  const http = new LoadHttp({ caFile: lab.pki.caFile, token: lab.pki.adminToken, timeoutMs: 10_000, connections: o.connections });
+  const http = new LoadHttp({
+    caFile: lab.pki.caFile,
+    token: lab.pki.adminToken,
+    timeoutMs: o.timeoutMs ?? 10_000,
+    connections: o.connections,
+  });
   const runs: LoadRun[] = [];
   try {
     await lab.startEtcd();

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { BUILTINS_NEW } from '../../harness/fake/index.js';
 import { DISCOVERY_ACCEPT } from '../../src/constants.js';
-import { DiscoveryClient, DiscoveryFetchError } from '../../src/discovery/client.js';
+import { DiscoveryClient, type DiscoveryClientOptions, DiscoveryFetchError } from '../../src/discovery/client.js';
 import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/discovery/credentials.js';
 import { sameView } from '../../src/discovery/parse.js';
 import { FakeCluster, otherPki, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
@@ -18,10 +18,10 @@ const agg = await startFake(t, { name: 'agg', pki, cluster, builtins: BUILTINS_N
 const legacy = await startFake(t, { name: 'legacy', pki, cluster, builtins: BUILTINS_NEW, discovery: 'legacy' });
 const signal = new AbortController().signal;
 
-function client(t: Test, s: ApiServerSettings, timeoutMs = 2000): DiscoveryClient {
+function client(t: Test, s: ApiServerSettings, timeoutMs = 2000, extra: Partial<DiscoveryClientOptions> = {}): DiscoveryClient {
   const credentials = createCredentials(s);
   t.teardown(() => credentials.close());
-  return new DiscoveryClient({ name: s.name, url: s.url, credentials, timeoutMs });
+  return new DiscoveryClient({ name: s.name, url: s.url, credentials, timeoutMs, ...extra });
 }
 
 async function failure(p: Promise<unknown>): Promise<Error> {
@@ -234,4 +234,160 @@ t.test('a missing token file is a clear credentials error', async (t) => {
   const err = await failure(c.fetchView(signal));
   t.type(err, CredentialsError);
   t.match(err.message, /apiserver "agg": cannot read token file \/nonexistent\/skewgate\/token: ENOENT/);
+});
+
+// Documents without bounds (issue 14): the cap, the kept ETag of a bad document, the backoff.
+const MiB = 1024 * 1024;
+const answers = (): { path: string; status: number; bytes: number }[] =>
+  agg.discoveryResponses.map(({ path, status, bytes }) => ({ path, status, bytes }));
+
+t.test('a body past discovery.maxDocumentBytes is stopped as it streams: bounded bytes, a clear error, then 304s', async (t) => {
+  t.teardown(() => agg.setOversizedApis(null));
+  agg.setOversizedApis({ bytes: 64 * MiB, contentLength: false, etag: true });
+  agg.clearDiscoveryResponses();
+  agg.clearRequests();
+  const c = client(t, tokenServer(agg, pki), 10_000, { maxDocumentBytes: 1 * MiB });
+  const err = await failure(c.fetchView(signal));
+  t.type(err, DiscoveryFetchError);
+  t.equal(
+    err.message.split(': the download')[0],
+    `GET ${agg.url}/apis: the body is larger than discovery.maxDocumentBytes (${MiB} bytes)`,
+    'the URL, the key and the cap',
+  );
+  t.match(err.message, /the download was stopped after \d+ bytes; raise discovery\.maxDocumentBytes/);
+  const tooLarge = (err as DiscoveryFetchError).details.tooLarge;
+  const read = tooLarge && 'read' in tooLarge.seen ? tooLarge.seen.read : -1;
+  t.ok(read > MiB && read <= MiB + 256 * 1024, `read just past the cap: ${read} bytes`);
+  t.equal(c.documentSizes().get('/apis'), read, 'the size as far as it was read');
+  // The connection was closed, not drained: what it took is the cap plus what the kernel's socket
+  // buffers held (on loopback they grow to tcp_rmem's 32 MiB + tcp_wmem's 4 MiB at most).
+  await eventually('the fake to see the connection closed', () => agg.discoveryResponses.some((r) => r.path === '/apis' && r.closed));
+  const answer = agg.discoveryResponses.find((r) => r.path === '/apis');
+  t.equal(answer?.complete, false, 'the body was not sent to its end');
+  const sent = answer?.bytes ?? -1;
+  t.ok(sent >= MiB && sent < 40 * MiB, `the fake sent ${sent} of ${64 * MiB} bytes`);
+
+  // The next round asks with its ETag: a 304 re-states the failure, nothing is downloaded.
+  agg.clearDiscoveryResponses();
+  agg.clearRequests();
+  const again = await failure(c.fetchView(signal));
+  t.equal(again.message, err.message, 'the same failure');
+  t.equal(agg.requests.find((r) => r.path === '/apis')?.headers['if-none-match'], `"oversized-${64 * MiB}"`);
+  t.same(
+    answers().filter((r) => r.path === '/apis'),
+    [{ path: '/apis', status: 304, bytes: 0 }],
+    'one 304, no body',
+  );
+  t.notOk(
+    agg.requests.some((r) => r.path === '/api'),
+    '/api is not even asked while /apis is known bad',
+  );
+});
+
+t.test('a Content-Length past the cap is refused at the headers: not a byte read', async (t) => {
+  t.teardown(() => agg.setOversizedApis(null));
+  agg.setOversizedApis({ bytes: 50 * MiB, contentLength: true, etag: false });
+  agg.clearDiscoveryResponses();
+  const c = client(t, tokenServer(agg, pki), 10_000, { maxDocumentBytes: 1 * MiB });
+  const err = await failure(c.fetchView(signal));
+  t.equal(
+    err.message,
+    `GET ${agg.url}/apis: the body is larger than discovery.maxDocumentBytes (${MiB} bytes): its Content-Length is ${50 * MiB} bytes, not read; raise discovery.maxDocumentBytes if the document is genuine`,
+  );
+  t.same((err as DiscoveryFetchError).details.tooLarge?.seen, { contentLength: 50 * MiB });
+  t.equal(c.documentSizes().get('/apis'), 50 * MiB, 'the declared size');
+  await eventually('the fake to see the connection closed', () => agg.discoveryResponses.some((r) => r.path === '/apis' && r.closed));
+  const sent = agg.discoveryResponses.find((r) => r.path === '/apis')?.bytes ?? -1;
+  t.ok(sent >= 0 && sent < 1 * MiB, `the fake sent ${sent} bytes (its body starts 100 ms after the headers)`);
+});
+
+t.test('an invalid document with an ETag is parsed once: later rounds are 304s that re-state its error', async (t) => {
+  t.teardown(() => agg.setDiscoveryFault('none'));
+  const clock = { now: 1_000_000 };
+  const c = client(t, tokenServer(agg, pki), 2000, { intervalMs: 1000, maxBackoffMs: 8000, now: () => clock.now });
+  const good = await c.fetchView(signal);
+  agg.setDiscoveryFault('malformed');
+  agg.clearDiscoveryResponses();
+  const err = await failure(c.fetchView(signal));
+  t.match(err.message, /malformed discovery document \/apis?: not valid JSON/);
+  const full = agg.discoveryResponses.filter((r) => r.status === 200).length;
+  t.ok(full >= 1, 'downloaded once');
+  for (let i = 0; i < 5; i++) {
+    clock.now += 5000; // past any backoff: each round may download, but a 304 needs none
+    agg.clearRequests();
+    const again = await failure(c.fetchView(signal));
+    t.equal(again.message, err.message, `round ${i + 2}: the same error`);
+    t.ok(
+      agg.requests.filter((r) => r.path === '/api' || r.path === '/apis').every((r) => typeof r.headers['if-none-match'] === 'string'),
+      'asked with If-None-Match',
+    );
+  }
+  t.equal(agg.discoveryResponses.filter((r) => r.status === 200).length, full, 'no full answer since: never parsed again');
+  t.equal(agg.discoveryResponses.filter((r) => r.status === 304).length, 5, 'five 304s');
+
+  // The good document back (the very bytes of before): the good ETag is not asked, the bad one
+  // is, so the document comes in full and parses.
+  agg.setDiscoveryFault('none');
+  const back = await c.fetchView(signal);
+  t.ok(sameView(back, good), 'the good view again');
+  agg.clearDiscoveryResponses();
+  t.equal(await c.fetchView(signal), back, 'then 304s on the good ETag');
+  t.same(
+    agg.discoveryResponses.map((r) => r.status),
+    [304, 304],
+  );
+});
+
+t.test('downloads of a failed document back off: interval doubling up to the maximum; conditional GETs go on', async (t) => {
+  t.teardown(() => agg.setOversizedApis(null));
+  // No ETag: every request would be a full download, so within the backoff none is sent.
+  agg.setOversizedApis({ bytes: 2 * MiB, contentLength: false, etag: false });
+  const clock = { now: 0 };
+  const c = client(t, tokenServer(agg, pki), 5000, { maxDocumentBytes: 1 * MiB, intervalMs: 100, maxBackoffMs: 800, now: () => clock.now });
+  agg.clearRequests();
+  const asked: number[] = [];
+  for (clock.now = 0; clock.now <= 4000; clock.now += 50) {
+    const before = agg.requests.filter((r) => r.path === '/apis').length;
+    const err = await failure(c.fetchView(signal));
+    t.match(err.message, /larger than discovery\.maxDocumentBytes/, `at ${clock.now} ms`, { diagnostic: false });
+    if (agg.requests.filter((r) => r.path === '/apis').length > before) asked.push(clock.now);
+  }
+  // The first failure puts nothing off (the next round downloads); then 100, 200, 400, 800, 800, …
+  t.same(asked, [0, 50, 150, 350, 750, 1550, 2350, 3150, 3950], `downloads at ${asked.join(', ')} ms`);
+
+  // With an ETag, the rounds inside the backoff still ask: an unchanged document is a 304, a
+  // changed one's body is left unread until the backoff ends. (Under the cap, but not JSON that ends.)
+  const e = client(t, tokenServer(agg, pki), 5000, {
+    maxDocumentBytes: 8 * MiB,
+    intervalMs: 1000,
+    maxBackoffMs: 8000,
+    now: () => clock.now,
+  });
+  for (const [at, bytes] of [
+    [0, 2 * MiB],
+    [100, 3 * MiB],
+  ] as const) {
+    agg.setOversizedApis({ bytes, contentLength: true, etag: true });
+    clock.now = at;
+    t.match((await failure(e.fetchView(signal))).message, /malformed discovery document \/apis: not valid JSON/);
+  }
+  // Two failed downloads in a row: the next waits the interval (until 1100).
+  agg.clearDiscoveryResponses();
+  clock.now = 500;
+  await failure(e.fetchView(signal));
+  t.same(answers(), [{ path: '/apis', status: 304, bytes: 0 }], 'inside the backoff, unchanged: a 304');
+  agg.setOversizedApis({ bytes: 4 * MiB, contentLength: true, etag: true });
+  agg.clearDiscoveryResponses();
+  clock.now = 900;
+  await failure(e.fetchView(signal));
+  await eventually('the fake to see the connection closed', () => agg.discoveryResponses.some((r) => r.closed));
+  t.same(answers(), [{ path: '/apis', status: 200, bytes: 0 }], 'inside the backoff, changed: asked, its body not read');
+  agg.clearDiscoveryResponses();
+  clock.now = 1100;
+  await failure(e.fetchView(signal));
+  t.same(
+    answers().filter((r) => r.path === '/apis'),
+    [{ path: '/apis', status: 200, bytes: 4 * MiB }],
+    'read in full once the backoff ended',
+  );
 });

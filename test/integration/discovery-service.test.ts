@@ -166,6 +166,8 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   // The retry schedule itself (50, 100, 200 ms …, capped at the interval) is pinned with a fake
   // clock in test/unit/discovery-watch.test.ts; here the wait only guards against a hang.
   const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 15_000, 'four failures');
+  // A round's event follows the snapshot that publishes it (the build is asynchronous).
+  await eventually('the fourth round event', () => rounds.length >= 4, 1000);
   const st = server(snap, 'dead');
   t.equal(st.view, good, 'view kept');
   t.equal(st.ready, false);

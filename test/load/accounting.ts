@@ -79,6 +79,16 @@ export interface Accounting {
 
 export const NO_ANSWER = 'no answer';
 
+/** An answer other than 2xx and 404, or none at all (404s are judged apart: judge404). */
+export function isProblem(r: Pick<RequestRecord, 'status'>): boolean {
+  return r.status === null || !((r.status >= 200 && r.status < 300) || r.status === 404);
+}
+
+/** "503 skewgate: no_healthy_capable_server", "no answer: ECONNRESET": who said what. */
+export function problemCause(r: Pick<RequestRecord, 'status' | 'error' | 'detail'>): string {
+  return r.status === null ? `${NO_ANSWER}: ${r.error ?? '?'}` : `${r.status} ${r.detail ?? ''}`.trim();
+}
+
 const ok = (s: number | null): boolean => s !== null && s >= 200 && s < 300;
 const key = (...parts: string[]): string => parts.join('\u0000');
 
@@ -212,8 +222,8 @@ export function account(o: {
       const creates = rs.filter((r) => r.op === 'create');
       const causes = new Map<string, number>();
       for (const r of rs) {
-        if (r.status !== null && ((r.status >= 200 && r.status < 300) || r.status === 404)) continue;
-        const cause = r.status === null ? `${NO_ANSWER}: ${r.error ?? '?'}` : `${r.status} ${r.detail ?? ''}`.trim();
+        if (!isProblem(r)) continue;
+        const cause = problemCause(r);
         causes.set(cause, (causes.get(cause) ?? 0) + 1);
       }
       const ws = o.watch.filter((w) => w.arm === arm && phaseAt(tl, w.atMs) === phase);

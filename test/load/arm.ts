@@ -106,6 +106,7 @@ export class ArmLoad {
       }
       const detail = res.status >= 300 && res.status !== 404 ? answerDetail(res.text, reason) : undefined;
       const auditId = headerValue(res.headers, 'audit-id');
+      const retryAfter = res.status >= 300 ? headerValue(res.headers, 'retry-after') : undefined;
       this.o.log.request({
         ...base,
         endMs,
@@ -114,6 +115,7 @@ export class ArmLoad {
         ...(reason !== undefined ? { reason } : {}),
         ...(detail !== undefined ? { detail } : {}),
         ...(auditId !== undefined ? { auditId } : {}),
+        ...(retryAfter !== undefined ? { retryAfter } : {}),
       });
     } catch (err) {
       this.o.log.request({ ...base, endMs: this.o.clock(), status: null, error: errorCode(err) });

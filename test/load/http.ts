@@ -1,5 +1,6 @@
-// The load's HTTPS client: trusts the lab CA, sends the admin bearer token, bounds every request
-// and never retries (a lost answer is recorded as such, not hidden).
+// The load's HTTPS client: trusts the lab CA, sends the admin bearer token (or presents a client
+// certificate instead), bounds every request and never retries (a lost answer is recorded as
+// such, not hidden).
 import { checkServerIdentity } from 'node:tls';
 import { LAB_ALIAS_PREFIX } from '../../harness/lab/flags.js';
 import { readFileSync } from 'node:fs';
@@ -13,23 +14,30 @@ export interface Answer {
 
 export interface LoadHttpOptions {
   readonly caFile: string;
-  readonly token: string;
+  /** Sent as a bearer token; none with clientCert (the certificate is the client's identity). */
+  readonly token?: string;
+  readonly clientCert?: { readonly certFile: string; readonly keyFile: string };
   /** Per-request bound for ordinary requests (watches have none). */
   readonly timeoutMs?: number;
   readonly connections?: number;
+  /** Close the connection after each answer: every request a new TLS handshake (what a renewal must survive). */
+  readonly freshConnections?: boolean;
 }
 
 export class LoadHttp {
   readonly agent: Agent;
-  private readonly token: string;
+  private readonly token: string | undefined;
   private readonly timeoutMs: number;
+  private readonly reset: boolean;
 
   constructor(o: LoadHttpOptions) {
     this.token = o.token;
+    this.reset = o.freshConnections === true;
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.agent = new Agent({
       connect: {
         ca: readFileSync(o.caFile, 'utf8'),
+        ...(o.clientCert === undefined ? {} : { cert: readFileSync(o.clientCert.certFile), key: readFileSync(o.clientCert.keyFile) }),
         // The lab's alias addresses are not in its certificate: verified by the name kubernetes (harness/lab/flags.ts).
         checkServerIdentity: (host, cert) => checkServerIdentity(host.startsWith(LAB_ALIAS_PREFIX) ? 'kubernetes' : host, cert),
       },
@@ -41,7 +49,12 @@ export class LoadHttp {
   }
 
   headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { authorization: `Bearer ${this.token}`, accept: 'application/json', 'user-agent': 'skewgate-lab-load/1', ...extra };
+    return {
+      ...(this.token === undefined ? {} : { authorization: `Bearer ${this.token}` }),
+      accept: 'application/json',
+      'user-agent': 'skewgate-lab-load/1',
+      ...extra,
+    };
   }
 
   async send(method: string, url: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<Answer> {
@@ -50,6 +63,7 @@ export class LoadHttp {
       dispatcher: this.agent,
       headers: this.headers({ ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...extraHeaders }),
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      reset: this.reset,
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     return { status: res.statusCode, headers: res.headers, text: await res.body.text() };

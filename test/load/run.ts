@@ -11,6 +11,8 @@ import type { Workload } from './workload.js';
 export interface ArmTarget {
   readonly arm: string;
   readonly baseUrl: string;
+  /** This arm's client (another identity: a client certificate); default the run's. */
+  readonly http?: LoadHttp;
 }
 
 export interface LoadRunOptions {
@@ -35,7 +37,7 @@ export class LoadRun {
         new ArmLoad({
           arm: a.arm,
           baseUrl: a.baseUrl,
-          http: o.http,
+          http: a.http ?? o.http,
           workload: o.workload,
           ratePerSec: o.ratePerSec,
           clock: o.clock,
@@ -50,7 +52,7 @@ export class LoadRun {
             arm: a.arm,
             kind,
             baseUrl: a.baseUrl,
-            http: o.http,
+            http: a.http ?? o.http,
             workload: o.workload,
             clock: o.clock,
             log: this.log,

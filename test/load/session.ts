@@ -1,6 +1,6 @@
 // The lab as the cluster tests drive it: every stop, start and ready of an apiserver goes into the
 // run's timeline (the ground truth the accounting judges 404s against).
-import { Lab } from '../../harness/lab/lab.js';
+import { Lab, type LabOptions } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import type { Clock } from './clock.js';
 import { LoadHttp } from './http.js';
@@ -24,10 +24,15 @@ export class LabSession {
   }
 
   /** A lab in `dir` with nothing left running from an earlier (crashed) run (Lab.down() stops even unrecorded ones). */
-  static async open(dir: string, clock: Clock, progress: (line: string) => void): Promise<LabSession> {
-    const leftover = await Lab.open({ dir });
+  static async open(
+    dir: string,
+    clock: Clock,
+    progress: (line: string) => void,
+    etcdPorts: Pick<LabOptions, 'etcdClientPort' | 'etcdPeerPort'> = {},
+  ): Promise<LabSession> {
+    const leftover = await Lab.open({ dir, ...etcdPorts });
     await leftover.down();
-    const lab = await Lab.open({ dir, log: progress, killOnExit: true });
+    const lab = await Lab.open({ dir, log: progress, killOnExit: true, ...etcdPorts });
     return new LabSession(lab, clock, progress);
   }
 
@@ -56,6 +61,15 @@ export class LabSession {
     await this.lab.stopApiServer(name);
     this.timeline.server(name, version, 'stopped');
     this.progress(`${name} v${version} stopped in ${((this.clock() - at) / 1000).toFixed(1)} s`);
+  }
+
+  /** SIGKILL (a crash: no --shutdown-delay-duration window), recorded as a stop that ended at once. */
+  async kill(name: string): Promise<void> {
+    const version = this.versions.get(name) ?? '?';
+    this.timeline.server(name, version, 'stop');
+    await this.lab.killApiServer(name);
+    this.timeline.server(name, version, 'stopped');
+    this.progress(`${name} v${version} killed`);
   }
 
   /** Audit-ID → the apiservers that logged it, from every apiserver's audit log. */

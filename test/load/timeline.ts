@@ -1,7 +1,8 @@
 // The ground truth of a run: when each phase began and when each apiserver was stopped, started
 // and seen ready. Pure: the clock is injected; the accounting judges every 404 against this.
 
-export type ServerEventKind = 'stop' | 'stopped' | 'start' | 'ready';
+/** `unready`: its /readyz failed while it ran (etcd away, packets dropped); `ready` again when it passes. */
+export type ServerEventKind = 'stop' | 'stopped' | 'start' | 'ready' | 'unready';
 
 export interface ServerEvent {
   readonly atMs: number;
@@ -20,7 +21,7 @@ export interface Timeline {
   readonly servers: readonly ServerEvent[];
 }
 
-/** A span in which one apiserver (one version) was ready: from `ready` to the next `stop`. */
+/** A span in which one apiserver (one version) was ready: from `ready` to the next `stop` or `unready`. */
 export interface ReadySpan {
   readonly server: string;
   readonly version: string;
@@ -76,7 +77,7 @@ export function readySpans(tl: Timeline): ReadySpan[] {
   for (const e of tl.servers) {
     if (e.what === 'ready') {
       if (!open.has(e.server)) open.set(e.server, { version: e.version, readyAtMs: e.atMs });
-    } else if (e.what === 'stop') {
+    } else if (e.what === 'stop' || e.what === 'unready') {
       const o = open.get(e.server);
       if (o) spans.push({ server: e.server, version: o.version, readyAtMs: o.readyAtMs, downAtMs: e.atMs });
       open.delete(e.server);

@@ -26,6 +26,8 @@ export interface RequestRecord {
   readonly detail?: string;
   /** The Audit-Id the apiserver answered with: which apiserver(s) handled it, from their audit logs. */
   readonly auditId?: string;
+  /** The Retry-After header of an error answer. */
+  readonly retryAfter?: string;
 }
 
 /** One watch event, or the end of a watch stream (an interruption). */

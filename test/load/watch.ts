@@ -96,6 +96,7 @@ export class WatchLoop {
       const text = await res.body.text().catch(() => '');
       const reason = headerValue(res.headers, REASON_HEADER);
       const detail = res.statusCode !== 404 ? answerDetail(text, reason) : undefined;
+      const retryAfter = headerValue(res.headers, 'retry-after');
       log.request({
         arm,
         kind,
@@ -106,6 +107,7 @@ export class WatchLoop {
         ...audit,
         ...(reason !== undefined ? { reason } : {}),
         ...(detail !== undefined ? { detail } : {}),
+        ...(retryAfter !== undefined ? { retryAfter } : {}),
       });
       return;
     }

@@ -233,6 +233,54 @@ t.test('the peer channel and the health listener: resolved paths, TCP only, ever
   t.match(got.find((p) => p.path === 'extproc.peer.listen')?.message, /host:port \(TCP/);
 });
 
+t.test('discovery.maxDocumentBytes and maxDownloadBackoff: defaults, units, every bad value named', async (t) => {
+  const c = parseConfig(minimal, 'test.yaml', '/base');
+  t.equal(c.discovery.maxDocumentBytes, 32 * 1024 * 1024, 'default 32 MiB');
+  t.equal(c.discovery.maxDownloadBackoff, 30_000, 'default 30 s');
+  const accepted: [unknown, number][] = [
+    [65_536, 65_536],
+    ['64Ki', 65_536],
+    ['512Ki', 512 * 1024],
+    ['32Mi', 32 * 1024 * 1024],
+    [' 1Gi ', 1024 ** 3],
+    [16_777_216, 16_777_216],
+  ];
+  for (const [value, bytes] of accepted)
+    t.equal(
+      parseConfig({ ...minimal, discovery: { maxDocumentBytes: value } }, 't', '/b').discovery.maxDocumentBytes,
+      bytes,
+      `${String(value)}`,
+    );
+  const refused: [unknown, RegExp][] = [
+    ['32MB', /"32MB" is not a size \(use a number of bytes, or e\.g\. 512Ki, 32Mi, 1Gi\)/],
+    ['32 Mi', /is not a size/],
+    ['1.5Mi', /is not a size/],
+    [-1, /./],
+    [1.5, /./],
+    [1024, /must be at least 64Ki/],
+    ['63Ki', /must be at least 64Ki/],
+    ['2Gi', /must be at most 1Gi/],
+    [true, /./],
+  ];
+  for (const [value, message] of refused) {
+    const got = problems({ ...minimal, discovery: { maxDocumentBytes: value } });
+    t.same(
+      got.map((p) => p.path),
+      ['discovery.maxDocumentBytes'],
+      `${JSON.stringify(value)}: one problem, at its path`,
+    );
+    t.match(got[0]?.message, message, `${JSON.stringify(value)}: says why`);
+  }
+  t.equal(parseConfig({ ...minimal, discovery: { maxDownloadBackoff: '2m' } }, 't', '/b').discovery.maxDownloadBackoff, 120_000);
+  // Shorter than the interval is allowed: the backoff is never below the interval anyway.
+  t.equal(parseConfig({ ...minimal, discovery: { interval: '1m' } }, 't', '/b').discovery.maxDownloadBackoff, 30_000);
+  t.same(
+    problems({ ...minimal, discovery: { maxDownloadBackoff: 'later', maxDocumentBytes: 'big' } }).map((p) => p.path),
+    ['discovery.maxDocumentBytes', 'discovery.maxDownloadBackoff'],
+    'both listed at once',
+  );
+});
+
 t.test('extproc.limits and envoy.requestTimeout: defaults, units, and every bad value listed', async (t) => {
   const c = parseConfig(minimal, 'test.yaml', '/base');
   t.same(c.extproc.limits, { maxStreams: 1000, maxStreamsPerConnection: 100, maxMessageBytes: 2 * 1024 * 1024, firstMessageTimeout: 5000 });

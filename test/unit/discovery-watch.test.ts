@@ -3,7 +3,7 @@ import t from 'tap';
 import { pino } from 'pino';
 import type { FetchInit, FetchLike, FetchResponseLike } from '../../src/discovery/client.js';
 import { createCredentials } from '../../src/discovery/credentials.js';
-import { ApiWatcher, jsonLines } from '../../src/discovery/watch.js';
+import { ApiWatcher, WatchLineTooLong, jsonLines } from '../../src/discovery/watch.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { installFakeClock } from '../helpers/fake-clock.js';
@@ -31,6 +31,28 @@ t.test('jsonLines splits across chunk boundaries, multi-byte characters included
   }
   t.same(await collect(jsonLines(parts())), ['{"a":"é"}', '{"b":1}', '{"c":2}']);
   t.same(await collect(jsonLines(chunks([]))), []);
+});
+
+t.test('jsonLines: a line longer than the cap throws, wherever the chunks cut it; shorter ones pass', async (t) => {
+  const cases: [parts: string[], cap: number, want: string[] | 'too long'][] = [
+    [['{"a":1}\n{"b":2}\n'], 7, ['{"a":1}', '{"b":2}']],
+    [['{"a":1}\n{"b":22}\n'], 7, 'too long'],
+    [['{"a":', '1}\n'], 7, ['{"a":1}']],
+    [['{"a":', '12}\n'], 7, 'too long'],
+    [['{"a"', ':', '1', '2', '}'], 7, 'too long'],
+    [['{"a":1}\n{', '"b":2}'], 7, ['{"a":1}', '{"b":2}']],
+    [['{"a":1}\n{"b"', ':22}\n'], 7, 'too long'],
+    // UTF-8 bytes, not characters: é is two.
+    [['{"é":1}\n'], 7, 'too long'],
+    [['{"é":1}\n'], 8, ['{"é":1}']],
+  ];
+  for (const [parts, cap, want] of cases) {
+    const got = await collect(jsonLines(chunks(parts), cap)).catch((err: unknown) => err);
+    if (want === 'too long') {
+      t.type(got, WatchLineTooLong, `${JSON.stringify(parts)} cap ${cap}`);
+      t.equal((got as Error).message, `a watch event longer than discovery.maxDocumentBytes (${cap} bytes)`);
+    } else t.same(got, want, `${JSON.stringify(parts)} cap ${cap}`);
+  }
 });
 
 function response(status: number, body: AsyncIterable<Uint8Array> | string): FetchResponseLike {
@@ -108,6 +130,52 @@ t.test('watch: list → watch from its resourceVersion; ERROR 410 → relist; ju
   t.match(watches[0], /resourceVersion=5/);
   t.match(watches[1], /resourceVersion=9/);
   t.match(watches[0], /allowWatchBookmarks=true/);
+});
+
+t.test('watch: an event longer than discovery.maxDocumentBytes fails the watch (logged, backed off), never buffered on', async (t) => {
+  const watches: number[] = [];
+  let pulled = 0;
+  const fetchImpl: FetchLike = async (url, init) => {
+    if (!url.includes('watch=1')) return response(200, JSON.stringify({ kind: 'List', metadata: { resourceVersion: '5' }, items: [] }));
+    watches.push(Date.now());
+    const event = JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'x', resourceVersion: '6' } } });
+    // One good event, then a line that never ends.
+    return response(
+      200,
+      (async function* () {
+        yield enc.encode(`${event}\n`);
+        for (;;) {
+          if (init.signal.aborted) return;
+          pulled++;
+          yield enc.encode('x'.repeat(512));
+        }
+      })(),
+    );
+  };
+  const credentials = createCredentials({ name: 's', url: 'https://127.0.0.1:6443' });
+  t.teardown(() => credentials.close());
+  const lines: { msg: string; err?: string }[] = [];
+  const logger = pino({ level: 'debug' }, { write: (l: string) => void lines.push(JSON.parse(l) as { msg: string; err?: string }) });
+  const target = { name: 's', url: 'https://127.0.0.1:6443', credentials, timeoutMs: 1000, maxDocumentBytes: 4096, fetchImpl };
+  const events: string[] = [];
+  const watcher = new ApiWatcher(
+    { candidates: () => [{ target, health: 'healthy' }], onChange: (_k, type) => events.push(type), logger, minBackoffMs: 50 },
+    [{ kind: 'CustomResourceDefinition', path: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions' }],
+  );
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.teardown(() => clearInterval(keepAlive));
+  watcher.start();
+  const deadline = Date.now() + 5000;
+  while (watches.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  await watcher.close();
+  t.ok(events.includes('ADDED'), 'the event before the long line was delivered');
+  const failed = lines.find((l) => l.msg === 'watch failed; trying the next apiserver');
+  t.equal(
+    failed?.err,
+    'watch /apis/apiextensions.k8s.io/v1/customresourcedefinitions on s: a watch event longer than discovery.maxDocumentBytes (4096 bytes)',
+  );
+  t.ok(pulled <= 9 * (watches.length + 1), `stopped just past the cap: ${pulled} chunks of 512 bytes over ${watches.length} watches`);
+  t.ok(watches.length >= 2 && (watches[1] ?? 0) - (watches[0] ?? 0) >= 40, `the next watch after a backoff (${watches.join(', ')})`);
 });
 
 t.test('service: failures back off up to the interval; refresh() goes through at once; nothing after close()', async (t) => {

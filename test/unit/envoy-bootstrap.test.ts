@@ -27,6 +27,8 @@ import {
   MAX_REQUEST_HEADERS_KB,
   READ_NUM_RETRIES,
   READ_RETRY_ON,
+  WRITE_NUM_RETRIES,
+  WRITE_RETRY_ON,
   renderBootstrap,
   renderPath,
 } from '../../src/envoy/bootstrap.js';
@@ -435,7 +437,9 @@ t.test('retries: reads only (no upgrades), on failures before any answer; writes
     const re = methodRegex(r);
     const retry = at(r, 'route.retry_policy');
     if (re === undefined) {
-      t.equal(retry, undefined, `${String(r.name)}: a route that admits writes has no retry policy`);
+      // A write is retried only when none of it was sent (invariant 2): never on a reset or an answer.
+      t.equal(at(retry, 'retry_on'), WRITE_RETRY_ON, `${String(r.name)}: a route that admits writes retries only unsent requests`);
+      t.equal(at(retry, 'num_retries'), WRITE_NUM_RETRIES);
       writes++;
       continue;
     }
@@ -447,7 +451,8 @@ t.test('retries: reads only (no upgrades), on failures before any answer; writes
   }
   // Counted, so that an empty route table cannot pass: one read and one write route per apiserver and for default.
   t.equal(reads, config().apiservers.length + 1, 'a read route (with retries) per apiserver and for default');
-  t.equal(writes, reads, 'every read route has a write twin (no retries)');
+  t.equal(writes, reads, 'every read route has a write twin');
+  t.same(WRITE_RETRY_ON.split(',').sort(), ['connect-failure', 'reset-before-request'], 'writes: only failures before anything was sent');
   t.equal(reads + writes, rs.length, 'and nothing else');
   const conditions = READ_RETRY_ON.split(',');
   t.same(
@@ -723,5 +728,11 @@ t.test("request headers: as many as kube-apiserver takes; Envoy's own refusals a
   const byCode = (code: number): Obj | undefined => mappers.find((m) => JSON.stringify(m.filter).includes(`"default_value":${code}`));
   t.equal(at(byCode(431), 'body_format_override.json_format.reason'), 'BadRequest');
   t.equal(at(byCode(503), 'body_format_override.json_format.reason'), 'ServiceUnavailable');
+  t.same(
+    at(byCode(503), 'headers_to_add'),
+    [{ header: { key: 'retry-after', value: '1' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
+    "Envoy's own 503s carry skewgate's Retry-After (routing.retryAfterSeconds)",
+  );
+  t.equal(at(byCode(504), 'headers_to_add'), undefined, 'a timeout does not ask to retry');
   t.equal(at(mappers[mappers.length - 1], 'body_format_override.json_format.reason'), 'InternalError', 'any other code');
 });

@@ -34,6 +34,7 @@ t.test('the lab: loopback address bound and advertised; the flags as they were',
     '--disable-admission-plugins=ServiceAccount',
     '--profiling=false',
     '--shutdown-watch-termination-grace-period=5s',
+    '--shutdown-delay-duration=10s',
   ]);
   t.same(
     apiServerArgs({ ...lab, placement: 'loopback' }, pki, 'u', { certDir: 'c' }),

@@ -23,6 +23,42 @@ t.test('the lab gateway verifies client certificates and presents the front-prox
   t.equal(config.extproc.failureMode, 'open', 'fail-open: the lab shows docs/design.md, invariant 4');
 });
 
+t.test('a gateway with a peer skewgate, its health listener and a request bound: both configs accepted', async (t) => {
+  const peerSide = {
+    endpoints: ['127.0.0.1:9443'],
+    certFile: '/p/c.crt',
+    keyFile: '/p/c.key',
+    caFile: '/p/ca.crt',
+    serverName: 'skewgate-peer',
+  };
+  const input = {
+    pki,
+    apiservers,
+    extprocListen: 'unix:/run/x.sock',
+    port: 16443,
+    extprocPeers: peerSide,
+    healthPort: 16444,
+    requestTimeout: '5s',
+  };
+  const local = parseConfig(gatewayConfigDocument(input), 'lab.yaml', '/');
+  t.same(local.envoy.extprocPeers?.endpoints, ['127.0.0.1:9443']);
+  t.equal(local.envoy.extprocPeers?.serverName, 'skewgate-peer');
+  t.same(local.envoy.health, { address: '127.0.0.1', port: 16444 });
+  t.equal(local.envoy.requestTimeout, 5000);
+  t.equal(local.extproc.peer, undefined, 'the local skewgate has no peer listener');
+  const listener = { listen: '127.0.0.1:9443', certFile: '/p/s.crt', keyFile: '/p/s.key', clientCaFile: '/p/ca.crt' };
+  const peer = parseConfig(
+    gatewayConfigDocument({ ...input, extprocListen: 'unix:/run/peer.sock', peerListener: listener }),
+    'peer.yaml',
+    '/',
+  );
+  t.same(peer.extproc.peer, listener, "the peer's listener for other nodes' Envoys");
+  t.equal(peer.extproc.listen, 'unix:/run/peer.sock');
+  const plain = parseConfig(gatewayConfigDocument({ pki, apiservers, extprocListen: 'unix:/run/x.sock', port: 16443 }), 'lab.yaml', '/');
+  t.equal(plain.envoy.extprocPeers, undefined, 'none of it by default');
+  t.equal(plain.envoy.health, undefined);
+});
+
 t.test('kubeconfig: the old contexts, one per user through the gateway, and direct ones', async (t) => {
   const kc = gatewayKubeconfig({ pki, gatewayUrl: 'https://127.0.0.1:16443', apiservers }) as {
     users: { name: string; user: Record<string, string> }[];

@@ -135,6 +135,50 @@ t.test('discovery rounds: duration by apiserver and result, errors counted', asy
   );
 });
 
+t.test('document sizes: a gauge in bytes per apiserver and document, from the last round, members only', async (t) => {
+  const base = states[0] as ServerState;
+  const sized = (server: string, sizes: [string, number][]): DiscoveryRoundEvent => ({
+    server,
+    startedAt: NOW,
+    durationMs: 1,
+    requests: [],
+    before: base,
+    after: base,
+    snapshot: snap,
+    documentBytes: new Map(sizes),
+  });
+  metrics.recordRound(
+    sized('apiserver-a', [
+      ['/api', 900],
+      ['/apis', 20_000_000],
+    ]),
+  );
+  metrics.recordRound(
+    sized('apiserver-a', [
+      ['/api', 900],
+      ['/apis', 14_000_000],
+      ['/openapi/v3', 3000],
+    ]),
+  );
+  metrics.recordRound(sized('apiserver-c', [['/apis', 52_428_800]]));
+  metrics.recordRound(sized('gone', [['/apis', 1]]));
+  const gauge = find(await reader.metrics(), 'skewgate.discovery.document.bytes');
+  t.equal(gauge?.descriptor.unit, 'By');
+  t.equal(gauge?.dataPointType, DataPointType.GAUGE);
+  t.same(
+    points(gauge)
+      .map((p) => [p.attributes, p.value])
+      .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    [
+      [{ apiserver: 'apiserver-a', document: '/api' }, 900],
+      [{ apiserver: 'apiserver-a', document: '/apis' }, 14_000_000],
+      [{ apiserver: 'apiserver-a', document: '/openapi/v3' }, 3000],
+      [{ apiserver: 'apiserver-c', document: '/apis' }, 52_428_800],
+    ],
+    'the last size of each; an apiserver not in the snapshot is not shown',
+  );
+});
+
 t.test('gauges: view age, readiness, skewed resources and what each apiserver lacks', async (t) => {
   const ms = await reader.metrics();
   t.same(
@@ -178,8 +222,12 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
   );
 });
 
-t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role', async (t) => {
+t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role, document', async (t) => {
   const ms = await reader.metrics();
   const keys = new Set(ms.flatMap((m) => points(m).flatMap((p) => Object.keys(p.attributes))));
-  t.same([...keys].sort(), ['apiserver', 'outcome', 'reason', 'result', 'role', 'upstream']);
+  t.same([...keys].sort(), ['apiserver', 'document', 'outcome', 'reason', 'result', 'role', 'upstream']);
+  const documents = new Set(
+    ms.flatMap((m) => points(m).flatMap((p) => (p.attributes['document'] === undefined ? [] : [p.attributes['document']]))),
+  );
+  t.same([...documents].sort(), ['/api', '/apis', '/openapi/v3'], 'document: the three root paths, never a group/version');
 });

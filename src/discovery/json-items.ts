@@ -1,0 +1,118 @@
+// Pure: JSON.parse of a large discovery list in pieces. An aggregated /apis of a big cluster is
+// tens of megabytes; one JSON.parse of it holds the event loop for a hundred milliseconds or more.
+// Its bulk is one array (`items`) of small objects, so the text is scanned for that array's
+// elements and each is parsed on its own, with pause points between. The result is the same as
+// JSON.parse of the whole; at any doubt (malformed text, the key repeated or escaped) the whole is
+// parsed at once instead, and that parse's error is the one reported.
+import { type Sliced } from './sliced.js';
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+/** Characters scanned between two pause points. */
+const SCAN_CHUNK = 64 * 1024;
+
+interface Spans {
+  /** Index of the array's '[' and its ']'. */
+  readonly open: number;
+  readonly close: number;
+  /** [start, end) of each element, whitespace included. */
+  readonly elements: readonly (readonly [number, number])[];
+}
+
+/**
+ * Where the array under top-level key `key` and its elements are, or null when the text is not an
+ * object holding exactly one such array (or is malformed in a way the scan sees).
+ */
+function* findItems(text: string, key: string): Sliced<Spans | null> {
+  const quotedKey = JSON.stringify(key);
+  let depth = 0;
+  let inString = false;
+  let stringStart = -1;
+  let lastString = '';
+  let currentKey = '';
+  let open = -1;
+  let close = -1;
+  let elementStart = -1;
+  const elements: [number, number][] = [];
+  for (let i = 0; i < text.length; i++) {
+    if (i % SCAN_CHUNK === 0 && i > 0) yield;
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) {
+        inString = false;
+        if (depth === 1) lastString = text.slice(stringStart, i + 1);
+      }
+      continue;
+    }
+    switch (c) {
+      case QUOTE:
+        inString = true;
+        stringStart = i;
+        break;
+      case COLON:
+        if (depth === 1) {
+          // An escaped key could spell `key` another way, and JSON.parse keeps the last of equal keys.
+          if (lastString.includes('\\')) return null;
+          currentKey = lastString;
+        }
+        break;
+      case OPEN_OBJECT:
+      case OPEN_ARRAY:
+        if (depth === 0 && c !== OPEN_OBJECT) return null;
+        if (depth === 1 && c === OPEN_ARRAY && currentKey === quotedKey) {
+          if (open >= 0) return null; // the key twice: JSON.parse keeps the last; let it decide
+          open = i;
+          elementStart = i + 1;
+        }
+        depth++;
+        break;
+      case CLOSE_OBJECT:
+      case CLOSE_ARRAY:
+        depth--;
+        if (depth < 0) return null;
+        if (depth === 1 && open >= 0 && close < 0 && c === CLOSE_ARRAY) {
+          close = i;
+          if (text.slice(elementStart, i).trim() !== '' || elements.length > 0) elements.push([elementStart, i]);
+        }
+        break;
+      case COMMA:
+        if (depth === 2 && open >= 0 && close < 0) {
+          elements.push([elementStart, i]);
+          elementStart = i + 1;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (inString || depth !== 0 || open < 0 || close < 0) return null;
+  return { open, close, elements };
+}
+
+/** JSON.parse(text), with the elements of the top-level `key` array parsed one at a time. Throws what JSON.parse throws. */
+export function* parseJsonSteps(text: string, key = 'items'): Sliced<unknown> {
+  const spans = yield* findItems(text, key);
+  if (spans === null) return JSON.parse(text) as unknown;
+  let envelope: unknown;
+  const items: unknown[] = [];
+  try {
+    envelope = JSON.parse(`${text.slice(0, spans.open)}[]${text.slice(spans.close + 1)}`) as unknown;
+    for (const [start, end] of spans.elements) {
+      items.push(JSON.parse(text.slice(start, end)) as unknown);
+      yield;
+    }
+  } catch {
+    return JSON.parse(text) as unknown; // the whole document's error, with its position
+  }
+  if (envelope === null || typeof envelope !== 'object' || Array.isArray(envelope)) return JSON.parse(text) as unknown;
+  (envelope as Record<string, unknown>)[key] = items;
+  return envelope;
+}

@@ -1,0 +1,113 @@
+// parseJsonSteps: the same value as JSON.parse for any text, the same error for a malformed one.
+import t from 'tap';
+import { parseJsonSteps } from '../../src/discovery/json-items.js';
+import { runToEnd } from '../../src/discovery/sliced.js';
+import { seededRandom } from '../../bench/synthetic.js';
+
+const parse = (text: string): unknown => runToEnd(parseJsonSteps(text));
+
+function errorOf(f: () => unknown): string {
+  try {
+    f();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return 'no error';
+}
+
+t.test('the same value as JSON.parse (table)', async (t) => {
+  const cases: readonly [string, string][] = [
+    [
+      'an aggregated list',
+      '{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apps"}},{"metadata":{"name":"batch"}}]}',
+    ],
+    ['items first, whitespace everywhere', ' { "items" : [ {"a":1} ,\n {"b":[1,2,{"c":"]"}]} ] , "kind" : "X" } '],
+    ['an empty array', '{"items":[],"kind":"X"}'],
+    ['an empty array with blanks', '{"items":[ \n ],"kind":"X"}'],
+    ['elements that are not objects', '{"items":[1,"two",null,true,[3,[4]],{"x":"a,b]"}]}'],
+    ['strings with escapes and brackets', '{"k":"v\\"[{","items":[{"s":"\\\\"},{"s":"\\"]}"}],"z":"\\u005d"}'],
+    ['a nested items key is not the top one', '{"a":{"items":[1,2]},"items":[3]}'],
+    ['no items key', '{"kind":"X","metadata":{}}'],
+    ['items not an array', '{"items":{"a":[1,2]}}'],
+    ['the key twice (JSON.parse keeps the last)', '{"items":[1],"items":[2,3]}'],
+    ['an escaped spelling of the key after the plain one', '{"items":[1],"it\\u0065ms":[2]}'],
+    ['a top-level array', '[{"items":[1]}]'],
+    ['a number', '42'],
+    ['unicode', '{"items":[{"n":"é😀\\ud83d\\ude00"}]}'],
+  ];
+  for (const [name, text] of cases) t.same(parse(text), JSON.parse(text), name);
+});
+
+t.test('malformed text: the error JSON.parse gives for the whole', async (t) => {
+  const cases = [
+    '{"items":[1,]}',
+    '{"items":[1 2]}',
+    '{"items":[{"a":1}]',
+    '{"items":[{"a":1}]}}',
+    '{"items":[{"a":}]}',
+    '{"items":["unterminated]}',
+    '{"items":[1]} trailing',
+    '{"items":[1]}{"items":[2]}',
+    '',
+    '{',
+  ];
+  for (const text of cases) {
+    const expected = errorOf(() => JSON.parse(text));
+    t.not(expected, 'no error', `JSON.parse rejects ${JSON.stringify(text)}`);
+    t.equal(
+      errorOf(() => parse(text)),
+      expected,
+      JSON.stringify(text),
+    );
+  }
+});
+
+t.test('random documents and random corruptions agree with JSON.parse', async (t) => {
+  const rnd = seededRandom(7);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
+  const value = (depth: number): unknown => {
+    const r = rnd();
+    if (depth > 3 || r < 0.3) return pick([1, -2.5e3, 'a', 'q"uo\\te', '[{,}]', null, true, '', 'é']);
+    if (r < 0.6) return Array.from({ length: Math.floor(rnd() * 4) }, () => value(depth + 1));
+    return Object.fromEntries(
+      Array.from({ length: Math.floor(rnd() * 4) }, (_, i) => [pick(['items', 'k', `f${i}`, 'a"b']), value(depth + 1)]),
+    );
+  };
+  let valid = 0;
+  let malformed = 0;
+  for (let n = 0; n < 400; n++) {
+    const doc = { kind: 'X', metadata: value(1), items: Array.from({ length: Math.floor(rnd() * 6) }, () => value(1)) };
+    let text = JSON.stringify(doc, null, rnd() < 0.5 ? undefined : 1);
+    if (n % 2 === 1) {
+      // Corrupt one character: most become malformed, some stay valid with another meaning.
+      const at = Math.floor(rnd() * text.length);
+      text = text.slice(0, at) + pick(['"', ',', ']', '}', '[', '{', ':', '\\', 'x']) + text.slice(at + 1);
+    }
+    const expected = errorOf(() => JSON.parse(text));
+    if (expected === 'no error') {
+      valid++;
+      t.same(parse(text), JSON.parse(text), `document ${n}`);
+    } else {
+      malformed++;
+      t.equal(
+        errorOf(() => parse(text)),
+        expected,
+        `document ${n}: same error`,
+      );
+    }
+  }
+  t.ok(valid > 200 && malformed > 50, `both kinds exercised: ${valid} valid, ${malformed} malformed`);
+});
+
+t.test('a large list pauses between elements', async (t) => {
+  const text = JSON.stringify({ kind: 'X', items: Array.from({ length: 1000 }, (_, i) => ({ i })) });
+  const work = parseJsonSteps(text);
+  let pauses = 0;
+  let step = work.next();
+  while (step.done !== true) {
+    pauses++;
+    step = work.next();
+  }
+  t.ok(pauses >= 1000, `paused ${pauses} times`);
+  t.same(step.value, JSON.parse(text));
+});

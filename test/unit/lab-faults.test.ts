@@ -1,0 +1,100 @@
+import t from 'tap';
+import { faultRows } from '../load/faults.js';
+import { TimelineRecorder, capableReadyForMs, readySpans } from '../load/timeline.js';
+import type { RequestRecord } from '../load/types.js';
+import { faultTable } from '../../bench/cluster-results.js';
+import { account } from '../load/accounting.js';
+
+const NEW = '1.36.3';
+
+const req = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord => ({
+  arm: 'cert',
+  kind: 'common',
+  op: 'get',
+  endMs: o.startMs + 10,
+  status: 200,
+  ...o,
+});
+
+/** steady from 0; the fault phase from 10 s, the fault at 11 s (done at 11.1 s), repaired at 15 s. */
+function timeline(): ReturnType<TimelineRecorder['snapshot']> {
+  let now = 0;
+  const tl = new TimelineRecorder(() => now);
+  tl.phase('steady');
+  tl.server('kas-1', NEW, 'ready', 0);
+  now = 10_000;
+  tl.phase('fault');
+  tl.server('kas-1', NEW, 'unready', 11_200);
+  tl.server('kas-1', NEW, 'ready', 15_100);
+  return tl.snapshot();
+}
+
+t.test("readySpans: an apiserver's own unready ends its span, ready opens the next", async (t) => {
+  const spans = readySpans(timeline());
+  t.same(spans, [
+    { server: 'kas-1', version: NEW, readyAtMs: 0, downAtMs: 11_200 },
+    { server: 'kas-1', version: NEW, readyAtMs: 15_100, downAtMs: null },
+  ]);
+  const serves = (): boolean => true;
+  t.equal(capableReadyForMs(spans, 12_000, serves), Number.NEGATIVE_INFINITY, 'unready: nothing capable is ready');
+  t.equal(capableReadyForMs(spans, 16_100, serves), 1000, 'ready again: counted from its return');
+});
+
+t.test('faultRows: in flight at the fault, failures after it, the longest request, recovery', async (t) => {
+  const tl = timeline();
+  const mark = { phase: 'fault', faultAtMs: 11_000, faultDoneMs: 11_100, repairAtMs: 15_000 };
+  const requests: RequestRecord[] = [
+    req({ startMs: 5000, status: 503 }), // steady: not this phase's
+    req({ startMs: 10_990, endMs: 11_050, status: null, error: 'ECONNRESET' }), // in flight, failed
+    req({ startMs: 11_050, endMs: 11_060 }), // in flight (sent before the process was gone), fine
+    req({ startMs: 12_000, status: 503, reason: 'no_healthy_capable_server', detail: 'skewgate: no_healthy_capable_server' }),
+    req({ startMs: 13_000, endMs: 18_000, status: 504, detail: 'apiserver: Timeout' }),
+    req({ startMs: 14_000, status: 404, kind: 'skewed', name: 'gone' }), // a false 404, by the predicate
+    req({ startMs: 14_500, status: 404, kind: 'skewed', name: 'true' }),
+    req({ startMs: 15_500, status: 503, detail: 'envoy: x' }), // after the repair
+    req({ startMs: 16_000, endMs: 60_000, op: 'watch' }), // watches stream: not the longest request
+    req({ startMs: 17_000, arm: 'token' }),
+  ];
+  const rows = faultRows({ timeline: tl, requests, marks: [mark], false404: (r) => r.name === 'gone' });
+  t.same(
+    rows.map((r) => r.arm),
+    ['cert', 'token'],
+    'one row per arm',
+  );
+  const cert = rows[0];
+  t.equal(cert?.requests, 8, 'this phase, this arm, the watch connect included');
+  t.equal(cert?.failed, 5, 'reset, two 503s, a 504 and the false 404 (not the true one)');
+  t.same([...(cert?.failedBy ?? [])].sort(), [
+    ['404 (false)', 1],
+    ['503 envoy: x', 1],
+    ['503 skewgate: no_healthy_capable_server', 1],
+    ['504 apiserver: Timeout', 1],
+    ['no answer: ECONNRESET', 1],
+  ]);
+  t.equal(cert?.inFlightAtFault, 2);
+  t.equal(cert?.failedInFlight, 1);
+  t.equal(cert?.failedAfterFault, 4);
+  t.equal(cert?.failedAfterRepair, 1);
+  t.equal(cert?.maxMs, 5000, 'the 504, not the watch');
+  t.equal(cert?.maxWhat, 'common get 504');
+  t.equal(cert?.recoverMs, 4500, 'the last failure sent after the fault: 15.5 s');
+  t.equal(cert?.recoverAfterRepairMs, 500);
+  const token = rows[1];
+  t.equal(token?.failed, 0);
+  t.equal(token?.recoverMs, 0, 'nothing failed: recovered at once');
+  t.equal(token?.recoverAfterRepairMs, 0);
+  const none = faultRows({ timeline: tl, requests, marks: [{ phase: 'fault', faultAtMs: 11_000 }], false404: () => false });
+  t.equal(none[0]?.recoverAfterRepairMs, null, 'no repair: no recovery after one');
+
+  const a = account({
+    timeline: tl,
+    requests,
+    watch: [],
+    final: [],
+    rules: { serves: { skewed: () => true, common: () => true }, graceMs: 1000 },
+  });
+  const table = faultTable(rows, a);
+  t.equal(table.rows.length, 2);
+  t.equal(table.rows[0]?.[10], '5.0 s (common get 504)', 'max request in seconds above one');
+  t.equal(table.rows[1]?.[11], '0 ms', 'recovery in milliseconds below one');
+});
