@@ -4,11 +4,9 @@
 // envoy.requestTimeout at most and gets a 504 Status; a watch is not cut by that bound; the other
 // apiserver goes on answering; skewgate keeps the hung one's last good view (no false 404: a fast
 // 503 for what only it serves) and logs and counts the fault; Envoy counts the timeouts.
-import { request as httpsRequest } from 'node:https';
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { envoyCounter, send } from '../helpers/envoy-fixtures.js';
+import { envoyCounter, openWatch, send } from '../helpers/envoy-fixtures.js';
 import { captureLogs } from '../helpers/extproc-client.js';
 import { eventually, within } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
@@ -46,41 +44,12 @@ async function timed(method: string, path: string): Promise<{ status: number; bo
   return { status: r.status, body: r.body, ms: Date.now() - started };
 }
 
-/** A watch through the gateway; `ended` settles when the gateway or the apiserver ends it. */
-function openWatch(path: string): Promise<{ status: number; ended: Promise<void> }> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port: port(),
-        path,
-        method: 'GET',
-        ca: readFileSync(fixture.stack().pki.caFile),
-        servername: 'localhost',
-        headers: token(),
-        agent: false,
-      },
-      (res) => {
-        res.resume();
-        const ended = new Promise<void>((done) => {
-          res.once('end', done);
-          res.once('close', done);
-          res.once('error', () => done());
-        });
-        resolve({ status: res.statusCode ?? 0, ended });
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 t.test('an apiserver that never answers: bounded requests end in time, watches stay, the rest goes on', async (t) => {
   const stack = fixture.stack();
   const proxy = stack.proxies.get('apiserver-a');
   if (!proxy) throw new Error('no proxy in front of apiserver-a');
   t.equal((await timed('GET', SKEWED)).status, 200, 'before: apiserver-a answers the skewed resource');
-  const watch = await openWatch(`${SKEWED}?watch=true`);
+  const watch = await openWatch(port(), fixture.stack().pki, `${SKEWED}?watch=true`, token());
   t.equal(watch.status, 200, 'a watch on apiserver-a is open');
   let watchEnded = false;
   void watch.ended.then(() => (watchEnded = true));

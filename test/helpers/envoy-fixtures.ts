@@ -272,3 +272,28 @@ export async function envoyCounter(adminUrl: string, name: string): Promise<numb
   if (line === undefined) throw new Error(`Envoy has no stat ${name}`);
   return Number(line.slice(name.length + 2));
 }
+
+/** A watch through the gateway; `ended` settles when the gateway or the apiserver ends it. */
+export function openWatch(
+  port: number,
+  pki: Pki,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): Promise<{ status: number; ended: Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port, path, method: 'GET', ca: readFileSync(pki.caFile), servername: 'localhost', headers, agent: false },
+      (res) => {
+        res.resume();
+        const ended = new Promise<void>((done) => {
+          res.once('end', done);
+          res.once('close', done);
+          res.once('error', () => done());
+        });
+        resolve({ status: res.statusCode ?? 0, ended });
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
