@@ -9,7 +9,7 @@ import { ERROR_BODY_BYTES, type Oversize, contentLength, downloadBackoffMs, tooL
 import type { ResourceCapability, ServerView } from './types.js';
 import type { ServerCredentials } from './credentials.js';
 import { parseJsonSteps } from './json-items.js';
-import { runSliced, type SliceOptions } from './slice-runner.js';
+import { runSliced, sliceBudget, type SliceOptions } from './slice-runner.js';
 import { runToEnd, type Sliced } from './sliced.js';
 import {
   DiscoveryDocumentError,
@@ -654,7 +654,7 @@ export class DiscoveryClient {
   }
 
   private sliceOptions(): SliceOptions {
-    return this.opts.sliceBudgetMs === undefined ? {} : { budgetMs: this.opts.sliceBudgetMs };
+    return sliceBudget(this.opts.sliceBudgetMs);
   }
 
   /** GET /readyz → true on 200; any other answer or error → false. */

@@ -230,6 +230,6 @@ export function computeEtag(items: readonly GroupDiscovery[] | EncodedDiscovery)
  * and ends the document with a newline.
  */
 export function discoveryBody(items: readonly GroupDiscovery[] | EncodedDiscovery): string {
-  const { itemsJson } = 'itemsJson' in items ? items : encodeItems(items);
-  return `${BODY_PREFIX}${itemsJson}}\n`;
+  // The very bytes the service serves (encodeResponseSteps), so that tests of this read them.
+  return runToEnd(encodeResponseSteps('itemsJson' in items ? items : encodeItems(items))).body.toString('utf8');
 }

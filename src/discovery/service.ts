@@ -14,7 +14,7 @@ import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../
 import { MAX_DOCUMENT_BYTES_KEY, bloatChange, bloatThreshold } from './document-bounds.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { buildSnapshotSteps, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
-import { runSliced } from './slice-runner.js';
+import { runSliced, sliceBudget } from './slice-runner.js';
 import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
 import {
   applyLeaseChange,
@@ -785,7 +785,7 @@ export class DiscoveryService {
     try {
       snap = await runSliced(buildSnapshotSteps(servers, this.snapshot.generation + 1, previous, this.snapshotOptions), {
         signal: this.abort.signal,
-        ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+        ...sliceBudget(this.sliceBudgetMs),
         onSlice: (ms) => {
           slices++;
           longest = Math.max(longest, ms);
@@ -866,7 +866,7 @@ export class DiscoveryService {
     // The diff walks every resource: in slices, and logged when done (never in the request path's way).
     void runSliced(diffViewsSteps(before, after), {
       signal: this.abort.signal,
-      ...(this.sliceBudgetMs === undefined ? {} : { budgetMs: this.sliceBudgetMs }),
+      ...sliceBudget(this.sliceBudgetMs),
     }).then(
       (d) => {
         const fields = {

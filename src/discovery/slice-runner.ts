@@ -18,6 +18,11 @@ export interface SliceOptions {
 
 export const DEFAULT_SLICE_BUDGET_MS = 5;
 
+/** Options with this budget, or the default when none is given. */
+export function sliceBudget(budgetMs: number | undefined): SliceOptions {
+  return budgetMs === undefined ? {} : { budgetMs };
+}
+
 export async function runSliced<T>(work: Sliced<T>, opts: SliceOptions = {}): Promise<T> {
   const budget = opts.budgetMs ?? DEFAULT_SLICE_BUDGET_MS;
   const now = opts.now ?? (() => performance.now());
