@@ -241,7 +241,7 @@ function sanitiserFilter(envoyXfcc: boolean): JsonObject {
 }
 
 const EXTPROC_RETRY: JsonObject = {
-  retry_on: 'connect-failure,refused-stream,reset-before-request',
+  retry_on: 'connect-failure,refused-stream,reset-before-request,reset',
   num_retries: 2,
   retry_back_off: { base_interval: '0.005s', max_interval: '0.025s' },
   retry_host_predicate: [
@@ -268,9 +268,10 @@ function extprocFilter(config: Config): JsonObject {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
       grpc_service: {
         envoy_grpc: { cluster_name: EXTPROC_CLUSTER },
-        // With peers: a stream that could not even open (a killed skewgate refusing connections,
-        // before the ejection lands) is tried once more on another skewgate. Nothing was processed,
-        // so this is never a second decision for one request.
+        // With peers: a stream that could not open (a killed skewgate refusing connections, before
+        // the ejection lands) or that was cut before any answer (a skewgate killed mid-decision)
+        // is tried again on another skewgate. A decision changes nothing, so deciding a request a
+        // second time is harmless; an answer once begun is never retried.
         ...(config.envoy.extprocPeers ? { retry_policy: EXTPROC_RETRY } : {}),
       },
       // open: skewgate unreachable means plain balancing over all apiservers (docs/design.md, invariant 4).

@@ -16,7 +16,7 @@ import { loadConfig, type ApiServerConfig } from '../../src/config.js';
 import { learntName } from '../../src/discovery/members.js';
 import type { MemberEntry } from '../../src/discovery/service.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
-import { XdsWriter } from '../../src/envoy/xds-files.js';
+import { XDS_JOIN_DELAY_MS, XdsWriter } from '../../src/envoy/xds-files.js';
 import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
@@ -207,10 +207,14 @@ t.test(
             `${o} drained, then removed`,
           );
         // skewgate cannot route to an apiserver before a source names it: for the 503s, a new
-        // apiserver counts as ready from its Node's registration (or its own ready, if later). Its
+        // apiserver counts as ready from its Node's registration (or its own ready, if later), plus
+        // the join skewgate waits by design (XDS_JOIN_DELAY_MS: its cluster, then its routes into
+        // Envoy, before the first request goes there); the usual round lag comes on top. Its
         // identity Lease meanwhile turns would-be 404s into 503 unmatched_apiserver_identity, and
         // its route reaches Envoy a moment after its cluster (upstream_unknown_to_envoy).
-        const registered = new Map(nodeEvents.filter((e) => e.what === 'Node registered').map((e) => [e.server, e.atMs]));
+        const registered = new Map(
+          nodeEvents.filter((e) => e.what === 'Node registered').map((e) => [e.server, e.atMs + XDS_JOIN_DELAY_MS]),
+        );
         const known = {
           ...tl,
           servers: tl.servers.map((e) => (e.what === 'ready' ? { ...e, atMs: Math.max(e.atMs, registered.get(e.server) ?? e.atMs) } : e)),

@@ -1,8 +1,9 @@
 // No single skewgate between a client certificate and its apiserver: a real Envoy whose ext_proc
 // cluster holds this node's skewgate first and another node's skewgate behind it (priority 1,
 // mutual TLS), both `skewgate serve` processes. Under a mixed token and client-certificate load on
-// an API only one fake apiserver serves, the local skewgate is SIGKILLed: no request may fail
-// except those in flight at the kill, and the gateway's health listener stays 200. With the peer
+// an API only one fake apiserver serves, the local skewgate is SIGKILLed: no request may fail, not
+// even one in flight at the kill (its stream is retried on the peer), and the gateway's health
+// listener stays 200. With the peer
 // killed too, /ready turns 503 and certificates get Envoy's 401 backstop. The peer listener
 // refuses a client without a certificate from its CA.
 import t from 'tap';
@@ -192,7 +193,7 @@ await t.test('the peer listener: mutual TLS, a client without a certificate from
   );
 });
 
-await t.test(`SIGKILL of the local skewgate under load: nothing fails but what was in flight`, async (t) => {
+await t.test(`SIGKILL of the local skewgate under load: nothing fails`, async (t) => {
   const sent: Sent[] = [];
   const t0 = performance.now();
   // The kill takes effect between the signal and the exit the parent sees: a request is in flight
@@ -227,20 +228,23 @@ await t.test(`SIGKILL of the local skewgate under load: nothing fails but what w
   const failed = sent.filter((s) => s.status !== 200);
   const atKill = (s: Sent): boolean => s.start <= deadAt && s.end >= killAt;
   const inFlight = sent.filter(atKill);
-  const beyond = failed.filter((s) => !atKill(s));
   const after = sent.filter((s) => s.start > deadAt);
   t.comment(
     `sent ${sent.length} (${sent.filter((s) => s.kind === 'cert').length} by certificate), ${after.length} after the kill; ` +
       `in flight at the kill ${inFlight.length} (signal to exit ${(deadAt - killAt).toFixed(1)} ms); failed ${failed.length} (${failed.map((s) => `${s.kind} ${s.status}${s.reason ? ` ${s.reason}` : ''}`).join(', ') || 'none'})`,
   );
   t.ok(after.length > 100, `${after.length} requests after the kill`);
+  t.ok(inFlight.length > 0, `${inFlight.length} requests in flight at the kill`);
+  // A stream cut before skewgate answered is retried on the peer (retry_on reset): not even the
+  // requests in flight at the kill fail open.
   t.same(
-    beyond.map((s) => `${s.kind} ${s.status} ${s.reason ?? ''} at +${(s.start - killAt).toFixed(0)} ms`),
+    failed.map(
+      (s) =>
+        `${s.kind} ${s.status} ${s.reason ?? ''} at +${(s.start - killAt).toFixed(0)} ms${atKill(s) ? ' (in flight at the kill)' : ''}`,
+    ),
     [],
-    'no request failed that was not in flight at the kill',
+    'no request failed, not even one in flight at the kill',
   );
-  t.ok(failed.length <= inFlight.length, `at most the ${inFlight.length} in flight failed`);
-  t.ok(failed.length <= WORKERS, `at most one per concurrent client (${WORKERS}): only what was open at the kill`);
   t.same(
     readies.filter((r) => r !== 200),
     [],

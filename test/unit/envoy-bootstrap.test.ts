@@ -671,7 +671,11 @@ t.test('peer skewgates: priority 1 behind the local one, mutual TLS by endpoint 
   t.equal(at(c, 'outlier_detection.enforcing_consecutive_5xx'), 0, 'a gRPC error is an answer, not a dead skewgate');
   t.equal(at(c, 'common_lb_config.healthy_panic_threshold.value'), 0);
   const retry = obj(at(extproc(b), 'grpc_service.retry_policy'));
-  t.equal(retry.retry_on, 'connect-failure,refused-stream,reset-before-request', 'only a stream that never opened');
+  t.equal(
+    retry.retry_on,
+    'connect-failure,refused-stream,reset-before-request,reset',
+    'a stream that never opened, or was cut before its answer',
+  );
   t.equal(at(retry, 'retry_host_predicate.0.name'), 'envoy.retry_host_predicates.previous_hosts', 'on another skewgate');
   t.equal(at(extproc(renderBootstrap(config())), 'grpc_service.retry_policy'), undefined, 'no peers, no retry');
   t.same(
