@@ -13,7 +13,9 @@ import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
 import { knownMemberSpec } from './discovery/members.js';
-import { readKnownMembers, XDS_JOIN_DELAY_MS, XdsWriter } from './envoy/xds-files.js';
+import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from './envoy/xds-files.js';
+import { adminRoutesConfirm, adminUrlOf } from './envoy/admin-routes.js';
+import { FastPathSync } from './envoy/fast-path-sync.js';
 import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
 import { SecretRotator } from './envoy/secret-rotation.js';
 
@@ -22,6 +24,11 @@ export interface SkewgateOptions {
   readonly env?: Env;
   /** Tests: in-memory span exporter and metric readers. */
   readonly telemetry?: SdkOptions;
+  /**
+   * Envoy's admin URL, where skewgate confirms that withdrawn fast-path routes are gone; default
+   * from envoy.admin (none with port 0: a settle period instead). Tests with an ephemeral admin.
+   */
+  readonly envoyAdminUrl?: string | null;
 }
 
 export interface Skewgate {
@@ -67,8 +74,12 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   });
   const xdsDir = config.envoy.xds?.directory;
   const xdsLogger = logger.child({ component: 'xds' });
-  const xds = xdsDir === undefined ? null : new XdsWriter(config, xdsLogger);
+  const adminUrl = opts.envoyAdminUrl !== undefined ? opts.envoyAdminUrl : adminUrlOf(config);
+  const xds =
+    xdsDir === undefined ? null : new XdsWriter(config, xdsLogger, XDS_SETTLE_MS, adminUrl === null ? null : adminRoutesConfirm(adminUrl));
   let running: DiscoveryService | null = null;
+  // Envoy's fast-path routes follow the published snapshots (with envoy.xds only).
+  let sync: FastPathSync | null = null;
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   const live = new LiveConfig(config, {
     build(c) {
@@ -87,7 +98,13 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       const lastKnown = known.map((k) => knownMemberSpec(k, c.membership.template));
       // With the xDS files, a verified apiserver joins Envoy (its cluster, then its routes) before skewgate routes to it.
       const joinDelayMs = c.envoy.xds === undefined ? 0 : XDS_JOIN_DELAY_MS;
-      const discovery = new DiscoveryService(c, { logger: logger.child({ component: 'discovery' }), lastKnown, joinDelayMs });
+      const discovery: DiscoveryService = new DiscoveryService(c, {
+        logger: logger.child({ component: 'discovery' }),
+        lastKnown,
+        joinDelayMs,
+        // Only the running service's snapshots reach Envoy; a reload's candidate waits for beforeSwap.
+        beforePublish: (snap) => (sync !== null && live.parts.discovery === discovery ? sync.beforePublish(snap) : Promise.resolve()),
+      });
       const router = createRouter(discovery, {
         staleAfterMs: c.discovery.staleAfter,
         retryAfterSeconds: c.routing.retryAfterSeconds,
@@ -103,7 +120,17 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       if (changed.includes('apiservers')) telemetry?.setApiservers(c.apiservers);
     },
     onResult: (r) => telemetry?.recordReload(r.result, r.generation),
+    beforeSwap: (snap) => sync?.beforePublish(snap) ?? Promise.resolve(),
   });
+  if (xds !== null)
+    sync = new FastPathSync({
+      writer: xds,
+      current: () => live.parts.discovery.current(),
+      staleAfterMs: () => live.parts.config.discovery.staleAfter,
+      enabled: () => live.parts.config.routing.fastPath,
+      logger: logger.child({ component: 'fast-path' }),
+    });
+  const offFastPath = live.discovery.onChange((snap) => sync?.published(snap));
   // Always the running router: the ext_proc server never sees a reload.
   const router = live.router;
   running = live.parts.discovery;
@@ -174,6 +201,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         await live.endReloads();
         // Out of the kubernetes Service first, so that pods stop being sent here while it drains.
         await publisher?.close();
+        // Nobody keeps Envoy's fast-path routes current once this process is gone: every request
+        // is asked about again (by a peer skewgate, or failing open as without one).
+        offFastPath();
+        await sync?.close().catch((err: unknown) => logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
         await server.close(config.extproc.shutdownGrace, opts);
         await xds?.close();
         await secrets?.close();

@@ -313,9 +313,16 @@ const schema = z
       .object({
         /** Retry-After seconds on a 503 from skewgate. */
         retryAfterSeconds: z.number().int().min(0).default(1),
+        /**
+         * With envoy.xds: what needs no per-request judgement (a group/version every apiserver
+         * serves identically, no client certificate, nothing long-running) is compiled into Envoy
+         * routes that skip ext_proc (docs/design.md, "The fast path"). false: every request is
+         * asked about, as without envoy.xds.
+         */
+        fastPath: z.boolean().default(true),
       })
       .strict()
-      .default({ retryAfterSeconds: 1 }),
+      .default({ retryAfterSeconds: 1, fastPath: true }),
     envoy: z
       .object({
         listen: z

@@ -51,6 +51,11 @@ export interface LiveConfigDeps<D extends SwappableDiscovery> {
   readonly applied?: (config: Config, changed: readonly string[]) => void;
   /** Every reload's result, once per run (the metrics). */
   readonly onResult?: (result: ReloadResult) => void;
+  /**
+   * Awaited before a new discovery service takes over routing, with its snapshot: what must
+   * change outside skewgate first (Envoy's fast-path routes, envoy/fast-path-sync.ts).
+   */
+  readonly beforeSwap?: (next: Snapshot) => Promise<void>;
 }
 
 interface Job {
@@ -204,6 +209,9 @@ export class LiveConfig<D extends SwappableDiscovery> {
       await parts.discovery.close();
       return this.failure('skewgate is shutting down');
     }
+    await this.deps.beforeSwap?.(parts.discovery.current()).catch((err: unknown) => {
+      this.deps.logger.error({ err: errorText(err) }, 'before-swap step failed; swapping anyway');
+    });
     return this.swap(parts, plan.changed);
   }
 

@@ -72,6 +72,12 @@ export interface DiscoveryServiceOptions {
   readonly lastKnown?: readonly MemberSpec[];
   /** Longest piece of parsing or snapshot building between two turns of the event loop (slice-runner.ts). */
   readonly sliceBudgetMs?: number;
+  /**
+   * Awaited with each new snapshot before routing sees it (Envoy's fast-path routes withdrawn
+   * where the new snapshot no longer allows them: envoy/fast-path-sync.ts). Bounded by its owner;
+   * a failure is logged and the snapshot published anyway.
+   */
+  readonly beforePublish?: (next: Snapshot) => Promise<void>;
 }
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
@@ -171,6 +177,7 @@ export class DiscoveryService {
   private readonly intervalMs: number;
   private readonly minRetryMs: number;
   private readonly sliceBudgetMs: number | undefined;
+  private readonly beforePublish: ((next: Snapshot) => Promise<void>) | undefined;
   private readonly maxDocumentBytes: number;
   private readonly maxDownloadBackoffMs: number;
   private snapshot: Snapshot;
@@ -201,6 +208,7 @@ export class DiscoveryService {
     this.fetchImpl = opts.fetchImpl;
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, this.intervalMs);
     this.sliceBudgetMs = opts.sliceBudgetMs;
+    this.beforePublish = opts.beforePublish;
     this.maxDocumentBytes = config.discovery.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
     this.maxDownloadBackoffMs = config.discovery.maxDownloadBackoff ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS;
     this.joinDelayMs = opts.joinDelayMs ?? 0;
@@ -796,6 +804,14 @@ export class DiscoveryService {
       return;
     }
     if (this.closing) return;
+    if (this.beforePublish) {
+      try {
+        await this.beforePublish(snap);
+      } catch (err) {
+        this.log.error({ err: String(err), generation: snap.generation }, 'before-publish step failed; publishing the snapshot anyway');
+      }
+      if (this.closing) return;
+    }
     if (slices > 1)
       this.log.debug(
         { generation: snap.generation, ms: Math.round(performance.now() - t0), slices, longestSliceMs: Math.round(longest * 10) / 10 },

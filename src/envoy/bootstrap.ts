@@ -3,6 +3,7 @@
 // here); each section has its own module: listener.ts (TLS listener, connection manager, filter
 // chain), routes.ts, clusters.ts, tracing.ts (Envoy's own tracer); json.ts and upstreams.ts hold
 // what they share.
+import { FAST_PATH_RE2_PROGRAM_LIMIT } from './fast-routes.js';
 import type { Config } from '../config.js';
 import { apiserverClusters, extprocCluster, HIGH_LIMIT } from './clusters.js';
 import { renderPath, type JsonObject } from './json.js';
@@ -60,7 +61,17 @@ export function renderBootstrap(config: Config, options: RenderOptions = {}): Js
     // rapid-reset attack and closes the connection about every 1,000 requests, failing the
     // streams in flight. A graceful half-close ends the stream cleanly instead.
     layered_runtime: {
-      layers: [{ name: 'skewgate', static_layer: { [EXTPROC_GRACEFUL_CLOSE]: true } }],
+      layers: [
+        {
+          name: 'skewgate',
+          static_layer: {
+            [EXTPROC_GRACEFUL_CLOSE]: true,
+            // The fast path's routes match with one large expression each (fast-routes.ts); set
+            // with filesystem xDS whatever routing.fastPath says, since a reload may turn it on.
+            ...(config.envoy.xds ? { 're2.max_program_size.error_level': FAST_PATH_RE2_PROGRAM_LIMIT, 're2.max_program_size.warn_level': FAST_PATH_RE2_PROGRAM_LIMIT } : {}),
+          },
+        },
+      ],
     },
     overload_manager: {
       resource_monitors: [

@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { duration, type JsonObject, type PathFn } from './json.js';
-import { routeConfig, routeOptions } from './routes.js';
+import { EXTPROC_FILTER, routeConfig, routeOptions } from './routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { certificateFields, validationFields } from './tls-material.js';
@@ -80,7 +80,7 @@ function localReplyConfig(retryAfterSeconds: number): JsonObject {
   };
 }
 /** The ext_proc filter's name in the chain (the baseline gateway is the bootstrap without it). */
-export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
+export { EXTPROC_FILTER };
 
 /**
  * Request headers stripped besides the shared identity list. x-envoy-* would let a client steer

@@ -7,6 +7,11 @@ import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
 import type { Config } from '../config.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
+import { fastPathRoutes } from './fast-routes.js';
+import type { FastTable } from '../routing/fast-path.js';
+
+/** The ext_proc filter's name in the chain: the key of its per-route config (fast-routes.ts). */
+export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
 
 /** The first route when client certificates are verified: a certificate whose identity nobody stated. */
 export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
@@ -55,7 +60,7 @@ export function routeOptions(config: Config): RouteOptions {
  * attach, port-forward, logs, proxies, and every request while skewgate is unreachable — keep no
  * timeout at all (see stream_idle_timeout, listener.ts).
  */
-export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions): JsonObject {
+export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, fast: FastTable | null = null): JsonObject {
   const { identity, retryAfterSeconds } = opts;
   const routes: JsonObject[] = identity ? [identityBackstop()] : [];
   const push = (name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): void => {
@@ -72,6 +77,8 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions):
       push(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, writeRetry(false));
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
+    // Requests without a client certificate (so never with a stated identity) that need no judgement.
+    if (v.suffix === '') routes.push(...fastPathRoutes(fast, opts.requestTimeoutMs));
     push(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true));
     push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, writeRetry(true));
   }
@@ -162,6 +169,11 @@ function route(name: string, headers: readonly JsonObject[], cluster: string, re
       ...(retry === undefined ? {} : { retry_policy: retry }),
     },
   };
+}
+
+/** The retry policy of the balanced default routes, for a read or a write. */
+export function balancedRetry(read: boolean): JsonObject {
+  return read ? readRetry(true) : writeRetry(true);
 }
 
 function readRetry(otherHost: boolean): JsonObject {

@@ -12,7 +12,8 @@ import type { Logger } from 'pino';
 import type { ApiServerConfig, Config } from '../config.js';
 import type { MemberEntry } from '../discovery/service.js';
 import { renderPath, type JsonObject } from './json.js';
-import { CDS_FILE, discoveryResponse, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
+import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
+import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
 export const XDS_SETTLE_MS = 250;
@@ -104,11 +105,34 @@ function specsOf(entries: readonly MemberEntry[], role: MemberEntry['role']): Ap
   return entries.filter((e) => e.role === role).map((e) => e.spec);
 }
 
-/** Keeps the files in line with the members; one change at a time, the latest wins. */
+/**
+ * Asks Envoy whether it runs the route table of this version (envoy/admin-routes.ts): true once
+ * it does, false when that could not be seen in time.
+ */
+export type RoutesConfirm = (version: string) => Promise<boolean>;
+
+interface Written {
+  readonly cds: string;
+  readonly rds: string;
+  readonly names: ReadonlySet<string>;
+  readonly members: XdsMembers;
+  /** The fast-path table in the routes written (null: none). */
+  readonly fast: FastTable | null;
+}
+
+/**
+ * Keeps the files in line with the members and the fast-path table; one change at a time, the
+ * latest wins. A change that takes fast-path routes away is written first and on its own, and
+ * waited for (confirmed by Envoy's admin where it can be asked, else XDS_SETTLE_MS), before
+ * anything else changes: the pool never grows, and skewgate never routes by a snapshot, while
+ * Envoy still balances by a table that does not hold any more.
+ */
 export class XdsWriter {
   private readonly dir: string;
-  private written: { cds: string; rds: string; names: ReadonlySet<string>; members: XdsMembers } | null = null;
+  private written: Written | null = null;
   private pending: readonly MemberEntry[] | null = null;
+  private last: readonly MemberEntry[] | null = null;
+  private fast: FastTable | null = null;
   private running: Promise<void> | null = null;
   private closed = false;
 
@@ -116,6 +140,7 @@ export class XdsWriter {
     private config: Config,
     private readonly log: Logger,
     private readonly settleMs = XDS_SETTLE_MS,
+    private readonly confirm: RoutesConfirm | null = null,
   ) {
     const dir = config.envoy.xds?.directory;
     if (dir === undefined) throw new Error('XdsWriter needs envoy.xds.directory');
@@ -137,6 +162,22 @@ export class XdsWriter {
     return this.running;
   }
 
+  /**
+   * The fast-path table to render from now on (null: none); resolves once the routes on disk
+   * follow it, and, when it takes routes away, once Envoy runs them. Before the first members are
+   * written there is nothing to change.
+   */
+  setFastPath(table: FastTable | null): Promise<void> {
+    this.fast = table;
+    const members = this.pending ?? this.last;
+    return members === null ? Promise.resolve() : this.update(members);
+  }
+
+  /** The table in the routes last written (null: none). */
+  fastPathWritten(): FastTable | null {
+    return this.written?.fast ?? null;
+  }
+
   /** Waits for the write in progress; later updates are ignored. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
@@ -147,6 +188,7 @@ export class XdsWriter {
     while (this.pending !== null && !this.closed) {
       const entries = this.pending;
       this.pending = null;
+      this.last = entries;
       try {
         await this.write(entries);
       } catch (err) {
@@ -162,25 +204,37 @@ export class XdsWriter {
     const prev = this.written;
     await mkdir(this.dir, { recursive: true });
     const identity = (p: string): string => p;
+    const fast = fastTableFor(this.config, next, this.fast);
+    // 0. Fast-path routes that no longer hold go first, alone, and Envoy is waited for.
+    if (prev !== null && prev.fast !== null && !fastTableCovers(fast ?? NO_FAST, prev.fast)) {
+      const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
+      const demoted = rdsFile(renderRoutes(this.config, prev.members, kept));
+      if (demoted.text !== prev.rds) {
+        await writeAtomic(this.dir, RDS_FILE, demoted.text);
+        this.written = { ...prev, rds: demoted.text, fast: kept };
+        await this.envoyRuns(demoted.version, 'fast-path routes withdrawn');
+      }
+    }
+    const was = this.written;
     // 1. Clusters: the new ones added (and the pool changed), the ones going away kept for now.
     const gone =
-      prev === null ? [] : [...prev.members.routable, ...(prev.members.joining ?? []), ...prev.members.draining].filter((s) => !nextNames.has(s.name));
+      was === null ? [] : [...was.members.routable, ...(was.members.joining ?? []), ...was.members.draining].filter((s) => !nextNames.has(s.name));
     const union: XdsMembers = { routable: next.routable, ...(next.joining ? { joining: next.joining } : {}), draining: [...next.draining, ...gone] };
     const cdsUnion = fileText(renderClusters(this.config, union, identity));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
-    const added = [...nextNames].filter((n) => prev?.names.has(n) !== true);
+    const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
     await writeAtomic(this.dir, MEMBERS_FILE, membersText(next));
     let wroteClusters = false;
-    if (prev?.cds !== cdsUnion) {
+    if (was?.cds !== cdsUnion) {
       await writeAtomic(this.dir, CDS_FILE, cdsUnion);
       wroteClusters = true;
     }
     // 2. Routes, once Envoy has the clusters they name.
-    const rds = fileText([renderRoutes(this.config, next)]);
+    const rds = rdsFile(renderRoutes(this.config, next, fast));
     let wroteRoutes = false;
-    if (prev?.rds !== rds) {
+    if (was?.rds !== rds.text) {
       if (wroteClusters && added.length > 0) await this.settle();
-      await writeAtomic(this.dir, RDS_FILE, rds);
+      await writeAtomic(this.dir, RDS_FILE, rds.text);
       wroteRoutes = true;
     }
     // 3. The clusters that went away, once no route names them.
@@ -190,23 +244,65 @@ export class XdsWriter {
       cds = fileText(renderClusters(this.config, next, identity));
       await writeAtomic(this.dir, CDS_FILE, cds);
     }
-    this.written = { cds, rds, names: nextNames, members: next };
-    if (wroteClusters || wroteRoutes || gone.length > 0)
+    this.written = { cds, rds: rds.text, names: nextNames, members: next, fast };
+    if (wroteClusters || gone.length > 0 || (wroteRoutes && (was === null || !sameNames(was.members, next))))
       this.log.info(
         {
-        dir: this.dir,
-        routable: next.routable.map((s) => s.name),
-        joining: (next.joining ?? []).map((s) => s.name),
-        draining: next.draining.map((s) => s.name),
-        removed: gone.map((s) => s.name),
-      },
+          dir: this.dir,
+          routable: next.routable.map((s) => s.name),
+          joining: (next.joining ?? []).map((s) => s.name),
+          draining: next.draining.map((s) => s.name),
+          removed: gone.map((s) => s.name),
+        },
         'xds: Envoy clusters and routes written',
       );
+    if (wroteRoutes && !sameFast(was?.fast ?? null, fast)) this.logFast(fast);
+  }
+
+  private logFast(fast: FastTable | null): void {
+    const gvs = fast?.groupVersions ?? [];
+    if (gvs.length === 0) {
+      this.log.info({ why: this.fast?.why || (this.config.routing.fastPath ? 'the pool is changing' : 'routing.fastPath is off') }, 'fast path: none; every request goes through ext_proc');
+      return;
+    }
+    this.log.info(
+      { generation: fast?.generation, groupVersions: gvs.length, resources: fastResourceCount(fast as FastTable), ...(fast?.why ? { notFast: fast.why } : {}) },
+      'fast path: routes written; these group/versions go straight to the balanced pool',
+    );
+  }
+
+  /** Waits until Envoy runs the routes of this version (or, unasked, a settle period). */
+  private async envoyRuns(version: string, what: string): Promise<void> {
+    if (this.confirm === null) {
+      await this.settle();
+      return;
+    }
+    if (!(await this.confirm(version))) {
+      this.log.warn({ dir: this.dir, version, what }, 'xds: Envoy did not confirm the routes in time (admin unreachable, or the file refused); going on');
+    }
   }
 
   private settle(): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, this.settleMs).unref());
   }
+}
+
+const NO_FAST: FastTable = Object.freeze({ generation: 0, members: [], groupVersions: [], validUntil: Number.POSITIVE_INFINITY, why: '' });
+
+function sameNames(a: XdsMembers, b: XdsMembers): boolean {
+  const key = (m: XdsMembers): string =>
+    [m.routable, m.joining ?? [], m.draining].map((l) => l.map((s) => s.name).join(',')).join('|');
+  return key(a) === key(b);
+}
+
+function sameFast(a: FastTable | null, b: FastTable | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.generation === b.generation && sameFastRequests(a, b);
+}
+
+function rdsFile(routes: JsonObject): { readonly text: string; readonly version: string } {
+  const version = versionOf([routes]);
+  return { text: `${JSON.stringify(discoveryResponse(version, [routes]), null, 2)}\n`, version };
 }
 
 function membersText(m: XdsMembers): string {

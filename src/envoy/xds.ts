@@ -9,6 +9,7 @@ import { apiserverClusters } from './clusters.js';
 import type { JsonObject, PathFn } from './json.js';
 import { routeConfig, routeOptions } from './routes.js';
 import { upstreamOf } from './upstreams.js';
+import type { FastTable } from '../routing/fast-path.js';
 
 export const CDS_FILE = 'cds.json';
 export const RDS_FILE = 'rds.json';
@@ -53,10 +54,26 @@ export function renderClusters(config: Config, members: XdsMembers, file: PathFn
   return apiserverClusters(config, members.routable.map(upstreamOf), file, outside).map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
 }
 
-/** The rds.json resource: routes to the routable and joining members, never to a draining one. */
-export function renderRoutes(config: Config, members: XdsMembers): JsonObject {
+/**
+ * The rds.json resource: routes to the routable and joining members, never to a draining one;
+ * with a fast-path table, its routes too (the caller checks that the table holds for these members).
+ */
+export function renderRoutes(config: Config, members: XdsMembers, fast: FastTable | null = null): JsonObject {
   const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
-  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config)) };
+  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config), fast) };
+}
+
+/**
+ * The table as Envoy may have it for these members, or null: only with routing.fastPath, only for
+ * exactly the apiservers it was compiled over as Envoy's balanced pool, and only while no member
+ * joins or drains (the pool is about to change).
+ */
+export function fastTableFor(config: Config, members: XdsMembers, fast: FastTable | null): FastTable | null {
+  if (fast === null || !config.routing.fastPath || fast.groupVersions.length === 0) return null;
+  if ((members.joining ?? []).length > 0 || members.draining.length > 0) return null;
+  const pool = members.routable.map((s) => s.name).sort();
+  const compiled = [...fast.members].sort();
+  return pool.length === compiled.length && pool.every((n, i) => n === compiled[i]) ? fast : null;
 }
 
 /** A DiscoveryResponse as Envoy reads it from a file. */

@@ -1,0 +1,48 @@
+// Asks the local Envoy's admin interface which route table it runs: a fast-path route withdrawn
+// from rds.json counts as withdrawn only once Envoy says it loaded the file (xds-files.ts). A file
+// Envoy refused, or an admin it cannot reach, shows as "not confirmed", never as done.
+import { request } from 'undici';
+import type { Config } from '../config.js';
+import { ROUTE_CONFIG_NAME } from './xds.js';
+import type { RoutesConfirm } from './xds-files.js';
+
+/** How long a withdrawal may wait for Envoy; below the fast path's margin, so it lands in time. */
+export const ROUTES_CONFIRM_TIMEOUT_MS = 750;
+const POLL_MS = 10;
+
+/** The admin's base URL from envoy.admin, or null when it cannot be known (port 0: chosen by Envoy). */
+export function adminUrlOf(config: Config): string | null {
+  const { address, port } = config.envoy.admin;
+  if (port === 0) return null;
+  const host = address === '0.0.0.0' ? '127.0.0.1' : address === '::' ? '::1' : address;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** The version_info of the route table Envoy runs, or null when it cannot tell. */
+export async function runningRoutesVersion(adminUrl: string, signal: AbortSignal): Promise<string | null> {
+  const res = await request(`${adminUrl}/config_dump?resource=dynamic_route_configs`, { signal });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    return null;
+  }
+  const doc = (await res.body.json()) as { configs?: { version_info?: unknown; route_config?: { name?: unknown } }[] };
+  const mine = doc.configs?.find((c) => c.route_config?.name === ROUTE_CONFIG_NAME);
+  return typeof mine?.version_info === 'string' ? mine.version_info : null;
+}
+
+/** A RoutesConfirm that polls the admin until Envoy runs the version, for at most timeoutMs. */
+export function adminRoutesConfirm(adminUrl: string, timeoutMs = ROUTES_CONFIRM_TIMEOUT_MS): RoutesConfirm {
+  return async (version) => {
+    const deadline = performance.now() + timeoutMs;
+    while (performance.now() < deadline) {
+      try {
+        const running = await runningRoutesVersion(adminUrl, AbortSignal.timeout(Math.max(1, deadline - performance.now())));
+        if (running === version) return true;
+      } catch {
+        // Not up yet, or gone: asked again until the deadline.
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS).unref());
+    }
+    return false;
+  };
+}

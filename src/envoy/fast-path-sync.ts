@@ -1,0 +1,101 @@
+// Keeps Envoy's fast-path routes in line with the snapshot skewgate routes by (docs/design.md,
+// "The fast path", invariant 8): the table Envoy runs is always one the published snapshot
+// justifies. So a change is ordered — what a new snapshot takes away is withdrawn from Envoy (and
+// Envoy's loading of it confirmed) before the snapshot is published; what it adds is written after.
+// A table also expires with the views it rests on: before the oldest would go stale, a timer
+// withdraws what the current snapshot no longer proves.
+import type { Logger } from 'pino';
+import type { Snapshot } from '../discovery/types.js';
+import { compileFastPath, fastTableCovers, intersectFastTables, type FastTable } from '../routing/fast-path.js';
+
+/** What the sync needs of the xDS writer (xds-files.ts). */
+export interface FastPathWriter {
+  setFastPath(table: FastTable | null): Promise<void>;
+  fastPathWritten(): FastTable | null;
+}
+
+export interface FastPathSyncOptions {
+  readonly writer: FastPathWriter;
+  /** The snapshot routing uses now. */
+  readonly current: () => Snapshot;
+  readonly staleAfterMs: () => number;
+  readonly enabled: () => boolean;
+  readonly logger: Logger;
+  /** Epoch ms. */
+  readonly now?: () => number;
+  /** How long before a view goes stale the table lets go of it (Envoy's reload, with room). */
+  readonly marginMs?: number;
+}
+
+/** Envoy reloads rds.json in milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS. */
+export const FAST_PATH_MARGIN_MS = 1000;
+
+export class FastPathSync {
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private readonly now: () => number;
+  private readonly marginMs: number;
+
+  constructor(private readonly opts: FastPathSyncOptions) {
+    this.now = opts.now ?? Date.now;
+    this.marginMs = opts.marginMs ?? FAST_PATH_MARGIN_MS;
+  }
+
+  private compile(snap: Snapshot): FastTable | null {
+    if (!this.opts.enabled()) return null;
+    return compileFastPath(snap, { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs });
+  }
+
+  /**
+   * Before `next` is published: Envoy keeps only what both the running table and next's allow,
+   * and runs it, before this resolves. Never adds anything.
+   */
+  async beforePublish(next: Snapshot): Promise<void> {
+    if (this.closed) return;
+    await this.withdrawBeyond(this.compile(next));
+  }
+
+  /** After a snapshot is published: its table in full, and the timer for its expiry. */
+  published(snap: Snapshot): void {
+    if (this.closed) return;
+    const table = this.compile(snap);
+    void this.opts.writer.setFastPath(table).catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot write the routes'));
+    this.arm(table);
+  }
+
+  /** Withdraws every fast-path route (skewgate stopping: nobody would keep them current). Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.opts.writer.fastPathWritten() !== null) await this.opts.writer.setFastPath(null);
+  }
+
+  private async withdrawBeyond(allowed: FastTable | null): Promise<void> {
+    const running = this.opts.writer.fastPathWritten();
+    if (running === null) return;
+    if (allowed !== null && fastTableCovers(allowed, running)) return;
+    await this.opts.writer.setFastPath(allowed === null ? null : intersectFastTables(running, allowed));
+  }
+
+  private arm(table: FastTable | null): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (table === null || !Number.isFinite(table.validUntil) || table.groupVersions.length === 0) return;
+    const at = table.validUntil - this.marginMs;
+    this.timer = setTimeout(() => this.expire(), Math.max(0, at - this.now()));
+    this.timer.unref();
+  }
+
+  /** The views aged without a new snapshot: withdraw what the current one no longer proves. */
+  private expire(): void {
+    this.timer = null;
+    if (this.closed) return;
+    const allowed = this.compile(this.opts.current());
+    this.opts.logger.info({ why: allowed?.why ?? 'routing.fastPath is off' }, 'fast path: views ageing without a new snapshot; withdrawing what they no longer prove');
+    void this.withdrawBeyond(allowed)
+      .then(() => this.arm(allowed))
+      .catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
+  }
+}

@@ -1,0 +1,133 @@
+// The fast path's Envoy routes (docs/design.md, "The fast path"): a compiled table
+// (routing/fast-path.ts) as routes that send what they match straight to the balanced pool with
+// the ext_proc filter disabled (ExtProcPerRoute), tagged with the decision they stand for. Pure.
+//
+// One route per group of methods that share kube-apiserver's verbs, each matching a single
+// regular expression over every fast group/version: the resources (by scope), objects and
+// subresources whose listed verbs include the verb that method and shape give. A route also
+// requires what keeps a request out of judgement: no client certificate, no Upgrade, no `watch`
+// query parameter (nor one whose name is %-escaped), so a watch or a certificate always meets
+// skewgate.
+import { FAST_PATH_OUTCOME, FAST_PATH_REASON, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
+import { DEFAULT_CLUSTER } from './clusters.js';
+import { duration, type JsonObject } from './json.js';
+import { balancedRetry, EXTPROC_FILTER } from './routes.js';
+
+/** Route names start with this; the access log and tests tell a fast-path request by it. */
+export const FAST_PATH_ROUTE_PREFIX = 'fast-path-';
+/** Route metadata namespace (access log: %METADATA(ROUTE:skewgate:reason)%). */
+export const FAST_PATH_METADATA = 'skewgate';
+/**
+ * Envoy refuses a regular expression whose RE2 program exceeds re2.max_program_size.error_level
+ * (100 by default); a table of every built-in group/version is tens of thousands. The bootstrap
+ * raises the limit to this (bootstrap.ts).
+ */
+export const FAST_PATH_RE2_PROGRAM_LIMIT = 4_000_000;
+
+/** Methods matched by one route: they give the same verb on every shape (routing/fast-path.ts). */
+const METHOD_GROUPS: readonly { readonly name: string; readonly methods: readonly string[]; readonly read: boolean }[] = [
+  { name: 'read', methods: ['GET', 'HEAD'], read: true },
+  { name: 'create', methods: ['POST'], read: false },
+  { name: 'update', methods: ['PUT'], read: false },
+  { name: 'patch', methods: ['PATCH'], read: false },
+  { name: 'delete', methods: ['DELETE'], read: false },
+];
+
+/** A path segment as kube-apiserver splits it; no %-escape (skewgate judges those). */
+const SEGMENT = '[^/%]+';
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, (c) => `\\${c}`);
+}
+
+function prefixOf(gv: FastGroupVersion): string {
+  return gv.group === '' ? `api/${escapeRegex(gv.version)}` : `apis/${escapeRegex(gv.group)}/${escapeRegex(gv.version)}`;
+}
+
+/** The shapes of one resource a method takes, as alternatives below the group/version. */
+function resourceAlternatives(r: FastResource, method: string): string[] {
+  const has = (verbs: readonly string[], shape: FastShape): boolean => {
+    const verb = fastVerb(method, shape);
+    return verb !== undefined && verbs.includes(verb);
+  };
+  const name = escapeRegex(r.resource);
+  const out: string[] = [];
+  const scoped = r.namespaced ? `namespaces/${SEGMENT}/` : '';
+  // A namespaced collection is also listed (and deleted, created) across namespaces.
+  if (has(r.verbs, 'collection')) out.push(r.namespaced ? `(?:namespaces/${SEGMENT}/)?${name}` : name);
+  if (has(r.verbs, 'object')) out.push(`${scoped}${name}/${SEGMENT}`);
+  const subs = r.subresources.filter((s) => has(s.verbs, 'subresource')).map((s) => escapeRegex(s.name));
+  if (subs.length > 0) out.push(`${scoped}${name}/${SEGMENT}/(?:${subs.join('|')})`);
+  return out;
+}
+
+/** The path expression a method's route matches, or null when no fast path shape takes it. */
+export function fastPathRegex(table: FastTable, method: string): string | null {
+  const perGv: string[] = [];
+  for (const gv of table.groupVersions) {
+    const alternatives = gv.resources.flatMap((r) => resourceAlternatives(r, method));
+    if (alternatives.length > 0) perGv.push(`${prefixOf(gv)}/(?:${alternatives.join('|')})`);
+  }
+  return perGv.length === 0 ? null : `^/(?:${perGv.join('|')})$`;
+}
+
+/** What Envoy records for a fast-path request: the ladder's literals and the table's generation. */
+function decisionTags(table: FastTable): { readonly metadata: JsonObject; readonly tags: JsonObject[] } {
+  const values: Record<string, string> = {
+    outcome: FAST_PATH_OUTCOME,
+    reason: FAST_PATH_REASON,
+    generation: String(table.generation),
+    path: 'fast',
+  };
+  return {
+    metadata: { filter_metadata: { [FAST_PATH_METADATA]: values } },
+    tags: Object.entries(values).map(([k, v]) => ({ tag: `skewgate.${k}`, literal: { value: v } })),
+  };
+}
+
+/**
+ * The routes for a table (none for an empty one), to sit after the routes skewgate's own headers
+ * select and before the balanced default: a request skewgate already judged never reaches them
+ * with a different answer, since they send to the same pool, bounded and retried as the default
+ * routes would (requestTimeoutMs: envoy.requestTimeout; none of them is long-running).
+ */
+export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number): JsonObject[] {
+  if (table === null) return [];
+  const { metadata, tags } = decisionTags(table);
+  const routes: JsonObject[] = [];
+  for (const g of METHOD_GROUPS) {
+    const first = g.methods[0] as string;
+    const regex = fastPathRegex(table, first);
+    if (regex === null) continue;
+    routes.push({
+      name: `${FAST_PATH_ROUTE_PREFIX}${g.name}`,
+      match: {
+        safe_regex: { regex },
+        headers: [
+          { name: ':method', string_match: g.methods.length === 1 ? { exact: first } : { safe_regex: { regex: `^(${g.methods.join('|')})$` } } },
+          { name: 'upgrade', present_match: true, invert_match: true },
+          // A query parameter whose name is %-escaped might spell `watch` once decoded.
+          { name: ':path', string_match: { safe_regex: { regex: '.*[?&][^=&]*%.*' } }, invert_match: true },
+        ],
+        // present_match false: the parameter is absent (a watch is long-running: skewgate's).
+        query_parameters: [{ name: 'watch', present_match: false }],
+        // A client certificate's identity is stated by skewgate, always.
+        tls_context: { presented: false },
+      },
+      route: {
+        cluster: DEFAULT_CLUSTER,
+        timeout: duration(requestTimeoutMs),
+        idle_timeout: '0s',
+        retry_policy: balancedRetry(g.read),
+      },
+      metadata,
+      // Envoy's span for the request is named for the decision; nothing is sent upstream.
+      decorator: { operation: 'skewgate fast path', propagate: false },
+      tracing: { custom_tags: tags },
+      typed_per_filter_config: {
+        [EXTPROC_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true },
+      },
+    });
+  }
+  return routes;
+}

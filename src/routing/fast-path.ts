@@ -1,0 +1,260 @@
+// The fast path (docs/design.md, "The fast path"): from a snapshot, the requests that need no
+// per-request judgement — a group/version every apiserver serves identically, every view current
+// and every apiserver ready — compiled into a table that Envoy matches itself, sending those
+// requests straight to the balanced pool without asking skewgate. Pure: snapshot × clock → table.
+//
+// Compiled conservatively: a request the table matches is one decide() answers
+// default/served_by_all for, at any moment until the table expires; everything else (skewed
+// group/versions, merged /apis, documents, client certificates, long-running requests, names the
+// views do not list, any doubt) still goes through ext_proc. test/unit/fast-path.test.ts proves
+// it over the rendered Envoy routes.
+import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
+import { liveUnmatched } from '../discovery/identity-leases.js';
+import { isFresh, isHealthy } from './freshness.js';
+
+/** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
+export const FAST_PATH_OUTCOME = 'default';
+export const FAST_PATH_REASON = 'served_by_all';
+
+/** A request's shape below its group/version, which (with the method) fixes kube-apiserver's verb. */
+export type FastShape = 'collection' | 'object' | 'subresource';
+
+/** Verbs kube-apiserver derives from a method and a shape (k8s/classify.ts), watch aside. */
+const VERB_BY_SHAPE: Readonly<Record<string, Partial<Record<FastShape, string>>>> = {
+  GET: { collection: 'list', object: 'get', subresource: 'get' },
+  HEAD: { collection: 'list', object: 'get', subresource: 'get' },
+  POST: { collection: 'create', subresource: 'create' },
+  PUT: { object: 'update', subresource: 'update' },
+  PATCH: { object: 'patch', subresource: 'patch' },
+  DELETE: { collection: 'deletecollection', object: 'delete', subresource: 'delete' },
+};
+export const FAST_PATH_METHODS: readonly string[] = Object.freeze(Object.keys(VERB_BY_SHAPE));
+
+/**
+ * Never fast, whatever discovery says: kube-apiserver holds these open (k8s/long-running.ts); a
+ * resource called like a path keyword would be read as one (/watch/…, /proxy/…, and
+ * namespaces/<ns>/status|finalize, which kube-apiserver takes for the namespace's own subresource
+ * in every group); and namespaces outside the core group, which its path rule treats specially.
+ */
+const LONG_RUNNING_SUBRESOURCES: ReadonlySet<string> = new Set(['attach', 'exec', 'proxy', 'log', 'portforward']);
+const KEYWORD_RESOURCES: ReadonlySet<string> = new Set(['watch', 'proxy', 'status', 'finalize']);
+
+function keyword(group: string, resource: string): boolean {
+  return KEYWORD_RESOURCES.has(resource) || (group !== '' && resource === 'namespaces');
+}
+
+/** One resource of a fast group/version, as every apiserver lists it. */
+export interface FastResource {
+  readonly resource: string;
+  readonly namespaced: boolean;
+  readonly verbs: readonly string[];
+  /** Subresources with their verbs; the long-running ones left out. */
+  readonly subresources: readonly { readonly name: string; readonly verbs: readonly string[] }[];
+}
+
+export interface FastGroupVersion {
+  /** '' for the core group (/api/v1). */
+  readonly group: string;
+  readonly version: string;
+  readonly resources: readonly FastResource[];
+}
+
+/**
+ * What Envoy may decide alone. Empty groupVersions: nothing is fast, every request goes through
+ * ext_proc. `members` are the apiservers the table was compiled over; Envoy's balanced pool must be
+ * exactly these for the table to hold (envoy/xds-files.ts renders it only then).
+ */
+export interface FastTable {
+  /** The snapshot generation the table was compiled from (span tag, access-log field). */
+  readonly generation: number;
+  readonly members: readonly string[];
+  readonly groupVersions: readonly FastGroupVersion[];
+  /**
+   * Epoch ms after which a view the table rests on is no longer current (discovery.staleAfter):
+   * the table must be out of Envoy before then. Infinity when it rests on nothing.
+   */
+  readonly validUntil: number;
+  /** Why nothing (or not everything) is fast, for the log line; '' when every group/version is. */
+  readonly why: string;
+}
+
+export interface FastPathOptions {
+  readonly now: number;
+  readonly staleAfterMs: number;
+  /** How long before a view goes stale the table stops relying on it: Envoy needs that to reload. */
+  readonly marginMs: number;
+}
+
+const NOTHING: readonly FastGroupVersion[] = Object.freeze([]);
+
+function empty(generation: number, members: readonly string[], why: string): FastTable {
+  return Object.freeze({ generation, members, groupVersions: NOTHING, validUntil: Number.POSITIVE_INFINITY, why });
+}
+
+function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const x of a) if (!b.has(x)) return false;
+  return true;
+}
+
+function sameCapability(a: ResourceCapability, b: ResourceCapability): boolean {
+  if (a.namespaced !== b.namespaced || !sameSet(a.verbs, b.verbs) || a.subresources.size !== b.subresources.size) return false;
+  for (const [name, verbs] of a.subresources) {
+    const other = b.subresources.get(name);
+    if (other === undefined || !sameSet(verbs, other)) return false;
+  }
+  return true;
+}
+
+function fastResource(resource: string, cap: ResourceCapability): FastResource {
+  const subresources = [...cap.subresources]
+    .filter(([name]) => !LONG_RUNNING_SUBRESOURCES.has(name))
+    .map(([name, verbs]) => Object.freeze({ name, verbs: Object.freeze([...verbs].sort()) }))
+    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  return Object.freeze({
+    resource,
+    namespaced: cap.namespaced,
+    verbs: Object.freeze([...cap.verbs].sort()),
+    subresources: Object.freeze(subresources),
+  });
+}
+
+/** Why a server makes nothing fast at this moment, or null when it does not stand in the way. */
+function doubt(s: ServerState, now: number, staleAfterMs: number): string | null {
+  if (s.draining === true) return `${s.name} is draining`;
+  if (!isHealthy(s)) return `${s.name} is not ready`;
+  if (!isFresh(s, now, staleAfterMs)) return `${s.name}'s view is not current`;
+  return null;
+}
+
+/**
+ * The table for a snapshot at `now`: the group/versions every server serves with the same
+ * resources, scopes, verbs and subresources, when every server is ready and its view current for
+ * at least marginMs more, and no live apiserver identity is unknown. Anything less: empty.
+ */
+export function compileFastPath(snap: Snapshot, opts: FastPathOptions): FastTable {
+  const members = Object.freeze(snap.servers.map((s) => s.name));
+  if (snap.servers.length === 0) return empty(snap.generation, members, 'no apiservers');
+  const judgedAt = opts.now + opts.marginMs;
+  for (const s of snap.servers) {
+    const why = doubt(s, judgedAt, opts.staleAfterMs);
+    if (why !== null) return empty(snap.generation, members, why);
+  }
+  const unseen = liveUnmatched(snap.membership, opts.now);
+  if (unseen.length > 0) return empty(snap.generation, members, `apiserver identity ${unseen[0]?.name ?? '?'} matches no member`);
+
+  // gvKey → resource → capability, kept only while every server lists the resource identically.
+  const byGv = new Map<string, { group: string; version: string; resources: Map<string, ResourceCapability>; broken: boolean }>();
+  for (const [gv, servers] of snap.groupVersions) {
+    const slash = gv.indexOf('/');
+    byGv.set(gv, {
+      group: gv.slice(0, slash),
+      version: gv.slice(slash + 1),
+      resources: new Map(),
+      broken: servers.size !== snap.servers.length,
+    });
+  }
+  for (const [key, byServer] of snap.resources) {
+    const last = key.lastIndexOf('/');
+    const gv = key.slice(0, last);
+    const entry = byGv.get(gv);
+    if (entry === undefined || entry.broken) continue;
+    const first = byServer.get(snap.servers[0]?.name ?? '');
+    if (byServer.size !== snap.servers.length || first === undefined) {
+      entry.broken = true;
+      continue;
+    }
+    for (const s of snap.servers) {
+      const cap = byServer.get(s.name);
+      if (cap === undefined || !sameCapability(first, cap)) {
+        entry.broken = true;
+        break;
+      }
+    }
+    if (!entry.broken) entry.resources.set(key.slice(last + 1), first);
+  }
+  const groupVersions: FastGroupVersion[] = [];
+  let skewed = 0;
+  for (const e of byGv.values()) {
+    if (e.broken) {
+      skewed++;
+      continue;
+    }
+    const resources = [...e.resources]
+      .filter(([r]) => !keyword(e.group, r))
+      .map(([r, cap]) => fastResource(r, cap))
+      .sort((x, y) => (x.resource < y.resource ? -1 : x.resource > y.resource ? 1 : 0));
+    if (resources.length > 0)
+      groupVersions.push(Object.freeze({ group: e.group, version: e.version, resources: Object.freeze(resources) }));
+  }
+  groupVersions.sort((x, y) => {
+    const a = gvKey(x.group, x.version);
+    const b = gvKey(y.group, y.version);
+    return a < b ? -1 : a > b ? 1 : 0;
+  });
+  let oldest = Number.POSITIVE_INFINITY;
+  for (const s of snap.servers) oldest = Math.min(oldest, s.lastSuccessAt ?? Number.NEGATIVE_INFINITY);
+  return Object.freeze({
+    generation: snap.generation,
+    members,
+    groupVersions: Object.freeze(groupVersions),
+    validUntil: oldest + opts.staleAfterMs,
+    why: skewed === 0 ? '' : `${skewed} group/version${skewed === 1 ? '' : 's'} not served identically`,
+  });
+}
+
+function resourceKey(gv: FastGroupVersion, r: FastResource): string {
+  return `${gvKey(gv.group, gv.version)}/${r.resource}`;
+}
+
+function sameResource(a: FastResource, b: FastResource): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * What both tables let Envoy decide alone, with b's generation and the earlier expiry: the table
+ * to hold while switching from a to b, so that nothing either one sends to ext_proc goes fast.
+ * Tables over different members share nothing.
+ */
+export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
+  if (a.members.join('\u0000') !== b.members.join('\u0000')) return empty(b.generation, b.members, 'the members changed');
+  const fromA = new Map<string, FastResource>();
+  for (const gv of a.groupVersions) for (const r of gv.resources) fromA.set(resourceKey(gv, r), r);
+  const groupVersions: FastGroupVersion[] = [];
+  for (const gv of b.groupVersions) {
+    const resources = gv.resources.filter((r) => {
+      const other = fromA.get(resourceKey(gv, r));
+      return other !== undefined && sameResource(other, r);
+    });
+    if (resources.length > 0) groupVersions.push(Object.freeze({ ...gv, resources: Object.freeze(resources) }));
+  }
+  return Object.freeze({
+    generation: b.generation,
+    members: b.members,
+    groupVersions: Object.freeze(groupVersions),
+    validUntil: Math.min(a.validUntil, b.validUntil),
+    why: b.why,
+  });
+}
+
+/** True when every request `b` sends straight to the pool, `a` does too: going from `a` to `b` demotes nothing. */
+export function fastTableCovers(a: FastTable, b: FastTable): boolean {
+  const both = intersectFastTables(a, b);
+  return fastResourceCount(both) === fastResourceCount(b);
+}
+
+export function fastResourceCount(t: FastTable): number {
+  let n = 0;
+  for (const gv of t.groupVersions) n += gv.resources.length;
+  return n;
+}
+
+/** Same requests matched (generation and expiry aside): nothing to write. */
+export function sameFastRequests(a: FastTable, b: FastTable): boolean {
+  return a.members.join('\u0000') === b.members.join('\u0000') && JSON.stringify(a.groupVersions) === JSON.stringify(b.groupVersions);
+}
+
+/** The verb kube-apiserver gives a method on a shape, or undefined when the fast path never takes it. */
+export function fastVerb(method: string, shape: FastShape): string | undefined {
+  return VERB_BY_SHAPE[method]?.[shape];
+}
