@@ -6,7 +6,7 @@
 // withdraws what the current snapshot no longer proves.
 import type { Logger } from 'pino';
 import type { Snapshot } from '../discovery/types.js';
-import { compileFastPath, fastTableCovers, intersectFastTables, type FastTable } from '../routing/fast-path.js';
+import { compileFastPath, fastBody, fastBodyHolds, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
 export interface FastPathWriter {
@@ -32,6 +32,7 @@ export const FAST_PATH_MARGIN_MS = 1000;
 
 export class FastPathSync {
   private timer: NodeJS.Timeout | null = null;
+  private body: FastBody | null = null;
   private closed = false;
   private readonly now: () => number;
   private readonly marginMs: number;
@@ -43,7 +44,10 @@ export class FastPathSync {
 
   private compile(snap: Snapshot): FastTable | null {
     if (!this.opts.enabled()) return null;
-    return compileFastPath(snap, { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs });
+    // The views' part is kept while the views are the same objects: a snapshot a round publishes
+    // with nothing new costs the judgement of the moment only, not a walk over every resource.
+    if (this.body === null || !fastBodyHolds(this.body, snap)) this.body = fastBody(snap);
+    return compileFastPath(snap, { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs }, this.body);
   }
 
   /**

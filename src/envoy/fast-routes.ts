@@ -44,29 +44,56 @@ function prefixOf(gv: FastGroupVersion): string {
   return gv.group === '' ? `api/${escapeRegex(gv.version)}` : `apis/${escapeRegex(gv.group)}/${escapeRegex(gv.version)}`;
 }
 
-/** The shapes of one resource a method takes, as alternatives below the group/version. */
-function resourceAlternatives(r: FastResource, method: string): string[] {
+/** How a method reaches one resource: its collection, its objects, which subresources. */
+function reach(r: FastResource, method: string): { collection: boolean; object: boolean; subs: string[] } {
   const has = (verbs: readonly string[], shape: FastShape): boolean => {
     const verb = fastVerb(method, shape);
     return verb !== undefined && verbs.includes(verb);
   };
-  const name = escapeRegex(r.resource);
-  const out: string[] = [];
-  const scoped = r.namespaced ? `namespaces/${SEGMENT}/` : '';
-  // A namespaced collection is also listed (and deleted, created) across namespaces.
-  if (has(r.verbs, 'collection')) out.push(r.namespaced ? `(?:namespaces/${SEGMENT}/)?${name}` : name);
-  if (has(r.verbs, 'object')) out.push(`${scoped}${name}/${SEGMENT}`);
-  const subs = r.subresources.filter((s) => has(s.verbs, 'subresource')).map((s) => escapeRegex(s.name));
-  if (subs.length > 0) out.push(`${scoped}${name}/${SEGMENT}/(?:${subs.join('|')})`);
-  return out;
+  return {
+    collection: has(r.verbs, 'collection'),
+    object: has(r.verbs, 'object'),
+    subs: r.subresources.filter((s) => has(s.verbs, 'subresource')).map((s) => escapeRegex(s.name)),
+  };
+}
+
+/** `R`, `R/<name>`, `R/<name>/<sub>` as one expression (null: none of them). */
+function shapes(name: string, collection: boolean, object: boolean, subs: readonly string[]): string | null {
+  const sub = subs.length === 0 ? '' : `/(?:${subs.join('|')})`;
+  const below = object && sub !== '' ? `/${SEGMENT}(?:${sub})?` : object ? `/${SEGMENT}` : sub !== '' ? `/${SEGMENT}${sub}` : '';
+  if (below === '') return collection ? name : null;
+  return collection ? `${name}(?:${below})?` : `${name}${below}`;
+}
+
+/** The path expression below one group/version, or null when the method reaches nothing there. */
+function groupVersionRegex(gv: FastGroupVersion, method: string): string | null {
+  // Cluster-scoped resources, and namespaced collections listed across namespaces, sit right
+  // below the group/version; namespaced resources also below namespaces/<ns>/ (kube-apiserver's
+  // rule, k8s/classify.ts). One shared prefix keeps the expression small.
+  const top: string[] = [];
+  const inNamespace: string[] = [];
+  for (const r of gv.resources) {
+    const { collection, object, subs } = reach(r, method);
+    const name = escapeRegex(r.resource);
+    if (!r.namespaced) {
+      const x = shapes(name, collection, object, subs);
+      if (x !== null) top.push(x);
+      continue;
+    }
+    if (collection) top.push(name);
+    const x = shapes(name, collection, object, subs);
+    if (x !== null) inNamespace.push(x);
+  }
+  const alternatives = [...(inNamespace.length > 0 ? [`namespaces/${SEGMENT}/(?:${inNamespace.join('|')})`] : []), ...top];
+  return alternatives.length === 0 ? null : `${prefixOf(gv)}/(?:${alternatives.join('|')})`;
 }
 
 /** The path expression a method's route matches, or null when no fast path shape takes it. */
 export function fastPathRegex(table: FastTable, method: string): string | null {
   const perGv: string[] = [];
   for (const gv of table.groupVersions) {
-    const alternatives = gv.resources.flatMap((r) => resourceAlternatives(r, method));
-    if (alternatives.length > 0) perGv.push(`${prefixOf(gv)}/(?:${alternatives.join('|')})`);
+    const x = groupVersionRegex(gv, method);
+    if (x !== null) perGv.push(x);
   }
   return perGv.length === 0 ? null : `^/(?:${perGv.join('|')})$`;
 }

@@ -5,6 +5,7 @@ import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUES
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { duration, type JsonObject, type PathFn } from './json.js';
 import { EXTPROC_FILTER, routeConfig, routeOptions } from './routes.js';
+import { FAST_PATH_METADATA } from './fast-routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { certificateFields, validationFields } from './tls-material.js';
@@ -210,6 +211,12 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
                 upstream_host: '%UPSTREAM_HOST%',
                 duration_ms: '%DURATION%',
                 request_id: '%REQ(X-REQUEST-ID)%',
+                // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
+                // (its decision is in skewgate's span and log line).
+                route: '%ROUTE_NAME%',
+                skewgate_outcome: `%METADATA(ROUTE:${FAST_PATH_METADATA}:outcome)%`,
+                skewgate_reason: `%METADATA(ROUTE:${FAST_PATH_METADATA}:reason)%`,
+                skewgate_generation: `%METADATA(ROUTE:${FAST_PATH_METADATA}:generation)%`,
               },
             },
           },

@@ -168,9 +168,16 @@ export class XdsWriter {
    * written there is nothing to change.
    */
   setFastPath(table: FastTable | null): Promise<void> {
+    // The same requests: the routes (and the generation they carry) stay as written.
+    if (table !== null && this.fast !== null && sameFastRequests(table, this.fast)) return this.idle();
     this.fast = table;
     const members = this.pending ?? this.last;
     return members === null ? Promise.resolve() : this.update(members);
+  }
+
+  /** Settles when every write asked for so far is on disk. */
+  idle(): Promise<void> {
+    return this.running ?? Promise.resolve();
   }
 
   /** The table in the routes last written (null: none). */

@@ -128,36 +128,44 @@ function doubt(s: ServerState, now: number, staleAfterMs: number): string | null
 }
 
 /**
- * The table for a snapshot at `now`: the group/versions every server serves with the same
- * resources, scopes, verbs and subresources, when every server is ready and its view current for
- * at least marginMs more, and no live apiserver identity is unknown. Anything less: empty.
+ * What the views alone make fast: the group/versions every server lists with the same resources,
+ * scopes, verbs and subresources. Depends on the servers' names and views only, so a caller may
+ * keep it while those stay the same objects (a 304 keeps a view), and judge the moment apart.
  */
-export function compileFastPath(snap: Snapshot, opts: FastPathOptions): FastTable {
-  const members = Object.freeze(snap.servers.map((s) => s.name));
-  if (snap.servers.length === 0) return empty(snap.generation, members, 'no apiservers');
-  const judgedAt = opts.now + opts.marginMs;
-  for (const s of snap.servers) {
-    const why = doubt(s, judgedAt, opts.staleAfterMs);
-    if (why !== null) return empty(snap.generation, members, why);
-  }
-  const unseen = liveUnmatched(snap.membership, opts.now);
-  if (unseen.length > 0) return empty(snap.generation, members, `apiserver identity ${unseen[0]?.name ?? '?'} matches no member`);
+export interface FastBody {
+  readonly servers: readonly string[];
+  readonly views: readonly unknown[];
+  readonly groupVersions: readonly FastGroupVersion[];
+  readonly why: string;
+}
 
+/** True when `body` was computed from exactly these servers' views (same objects). */
+export function fastBodyHolds(body: FastBody, snap: Snapshot): boolean {
+  if (body.servers.length !== snap.servers.length) return false;
+  for (let i = 0; i < snap.servers.length; i++) {
+    const s = snap.servers[i] as ServerState;
+    if (body.servers[i] !== s.name || body.views[i] !== s.view) return false;
+  }
+  return true;
+}
+
+export function fastBody(snap: Snapshot): FastBody {
+  const servers = Object.freeze(snap.servers.map((s) => s.name));
+  const views = Object.freeze(snap.servers.map((s) => s.view));
   // gvKey → resource → capability, kept only while every server lists the resource identically.
   const byGv = new Map<string, { group: string; version: string; resources: Map<string, ResourceCapability>; broken: boolean }>();
-  for (const [gv, servers] of snap.groupVersions) {
+  for (const [gv, holders] of snap.groupVersions) {
     const slash = gv.indexOf('/');
     byGv.set(gv, {
       group: gv.slice(0, slash),
       version: gv.slice(slash + 1),
       resources: new Map(),
-      broken: servers.size !== snap.servers.length,
+      broken: holders.size !== snap.servers.length,
     });
   }
   for (const [key, byServer] of snap.resources) {
     const last = key.lastIndexOf('/');
-    const gv = key.slice(0, last);
-    const entry = byGv.get(gv);
+    const entry = byGv.get(key.slice(0, last));
     if (entry === undefined || entry.broken) continue;
     const first = byServer.get(snap.servers[0]?.name ?? '');
     if (byServer.size !== snap.servers.length || first === undefined) {
@@ -192,14 +200,40 @@ export function compileFastPath(snap: Snapshot, opts: FastPathOptions): FastTabl
     const b = gvKey(y.group, y.version);
     return a < b ? -1 : a > b ? 1 : 0;
   });
+  return Object.freeze({
+    servers,
+    views,
+    groupVersions: Object.freeze(groupVersions),
+    why: skewed === 0 ? '' : `${skewed} group/version${skewed === 1 ? '' : 's'} not served identically`,
+  });
+}
+
+/**
+ * The table for a snapshot at `now`: the body's group/versions (fastBody, or one kept from an
+ * earlier snapshot of the same views), when every server is ready and its view current for at
+ * least marginMs more, and no apiserver is unknown or being verified. Anything less: empty.
+ */
+export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: FastBody): FastTable {
+  const members = Object.freeze(snap.servers.map((s) => s.name));
+  if (snap.servers.length === 0) return empty(snap.generation, members, 'no apiservers');
+  const judgedAt = opts.now + opts.marginMs;
+  for (const s of snap.servers) {
+    const why = doubt(s, judgedAt, opts.staleAfterMs);
+    if (why !== null) return empty(snap.generation, members, why);
+  }
+  const unseen = liveUnmatched(snap.membership, opts.now);
+  if (unseen.length > 0) return empty(snap.generation, members, `apiserver identity ${unseen[0]?.name ?? '?'} matches no member`);
+  // An apiserver a source names but not verified yet: the control plane is changing.
+  if (snap.membership.probing.length > 0) return empty(snap.generation, members, 'an apiserver is being verified (probing)');
+  const b = body !== undefined && fastBodyHolds(body, snap) ? body : fastBody(snap);
   let oldest = Number.POSITIVE_INFINITY;
   for (const s of snap.servers) oldest = Math.min(oldest, s.lastSuccessAt ?? Number.NEGATIVE_INFINITY);
   return Object.freeze({
     generation: snap.generation,
     members,
-    groupVersions: Object.freeze(groupVersions),
+    groupVersions: b.groupVersions,
     validUntil: oldest + opts.staleAfterMs,
-    why: skewed === 0 ? '' : `${skewed} group/version${skewed === 1 ? '' : 's'} not served identically`,
+    why: b.why,
   });
 }
 
@@ -217,7 +251,7 @@ function sameResource(a: FastResource, b: FastResource): boolean {
  * Tables over different members share nothing.
  */
 export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
-  if (a.members.join('\u0000') !== b.members.join('\u0000')) return empty(b.generation, b.members, 'the members changed');
+  if (!sameMembers(a, b)) return empty(b.generation, b.members, 'the members changed');
   const fromA = new Map<string, FastResource>();
   for (const gv of a.groupVersions) for (const r of gv.resources) fromA.set(resourceKey(gv, r), r);
   const groupVersions: FastGroupVersion[] = [];
@@ -239,6 +273,8 @@ export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
 
 /** True when every request `b` sends straight to the pool, `a` does too: going from `a` to `b` demotes nothing. */
 export function fastTableCovers(a: FastTable, b: FastTable): boolean {
+  if (b.groupVersions.length === 0) return true;
+  if (a.groupVersions === b.groupVersions && sameMembers(a, b)) return true;
   const both = intersectFastTables(a, b);
   return fastResourceCount(both) === fastResourceCount(b);
 }
@@ -251,7 +287,12 @@ export function fastResourceCount(t: FastTable): number {
 
 /** Same requests matched (generation and expiry aside): nothing to write. */
 export function sameFastRequests(a: FastTable, b: FastTable): boolean {
-  return a.members.join('\u0000') === b.members.join('\u0000') && JSON.stringify(a.groupVersions) === JSON.stringify(b.groupVersions);
+  if (!sameMembers(a, b)) return false;
+  return a.groupVersions === b.groupVersions || JSON.stringify(a.groupVersions) === JSON.stringify(b.groupVersions);
+}
+
+function sameMembers(a: FastTable, b: FastTable): boolean {
+  return a.members.length === b.members.length && a.members.every((m, i) => m === b.members[i]);
 }
 
 /** The verb kube-apiserver gives a method on a shape, or undefined when the fast path never takes it. */
