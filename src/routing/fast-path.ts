@@ -9,7 +9,6 @@
 // views do not list, any doubt) still goes through ext_proc. test/unit/fast-path.test.ts proves
 // it over the rendered Envoy routes.
 import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
-import { liveUnmatched } from '../discovery/identity-leases.js';
 import { isFresh, isHealthy } from './freshness.js';
 
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
@@ -211,7 +210,7 @@ export function fastBody(snap: Snapshot): FastBody {
 /**
  * The table for a snapshot at `now`: the body's group/versions (fastBody, or one kept from an
  * earlier snapshot of the same views), when every server is ready and its view current for at
- * least marginMs more, and no apiserver is unknown or being verified. Anything less: empty.
+ * least marginMs more. Anything less: empty.
  */
 export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: FastBody): FastTable {
   const members = Object.freeze(snap.servers.map((s) => s.name));
@@ -221,10 +220,9 @@ export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: Fa
     const why = doubt(s, judgedAt, opts.staleAfterMs);
     if (why !== null) return empty(snap.generation, members, why);
   }
-  const unseen = liveUnmatched(snap.membership, opts.now);
-  if (unseen.length > 0) return empty(snap.generation, members, `apiserver identity ${unseen[0]?.name ?? '?'} matches no member`);
-  // An apiserver a source names but not verified yet: the control plane is changing.
-  if (snap.membership.probing.length > 0) return empty(snap.generation, members, 'an apiserver is being verified (probing)');
+  // An apiserver identity no member matches, or one being verified, changes nothing here: the
+  // ladder's default rung does not look at them (they turn would-be 404s into 503s), and Envoy's
+  // pool holds the members only.
   const b = body !== undefined && fastBodyHolds(body, snap) ? body : fastBody(snap);
   let oldest = Number.POSITIVE_INFINITY;
   for (const s of snap.servers) oldest = Math.min(oldest, s.lastSuccessAt ?? Number.NEGATIVE_INFINITY);

@@ -1,0 +1,195 @@
+// The fast path in a REAL Envoy (docs/design.md, "The fast path"): three fake apiservers serving
+// the same APIs behind Envoy on filesystem xDS and `skewgate serve`'s parts in this process. What
+// every apiserver serves identically goes straight to the pool with no ext_proc stream, and its
+// access-log line names the decision; a client certificate, a watch, the merged /apis still meet
+// skewgate. When one apiserver stops serving a resource, Envoy runs routes without it before
+// skewgate publishes the snapshot that says so, and no request sent after that reaches it there.
+import t from 'tap';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { createSkewgate } from '../../src/app.js';
+import { parseConfig } from '../../src/config.js';
+import type { Snapshot } from '../../src/discovery/types.js';
+import { runningRoutesVersion } from '../../src/envoy/admin-routes.js';
+import { renderBootstrap } from '../../src/envoy/bootstrap.js';
+import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
+import { startEnvoy } from '../../src/envoy/process.js';
+import { RDS_FILE } from '../../src/envoy/xds.js';
+import { writeSeedXds } from '../../src/envoy/xds-files.js';
+import { createLogger } from '../../src/log.js';
+import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
+
+const pki = await sharedPki();
+const dir = mkdtempSync(join(tmpdir(), 'sg-fast-e2e-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const auth = { authorization: `Bearer ${pki.token}` };
+const DEPLOYMENTS = '/apis/apps/v1/namespaces/default/deployments';
+
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const cluster = new FakeCluster();
+const fakes = await Promise.all(
+  ['kas-a', 'kas-b', 'kas-c'].map(async (name) => {
+    const s = new FakeApiServer({ name, pki, cluster, builtins: BUILTINS_OLD, host: '127.0.0.1' });
+    await s.start();
+    t.teardown(() => s.close());
+    return s;
+  }),
+);
+const [, , kasC] = fakes as [FakeApiServer, FakeApiServer, FakeApiServer];
+const xdsDir = join(dir, 'xds');
+const config = parseConfig(
+  {
+    apiservers: fakes.map((f) => ({ name: f.name, url: f.url, caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } })),
+    discovery: { interval: '300ms', timeout: '2s', staleAfter: '3s' },
+    extproc: { listen: `unix:${join(dir, 'extproc.sock')}`, messageTimeout: '1s' },
+    envoy: {
+      listen: { address: '127.0.0.1', port: 0 },
+      admin: { address: '127.0.0.1', port: 0 },
+      tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, clientCaFile: pki.caFile },
+      upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile },
+      xds: { directory: xdsDir },
+      healthCheck: { interval: '500ms', timeout: '1s' },
+    },
+    log: { level: 'warn' },
+  },
+  join(dir, 'skewgate.yaml'),
+  dir,
+);
+writeSeedXds(config);
+const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)) });
+t.teardown(() => envoy.stop());
+const skewgate = createSkewgate(config, createLogger('warn'), { envoyAdminUrl: envoy.adminUrl });
+t.teardown(() => skewgate.close({ drainMs: 0 }));
+await skewgate.start();
+const port = envoy.listenPort as number;
+
+const stat = async (name: string): Promise<number> => {
+  const text = await (await fetch(`${envoy.adminUrl}/stats?filter=${encodeURIComponent(`^${name}$`)}`)).text();
+  const m = /: (\d+)/.exec(text);
+  return m ? Number(m[1]) : 0;
+};
+const streams = (): Promise<number> => stat('http.skewgate.ext_proc.streams_started');
+const rds = (): { version_info: string; text: string } => {
+  const text = readFileSync(join(xdsDir, RDS_FILE), 'utf8');
+  return { version_info: (JSON.parse(text) as { version_info: string }).version_info, text };
+};
+/** Envoy's running fast-path read expression, from its own config dump. */
+async function runningFastRead(): Promise<RegExp | null> {
+  const dump = (await (await fetch(`${envoy.adminUrl}/config_dump?resource=dynamic_route_configs`)).json()) as {
+    configs: { route_config: { virtual_hosts: { routes: { name: string; match: { safe_regex?: { regex: string } } }[] }[] } }[];
+  };
+  const route = dump.configs[0]?.route_config.virtual_hosts[0]?.routes.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}read`);
+  return route?.match.safe_regex ? new RegExp(route.match.safe_regex.regex) : null;
+}
+
+await t.test('unskewed requests skip ext_proc; what needs judgement does not', async (t) => {
+  t.ok(config.routing.fastPath, 'routing.fastPath is on by default');
+  await until('fast-path routes in Envoy', async () => {
+    const file = rds();
+    return (
+      file.text.includes(FAST_PATH_ROUTE_PREFIX) &&
+      (await runningRoutesVersion(envoy.adminUrl, AbortSignal.timeout(1000))) === file.version_info
+    );
+  });
+  const before = await streams();
+  const replies = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => send(port, pki, 'GET', i % 2 === 0 ? DEPLOYMENTS : `${DEPLOYMENTS}/web-${i}`, auth)),
+  );
+  t.ok(
+    replies.every((r) => r.status === 200 || r.status === 404),
+    `lists 200, gets of absent objects 404 from the apiserver: ${[...new Set(replies.map((r) => r.status))].join(', ')}`,
+  );
+  t.equal((await streams()) - before, 0, '60 unskewed requests: 0 ext_proc streams');
+  const answeredBy = new Set(fakes.filter((f) => f.requests.some((r) => r.path.startsWith(DEPLOYMENTS))).map((f) => f.name));
+  t.equal(answeredBy.size, 3, 'balanced over the three apiservers');
+
+  const judged: [string, () => Promise<unknown>][] = [
+    ['a client certificate', () => send(port, pki, 'GET', DEPLOYMENTS, {}, pki.clients.limited)],
+    ['a watch', () => send(port, pki, 'GET', `${DEPLOYMENTS}?watch=1&timeoutSeconds=1`, auth)],
+    [
+      'the merged /apis',
+      () => send(port, pki, 'GET', '/apis', { ...auth, accept: 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList' }),
+    ],
+    ['a %-escaped name', () => send(port, pki, 'GET', `${DEPLOYMENTS}/a%2Fb`, auth)],
+  ];
+  for (const [what, call] of judged) {
+    const n = await streams();
+    await call();
+    t.equal((await streams()) - n, 1, `${what}: one ext_proc stream`);
+  }
+  // Envoy writes its access log as it goes: the fast-path lines carry the decision.
+  await until('access-log lines', () => envoy.logTail().includes(`"route":"${FAST_PATH_ROUTE_PREFIX}read"`), 5000);
+  const line = envoy
+    .logTail()
+    .split('\n')
+    .find((l) => l.includes(`"route":"${FAST_PATH_ROUTE_PREFIX}read"`));
+  const fields = JSON.parse(line?.slice(line.indexOf('{')) ?? '{}') as Record<string, unknown>;
+  t.equal(fields.skewgate_outcome, 'default', 'access log: outcome');
+  t.equal(fields.skewgate_reason, 'served_by_all', 'access log: reason');
+  t.match(String(fields.skewgate_generation), /^\d+$/, `access log: the snapshot generation (${String(fields.skewgate_generation)})`);
+});
+
+await t.test(
+  'one apiserver stops serving a resource: Envoy withdraws its route before skewgate publishes, and nothing sent after reaches that apiserver',
+  async (t) => {
+    const lacksDeployments = (s: Snapshot): boolean => s.resources.get('apps/v1/deployments')?.has('kas-c') === false;
+    let publishedAt = 0;
+    const seen: { envoyAtPublish: Promise<RegExp | null> | null } = { envoyAtPublish: null };
+    let cAtPublish = 0;
+    const deploymentsAtC = (): number => kasC.requests.filter((r) => r.path.startsWith(DEPLOYMENTS)).length;
+    const off = skewgate.discovery.onChange((s) => {
+      if (publishedAt !== 0 || !lacksDeployments(s)) return;
+      publishedAt = performance.now();
+      cAtPublish = deploymentsAtC();
+      // Asked at once: what Envoy runs the moment routing sees the new snapshot.
+      seen.envoyAtPublish = runningFastRead();
+    });
+    t.teardown(off);
+    const sent: { start: number; status: number }[] = [];
+    let loading = true;
+    const load = (async () => {
+      while (loading) {
+        const start = performance.now();
+        const r = await send(port, pki, 'GET', DEPLOYMENTS, auth);
+        sent.push({ start, status: r.status });
+      }
+    })();
+    await sleep(300);
+    kasC.removeBuiltin('apps', 'v1', 'deployments');
+    await until('the snapshot without deployments on kas-c', () => publishedAt !== 0);
+    await sleep(1500);
+    loading = false;
+    await load;
+    const running = await seen.envoyAtPublish;
+    t.ok(running, "Envoy's fast-path read route exists at publication (other resources stay fast)");
+    t.notOk(running?.test(DEPLOYMENTS), 'and no longer matches deployments: withdrawn before publication');
+    // Fast by group/version: apps/v1 as a whole now meets skewgate, batch/v1 does not.
+    t.notOk(running?.test('/apis/apps/v1/namespaces/default/replicasets'), 'nor the rest of apps/v1 (no longer served identically)');
+    t.ok(running?.test('/apis/batch/v1/namespaces/default/jobs'), 'batch/v1, served alike, still fast');
+    const after = sent.filter((s) => s.start > publishedAt);
+    t.ok(after.length > 20, `${after.length} requests sent after publication`);
+    t.same(
+      after.filter((s) => s.status !== 200).map((s) => s.status),
+      [],
+      'every one answered 200',
+    );
+    t.equal(deploymentsAtC(), cAtPublish, 'none of them reached kas-c');
+
+    const deployments = BUILTINS_OLD.find((r) => r.group === 'apps' && r.resource === 'deployments');
+    if (deployments === undefined) throw new Error('BUILTINS_OLD serves deployments');
+    kasC.addBuiltin(deployments);
+    await until('deployments fast again', async () => (await runningFastRead())?.test(DEPLOYMENTS) === true);
+    t.pass('kas-c serves it again: deployments fast again');
+  },
+);
