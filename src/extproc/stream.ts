@@ -10,6 +10,7 @@ import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
 import type { DecisionObserver, DecisionTrace } from './observer.js';
 import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './responses.js';
+import { REQUEST_PHASES } from './wire.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
 
@@ -48,14 +49,7 @@ export interface ProcessHandlerDeps {
   readonly now?: () => bigint;
 }
 
-const PHASES: ReadonlySet<string> = new Set<RequestPhase>([
-  'request_headers',
-  'response_headers',
-  'request_body',
-  'response_body',
-  'request_trailers',
-  'response_trailers',
-]);
+const PHASES: ReadonlySet<string> = new Set<RequestPhase>(REQUEST_PHASES);
 
 function isPhase(v: unknown): v is RequestPhase {
   return typeof v === 'string' && PHASES.has(v);
