@@ -175,7 +175,7 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const health = createHealthService('SERVING');
   const limits: ExtProcLimits = { ...EXTPROC_LIMIT_DEFAULTS, ...opts.limits };
   const server = new grpc.Server({ ...grpcOptions(limits), ...opts.grpcOptions });
-  const gauge: StreamGauge = { pending: new Set(), active: 0 };
+  const gauge: StreamGauge = { pending: new Map(), active: 0 };
   const throttle = createLogThrottle({ intervalMs: opts.logIntervalMs ?? EXTPROC_LOG_INTERVAL_MS, now: Date.now });
   server.addService(servedExtProc(protos.extProc), {
     Process: createProcessHandler({ router, logger, observer, limits, gauge, throttle }),
