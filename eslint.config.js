@@ -38,6 +38,7 @@ const PURE = [
   'src/identity/front-proxy-headers.ts',
   'src/extproc/responses.ts',
   'src/extproc/headers.ts',
+  'src/extproc/wire.ts',
   'src/log-throttle.ts',
   // The Envoy bootstrap renderer: config in, JSON out (paths rewritten, never read).
   'src/envoy/bootstrap.ts',

@@ -13,6 +13,7 @@ import { loadProtos } from './proto.js';
 import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js';
 import { createLogThrottle } from '../log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
+import { decodeProcessingRequest, encodeProcessingResponse } from './wire.js';
 
 export interface ExtProcServerOptions {
   readonly router: RequestRouter;
@@ -150,6 +151,23 @@ async function peerServerCredentials(peer: PeerListen): Promise<grpc.ServerCrede
 
 const PEER_REFRESH_MS = 10_000;
 
+/**
+ * The ext_proc service as served: Process reads and writes the wire format directly (wire.ts)
+ * instead of through proto-loader's object conversion. Clients keep proto-loader's codec.
+ */
+function servedExtProc(def: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const process = def['Process'];
+  if (!process) throw new Error('skewgate: the ext_proc service has no Process method');
+  return {
+    ...def,
+    Process: {
+      ...process,
+      requestDeserialize: decodeProcessingRequest,
+      responseSerialize: encodeProcessingResponse as (value: unknown) => Buffer,
+    },
+  };
+}
+
 export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const { router, logger } = opts;
   const observer = opts.observer ?? createLogObserver(logger);
@@ -157,9 +175,11 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const health = createHealthService('SERVING');
   const limits: ExtProcLimits = { ...EXTPROC_LIMIT_DEFAULTS, ...opts.limits };
   const server = new grpc.Server({ ...grpcOptions(limits), ...opts.grpcOptions });
-  const gauge: StreamGauge = { pending: new Set(), active: 0 };
+  const gauge: StreamGauge = { pending: new Map(), active: 0 };
   const throttle = createLogThrottle({ intervalMs: opts.logIntervalMs ?? EXTPROC_LOG_INTERVAL_MS, now: Date.now });
-  server.addService(protos.extProc, { Process: createProcessHandler({ router, logger, observer, limits, gauge, throttle }) });
+  server.addService(servedExtProc(protos.extProc), {
+    Process: createProcessHandler({ router, logger, observer, limits, gauge, throttle }),
+  });
   server.addService(protos.health, health.implementation);
 
   let binding: Promise<unknown> | undefined;

@@ -10,6 +10,7 @@ import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
 import type { DecisionObserver, DecisionTrace } from './observer.js';
 import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './responses.js';
+import { REQUEST_PHASES } from './wire.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
 
@@ -28,10 +29,17 @@ export interface StreamLimits {
   readonly firstMessageTimeoutMs: number;
 }
 
+/** Ends a stream still waiting for its first message: timed out, or evicted to make room. */
+export type EndPending = (timedOut: boolean) => void;
+
 /** The open streams, shared by every connection of one server. */
 export interface StreamGauge {
-  /** Streams whose first message has not arrived, oldest first: each one's eviction. */
-  readonly pending: Set<() => void>;
+  /**
+   * Streams whose first message has not arrived, oldest first, each with its first-message
+   * deadline (monotonic ms). One timer for all of them (a timer per stream cost more than its
+   * stream's routing): every stream has the same timeout, so the oldest is always the next due.
+   */
+  readonly pending: Map<EndPending, number>;
   /** Streams past their first message and not yet over. */
   active: number;
 }
@@ -48,14 +56,7 @@ export interface ProcessHandlerDeps {
   readonly now?: () => bigint;
 }
 
-const PHASES: ReadonlySet<string> = new Set<RequestPhase>([
-  'request_headers',
-  'response_headers',
-  'request_body',
-  'response_body',
-  'request_trailers',
-  'response_trailers',
-]);
+const PHASES: ReadonlySet<string> = new Set<RequestPhase>(REQUEST_PHASES);
 
 function isPhase(v: unknown): v is RequestPhase {
   return typeof v === 'string' && PHASES.has(v);
@@ -103,6 +104,26 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
     if (admitted) logger[level]({ ...fields, ...(admitted.suppressed > 0 ? { suppressed: admitted.suppressed } : {}) }, msg);
   };
   const warn = (key: string, fields: Record<string, unknown>, msg: string): void => throttled('warn', key, fields, msg);
+  const nowMs = (): number => Number(now() / 1_000_000n);
+
+  let sweepTimer: NodeJS.Timeout | undefined;
+  /** Arms the one timer for the oldest pending stream's deadline, unless it is armed already. */
+  const armSweep = (): void => {
+    if (sweepTimer !== undefined) return;
+    const oldest = gauge.pending.values().next();
+    if (oldest.done) return;
+    sweepTimer = setTimeout(sweep, Math.max(0, Math.ceil(oldest.value - nowMs())));
+    sweepTimer.unref();
+  };
+  const sweep = (): void => {
+    sweepTimer = undefined;
+    const t = nowMs();
+    for (const [end, deadline] of gauge.pending) {
+      if (deadline > t) break;
+      end(true); // removes itself
+    }
+    armSweep();
+  };
 
   return function process(call: ProcessCall): void {
     let replies = 0;
@@ -115,46 +136,43 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       fail(call, code, details);
       resetSoon(call);
     };
-    const firstMessageTimer = setTimeout(
-      () =>
+    const end: EndPending = (timedOut) => {
+      gauge.pending.delete(end);
+      if (timedOut) {
         endPending(
           grpc.status.DEADLINE_EXCEEDED,
           'first_message_timeout',
           { timeoutMs: limits.firstMessageTimeoutMs },
           'ext_proc stream sent no whole message in time; ended',
           'skewgate: no ProcessingRequest within the first-message timeout',
-        ),
-      limits.firstMessageTimeoutMs,
-    );
-    firstMessageTimer.unref();
-    const evict = (): void => {
-      gauge.pending.delete(evict);
-      clearTimeout(firstMessageTimer);
-      endPending(
-        grpc.status.RESOURCE_EXHAUSTED,
-        'pending_evicted',
-        { pending: limits.maxStreams },
-        'too many ext_proc streams without a first message; ending the oldest',
-        'skewgate: too many ext_proc streams without a first message',
-      );
+        );
+      } else {
+        endPending(
+          grpc.status.RESOURCE_EXHAUSTED,
+          'pending_evicted',
+          { pending: limits.maxStreams },
+          'too many ext_proc streams without a first message; ending the oldest',
+          'skewgate: too many ext_proc streams without a first message',
+        );
+      }
     };
     // Envoy sends a stream's headers as it opens it, so a stream still waiting for its first message
     // is the one to go when too many wait: the oldest, never the newest (an idle flood cannot lock
     // Envoy's streams out, and holds at most maxStreams partial messages).
-    gauge.pending.add(evict);
-    if (gauge.pending.size > limits.maxStreams) gauge.pending.values().next().value?.();
+    gauge.pending.set(end, nowMs() + limits.firstMessageTimeoutMs);
+    armSweep();
+    if (gauge.pending.size > limits.maxStreams) gauge.pending.keys().next().value?.(false);
     let released = false;
     const release = (): void => {
       if (released) return;
       released = true;
-      gauge.pending.delete(evict);
+      gauge.pending.delete(end);
       if (overloaded !== undefined) gauge.active--;
-      clearTimeout(firstMessageTimer);
     };
-    // Whichever comes first: our status sent (finish), Envoy's reset (cancelled), or the stream torn down.
-    call.once('finish', release);
-    call.once('cancelled', release);
-    call.once('close', release);
+    // Whichever comes first: our status sent (finish), Envoy's reset (cancelled, below), or the
+    // stream torn down. release is idempotent, so plain listeners (no once wrappers) do.
+    call.on('finish', release);
+    call.on('close', release);
 
     const onHeaders = (msg: ProcessingRequestMsg, started: bigint): void => {
       const headers = headerMapToMap(msg.request_headers?.headers);
@@ -207,8 +225,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
     call.on('data', (msg: ProcessingRequestMsg) => {
       const started = now();
       if (overloaded === undefined && !released) {
-        gauge.pending.delete(evict);
-        clearTimeout(firstMessageTimer);
+        gauge.pending.delete(end);
         gauge.active++;
         // Counted as the headers arrive: a burst beyond the bound is answered cheaply, not routed.
         overloaded = gauge.active > limits.maxStreams;
@@ -255,6 +272,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
 
     // Envoy ≥1.37 resets the stream right after the last reply it needs: that is the normal end.
     call.on('cancelled', () => {
+      release();
       if (replies === 0) logger.debug('ext_proc stream cancelled before any reply');
     });
 

@@ -5,7 +5,7 @@ import { connect as http2Connect, constants as h2, type ClientHttp2Session, type
 import * as grpc from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
-import type { IdentityResult } from '../../src/identity/client-identity.js';
+import type { ClientIdentity, IdentityResult } from '../../src/identity/client-identity.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestRouter, RoutingResult } from '../../src/routing/router.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
@@ -204,6 +204,11 @@ export function resourceInfo(over: Partial<Omit<ResourceRequest, 'kind'>> = {}):
     verb: 'list',
     ...over,
   };
+}
+
+/** A verified client certificate's identity, as the verifier states it. */
+export function statedIdentity(identity: ClientIdentity): IdentityResult {
+  return { kind: 'stated', identity };
 }
 
 export function resultOf(

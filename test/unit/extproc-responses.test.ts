@@ -3,9 +3,10 @@ import { BOUNDED_HEADER, REASON_HEADER, UPSTREAM_HEADER } from '../../src/consta
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, responseFor, routeTo } from '../../src/extproc/responses.js';
-import type { ProcessingResponseOut, RequestPhase } from '../../src/extproc/messages.js';
+import type { ProcessingResponseOut } from '../../src/extproc/messages.js';
 import type { Decision } from '../../src/routing/decision.js';
-import { resourceInfo, resultOf } from '../helpers/extproc-client.js';
+import { resourceInfo, resultOf, statedIdentity } from '../helpers/extproc-client.js';
+import { REQUEST_PHASES } from '../../src/extproc/wire.js';
 
 const { extProc } = loadProtos();
 const processMethod = extProc['Process'];
@@ -205,31 +206,20 @@ t.test('internalErrorResponse is a 500 Status', async (t) => {
 });
 
 t.test('emptyResponseFor answers each phase with its own kind', async (t) => {
-  const phases: RequestPhase[] = [
-    'request_headers',
-    'response_headers',
-    'request_body',
-    'response_body',
-    'request_trailers',
-    'response_trailers',
-  ];
-  for (const p of phases) {
+  for (const p of REQUEST_PHASES) {
     const res = wire(emptyResponseFor(p));
     t.equal(res.response, p, p);
   }
 });
 
 t.test('a stated client certificate goes upstream as front-proxy headers, XFCC removed', async (t) => {
-  const identity = {
-    kind: 'stated' as const,
-    identity: {
-      user: 'jane',
-      uid: 'u-1',
-      groups: ['dev', 'a,b'],
-      extra: [['authentication.kubernetes.io/credential-id', ['X509SHA256=ab']]] as const,
-      fingerprint: 'ab',
-    },
-  };
+  const identity = statedIdentity({
+    user: 'jane',
+    uid: 'u-1',
+    groups: ['dev', 'a,b'],
+    extra: [['authentication.kubernetes.io/credential-id', ['X509SHA256=ab']]],
+    fingerprint: 'ab',
+  });
   const routed: Decision = { outcome: 'routed', reason: 'served_by_subset', candidates: ['kas-new'], upstream: 'kas-new' };
   const passthrough: Decision = { outcome: 'passthrough', reason: 'non_resource', candidates: [] };
   for (const d of [routed, passthrough]) {

@@ -1,0 +1,43 @@
+// (b) child process: the transport floor. Bare node:http2 answering each Process stream the way
+// skewgate's server does on the wire (response headers and one framed reply when the request
+// arrives, grpc-status trailers when the client half-closes), with no gRPC library, no decoding and
+// no routing: what one exchange costs before grpc-js or skewgate do anything.
+import * as http2 from 'node:http2';
+import { continueRequestHeaders } from '../src/extproc/responses.js';
+import { encodeProcessingResponse } from '../src/extproc/wire.js';
+import { serveParent } from './child-ipc.js';
+import type { CpuSample, ExtProcChildReady } from './protocol.js';
+
+const body = encodeProcessingResponse(continueRequestHeaders());
+const frame = Buffer.alloc(5 + body.length);
+frame.writeUInt32BE(body.length, 1);
+body.copy(frame, 5);
+
+const server = http2.createServer();
+server.on('stream', (stream) => {
+  let answered = false;
+  stream.on('data', () => {
+    if (answered) return;
+    answered = true;
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+    stream.write(frame);
+  });
+  stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+  stream.on('end', () => stream.end());
+  stream.on('error', () => undefined);
+});
+
+const ipc = serveParent(
+  {
+    cpu: (): CpuSample => {
+      const u = process.cpuUsage();
+      return { cpuUs: u.user + u.system, rssBytes: process.memoryUsage().rss };
+    },
+  },
+  () => new Promise<void>((resolve) => server.close(() => resolve())),
+);
+server.once('error', (err) => ipc.failed(err));
+server.listen(0, '127.0.0.1', () => {
+  const addr = server.address();
+  ipc.ready({ port: typeof addr === 'object' && addr ? addr.port : 0, logLevel: 'none' } satisfies ExtProcChildReady);
+});
