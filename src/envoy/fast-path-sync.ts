@@ -1,5 +1,5 @@
 // Keeps Envoy's fast-path routes in line with the snapshot skewgate routes by (docs/design.md,
-// "The fast path", invariant 8): the table Envoy runs is always one the published snapshot
+// "The fast path", invariant 7): the table Envoy runs is always one the published snapshot
 // justifies. So a change is ordered — what a new snapshot takes away is withdrawn from Envoy (and
 // Envoy's loading of it confirmed) before the snapshot is published; what it adds is written after.
 // A table also expires with the views it rests on: before the oldest would go stale, a timer
