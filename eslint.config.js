@@ -46,6 +46,7 @@ const PURE = [
   'src/envoy/health-listener.ts',
   'src/envoy/tls-material.ts',
   'src/envoy/routes.ts',
+  'src/envoy/fast-routes.ts',
   'src/envoy/clusters.ts',
   'src/envoy/tracing.ts',
   'src/envoy/json.ts',

@@ -6,12 +6,14 @@
 // withdraws what the current snapshot no longer proves.
 import type { Logger } from 'pino';
 import type { Snapshot } from '../discovery/types.js';
-import { compileFastPath, fastBody, fastBodyHolds, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
+import { compileFastPath, fastBodyHolds, fastBodySteps, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
+import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
 export interface FastPathWriter {
   setFastPath(table: FastTable | null): Promise<void>;
   fastPathWritten(): FastTable | null;
+  idle(): Promise<void>;
 }
 
 export interface FastPathSyncOptions {
@@ -33,6 +35,8 @@ export const FAST_PATH_MARGIN_MS = 1000;
 export class FastPathSync {
   private timer: NodeJS.Timeout | null = null;
   private body: FastBody | null = null;
+  private seq = 0;
+  private following: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly now: () => number;
   private readonly marginMs: number;
@@ -42,11 +46,12 @@ export class FastPathSync {
     this.marginMs = opts.marginMs ?? FAST_PATH_MARGIN_MS;
   }
 
-  private compile(snap: Snapshot): FastTable | null {
+  private async compile(snap: Snapshot): Promise<FastTable | null> {
     if (!this.opts.enabled()) return null;
     // The views' part is kept while the views are the same objects: a snapshot a round publishes
-    // with nothing new costs the judgement of the moment only, not a walk over every resource.
-    if (this.body === null || !fastBodyHolds(this.body, snap)) this.body = fastBody(snap);
+    // with nothing new costs the judgement of the moment only. A new one is a walk over every
+    // resource, in slices (invariant 5b).
+    if (this.body === null || !fastBodyHolds(this.body, snap)) this.body = await runSliced(fastBodySteps(snap), sliceBudget(undefined));
     return compileFastPath(snap, { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs }, this.body);
   }
 
@@ -56,15 +61,27 @@ export class FastPathSync {
    */
   async beforePublish(next: Snapshot): Promise<void> {
     if (this.closed) return;
-    await this.withdrawBeyond(this.compile(next));
+    await this.withdrawBeyond(await this.compile(next));
   }
 
   /** After a snapshot is published: its table in full, and the timer for its expiry. */
   published(snap: Snapshot): void {
     if (this.closed) return;
-    const table = this.compile(snap);
-    void this.opts.writer.setFastPath(table).catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot write the routes'));
-    this.arm(table);
+    // The latest publication wins: an earlier one still compiling is dropped.
+    const seq = ++this.seq;
+    this.following = this.compile(snap)
+      .then((table) => {
+        if (seq !== this.seq || this.closed) return undefined;
+        this.arm(table);
+        return this.opts.writer.setFastPath(table);
+      })
+      .catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot write the routes'));
+  }
+
+  /** Settles when the last publication's routes are on disk (tests, shutdown). */
+  async idle(): Promise<void> {
+    await this.following;
+    await this.opts.writer.idle();
   }
 
   /** Withdraws every fast-path route (skewgate stopping: nobody would keep them current). Idempotent. */
@@ -73,6 +90,7 @@ export class FastPathSync {
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    await this.following.catch(() => undefined);
     if (this.opts.writer.fastPathWritten() !== null) await this.opts.writer.setFastPath(null);
   }
 
@@ -96,10 +114,15 @@ export class FastPathSync {
   private expire(): void {
     this.timer = null;
     if (this.closed) return;
-    const allowed = this.compile(this.opts.current());
-    this.opts.logger.info({ why: allowed?.why ?? 'routing.fastPath is off' }, 'fast path: views ageing without a new snapshot; withdrawing what they no longer prove');
-    void this.withdrawBeyond(allowed)
-      .then(() => this.arm(allowed))
+    void this.compile(this.opts.current())
+      .then(async (allowed) => {
+        this.opts.logger.info(
+          { why: allowed === null ? 'routing.fastPath is off' : allowed.why || 'the views are still current' },
+          'fast path: views ageing without a new snapshot; withdrawing what they no longer prove',
+        );
+        await this.withdrawBeyond(allowed);
+        this.arm(allowed);
+      })
       .catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
   }
 }

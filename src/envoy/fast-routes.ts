@@ -11,6 +11,7 @@
 import { FAST_PATH_OUTCOME, FAST_PATH_REASON, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
 import { DEFAULT_CLUSTER } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
 import { balancedRetry, EXTPROC_FILTER } from './routes.js';
 
 /** Route names start with this; the access log and tests tell a fast-path request by it. */
@@ -90,8 +91,18 @@ function groupVersionRegex(gv: FastGroupVersion, method: string): string | null 
 
 /** The path expression a method's route matches, or null when no fast path shape takes it. */
 export function fastPathRegex(table: FastTable, method: string): string | null {
+  return runToEnd(fastPathRegexSteps(table, method));
+}
+
+function* fastPathRegexSteps(table: FastTable, method: string): Sliced<string | null> {
   const perGv: string[] = [];
+  let n = 0;
   for (const gv of table.groupVersions) {
+    n += gv.resources.length;
+    if (n > STEP_EVERY) {
+      n = 0;
+      yield;
+    }
     const x = groupVersionRegex(gv, method);
     if (x !== null) perGv.push(x);
   }
@@ -119,12 +130,17 @@ function decisionTags(table: FastTable): { readonly metadata: JsonObject; readon
  * routes would (requestTimeoutMs: envoy.requestTimeout; none of them is long-running).
  */
 export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number): JsonObject[] {
+  return runToEnd(fastPathRoutesSteps(table, requestTimeoutMs));
+}
+
+/** fastPathRoutes as a sliced computation (discovery/sliced.ts): it pauses between group/versions. */
+export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: number): Sliced<JsonObject[]> {
   if (table === null) return [];
   const { metadata, tags } = decisionTags(table);
   const routes: JsonObject[] = [];
   for (const g of METHOD_GROUPS) {
     const first = g.methods[0] as string;
-    const regex = fastPathRegex(table, first);
+    const regex = yield* fastPathRegexSteps(table, first);
     if (regex === null) continue;
     routes.push({
       name: `${FAST_PATH_ROUTE_PREFIX}${g.name}`,

@@ -7,8 +7,6 @@ import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
 import type { Config } from '../config.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
-import { fastPathRoutes } from './fast-routes.js';
-import type { FastTable } from '../routing/fast-path.js';
 
 /** The ext_proc filter's name in the chain: the key of its per-route config (fast-routes.ts). */
 export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
@@ -59,8 +57,11 @@ export function routeOptions(config: Config): RouteOptions {
  * answers costs the client that long at most (504, `UT`). Unmarked requests — watches, exec,
  * attach, port-forward, logs, proxies, and every request while skewgate is unreachable — keep no
  * timeout at all (see stream_idle_timeout, listener.ts).
+ *
+ * fastRoutes (fast-routes.ts, rendered by the caller) sit after the routes skewgate's headers
+ * select and before the balanced default, for requests without a client certificate.
  */
-export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, fast: FastTable | null = null): JsonObject {
+export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, fastRoutes: readonly JsonObject[] = []): JsonObject {
   const { identity, retryAfterSeconds } = opts;
   const routes: JsonObject[] = identity ? [identityBackstop()] : [];
   const push = (name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): void => {
@@ -78,7 +79,7 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, 
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
     // Requests without a client certificate (so never with a stated identity) that need no judgement.
-    if (v.suffix === '') routes.push(...fastPathRoutes(fast, opts.requestTimeoutMs));
+    if (v.suffix === '') routes.push(...fastRoutes);
     push(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true));
     push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, writeRetry(true));
   }

@@ -14,6 +14,8 @@ import type { MemberEntry } from '../discovery/service.js';
 import { renderPath, type JsonObject } from './json.js';
 import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
 import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
+import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
+import { fastPathRoutesSteps } from './fast-routes.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
 export const XDS_SETTLE_MS = 250;
@@ -133,6 +135,7 @@ export class XdsWriter {
   private pending: readonly MemberEntry[] | null = null;
   private last: readonly MemberEntry[] | null = null;
   private fast: FastTable | null = null;
+  private readonly rendered = new WeakMap<FastTable, readonly JsonObject[]>();
   private running: Promise<void> | null = null;
   private closed = false;
 
@@ -215,7 +218,7 @@ export class XdsWriter {
     // 0. Fast-path routes that no longer hold go first, alone, and Envoy is waited for.
     if (prev !== null && prev.fast !== null && !fastTableCovers(fast ?? NO_FAST, prev.fast)) {
       const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
-      const demoted = rdsFile(renderRoutes(this.config, prev.members, kept));
+      const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept)));
       if (demoted.text !== prev.rds) {
         await writeAtomic(this.dir, RDS_FILE, demoted.text);
         this.written = { ...prev, rds: demoted.text, fast: kept };
@@ -237,7 +240,7 @@ export class XdsWriter {
       wroteClusters = true;
     }
     // 2. Routes, once Envoy has the clusters they name.
-    const rds = rdsFile(renderRoutes(this.config, next, fast));
+    const rds = rdsFile(renderRoutes(this.config, next, await this.fastRoutes(fast)));
     let wroteRoutes = false;
     if (was?.rds !== rds.text) {
       if (wroteClusters && added.length > 0) await this.settle();
@@ -264,6 +267,20 @@ export class XdsWriter {
         'xds: Envoy clusters and routes written',
       );
     if (wroteRoutes && !sameFast(was?.fast ?? null, fast)) this.logFast(fast);
+  }
+
+  /**
+   * A table's routes, rendered in slices (a table of tens of thousands of resources never holds the
+   * event loop that answers Envoy) and kept for the table: a withdrawal and the write after it
+   * render it once.
+   */
+  private async fastRoutes(fast: FastTable | null): Promise<readonly JsonObject[]> {
+    if (fast === null) return [];
+    const known = this.rendered.get(fast);
+    if (known !== undefined) return known;
+    const routes = await runSliced(fastPathRoutesSteps(fast, this.config.envoy.requestTimeout), sliceBudget(undefined));
+    this.rendered.set(fast, routes);
+    return routes;
   }
 
   private logFast(fast: FastTable | null): void {

@@ -56,11 +56,12 @@ export function renderClusters(config: Config, members: XdsMembers, file: PathFn
 
 /**
  * The rds.json resource: routes to the routable and joining members, never to a draining one;
- * with a fast-path table, its routes too (the caller checks that the table holds for these members).
+ * with a fast-path table's routes (fast-routes.ts), those too (the caller checks that the table
+ * holds for these members: fastTableFor).
  */
-export function renderRoutes(config: Config, members: XdsMembers, fast: FastTable | null = null): JsonObject {
+export function renderRoutes(config: Config, members: XdsMembers, fastRoutes: readonly JsonObject[] = []): JsonObject {
   const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
-  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config), fast) };
+  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config), fastRoutes) };
 }
 
 /**

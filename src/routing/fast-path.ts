@@ -10,6 +10,7 @@
 // it over the rendered Envoy routes.
 import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
 import { isFresh, isHealthy } from './freshness.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
 
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
 export const FAST_PATH_OUTCOME = 'default';
@@ -149,6 +150,12 @@ export function fastBodyHolds(body: FastBody, snap: Snapshot): boolean {
 }
 
 export function fastBody(snap: Snapshot): FastBody {
+  return runToEnd(fastBodySteps(snap));
+}
+
+/** fastBody as a sliced computation (discovery/sliced.ts): a walk over every resource pauses. */
+export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
+  let n = 0;
   const servers = Object.freeze(snap.servers.map((s) => s.name));
   const views = Object.freeze(snap.servers.map((s) => s.view));
   // gvKey → resource → capability, kept only while every server lists the resource identically.
@@ -163,6 +170,7 @@ export function fastBody(snap: Snapshot): FastBody {
     });
   }
   for (const [key, byServer] of snap.resources) {
+    if (++n % STEP_EVERY === 0) yield;
     const last = key.lastIndexOf('/');
     const entry = byGv.get(key.slice(0, last));
     if (entry === undefined || entry.broken) continue;
@@ -186,6 +194,11 @@ export function fastBody(snap: Snapshot): FastBody {
     if (e.broken) {
       skewed++;
       continue;
+    }
+    n += e.resources.size;
+    if (n > STEP_EVERY) {
+      n = 0;
+      yield;
     }
     const resources = [...e.resources]
       .filter(([r]) => !keyword(e.group, r))

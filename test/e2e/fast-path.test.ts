@@ -102,6 +102,10 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
       (await runningRoutesVersion(envoy.adminUrl, AbortSignal.timeout(1000))) === file.version_info
     );
   });
+  // Envoy started before skewgate: its health check must have found skewgate since.
+  await until('skewgate healthy in Envoy', async () =>
+    /skewgate-extproc::[^\n]*::health_flags::healthy/.test(await (await fetch(`${envoy.adminUrl}/clusters`)).text()),
+  );
   const before = await streams();
   const replies = await Promise.all(
     Array.from({ length: 60 }, (_, i) => send(port, pki, 'GET', i % 2 === 0 ? DEPLOYMENTS : `${DEPLOYMENTS}/web-${i}`, auth)),
@@ -126,15 +130,19 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
   for (const [what, call] of judged) {
     const n = await streams();
     await call();
-    t.equal((await streams()) - n, 1, `${what}: one ext_proc stream`);
+    let delta = 0;
+    await until(`${what}: an ext_proc stream`, async () => (delta = (await streams()) - n) >= 1, 2000).catch(() => undefined);
+    t.equal(delta, 1, `${what}: one ext_proc stream (${delta})`);
   }
   // Envoy writes its access log as it goes: the fast-path lines carry the decision.
   await until('access-log lines', () => envoy.logTail().includes(`"route":"${FAST_PATH_ROUTE_PREFIX}read"`), 5000);
+  // The last such line: the tail's first line may be cut.
   const line = envoy
     .logTail()
     .split('\n')
-    .find((l) => l.includes(`"route":"${FAST_PATH_ROUTE_PREFIX}read"`));
-  const fields = JSON.parse(line?.slice(line.indexOf('{')) ?? '{}') as Record<string, unknown>;
+    .filter((l) => l.startsWith('{') && l.includes(`"route":"${FAST_PATH_ROUTE_PREFIX}read"`))
+    .pop();
+  const fields = JSON.parse(line ?? '{}') as Record<string, unknown>;
   t.equal(fields.skewgate_outcome, 'default', 'access log: outcome');
   t.equal(fields.skewgate_reason, 'served_by_all', 'access log: reason');
   t.match(String(fields.skewgate_generation), /^\d+$/, `access log: the snapshot generation (${String(fields.skewgate_generation)})`);

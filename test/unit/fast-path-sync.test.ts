@@ -156,7 +156,7 @@ t.test('FastPathSync: a withdrawal lands before the snapshot is published; an ad
   t.teardown(() => sync.close());
   await writer.update(OLD.map((s) => entry(s)));
   sync.published(current);
-  await writer.idle();
+  await sync.idle();
   t.ok(fastFor(read(dir), podPath), 'published: pods fast');
 
   // apiserver-b stops serving pods' status subresource (upgraded in place, say).
@@ -187,7 +187,7 @@ t.test('FastPathSync: a withdrawal lands before the snapshot is published; an ad
   t.ok(settled, 'published once Envoy confirmed');
   current = next;
   sync.published(next);
-  await writer.idle();
+  await sync.idle();
   t.notOk(fastFor(read(dir), podPath), 'after publication: still not fast');
   t.equal(e.asked.length, 1, 'nothing more to confirm: nothing was taken away');
 
@@ -197,7 +197,7 @@ t.test('FastPathSync: a withdrawal lands before the snapshot is published; an ad
   t.notOk(fastFor(read(dir), podPath), 'before publication nothing is added');
   current = back;
   sync.published(back);
-  await writer.idle();
+  await sync.idle();
   t.ok(fastFor(read(dir), podPath), 'after it, pods are fast again');
   t.equal(e.asked.length, 1, 'without asking Envoy');
 });
@@ -221,7 +221,7 @@ t.test('FastPathSync: the expiry timer withdraws what ageing views no longer pro
   t.teardown(() => sync.close());
   await writer.update(servers.map((s) => entry(s)));
   sync.published(fresh);
-  await writer.idle();
+  await sync.idle();
   t.ok(fastFor(read(dir), podPath), 'fast while the views are current');
   // valid until start + 1300; the timer fires 1000 ms before that.
   const deadline = Date.now() + 2000;
@@ -256,7 +256,7 @@ t.test('off, closed, restarted: no fast-path routes left behind', async (t) => {
       1,
     ),
   );
-  await w2.idle();
+  await sync.idle();
   t.ok(fastRoutes(read(on.dir)).length > 0, 'written');
   await sync.close();
   await sync.close();
