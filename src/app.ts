@@ -71,6 +71,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     apiservers: config.apiservers,
     logger: logger.child({ component: 'telemetry' }),
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
+    // Read at collection, after start: the writer exists by then.
+    fastPath: () => xds?.fastPathWritten() ?? null,
   });
   const xdsDir = config.envoy.xds?.directory;
   const xdsLogger = logger.child({ component: 'xds' });

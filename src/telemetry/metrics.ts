@@ -7,6 +7,7 @@ import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
 import type { ReloadResultName } from '../reload.js';
 import { METRIC } from './names.js';
+import { fastResourceCount, type FastTable } from '../routing/fast-path.js';
 import type { SkewTracker } from './skew-diff.js';
 
 /** classify + decide takes microseconds; the ext_proc round trip adds the gRPC write. */
@@ -35,7 +36,13 @@ export class SkewgateMetrics {
   /** The last document sizes of each apiserver's round (the gauge shows the members' only). */
   private readonly documentBytes = new Map<string, ReadonlyMap<string, number>>();
 
-  constructor(meter: Meter, source: MetricsSource, skew: SkewTracker, now: () => number = Date.now) {
+  constructor(
+    meter: Meter,
+    source: MetricsSource,
+    skew: SkewTracker,
+    now: () => number = Date.now,
+    fastPath: () => FastTable | null = () => null,
+  ) {
     this.decisions = meter.createCounter(METRIC.decisions, {
       description: 'Routing decisions by outcome, reason and upstream (routed only)',
     });
@@ -79,8 +86,18 @@ export class SkewgateMetrics {
     const members = meter.createObservableGauge(METRIC.members, {
       description: 'Apiservers by membership role: member (routed to), draining (left every source), probing (learnt, not verified yet)',
     });
+    const fastResources = meter.createObservableGauge(METRIC.fastPathResources, {
+      description:
+        'Resources whose requests Envoy sends straight to the balanced pool without asking skewgate (the fast path, in the routes last written); 0: every request is asked about',
+    });
+    const fastGroupVersions = meter.createObservableGauge(METRIC.fastPathGroupVersions, {
+      description: 'Group/versions on the fast path (served identically by every apiserver, in the routes last written)',
+    });
     meter.addBatchObservableCallback(
       (r) => {
+        const fast = fastPath();
+        r.observe(fastResources, fast === null ? 0 : fastResourceCount(fast));
+        r.observe(fastGroupVersions, fast?.groupVersions.length ?? 0);
         const snap = source.current();
         const draining = snap.servers.filter((s) => s.draining).length;
         r.observe(members, snap.servers.length - draining, { role: 'member' });
@@ -98,7 +115,7 @@ export class SkewgateMetrics {
         r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members, documentBytes],
+      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members, documentBytes, fastResources, fastGroupVersions],
     );
   }
 

@@ -81,6 +81,8 @@ export const METRIC = {
   unmatchedIdentities: 'skewgate.membership.unmatched_identities',
   membershipSynced: 'skewgate.membership.synced',
   members: 'skewgate.membership.members',
+  fastPathResources: 'skewgate.fast_path.resources',
+  fastPathGroupVersions: 'skewgate.fast_path.group_versions',
   configGeneration: 'skewgate.config.generation',
   configReloads: 'skewgate.config.reloads',
   configLastReloadSuccess: 'skewgate.config.last_reload_success',

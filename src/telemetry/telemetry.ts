@@ -13,6 +13,7 @@ import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
 import { runSliced } from '../discovery/slice-runner.js';
+import type { FastTable } from '../routing/fast-path.js';
 
 /** What telemetry reads from discovery; DiscoveryService implements it. */
 export interface DiscoverySource {
@@ -27,6 +28,8 @@ export interface TelemetryDeps {
   readonly logger: Logger;
   /** Tests: in-memory span exporter and metric readers (these turn the SDK on by themselves). */
   readonly sdk?: SdkOptions;
+  /** The fast-path table in Envoy's routes (envoy/xds-files.ts), for its gauges; none without envoy.xds. */
+  readonly fastPath?: () => FastTable | null;
 }
 
 export interface Telemetry {
@@ -76,7 +79,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       sdk = await startSdk(deps.settings, hooks);
       const { tracer, meter } = sdk;
       const spans = tracer ? createDecisionSpans(tracer, servers) : null;
-      const metrics = meter ? new SkewgateMetrics(meter, discovery, skew) : null;
+      const metrics = meter ? new SkewgateMetrics(meter, discovery, skew, Date.now, deps.fastPath) : null;
       configMetrics = meter ? new ConfigMetrics(meter, () => configState) : null;
       active = {
         ...(spans ? { onRequest: spans.onRequest } : {}),

@@ -1,6 +1,7 @@
 // Metrics read back through an in-memory reader: decisions by outcome/reason/upstream, latency,
 // discovery rounds, view age, readiness, skew; labels stay bounded.
 import t from 'tap';
+import type { FastResource, FastTable } from '../../src/routing/fast-path.js';
 import { DataPointType, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics';
 import type { DiscoveryRoundEvent } from '../../src/discovery/service.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
@@ -52,6 +53,7 @@ const states: ServerState[] = [
 let snap: Snapshot = buildSnapshot(states, 1);
 
 const reader = new TestReader();
+let fastTable: FastTable | null = null;
 let sdk: TelemetrySdk;
 let metrics: SkewgateMetrics;
 const skew = new SkewTracker();
@@ -59,7 +61,13 @@ t.before(async () => {
   sdk = await startSdk(resolveTelemetrySettings({ tracing: {}, metrics: {} }, {}), { metricReaders: [reader] });
   if (!sdk.meter) throw new Error('no meter');
   skew.update(snap);
-  metrics = new SkewgateMetrics(sdk.meter, { current: () => snap }, skew, () => NOW);
+  metrics = new SkewgateMetrics(
+    sdk.meter,
+    { current: () => snap },
+    skew,
+    () => NOW,
+    () => fastTable,
+  );
 });
 t.teardown(() => sdk.shutdown());
 
@@ -230,4 +238,25 @@ t.test('every label is bounded: only outcome, reason, upstream, apiserver, resul
     ms.flatMap((m) => points(m).flatMap((p) => (p.attributes['document'] === undefined ? [] : [p.attributes['document']]))),
   );
   t.same([...documents].sort(), ['/api', '/apis', '/openapi/v3'], 'document: the three root paths, never a group/version');
+});
+
+t.test('the fast path: resources and group/versions in the routes last written', async (t) => {
+  const read = async (): Promise<[unknown, unknown]> => {
+    const ms = await reader.metrics();
+    return [points(find(ms, 'skewgate.fast_path.resources'))[0]?.value, points(find(ms, 'skewgate.fast_path.group_versions'))[0]?.value];
+  };
+  fastTable = null;
+  t.same(await read(), [0, 0], 'none written: 0');
+  const resource = (name: string): FastResource => ({ resource: name, namespaced: true, verbs: ['get', 'list'], subresources: [] });
+  fastTable = {
+    generation: 3,
+    members: ['apiserver-a'],
+    groupVersions: [
+      { group: 'apps', version: 'v1', resources: [resource('deployments'), resource('replicasets')] },
+      { group: 'batch', version: 'v1', resources: [resource('jobs')] },
+    ],
+    validUntil: Number.POSITIVE_INFINITY,
+    why: '',
+  };
+  t.same(await read(), [3, 2], '3 resources in 2 group/versions');
 });
