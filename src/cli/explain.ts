@@ -11,7 +11,11 @@ import {
   SANITIZED_REQUEST_HEADER_PREFIXES,
   SANITIZED_REQUEST_HEADERS,
 } from '../constants.js';
-import { gvrKey } from '../discovery/types.js';
+import { gvrKey, type Snapshot } from '../discovery/types.js';
+import type { Config } from '../config.js';
+import { compileFastPath } from '../routing/fast-path.js';
+import { fastPathTakes } from '../envoy/fast-routes.js';
+import { FAST_PATH_MARGIN_MS } from '../envoy/fast-path-sync.js';
 import { ClientCaError, loadClientTrust } from '../identity/client-ca.js';
 import { ClientIdentityVerifier, parsePemCertificates, stateClientIdentity } from '../identity/client-identity.js';
 import { formatXfcc } from '../identity/xfcc.js';
@@ -150,6 +154,7 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
           }
         : decision;
     const membership = membershipView(snapshot, now, membershipProblem);
+    const fastPath = fastPathView(config, snapshot, now, method, o.path, headers, o.clientCert !== undefined);
     if (o.json) {
       process.stdout.write(
         JSON.stringify(
@@ -160,6 +165,7 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
             servers,
             membership,
             decision: decisionView,
+            fastPath,
           },
           null,
           2,
@@ -207,8 +213,35 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
     const membershipNotes = membershipLines(membership);
     if (membershipNotes.length > 0) process.stdout.write(`\n${membershipNotes.join('\n')}\n`);
     process.stdout.write(
-      `\ncandidates:     ${decision.candidates.join(', ') || '(none)'}\ndecision:       ${decision.outcome}  reason=${decision.reason}${extra}\n`,
+      `\ncandidates:     ${decision.candidates.join(', ') || '(none)'}\ndecision:       ${decision.outcome}  reason=${decision.reason}${extra}\n` +
+        `fast path:      ${fastPath.takes ? `yes: Envoy sends it to the balanced pool without asking skewgate (${fastPath.why})` : `no: ${fastPath.why}`}\n`,
     );
     return EXIT_OK;
   });
+}
+
+/**
+ * Whether the gateway's Envoy would decide this request alone (the fast path: docs/design.md),
+ * by the table this snapshot compiles to, and why (not).
+ */
+function fastPathView(
+  config: Config,
+  snapshot: Snapshot,
+  now: number,
+  method: string,
+  path: string,
+  headers: ReadonlyMap<string, string>,
+  clientCertificate: boolean,
+): { readonly takes: boolean; readonly why: string } {
+  if (config.envoy.xds === undefined) return { takes: false, why: 'off (needs envoy.xds)' };
+  if (!config.routing.fastPath) return { takes: false, why: 'off (routing.fastPath: false)' };
+  const table = compileFastPath(snapshot, { now, staleAfterMs: config.discovery.staleAfter, marginMs: FAST_PATH_MARGIN_MS });
+  if (table.groupVersions.length === 0) return { takes: false, why: `nothing is fast now: ${table.why}` };
+  if (fastPathTakes(table, { method, path, headers, clientCertificate })) return { takes: true, why: 'default/served_by_all, every apiserver serves it identically' };
+  return {
+    takes: false,
+    why: clientCertificate
+      ? 'a client certificate is always stated by skewgate'
+      : 'skewgate judges it (a skewed group/version, a watch, a long-running or discovery request, or a name no view lists)',
+  };
 }

@@ -36,6 +36,7 @@ interface Explained {
     readonly etag?: string;
     readonly problem?: string;
   };
+  readonly fastPath: { readonly takes: boolean; readonly why: string };
 }
 
 async function explain(method: string, path: string, ...extra: string[]): Promise<Explained> {
@@ -57,6 +58,7 @@ t.test("GET /apis with kubectl's Accept: both answer the merged document, with t
   t.equal(reply.headers['x-fake-apiserver'], undefined, 'no apiserver answered');
   const e = await explain('GET', '/apis', '-H', `Accept: ${KUBECTL_ACCEPT}`, '-H', `Authorization: ${bearer()}`);
   t.match(e.decision, { outcome: 'discovery', reason: 'merged_apis' });
+  t.same(e.fastPath, { takes: false, why: 'off (needs envoy.xds)' }, 'no fast path without filesystem xDS');
   t.equal(e.decision.etag, reply.headers.etag, 'the same document: explain merged what the gateway merged');
   // Without the Accept header both hand /apis (the legacy list) to an apiserver that lists every group.
   const plain = await send(port(), fixture.stack().pki, 'GET', '/apis', { authorization: bearer() });

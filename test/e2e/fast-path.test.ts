@@ -5,7 +5,10 @@
 // skewgate. When one apiserver stops serving a resource, Envoy runs routes without it before
 // skewgate publishes the snapshot that says so, and no request sent after that reaches it there.
 import t from 'tap';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
@@ -19,6 +22,7 @@ import { startEnvoy } from '../../src/envoy/process.js';
 import { RDS_FILE } from '../../src/envoy/xds.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { createLogger } from '../../src/log.js';
+import { packageRoot } from '../../src/package-root.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
 
 const pki = await sharedPki();
@@ -48,24 +52,24 @@ const fakes = await Promise.all(
 );
 const [, , kasC] = fakes as [FakeApiServer, FakeApiServer, FakeApiServer];
 const xdsDir = join(dir, 'xds');
-const config = parseConfig(
-  {
-    apiservers: fakes.map((f) => ({ name: f.name, url: f.url, caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } })),
-    discovery: { interval: '300ms', timeout: '2s', staleAfter: '3s' },
-    extproc: { listen: `unix:${join(dir, 'extproc.sock')}`, messageTimeout: '1s' },
-    envoy: {
-      listen: { address: '127.0.0.1', port: 0 },
-      admin: { address: '127.0.0.1', port: 0 },
-      tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, clientCaFile: pki.caFile },
-      upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile },
-      xds: { directory: xdsDir },
-      healthCheck: { interval: '500ms', timeout: '1s' },
-    },
-    log: { level: 'warn' },
+const configInput = {
+  apiservers: fakes.map((f) => ({ name: f.name, url: f.url, caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } })),
+  discovery: { interval: '300ms', timeout: '2s', staleAfter: '3s' },
+  extproc: { listen: `unix:${join(dir, 'extproc.sock')}`, messageTimeout: '1s' },
+  envoy: {
+    listen: { address: '127.0.0.1', port: 0 },
+    admin: { address: '127.0.0.1', port: 0 },
+    tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, clientCaFile: pki.caFile },
+    upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile },
+    xds: { directory: xdsDir },
+    healthCheck: { interval: '500ms', timeout: '1s' },
   },
-  join(dir, 'skewgate.yaml'),
-  dir,
-);
+  log: { level: 'warn' },
+};
+// On disk too, for `skewgate explain --config`.
+const configFile = join(dir, 'skewgate.yaml');
+writeFileSync(configFile, stringify(configInput));
+const config = parseConfig(configInput, configFile, dir);
 writeSeedXds(config);
 const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)) });
 t.teardown(() => envoy.stop());
@@ -201,3 +205,21 @@ await t.test(
     t.pass('kas-c serves it again: deployments fast again');
   },
 );
+
+await t.test('skewgate explain says whether Envoy decides a request alone', async (t) => {
+  const explain = async (...args: string[]): Promise<{ fastPath: { takes: boolean; why: string } }> => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(packageRoot(), 'dist/src/cli/main.js'), 'explain', '--config', configFile, '--json', ...args],
+      { timeout: 60_000 },
+    );
+    return JSON.parse(stdout) as { fastPath: { takes: boolean; why: string } };
+  };
+  const token = ['-H', `Authorization: Bearer ${pki.token}`];
+  const jobs = await explain(...token, 'GET', '/apis/batch/v1/namespaces/default/jobs');
+  t.equal(jobs.fastPath.takes, true, `a list of jobs: ${jobs.fastPath.why}`);
+  const watch = await explain(...token, 'GET', '/apis/batch/v1/namespaces/default/jobs?watch=1');
+  t.equal(watch.fastPath.takes, false, `a watch: ${watch.fastPath.why}`);
+  const cert = await explain('--client-cert', pki.clients.limited.certFile, 'GET', '/apis/batch/v1/namespaces/default/jobs');
+  t.same(cert.fastPath, { takes: false, why: 'a client certificate is always stated by skewgate' }, 'a client certificate');
+});

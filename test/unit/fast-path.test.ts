@@ -7,7 +7,7 @@ import { syntheticPlane, requestMix, seededRandom, SERVER_NAMES, type SyntheticP
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { Membership } from '../../src/discovery/identity-leases.js';
 import type { ServerState, Snapshot } from '../../src/discovery/types.js';
-import { fastPathRoutes, FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
+import { fastPathRoutes, fastPathTakes, FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';
 import {
@@ -264,6 +264,22 @@ t.test('rendered routes: every request they send straight to the pool is one the
     }
   }
   t.same(wrong.slice(0, 20), [], 'no request the routes take is judged otherwise by the ladder');
+  // explain's own evaluation (fastPathTakes) gives the routes' answer, request by request.
+  const disagree = universe.filter(
+    (req) =>
+      fastPathTakes(table, {
+        method: req.method,
+        path: req.path,
+        headers: new Map(Object.entries(req.headers ?? {})),
+        clientCertificate: req.cert === true,
+      }) !==
+      (fastRouteFor(routes, req) !== undefined),
+  );
+  t.same(
+    disagree.slice(0, 10).map((r) => `${r.method} ${r.path}`),
+    [],
+    'fastPathTakes agrees with the rendered routes on every request',
+  );
   t.ok(matched > universe.length / 10, `not vacuous: ${matched} of ${universe.length} requests take the fast path`);
 
   // The kinds that must always meet skewgate.
