@@ -237,7 +237,8 @@ function fastPathView(
   if (!config.routing.fastPath) return { takes: false, why: 'off (routing.fastPath: false)' };
   const table = compileFastPath(snapshot, { now, staleAfterMs: config.discovery.staleAfter, marginMs: FAST_PATH_MARGIN_MS });
   if (table.groupVersions.length === 0) return { takes: false, why: `nothing is fast now: ${table.why}` };
-  if (fastPathTakes(table, { method, path, headers, clientCertificate })) return { takes: true, why: 'default/served_by_all, every apiserver serves it identically' };
+  if (fastPathTakes(table, { method, path, headers, clientCertificate }))
+    return { takes: true, why: 'default/served_by_all, every apiserver serves it identically' };
   return {
     takes: false,
     why: clientCertificate
