@@ -248,12 +248,31 @@ export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: Fa
   });
 }
 
-function resourceKey(gv: FastGroupVersion, r: FastResource): string {
-  return `${gvKey(gv.group, gv.version)}/${r.resource}`;
+const gvKeyOf = (gv: FastGroupVersion): string => gvKey(gv.group, gv.version);
+
+const sameList = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** Field by field (verbs and subresources are sorted when compiled): no serialisation per resource. */
+function sameResource(a: FastResource, b: FastResource): boolean {
+  if (a === b) return true;
+  if (a.resource !== b.resource || a.namespaced !== b.namespaced || !sameList(a.verbs, b.verbs)) return false;
+  return (
+    a.subresources.length === b.subresources.length &&
+    a.subresources.every((s, i) => s.name === b.subresources[i]?.name && sameList(s.verbs, b.subresources[i]?.verbs ?? []))
+  );
 }
 
-function sameResource(a: FastResource, b: FastResource): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+function sameGroupVersions(a: readonly FastGroupVersion[], b: readonly FastGroupVersion[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as FastGroupVersion;
+    const y = b[i] as FastGroupVersion;
+    if (x.group !== y.group || x.version !== y.version || x.resources.length !== y.resources.length) return false;
+    for (let j = 0; j < x.resources.length; j++)
+      if (!sameResource(x.resources[j] as FastResource, y.resources[j] as FastResource)) return false;
+  }
+  return true;
 }
 
 /**
@@ -263,15 +282,27 @@ function sameResource(a: FastResource, b: FastResource): boolean {
  */
 export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
   if (!sameMembers(a, b)) return empty(b.generation, b.members, 'the members changed');
-  const fromA = new Map<string, FastResource>();
-  for (const gv of a.groupVersions) for (const r of gv.resources) fromA.set(resourceKey(gv, r), r);
+  // Both are sorted (group/versions by key, resources by name, as compiled): one merge walk.
   const groupVersions: FastGroupVersion[] = [];
+  let i = 0;
   for (const gv of b.groupVersions) {
-    const resources = gv.resources.filter((r) => {
-      const other = fromA.get(resourceKey(gv, r));
-      return other !== undefined && sameResource(other, r);
-    });
-    if (resources.length > 0) groupVersions.push(Object.freeze({ ...gv, resources: Object.freeze(resources) }));
+    const key = gvKey(gv.group, gv.version);
+    while (i < a.groupVersions.length && gvKeyOf(a.groupVersions[i] as FastGroupVersion) < key) i++;
+    const other = a.groupVersions[i];
+    if (other === undefined || gvKeyOf(other) !== key) continue;
+    if (other === gv) {
+      groupVersions.push(gv);
+      continue;
+    }
+    const resources: FastResource[] = [];
+    let j = 0;
+    for (const r of gv.resources) {
+      while (j < other.resources.length && (other.resources[j] as FastResource).resource < r.resource) j++;
+      const o = other.resources[j];
+      if (o !== undefined && sameResource(o, r)) resources.push(r);
+    }
+    if (resources.length === gv.resources.length) groupVersions.push(gv);
+    else if (resources.length > 0) groupVersions.push(Object.freeze({ ...gv, resources: Object.freeze(resources) }));
   }
   return Object.freeze({
     generation: b.generation,
@@ -299,7 +330,7 @@ export function fastResourceCount(t: FastTable): number {
 /** Same requests matched (generation and expiry aside): nothing to write. */
 export function sameFastRequests(a: FastTable, b: FastTable): boolean {
   if (!sameMembers(a, b)) return false;
-  return a.groupVersions === b.groupVersions || JSON.stringify(a.groupVersions) === JSON.stringify(b.groupVersions);
+  return sameGroupVersions(a.groupVersions, b.groupVersions);
 }
 
 function sameMembers(a: FastTable, b: FastTable): boolean {
