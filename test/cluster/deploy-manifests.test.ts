@@ -767,6 +767,11 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
     (await logLines(sg2.log, 'apiserver left every source: draining', LEARNT)).length > 0 ? null : await logTail(sg2.log, 3),
   );
   t.pass('logged: apiserver left every source: draining');
+  // The gauge follows the published snapshot, which comes a moment after the log line (Envoy's
+  // fast-path routes are withdrawn first: docs/design.md, invariant 7).
+  await until('the draining gauge', 5_000, async () =>
+    (await gauge('skewgate_membership_members', 'draining')) === 1 ? null : `draining ${await gauge('skewgate_membership_members', 'draining')}`,
+  ).catch(() => undefined);
   t.equal(await gauge('skewgate_membership_members', 'draining'), 1, 'skewgate_membership_members{role="draining"} 1');
   await lab.stopApiServer(ADDED.name);
   const drainMs = Number(/^(\d+)s$/.exec(String(obj(mapped.membership).drainTimeout))?.[1] ?? 30) * 1000;
