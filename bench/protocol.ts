@@ -17,21 +17,31 @@ export interface CpuSample {
 /** (c) The stack lives here, under the package root; its PKI is reused from run to run. */
 export const STACK_DIR = '.cache/bench-stack';
 
+/** (c) The three Envoys of the stack child, one per arm. */
+export type EnvoyArm = 'fast' | 'every' | 'baseline';
+
 /** (c) The stack child is up: where to send load, and the Envoy processes to kill if it hangs. */
 export interface StackChildReady {
-  readonly gatewayUrl: string;
-  readonly baselineUrl: string;
+  /** Each arm's gateway URL and Envoy pid. */
+  readonly urls: Readonly<Record<EnvoyArm, string>>;
+  readonly pids: Readonly<Record<EnvoyArm, number>>;
   readonly caFile: string;
   readonly token: string;
-  readonly envoyPid: number;
-  readonly baselineEnvoyPid: number;
 }
 
 /** (c) CPU time so far, µs: the stack child (fakes + skewgate) and each Envoy (all threads). */
 export interface StackCpuSample {
   readonly nodeUs: number;
-  readonly envoyUs: number;
-  readonly baselineEnvoyUs: number;
+  readonly envoyUs: Readonly<Record<EnvoyArm, number>>;
+}
+
+/** (c) Whether the fast arm's Envoy runs skewgate's fast-path routes: rds.json has them and Envoy runs that version. */
+export interface FastPathState {
+  readonly written: boolean;
+  readonly fileVersion: string | null;
+  readonly runningVersion: string | null;
+  /** The fast-path routes in rds.json and the length of each one's path regex. */
+  readonly routes: readonly { readonly name: string; readonly regexChars: number }[];
 }
 
 /** (f) what the stall child is asked to run: the apiservers to discover, and the slice budget (null: one slice, unbounded). */

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../../src/log.js';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
+import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 import { BlackholeProxy, FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
@@ -160,6 +161,8 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     const config = parseConfig(doc, configFile, dir);
 
     const bootstrap = renderBootstrap(config);
+    // With envoy.xds (through o.envoy): what `skewgate envoy-config` does, the files Envoy starts from.
+    writeSeedXds(config);
     const envoy = await startEnvoy({ bootstrap, logFile: join(dir, 'envoy.log') });
     cleanups.push(() => envoy.stop());
     let baselineEnvoy: EnvoyHandle | undefined;
