@@ -13,6 +13,8 @@ import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
 export interface FastPathWriter {
   setFastPath(table: FastTable | null): Promise<void>;
   fastPathWritten(): FastTable | null;
+  /** The table asked for last (null: none), written or not yet. */
+  fastPathRequested(): FastTable | null;
   idle(): Promise<void>;
 }
 
@@ -61,6 +63,9 @@ export class FastPathSync {
    */
   async beforePublish(next: Snapshot): Promise<void> {
     if (this.closed) return;
+    // An earlier publication still compiling must not write its table after this point: it may
+    // allow what `next` takes away.
+    this.seq++;
     await this.withdrawBeyond(await this.compile(next));
   }
 
@@ -91,14 +96,19 @@ export class FastPathSync {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     await this.following.catch(() => undefined);
-    if (this.opts.writer.fastPathWritten() !== null) await this.opts.writer.setFastPath(null);
+    if (this.opts.writer.fastPathWritten() !== null || this.opts.writer.fastPathRequested() !== null) await this.opts.writer.setFastPath(null);
   }
 
+  /** Envoy keeps only what `allowed` allows: of the table written, and of one asked for but not written yet. */
   private async withdrawBeyond(allowed: FastTable | null): Promise<void> {
-    const running = this.opts.writer.fastPathWritten();
-    if (running === null) return;
-    if (allowed !== null && fastTableCovers(allowed, running)) return;
-    await this.opts.writer.setFastPath(allowed === null ? null : intersectFastTables(running, allowed));
+    const w = this.opts.writer;
+    const written = w.fastPathWritten();
+    const requested = w.fastPathRequested();
+    const holds = (t: FastTable | null): boolean => t === null || (allowed !== null && fastTableCovers(allowed, t));
+    if (holds(written) && holds(requested)) return;
+    // What would be written next, narrowed; awaited with every write queued before it.
+    const base = requested ?? written;
+    await w.setFastPath(allowed === null || base === null ? null : intersectFastTables(base, allowed));
   }
 
   private arm(table: FastTable | null): void {

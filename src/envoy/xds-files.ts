@@ -183,6 +183,10 @@ export class XdsWriter {
     return this.running ?? Promise.resolve();
   }
 
+  fastPathRequested(): FastTable | null {
+    return this.fast;
+  }
+
   /** The table in the routes last written (null: none). */
   fastPathWritten(): FastTable | null {
     return this.written?.fast ?? null;
