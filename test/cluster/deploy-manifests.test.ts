@@ -770,7 +770,9 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   // The gauge follows the published snapshot, which comes a moment after the log line (Envoy's
   // fast-path routes are withdrawn first: docs/design.md, invariant 7).
   await until('the draining gauge', 5_000, async () =>
-    (await gauge('skewgate_membership_members', 'draining')) === 1 ? null : `draining ${await gauge('skewgate_membership_members', 'draining')}`,
+    (await gauge('skewgate_membership_members', 'draining')) === 1
+      ? null
+      : `draining ${await gauge('skewgate_membership_members', 'draining')}`,
   ).catch(() => undefined);
   t.equal(await gauge('skewgate_membership_members', 'draining'), 1, 'skewgate_membership_members{role="draining"} 1');
   await lab.stopApiServer(ADDED.name);
