@@ -33,6 +33,7 @@ export interface FastPathSyncOptions {
 
 /** Envoy reloads rds.json in milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS. */
 export const FAST_PATH_MARGIN_MS = 1000;
+const EXPIRY_RECHECK_MS = 10;
 
 export class FastPathSync {
   private timer: NodeJS.Timeout | null = null;
@@ -100,12 +101,13 @@ export class FastPathSync {
   }
 
   /** Envoy keeps only what `allowed` allows: of the table written, and of one asked for but not written yet. */
-  private async withdrawBeyond(allowed: FastTable | null): Promise<void> {
+  private async withdrawBeyond(allowed: FastTable | null, because?: string): Promise<void> {
     const w = this.opts.writer;
     const written = w.fastPathWritten();
     const requested = w.fastPathRequested();
     const holds = (t: FastTable | null): boolean => t === null || (allowed !== null && fastTableCovers(allowed, t));
     if (holds(written) && holds(requested)) return;
+    if (because !== undefined) this.opts.logger.info({ why: allowed === null ? 'routing.fastPath is off' : allowed.why }, because);
     // What would be written next, narrowed; awaited with every write queued before it.
     const base = requested ?? written;
     await w.setFastPath(allowed === null || base === null ? null : intersectFastTables(base, allowed));
@@ -116,7 +118,8 @@ export class FastPathSync {
     this.timer = null;
     if (table === null || !Number.isFinite(table.validUntil) || table.groupVersions.length === 0) return;
     const at = table.validUntil - this.marginMs;
-    this.timer = setTimeout(() => this.expire(), Math.max(0, at - this.now()));
+    // At least a few ms: a view exactly at its limit is still current, and is judged again then.
+    this.timer = setTimeout(() => this.expire(), Math.max(EXPIRY_RECHECK_MS, at - this.now()));
     this.timer.unref();
   }
 
@@ -126,11 +129,7 @@ export class FastPathSync {
     if (this.closed) return;
     void this.compile(this.opts.current())
       .then(async (allowed) => {
-        this.opts.logger.info(
-          { why: allowed === null ? 'routing.fastPath is off' : allowed.why || 'the views are still current' },
-          'fast path: views ageing without a new snapshot; withdrawing what they no longer prove',
-        );
-        await this.withdrawBeyond(allowed);
+        await this.withdrawBeyond(allowed, 'fast path: views ageing without a new snapshot; withdrawing what they no longer prove');
         this.arm(allowed);
       })
       .catch((err: unknown) => this.opts.logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
