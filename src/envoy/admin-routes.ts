@@ -36,7 +36,7 @@ export function adminRoutesConfirm(adminUrl: string, timeoutMs = ROUTES_CONFIRM_
     const deadline = performance.now() + timeoutMs;
     while (performance.now() < deadline) {
       try {
-        const running = await runningRoutesVersion(adminUrl, AbortSignal.timeout(Math.max(1, deadline - performance.now())));
+        const running = await runningRoutesVersion(adminUrl, AbortSignal.timeout(Math.max(1, Math.ceil(deadline - performance.now()))));
         if (running === version) return true;
       } catch {
         // Not up yet, or gone: asked again until the deadline.

@@ -15,7 +15,7 @@ import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/ind
 import { createSkewgate } from '../../src/app.js';
 import { parseConfig } from '../../src/config.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { runningRoutesVersion } from '../../src/envoy/admin-routes.js';
+import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy/admin-routes.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { startEnvoy } from '../../src/envoy/process.js';
@@ -72,9 +72,12 @@ writeFileSync(configFile, stringify(configInput));
 const config = parseConfig(configInput, configFile, dir);
 writeSeedXds(config);
 const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)) });
-t.teardown(() => envoy.stop());
 const skewgate = createSkewgate(config, createLogger('warn'), { envoyAdminUrl: envoy.adminUrl });
-t.teardown(() => skewgate.close({ drainMs: 0 }));
+// skewgate first: it withdraws its fast-path routes and asks this Envoy to confirm.
+t.teardown(async () => {
+  await skewgate.close({ drainMs: 0 });
+  await envoy.stop();
+});
 await skewgate.start();
 const port = envoy.listenPort as number;
 
@@ -106,6 +109,9 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
       (await runningRoutesVersion(envoy.adminUrl, AbortSignal.timeout(1000))) === file.version_info
     );
   });
+  // What skewgate asks before it publishes a withdrawal: Envoy's admin confirms the version it runs.
+  t.equal(await adminRoutesConfirm(envoy.adminUrl)(rds().version_info), true, "Envoy's admin confirms the routes file it runs");
+  t.equal(await adminRoutesConfirm(envoy.adminUrl, 200)('not-a-version'), false, 'and not one it does not');
   // Envoy started before skewgate: its health check must have found skewgate since.
   await until('skewgate healthy in Envoy', async () =>
     /skewgate-extproc::[^\n]*::health_flags::healthy/.test(await (await fetch(`${envoy.adminUrl}/clusters`)).text()),
