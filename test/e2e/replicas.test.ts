@@ -126,9 +126,10 @@ t.test('two gateways, staggered sources: a member joins and leaves, and neither 
     }
   })();
   await sleep(1000);
-  // Joins: gateway A (Nodes) learns it first, gateway B (EndpointSlice) 3 s later.
+  // Joins: gateway A (Nodes) learns it first, gateway B (EndpointSlice) 4 s later (a join takes
+  // each about a second and a half, varying with the machine: room for the stagger to show).
   t.equal(await call(`${a.url}${NODES_PATH}`, 'POST', controlPlaneNode('cp-n', '127.0.0.8')), 201);
-  await sleep(3000);
+  await sleep(4000);
   t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.8', n.port)), 201);
   await sleep(3000);
   // Leaves: A loses it first (its Node deleted), B 3 s later.
