@@ -220,7 +220,7 @@ export class XdsWriter {
     const identity = (p: string): string => p;
     const fast = fastTableFor(this.config, next, this.fast);
     // 0. Fast-path routes that no longer hold go first, alone, and Envoy is waited for.
-    if (prev !== null && prev.fast !== null && !fastTableCovers(fast ?? NO_FAST, prev.fast)) {
+    if (prev !== null && prev.fast !== null && (fast === null || !fastTableCovers(fast, prev.fast))) {
       const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
       const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept)));
       if (demoted.text !== prev.rds) {
@@ -314,8 +314,6 @@ export class XdsWriter {
     return new Promise((resolve) => setTimeout(resolve, this.settleMs).unref());
   }
 }
-
-const NO_FAST: FastTable = Object.freeze({ generation: 0, members: [], groupVersions: [], validUntil: Number.POSITIVE_INFINITY, why: '' });
 
 function sameNames(a: XdsMembers, b: XdsMembers): boolean {
   const key = (m: XdsMembers): string =>
