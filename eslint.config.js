@@ -37,6 +37,8 @@ const PURE = [
   'src/identity/client-identity.ts',
   'src/identity/front-proxy-headers.ts',
   'src/extproc/responses.ts',
+  'src/extproc/listen-addresses.ts',
+  'src/workers/snapshot-transfer.ts',
   'src/extproc/headers.ts',
   'src/extproc/wire.ts',
   'src/log-throttle.ts',

@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';
-import { createExtProcServer, type ExtProcLimits } from './extproc/server.js';
+import { createExtProcServer, extprocLimits } from './extproc/server.js';
 import { ClientCaBundle } from './identity/client-ca.js';
 import { stateClientIdentity } from './identity/client-identity.js';
 import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
@@ -18,6 +18,7 @@ import { adminRoutesConfirm, adminUrlOf } from './envoy/admin-routes.js';
 import { FastPathSync } from './envoy/fast-path-sync.js';
 import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
 import { SecretRotator } from './envoy/secret-rotation.js';
+import { ExtProcWorkers } from './workers/pool.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -37,8 +38,10 @@ export interface Skewgate {
   readonly router: RequestRouter;
   /** null when telemetry is off: no OpenTelemetry SDK is loaded then. */
   readonly telemetry: Telemetry | null;
+  /** The ext_proc worker threads (extproc.workers > 1), else null. */
+  readonly workers: ExtProcWorkers | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
-  start(): Promise<{ port?: number; peerPort?: number }>;
+  start(): Promise<{ port?: number; peerPort?: number; workerPorts?: readonly (number | undefined)[] }>;
   /**
    * Swaps in a new config (or reads one when it runs) if every change can be made at run time;
    * otherwise the running config stays. Reloads asked for during one run once more after it.
@@ -53,12 +56,6 @@ export interface Skewgate {
   close(opts?: { drainMs?: number }): Promise<void>;
 }
 
-/** extproc.limits as the ext_proc server takes them. */
-function extprocLimits(config: Config): ExtProcLimits {
-  const { firstMessageTimeout, ...rest } = config.extproc.limits;
-  return { ...rest, firstMessageTimeoutMs: firstMessageTimeout };
-}
-
 /** Long enough for Envoy's health checker to see NOT_SERVING before the listener goes away. */
 export function drainTime(config: Config): number {
   const hc = config.envoy.healthCheck;
@@ -66,8 +63,9 @@ export function drainTime(config: Config): number {
 }
 
 export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOptions = {}): Skewgate {
+  const telemetrySettings = resolveTelemetrySettings(config.telemetry, opts.env ?? process.env);
   const telemetry = createTelemetry({
-    settings: resolveTelemetrySettings(config.telemetry, opts.env ?? process.env),
+    settings: telemetrySettings,
     apiservers: config.apiservers,
     logger: logger.child({ component: 'telemetry' }),
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
@@ -119,7 +117,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     applied(c, changed) {
       if (changed.includes('log.level')) logger.level = c.log.level;
       void followMembers(c);
-      if (changed.includes('apiservers')) telemetry?.setApiservers(c.apiservers);
+      if (changed.includes('apiservers')) setApiservers(c.apiservers);
+      workers?.reconfigure(c);
     },
     onResult: (r) => telemetry?.recordReload(r.result, r.generation),
     beforeSwap: (snap) => sync?.beforePublish(snap) ?? Promise.resolve(),
@@ -133,6 +132,20 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       logger: logger.child({ component: 'fast-path' }),
     });
   const offFastPath = live.discovery.onChange((snap) => sync?.published(snap));
+  // extproc.workers − 1 more ext_proc endpoints, on copies of the snapshots published here.
+  let apiservers: readonly { readonly name: string; readonly url: string }[] = config.apiservers;
+  const workers =
+    config.extproc.workers > 1
+      ? new ExtProcWorkers({
+          config,
+          logger: logger.child({ component: 'workers' }),
+          current: () => live.discovery.current(),
+          telemetry: telemetrySettings.tracing ? telemetrySettings : null,
+          apiservers: () => apiservers,
+          onTallies: (t, errors) => telemetry?.recordTallies(t, errors),
+        })
+      : null;
+  const offWorkers = workers ? live.discovery.onChange((snap) => workers.publish(snap)) : () => undefined;
   // Always the running router: the ext_proc server never sees a reload.
   const router = live.router;
   running = live.parts.discovery;
@@ -146,10 +159,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     xds.reconfigure(c);
     offMembers = d.onMembers((m) => {
       // Decision spans name a routed apiserver's address: learnt members too.
-      telemetry?.setApiservers(m.map((e) => e.spec));
+      setApiservers(m.map((e) => e.spec));
       void xds.update(m);
     });
     return xds.update(d.members());
+  };
+  const setApiservers = (list: readonly { readonly name: string; readonly url: string }[]): void => {
+    apiservers = list;
+    telemetry?.setApiservers(list);
+    workers?.setApiservers(list);
   };
   const extprocLogger = logger.child({ component: 'extproc' });
   const logObserver = createLogObserver(extprocLogger);
@@ -176,6 +194,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     },
     router,
     telemetry,
+    workers,
     async start() {
       // Before discovery, so that its first rounds are traced and counted.
       await telemetry?.start(live.discovery);
@@ -185,17 +204,19 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await followMembers(config);
       await secrets?.start();
       const bound = await server.start(config.extproc.listen, config.extproc.peer);
+      const workerPorts = (await workers?.start()) ?? [];
       publisher?.start();
       logger.info(
         {
           listen: config.extproc.listen,
           port: bound.port,
           ...(config.extproc.peer ? { peerListen: config.extproc.peer.listen, peerPort: bound.peerPort } : {}),
+          ...(workers ? { workers: config.extproc.workers, workerPorts } : {}),
           apiservers: config.apiservers.map((s) => s.name),
         },
         'skewgate serving ext_proc',
       );
-      return bound;
+      return workers ? { ...bound, workerPorts } : bound;
     },
     reload: (next, opts) => live.reload(next, opts),
     close(opts = {}) {
@@ -207,7 +228,11 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         // is asked about again (by a peer skewgate, or failing open as without one).
         offFastPath();
         await sync?.close().catch((err: unknown) => logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
-        await server.close(config.extproc.shutdownGrace, opts);
+        offWorkers();
+        await Promise.all([
+          server.close(config.extproc.shutdownGrace, opts),
+          workers?.close(config.extproc.shutdownGrace, opts.drainMs ?? 0),
+        ]);
         await xds?.close();
         await secrets?.close();
         offMembers();

@@ -10,6 +10,7 @@ import {
   EXTPROC_LIMIT_DEFAULTS,
   EXTPROC_MIN_MESSAGE_BYTES,
 } from './constants.js';
+import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
 
 /** Durations are written "500ms", "5s", "2m" or as a number of milliseconds. */
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
@@ -265,6 +266,12 @@ const schema = z
         /** How long graceful shutdown waits for open streams before closing them. */
         shutdownGrace: duration.default(5000),
         /**
+         * ext_proc endpoints in this process (docs/design.md, "Workers"): the main thread on listen
+         * and workers − 1 worker threads on the addresses after it (port + i, or path.i). One
+         * discovery; every endpoint decides on the same snapshot. Envoy balances streams over them.
+         */
+        workers: z.number().int().min(1).max(EXTPROC_MAX_WORKERS).default(1),
+        /**
          * What this skewgate holds at once (docs/design.md, overload). Envoy's circuit breaker on
          * its ext_proc cluster is rendered from maxStreams, so that Envoy never opens more.
          */
@@ -306,7 +313,18 @@ const schema = z
           .optional(),
       })
       .strict()
-      .default({ listen: '127.0.0.1:9002', messageTimeout: 500, failureMode: 'open', shutdownGrace: 5000, limits: EXTPROC_LIMITS_DEFAULT }),
+      .superRefine((e, ctx) => {
+        const problem = extprocListenProblem(e.listen, e.workers);
+        if (problem !== null) ctx.addIssue({ code: 'custom', path: ['workers'], message: problem });
+      })
+      .default({
+        listen: '127.0.0.1:9002',
+        messageTimeout: 500,
+        failureMode: 'open',
+        shutdownGrace: 5000,
+        workers: 1,
+        limits: EXTPROC_LIMITS_DEFAULT,
+      }),
     membership,
     kubernetesService,
     routing: z

@@ -15,7 +15,7 @@ const REDACT = [
 
 export type { Logger };
 
-export function createLogger(level: string, destination: NodeJS.WritableStream = process.stderr): Logger {
+export function createLogger(level: string, destination: NodeJS.WritableStream | pino.DestinationStream = process.stderr): Logger {
   return pino(
     {
       level,

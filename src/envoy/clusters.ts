@@ -3,6 +3,7 @@
 // health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
 import { certificateFields, validationFields } from './tls-material.js';
 import type { Config } from '../config.js';
+import { extprocListenAddresses } from '../extproc/listen-addresses.js';
 import { EXTPROC_SERVICE_NAME, extprocStreamCeiling, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
@@ -246,7 +247,9 @@ function peerTls(config: Config, peers: NonNullable<Config['envoy']['extprocPeer
  */
 export function extprocCluster(config: Config, file: PathFn): JsonObject {
   const peers = config.envoy.extprocPeers;
-  const local = { priority: 0, lb_endpoints: [{ endpoint: { address: extprocAddress(config.extproc.listen, file) } }] };
+  // One endpoint per ext_proc worker of the local skewgate (extproc.workers), balanced per stream.
+  const locals = extprocListenAddresses(config.extproc.listen, config.extproc.workers);
+  const local = { priority: 0, lb_endpoints: locals.map((l) => ({ endpoint: { address: extprocAddress(l, file) } })) };
   const remote = peers && {
     priority: 1,
     lb_endpoints: peers.endpoints.map((e) => ({
@@ -270,9 +273,9 @@ export function extprocCluster(config: Config, file: PathFn): JsonObject {
     },
     circuit_breakers: extprocCircuitBreakers(config),
     common_lb_config: { healthy_panic_threshold: { value: 0 } },
-    // With peers only: ejecting the one local endpoint would gain nothing (no other to go to) and
-    // would hold off its recovery.
-    ...(peers ? { outlier_detection: PEER_EJECTION } : {}),
+    // With peers or several workers only: ejecting the one local endpoint would gain nothing (no
+    // other to go to) and would hold off its recovery.
+    ...(peers || locals.length > 1 ? { outlier_detection: PEER_EJECTION } : {}),
     health_checks: [healthCheck(config, { grpc_health_check: { service_name: EXTPROC_SERVICE_NAME } })],
   };
 }

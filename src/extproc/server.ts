@@ -6,6 +6,7 @@ import { createSecureContext } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import type { Config } from '../config.js';
 import type { RequestRouter } from '../routing/router.js';
 import { createHealthService, type ServingStatus } from './health.js';
 import { createLogObserver, type DecisionObserver } from './observer.js';
@@ -14,6 +15,7 @@ import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js
 import { createLogThrottle } from '../log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
 import { decodeProcessingRequest, encodeProcessingResponse } from './wire.js';
+import { unixSocketPath } from './listen-addresses.js';
 
 export interface ExtProcServerOptions {
   readonly router: RequestRouter;
@@ -70,6 +72,15 @@ export interface ExtProcServer {
 }
 
 /**
+ * extproc.limits as one endpoint takes them: with extproc.workers, maxStreams is shared evenly
+ * (Envoy balances streams over the endpoints round robin; its breaker stays at the total).
+ */
+export function extprocLimits(config: Config): ExtProcLimits {
+  const { firstMessageTimeout, maxStreams, ...rest } = config.extproc.limits;
+  return { ...rest, maxStreams: Math.ceil(maxStreams / config.extproc.workers), firstMessageTimeoutMs: firstMessageTimeout };
+}
+
+/**
  * grpc-js never penalises client pings, so Envoy's HTTP/2 keepalive is accepted as is. The server
  * pings idle connections itself to notice an Envoy that vanished without closing. Per connection:
  * at most maxStreamsPerConnection streams (Envoy, told so by SETTINGS, opens another connection;
@@ -84,13 +95,6 @@ function grpcOptions(limits: ExtProcLimits): grpc.ServerOptions {
     'grpc.max_concurrent_streams': limits.maxStreamsPerConnection,
     'grpc.max_receive_message_length': limits.maxMessageBytes,
   };
-}
-
-/** The filesystem path of a "unix:" address, or null for TCP. */
-export function unixSocketPath(listen: string): string | null {
-  if (listen.startsWith('unix://')) return listen.slice('unix://'.length);
-  if (listen.startsWith('unix:')) return listen.slice('unix:'.length);
-  return null;
 }
 
 /**

@@ -16,6 +16,14 @@ const FETCH_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 export type FetchResult = 'ok' | 'not_modified' | 'error';
 
+/** What the decision metrics take of one decision; upstream only for routed ones. */
+export interface DecisionTally {
+  readonly outcome: string;
+  readonly reason: string;
+  readonly upstream: string | null;
+  readonly seconds: number;
+}
+
 export interface MetricsSource {
   current(): Snapshot;
 }
@@ -121,11 +129,21 @@ export class SkewgateMetrics {
 
   recordDecision(result: RoutingResult, durationNs: bigint): void {
     const d = result.decision;
+    this.recordTally({
+      outcome: d.outcome,
+      reason: d.reason,
+      upstream: d.outcome === 'routed' ? d.upstream : null,
+      seconds: Number(durationNs) / 1e9,
+    });
+  }
+
+  /** A decision as a worker thread reports it (workers/protocol.ts): the same labels. */
+  recordTally(t: DecisionTally): void {
     this.decisions.add(
       1,
-      d.outcome === 'routed' ? { outcome: d.outcome, reason: d.reason, upstream: d.upstream } : { outcome: d.outcome, reason: d.reason },
+      t.upstream !== null ? { outcome: t.outcome, reason: t.reason, upstream: t.upstream } : { outcome: t.outcome, reason: t.reason },
     );
-    this.decisionDuration.record(Number(durationNs) / 1e9, { outcome: d.outcome });
+    this.decisionDuration.record(t.seconds, { outcome: t.outcome });
   }
 
   recordRouteError(): void {

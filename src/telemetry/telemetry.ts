@@ -8,7 +8,7 @@ import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
 import type { ReloadResultName } from '../reload.js';
-import { ConfigMetrics, SkewgateMetrics, type ConfigState } from './metrics.js';
+import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
@@ -42,6 +42,8 @@ export interface Telemetry {
   forceFlush(): Promise<void>;
   /** A config reload ended (src/reload.ts): counted, and the generation now running. */
   recordReload(result: ReloadResultName, generation: number): void;
+  /** Decisions made in ext_proc worker threads (workers/), counted as the main thread's are. */
+  recordTallies(tallies: readonly DecisionTally[], routeErrors: number): void;
   /** The apiservers of a reloaded config: decision spans name the address of the upstream. */
   setApiservers(apiservers: TelemetryDeps['apiservers']): void;
   /** Flushes and stops; idempotent. */
@@ -63,6 +65,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
   let stopping: Promise<void> | null = null;
   let configState: ConfigState = { generation: 1, lastReloadSucceeded: true };
   let configMetrics: ConfigMetrics | null = null;
+  let decisionMetrics: SkewgateMetrics | null = null;
 
   const observer: DecisionObserver = {
     onRequest: (ctx) => active?.onRequest?.(ctx),
@@ -81,6 +84,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       const spans = tracer ? createDecisionSpans(tracer, servers) : null;
       const metrics = meter ? new SkewgateMetrics(meter, discovery, skew, Date.now, deps.fastPath) : null;
       configMetrics = meter ? new ConfigMetrics(meter, () => configState) : null;
+      decisionMetrics = metrics;
       active = {
         ...(spans ? { onRequest: spans.onRequest } : {}),
         onDecision(result, ctx) {
@@ -123,6 +127,11 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       log.info({ telemetry: describeTelemetry(deps.settings), prometheusPort: sdk.prometheusPort }, 'telemetry started');
     },
     prometheusPort: () => sdk?.prometheusPort ?? null,
+    recordTallies(tallies, routeErrors) {
+      if (stopping) return;
+      for (const t of tallies) decisionMetrics?.recordTally(t);
+      for (let i = 0; i < routeErrors; i++) decisionMetrics?.recordRouteError();
+    },
     recordReload(result, generation) {
       configState = { generation, lastReloadSucceeded: result === 'applied' || result === 'unchanged' };
       configMetrics?.recordReload(result);

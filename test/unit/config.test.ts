@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig, parseConfig } from '../../src/config.js';
+import { extprocListenAddresses, extprocListenProblem } from '../../src/extproc/listen-addresses.js';
 
 const minimal = {
   apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
@@ -321,4 +322,28 @@ t.test('extproc.limits and envoy.requestTimeout: defaults, units, and every bad 
   }
   t.match(bad.find((p) => p.path === 'extproc.limits.maxMessageBytes')?.message, /1 MiB of request headers/);
   t.match(bad.find((p) => p.path === 'envoy.requestTimeout')?.message, /0 \(no bound\) or at least 1s/);
+});
+
+t.test('extproc.workers: the addresses of the endpoints, and the ports they need', async (t) => {
+  const rows: [string, number, string[]][] = [
+    ['127.0.0.1:9002', 1, ['127.0.0.1:9002']],
+    ['127.0.0.1:9002', 3, ['127.0.0.1:9002', '127.0.0.1:9003', '127.0.0.1:9004']],
+    ['[::1]:9002', 2, ['[::1]:9002', '[::1]:9003']],
+    ['127.0.0.1:0', 2, ['127.0.0.1:0', '127.0.0.1:0']],
+    ['unix:/run/sg.sock', 3, ['unix:/run/sg.sock', 'unix:/run/sg.sock.1', 'unix:/run/sg.sock.2']],
+    ['unix:///run/sg.sock', 2, ['unix:///run/sg.sock', 'unix:/run/sg.sock.1']],
+  ];
+  for (const [listen, n, want] of rows) t.same(extprocListenAddresses(listen, n), want, `${listen} × ${n}`);
+  t.equal(extprocListenProblem('127.0.0.1:65535', 1), null);
+  t.match(extprocListenProblem('127.0.0.1:65535', 2), /need ports up to 65536/);
+  t.equal(extprocListenProblem('127.0.0.1:65534', 2), null);
+  t.equal(extprocListenProblem('unix:/x', 32), null);
+  t.equal(parseConfig(minimal, 't', '/b').extproc.workers, 1, 'default 1');
+  t.equal(parseConfig({ ...minimal, extproc: { workers: 4 } }, 't', '/b').extproc.workers, 4);
+  t.throws(() => parseConfig({ ...minimal, extproc: { workers: 33 } }, 't', '/b'), /extproc\.workers/);
+  t.throws(() => parseConfig({ ...minimal, extproc: { workers: 1.5 } }, 't', '/b'), /extproc\.workers/);
+  t.throws(
+    () => parseConfig({ ...minimal, extproc: { listen: '127.0.0.1:65535', workers: 2 } }, 't', '/b'),
+    /extproc\.workers: 2 endpoints from port 65535 need ports up to 65536/,
+  );
 });

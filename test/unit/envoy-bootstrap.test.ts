@@ -43,6 +43,8 @@ interface Opts {
   /** envoy.health port. */
   health?: number;
   extproc?: string;
+  /** extproc.workers. */
+  workers?: number;
   clientCert?: boolean;
   /** envoy.tls.clientCaFile (implies the front-proxy upstreamClientCert). */
   clientCa?: boolean;
@@ -62,7 +64,12 @@ function rawConfig(o: Opts = {}) {
         { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
       ]
     ).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
-    extproc: { listen: o.extproc ?? '127.0.0.1:9002', failureMode: o.failureMode ?? 'open', messageTimeout: '500ms' },
+    extproc: {
+      listen: o.extproc ?? '127.0.0.1:9002',
+      failureMode: o.failureMode ?? 'open',
+      messageTimeout: '500ms',
+      ...(o.workers === undefined ? {} : { workers: o.workers }),
+    },
     envoy: {
       listen: { address: '127.0.0.1', port: 8443 },
       tls: { certFile: 'pki/gw.crt', keyFile: 'pki/gw.key', ...(o.clientCa === true ? { clientCaFile: 'pki/client-ca.crt' } : {}) },
@@ -559,6 +566,26 @@ t.test('clusters: one per apiserver with TLS and /readyz checks, plus default an
   t.equal(at(matches[2], 'transport_socket.typed_config.sni'), 'kubernetes');
   t.ok(d.transport_socket !== undefined, 'never plaintext');
   t.equal(at(d, 'health_checks.0.http_health_check.path'), '/readyz');
+});
+
+t.test('processor cluster with extproc.workers: one endpoint per worker, a dead one ejected', async (t) => {
+  const one = cluster(renderBootstrap(config({ workers: 1 })), 'skewgate-extproc');
+  t.equal(arr(at(one, 'load_assignment.endpoints.0.lb_endpoints')).length, 1);
+  t.equal(one.outlier_detection, undefined, 'one endpoint: nothing to eject it for');
+  const three = cluster(renderBootstrap(config({ workers: 3 })), 'skewgate-extproc');
+  t.same(
+    arr(at(three, 'load_assignment.endpoints.0.lb_endpoints')).map((e) => at(e, 'endpoint.address.socket_address.port_value')),
+    [9002, 9003, 9004],
+    'the ports after extproc.listen, all at the local priority',
+  );
+  t.equal(arr(at(three, 'load_assignment.endpoints')).length, 1, 'one priority');
+  t.equal(at(three, 'outlier_detection.consecutive_local_origin_failure'), 1, 'a refused connection ejects that worker at once');
+  t.equal(at(three, 'circuit_breakers.thresholds.0.max_requests'), 2000, 'the breaker stays at the whole skewgate');
+  const unix = cluster(renderBootstrap(config({ workers: 2, extproc: 'unix:/run/sg/x.sock' })), 'skewgate-extproc');
+  t.same(
+    arr(at(unix, 'load_assignment.endpoints.0.lb_endpoints')).map((e) => at(e, 'endpoint.address.pipe.path')),
+    ['/run/sg/x.sock', '/run/sg/x.sock.1'],
+  );
 });
 
 t.test('apiserver clusters without a client certificate present none', async (t) => {

@@ -1,0 +1,206 @@
+// The main thread's side of extproc.workers: K − 1 worker threads (workers/worker-thread.ts), each
+// an ext_proc endpoint of its own that Envoy balances streams over. They decide on copies of the
+// snapshots this thread publishes (snapshot-transfer.ts), so the apiservers see one discovery,
+// not K. A worker that dies is started again (with backoff) while the others keep serving; Envoy
+// retries a stream that could not open on another endpoint.
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Snapshot } from '../discovery/types.js';
+import { extprocLimits } from '../extproc/server.js';
+import { extprocListenAddress } from '../extproc/listen-addresses.js';
+import type { TelemetrySettings } from '../telemetry/settings.js';
+import type { DecisionTally } from '../telemetry/metrics.js';
+import type { FromWorker, ToWorker, WorkerData } from './protocol.js';
+import { SnapshotEncoder } from './snapshot-transfer.js';
+
+export interface WorkerPoolDeps {
+  readonly config: Config;
+  readonly logger: Logger;
+  /** The snapshot routing uses now: sent to a worker as it starts. */
+  readonly current: () => Snapshot;
+  /** Tracing settings for the workers' decision spans (null: none). */
+  readonly telemetry: TelemetrySettings | null;
+  readonly apiservers: () => readonly { readonly name: string; readonly url: string }[];
+  /** The workers' decisions, for the main thread's metrics. */
+  readonly onTallies: (tallies: readonly DecisionTally[], routeErrors: number) => void;
+  /** Restart backoff; tests shorten it. */
+  readonly restartMs?: { readonly first: number; readonly max: number };
+}
+
+interface Slot {
+  readonly index: number;
+  readonly listen: string;
+  worker: Worker | null;
+  encoder: SnapshotEncoder;
+  /** The bound TCP port once listening (port 0 picks one per start). */
+  port: number | undefined;
+  restarts: number;
+  timer: NodeJS.Timeout | null;
+}
+
+const WORKER_URL = new URL('./worker-thread.js', import.meta.url);
+/** A worker that does not listen by then is a failed start. */
+const START_TIMEOUT_MS = 30_000;
+
+export class ExtProcWorkers {
+  private readonly slots: Slot[];
+  private config: Config;
+  private closing: Promise<void> | null = null;
+  private readonly restartMs: { readonly first: number; readonly max: number };
+
+  constructor(private readonly deps: WorkerPoolDeps) {
+    this.config = deps.config;
+    this.restartMs = deps.restartMs ?? { first: 1000, max: 30_000 };
+    const n = deps.config.extproc.workers;
+    this.slots = Array.from({ length: Math.max(0, n - 1) }, (_, i) => ({
+      index: i + 1,
+      listen: extprocListenAddress(deps.config.extproc.listen, i + 1),
+      worker: null,
+      encoder: new SnapshotEncoder(),
+      port: undefined,
+      restarts: 0,
+      timer: null,
+    }));
+  }
+
+  /** Starts every worker; resolves with their ports (TCP) once all listen, rejects if one cannot. */
+  async start(): Promise<readonly (number | undefined)[]> {
+    await Promise.all(this.slots.map((s) => this.spawn(s)));
+    return this.slots.map((s) => s.port);
+  }
+
+  /** A published snapshot, to every worker running. */
+  publish(snap: Snapshot): void {
+    for (const s of this.slots) if (s.worker) this.post(s, { type: 'snapshot', snapshot: s.encoder.encode(snap) });
+  }
+
+  /** A reload swapped a new config in. */
+  reconfigure(config: Config): void {
+    this.config = config;
+    for (const s of this.slots) if (s.worker) this.post(s, { type: 'config', config });
+  }
+
+  setApiservers(apiservers: readonly { readonly name: string; readonly url: string }[]): void {
+    for (const s of this.slots) if (s.worker) this.post(s, { type: 'apiservers', apiservers: [...apiservers] });
+  }
+
+  /** Health NOT_SERVING for drainMs, open streams finish up to graceMs, then the threads end. Idempotent. */
+  close(graceMs: number, drainMs: number): Promise<void> {
+    this.closing ??= Promise.all(
+      this.slots.map(async (s) => {
+        if (s.timer) clearTimeout(s.timer);
+        const w = s.worker;
+        if (!w) return;
+        const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+        this.post(s, { type: 'close', graceMs, drainMs });
+        // A worker that does not end by itself after its grace is terminated.
+        const kill = setTimeout(() => void w.terminate(), drainMs + graceMs + 2000);
+        kill.unref();
+        await exited;
+        clearTimeout(kill);
+      }),
+    ).then(() => undefined);
+    return this.closing;
+  }
+
+  /** Ends worker `index` abruptly, as a crash would (tests); it is started again as after one. */
+  async terminateWorker(index: number): Promise<void> {
+    await this.slots.find((s) => s.index === index)?.worker?.terminate();
+  }
+
+  /** The workers' bound ports now (undefined for a socket, or while one is down or starting). */
+  ports(): readonly (number | undefined)[] {
+    return this.slots.map((s) => s.port);
+  }
+
+  private post(s: Slot, m: ToWorker): void {
+    try {
+      s.worker?.postMessage(m);
+    } catch (err) {
+      this.deps.logger.error({ worker: s.index, err: String(err), message: m.type }, 'cannot post to an ext_proc worker');
+    }
+  }
+
+  /** Starts the slot's thread; resolves once it listens (a restart resolves too when it fails: it is retried). */
+  private spawn(s: Slot): Promise<void> {
+    const log = this.deps.logger;
+    const data: WorkerData = {
+      index: s.index,
+      listen: s.listen,
+      config: this.config,
+      maxStreams: extprocLimits(this.config).maxStreams,
+      telemetry: this.deps.telemetry,
+      apiservers: [...this.deps.apiservers()],
+    };
+    const w = new Worker(WORKER_URL, { workerData: data, stderr: false, stdout: false });
+    s.worker = w;
+    s.port = undefined;
+    s.encoder = new SnapshotEncoder();
+    this.post(s, { type: 'snapshot', snapshot: s.encoder.encode(this.deps.current()) });
+    return new Promise<void>((resolve, reject) => {
+      let listening = false;
+      const timer = setTimeout(
+        () => fail(new Error(`ext_proc worker ${s.index} did not listen on ${s.listen} within ${START_TIMEOUT_MS / 1000} s`)),
+        START_TIMEOUT_MS,
+      );
+      timer.unref();
+      const fail = (err: Error): void => {
+        clearTimeout(timer);
+        if (listening) return;
+        listening = true; // settled
+        void w.terminate();
+        reject(err);
+      };
+      w.on('message', (m: FromWorker) => {
+        switch (m.type) {
+          case 'listening':
+            clearTimeout(timer);
+            listening = true;
+            s.port = m.port;
+            if (s.restarts > 0) log.info({ worker: s.index, listen: s.listen, restarts: s.restarts }, 'ext_proc worker serving again');
+            resolve();
+            return;
+          case 'start_failed':
+            fail(new Error(`ext_proc worker ${s.index}: ${m.error}`));
+            return;
+          case 'tallies':
+            this.deps.onTallies(m.tallies, m.routeErrors);
+            return;
+          case 'resync':
+            s.encoder = new SnapshotEncoder();
+            this.post(s, { type: 'snapshot', snapshot: s.encoder.encode(this.deps.current()) });
+            return;
+          case 'closed':
+            return;
+          default: {
+            const unknown: never = m;
+            log.error({ worker: s.index, message: String(unknown) }, 'unknown message from an ext_proc worker');
+          }
+        }
+      });
+      w.on('error', (err) => {
+        log.error({ worker: s.index, err: err.message, stack: err.stack }, 'ext_proc worker failed');
+        fail(err);
+      });
+      w.on('exit', (code) => {
+        if (s.worker === w) {
+          s.worker = null;
+          s.port = undefined;
+        }
+        if (!listening) fail(new Error(`ext_proc worker ${s.index} exited with code ${code} before it listened`));
+        if (this.closing) return;
+        // Not asked to stop: started again, later each time it keeps failing.
+        const delay = Math.min(this.restartMs.max, this.restartMs.first * 2 ** Math.min(s.restarts, 10));
+        s.restarts++;
+        log.error({ worker: s.index, code, restartInMs: delay, restarts: s.restarts }, 'ext_proc worker exited; starting it again');
+        s.timer = setTimeout(() => {
+          s.timer = null;
+          if (!this.closing)
+            this.spawn(s).catch((err: unknown) => log.error({ worker: s.index, err: String(err) }, 'ext_proc worker did not start again'));
+        }, delay);
+        s.timer.unref();
+      });
+    });
+  }
+}

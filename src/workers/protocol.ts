@@ -1,0 +1,40 @@
+// The messages between the main thread and its ext_proc worker threads (workers/pool.ts and
+// workers/worker-thread.ts). Plain data only: everything crosses by structured clone.
+import type { Config } from '../config.js';
+import type { DecisionTally } from '../telemetry/metrics.js';
+import type { TelemetrySettings } from '../telemetry/settings.js';
+import type { SnapshotMessage } from './snapshot-transfer.js';
+
+/** What a worker is started with (workerData). */
+export interface WorkerData {
+  /** 1 … extproc.workers − 1 (0 is the main thread). */
+  readonly index: number;
+  readonly listen: string;
+  readonly config: Config;
+  /** The stream limit of this endpoint (its share of extproc.limits.maxStreams). */
+  readonly maxStreams: number;
+  /** Tracing only (metrics are the main thread's, fed by the tallies); null: no spans. */
+  readonly telemetry: TelemetrySettings | null;
+  readonly apiservers: readonly { readonly name: string; readonly url: string }[];
+}
+
+export type ToWorker =
+  | { readonly type: 'snapshot'; readonly snapshot: SnapshotMessage }
+  /** A reload swapped the config in: the routing options and the log level follow. */
+  | { readonly type: 'config'; readonly config: Config }
+  /** The apiservers decision spans name (learnt members included). */
+  | { readonly type: 'apiservers'; readonly apiservers: readonly { readonly name: string; readonly url: string }[] }
+  | { readonly type: 'close'; readonly graceMs: number; readonly drainMs: number };
+
+export type FromWorker =
+  | { readonly type: 'listening'; readonly port?: number }
+  | { readonly type: 'start_failed'; readonly error: string }
+  | { readonly type: 'tallies'; readonly tallies: readonly DecisionTally[]; readonly routeErrors: number }
+  /** A snapshot could not be read (a part it names was never received): send everything again. */
+  | { readonly type: 'resync' }
+  | { readonly type: 'closed' };
+
+/** How often a worker hands its decision counts to the main thread's metrics. */
+export const TALLY_FLUSH_MS = 250;
+/** A batch is sent early once it holds this many decisions. */
+export const TALLY_BATCH = 512;
