@@ -10,6 +10,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { withoutExtProc } from '../baseline-envoy.js';
+import { freeConsecutivePorts } from '../lab/net.js';
 import { BlackholeProxy, FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
 export interface StackServer {
@@ -147,8 +148,11 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       }
     }
     const logger = o.logger ?? createLogger(o.logLevel ?? 'warn');
-    // Bind skewgate first on a free port; the final config then names that port for Envoy.
-    const first = parseConfig(configDocument(o, pki, apiservers, 0, o.gatewayPort ?? 0, proxies), join(dir, 'skewgate.yaml'), dir);
+    // Bind skewgate first on a free port; the final config then names that port for Envoy. With
+    // extproc.workers, Envoy expects the ports after it: a free run of them, named from the start.
+    const workers = Number(o.extproc?.['workers'] ?? 1);
+    const base = workers > 1 ? await freeConsecutivePorts(workers) : 0;
+    const first = parseConfig(configDocument(o, pki, apiservers, base, o.gatewayPort ?? 0, proxies), join(dir, 'skewgate.yaml'), dir);
     let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
     const bound = await app.start();
     cleanups.push(async () => {

@@ -58,3 +58,21 @@ export async function ensureLoopbackAlias(ip: string): Promise<void> {
     throw new Error(`cannot add ${ip}/32 to lo (needs root or CAP_NET_ADMIN): ${err.message}`);
   });
 }
+
+/** The first of `n` consecutive TCP ports on 127.0.0.1 that are all free right now (extproc.workers). */
+export async function freeConsecutivePorts(n: number): Promise<number> {
+  const isFree = (port: number): Promise<boolean> =>
+    new Promise((res) => {
+      const srv = createServer();
+      srv.once('error', () => res(false));
+      srv.listen({ host: '127.0.0.1', port, exclusive: true }, () => srv.close(() => res(true)));
+    });
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = await freePort();
+    if (base + n - 1 > 65535) continue;
+    let all = true;
+    for (let i = 1; i < n && all; i++) all = await isFree(base + i);
+    if (all) return base;
+  }
+  throw new LabError(`no ${n} consecutive free ports on 127.0.0.1 after 50 tries`);
+}

@@ -247,7 +247,8 @@ function sanitiserFilter(envoyXfcc: boolean): JsonObject {
   };
 }
 
-const EXTPROC_RETRY: JsonObject = {
+/** Another local ext_proc endpoint (extproc.workers), never the one that just failed. */
+const EXTPROC_RETRY_LOCAL: JsonObject = {
   retry_on: 'connect-failure,refused-stream,reset-before-request,reset',
   num_retries: 2,
   retry_back_off: { base_interval: '0.005s', max_interval: '0.025s' },
@@ -258,6 +259,10 @@ const EXTPROC_RETRY: JsonObject = {
     },
   ],
   host_selection_retry_max_attempts: 3,
+};
+
+const EXTPROC_RETRY: JsonObject = {
+  ...EXTPROC_RETRY_LOCAL,
   // A retry after the local skewgate failed goes to the peers' priority, not back to it.
   retry_priority: {
     name: 'envoy.retry_priorities.previous_priorities',
@@ -275,11 +280,15 @@ function extprocFilter(config: Config): JsonObject {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
       grpc_service: {
         envoy_grpc: { cluster_name: EXTPROC_CLUSTER },
-        // With peers: a stream that could not open (a killed skewgate refusing connections, before
-        // the ejection lands) or that was cut before any answer (a skewgate killed mid-decision)
-        // is tried again on another skewgate. A decision changes nothing, so deciding a request a
-        // second time is harmless; an answer once begun is never retried.
-        ...(config.envoy.extprocPeers ? { retry_policy: EXTPROC_RETRY } : {}),
+        // With peers or workers: a stream that could not open (a killed skewgate or worker
+        // refusing connections, before the ejection lands) or that was cut before any answer (one
+        // killed mid-decision) is tried again on another endpoint. A decision changes nothing, so
+        // deciding a request a second time is harmless; an answer once begun is never retried.
+        ...(config.envoy.extprocPeers
+          ? { retry_policy: EXTPROC_RETRY }
+          : config.extproc.workers > 1
+            ? { retry_policy: EXTPROC_RETRY_LOCAL }
+            : {}),
       },
       // open: skewgate unreachable means plain balancing over all apiservers (docs/design.md, invariant 4).
       failure_mode_allow: config.extproc.failureMode === 'open',

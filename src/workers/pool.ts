@@ -1,9 +1,14 @@
-// The main thread's side of extproc.workers: K − 1 worker threads (workers/worker-thread.ts), each
-// an ext_proc endpoint of its own that Envoy balances streams over. They decide on copies of the
-// snapshots this thread publishes (snapshot-transfer.ts), so the apiservers see one discovery,
-// not K. A worker that dies is started again (with backoff) while the others keep serving; Envoy
-// retries a stream that could not open on another endpoint.
-import { Worker } from 'node:worker_threads';
+// The main process's side of extproc.workers: K − 1 worker processes (workers/worker-process.ts),
+// each an ext_proc endpoint of its own that Envoy balances streams over. They decide on copies of
+// the snapshots this process publishes (snapshot-transfer.ts), so the apiservers see one
+// discovery, not K. A worker that dies is started again (with backoff) while the others keep
+// serving; Envoy retries a stream that could not open on another endpoint.
+//
+// Processes, not worker threads: a thread that ends while HTTP/2 reads on a stream aborts the
+// whole process in Node 20 (nodejs/node#38418, #64850; grpc/grpc-node#1799; seen here), so a
+// worker's crash would take discovery and every endpoint with it.
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Snapshot } from '../discovery/types.js';
@@ -11,7 +16,7 @@ import { extprocLimits } from '../extproc/server.js';
 import { extprocListenAddress } from '../extproc/listen-addresses.js';
 import type { TelemetrySettings } from '../telemetry/settings.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
-import type { FromWorker, ToWorker, WorkerData } from './protocol.js';
+import { WORKER_DATA_ENV, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
 import { SnapshotEncoder } from './snapshot-transfer.js';
 
 export interface WorkerPoolDeps {
@@ -31,7 +36,7 @@ export interface WorkerPoolDeps {
 interface Slot {
   readonly index: number;
   readonly listen: string;
-  worker: Worker | null;
+  worker: ChildProcess | null;
   encoder: SnapshotEncoder;
   /** The bound TCP port once listening (port 0 picks one per start). */
   port: number | undefined;
@@ -39,7 +44,7 @@ interface Slot {
   timer: NodeJS.Timeout | null;
 }
 
-const WORKER_URL = new URL('./worker-thread.js', import.meta.url);
+const WORKER_FILE = fileURLToPath(new URL('./worker-process.js', import.meta.url));
 /** A worker that does not listen by then is a failed start. */
 const START_TIMEOUT_MS = 30_000;
 
@@ -94,8 +99,8 @@ export class ExtProcWorkers {
         if (!w) return;
         const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
         this.post(s, { type: 'close', graceMs, drainMs });
-        // A worker that does not end by itself after its grace is terminated.
-        const kill = setTimeout(() => void w.terminate(), drainMs + graceMs + 2000);
+        // A worker that does not end by itself after its grace is killed.
+        const kill = setTimeout(() => w.kill('SIGKILL'), drainMs + graceMs + 2000);
         kill.unref();
         await exited;
         clearTimeout(kill);
@@ -104,9 +109,13 @@ export class ExtProcWorkers {
     return this.closing;
   }
 
-  /** Ends worker `index` abruptly, as a crash would (tests); it is started again as after one. */
-  async terminateWorker(index: number): Promise<void> {
-    await this.slots.find((s) => s.index === index)?.worker?.terminate();
+  /** Tests: worker `index` is SIGKILLed, as by the OOM killer; it is started again as after any crash. Resolves once it exited. */
+  async killWorker(index: number): Promise<void> {
+    const w = this.slots.find((x) => x.index === index)?.worker;
+    if (!w || w.exitCode !== null || w.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+    w.kill('SIGKILL');
+    await exited;
   }
 
   /** The workers' bound ports now (undefined for a socket, or while one is down or starting). */
@@ -116,7 +125,7 @@ export class ExtProcWorkers {
 
   private post(s: Slot, m: ToWorker): void {
     try {
-      s.worker?.postMessage(m);
+      if (s.worker?.connected) s.worker.send(m);
     } catch (err) {
       this.deps.logger.error({ worker: s.index, err: String(err), message: m.type }, 'cannot post to an ext_proc worker');
     }
@@ -133,7 +142,12 @@ export class ExtProcWorkers {
       telemetry: this.deps.telemetry,
       apiservers: [...this.deps.apiservers()],
     };
-    const w = new Worker(WORKER_URL, { workerData: data, stderr: false, stdout: false });
+    // The same Node and flags; stdout and stderr shared (JSON log lines, one per write).
+    const w = fork(WORKER_FILE, [], {
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, [WORKER_DATA_ENV]: JSON.stringify(data) },
+    });
     s.worker = w;
     s.port = undefined;
     s.encoder = new SnapshotEncoder();
@@ -149,7 +163,7 @@ export class ExtProcWorkers {
         clearTimeout(timer);
         if (listening) return;
         listening = true; // settled
-        void w.terminate();
+        w.kill('SIGKILL');
         reject(err);
       };
       w.on('message', (m: FromWorker) => {
@@ -183,17 +197,17 @@ export class ExtProcWorkers {
         log.error({ worker: s.index, err: err.message, stack: err.stack }, 'ext_proc worker failed');
         fail(err);
       });
-      w.on('exit', (code) => {
+      w.on('exit', (code, signal) => {
         if (s.worker === w) {
           s.worker = null;
           s.port = undefined;
         }
-        if (!listening) fail(new Error(`ext_proc worker ${s.index} exited with code ${code} before it listened`));
+        if (!listening) fail(new Error(`ext_proc worker ${s.index} exited (${signal ?? `code ${code}`}) before it listened`));
         if (this.closing) return;
         // Not asked to stop: started again, later each time it keeps failing.
         const delay = Math.min(this.restartMs.max, this.restartMs.first * 2 ** Math.min(s.restarts, 10));
         s.restarts++;
-        log.error({ worker: s.index, code, restartInMs: delay, restarts: s.restarts }, 'ext_proc worker exited; starting it again');
+        log.error({ worker: s.index, code, signal, restartInMs: delay, restarts: s.restarts }, 'ext_proc worker exited; starting it again');
         s.timer = setTimeout(() => {
           s.timer = null;
           if (!this.closing)

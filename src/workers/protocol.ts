@@ -1,19 +1,23 @@
-// The messages between the main thread and its ext_proc worker threads (workers/pool.ts and
-// workers/worker-thread.ts). Plain data only: everything crosses by structured clone.
+// The messages between the main process and its ext_proc worker processes (workers/pool.ts and
+// workers/worker-process.ts). Plain data only: everything crosses the IPC channel by structured
+// clone (Node's 'advanced' serialization).
 import type { Config } from '../config.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
 import type { TelemetrySettings } from '../telemetry/settings.js';
 import type { SnapshotMessage } from './snapshot-transfer.js';
 
-/** What a worker is started with (workerData). */
+/** The environment variable that carries a worker's WorkerData, as JSON (a config is plain data). */
+export const WORKER_DATA_ENV = 'SKEWGATE_WORKER_DATA';
+
+/** What a worker is started with. */
 export interface WorkerData {
-  /** 1 … extproc.workers − 1 (0 is the main thread). */
+  /** 1 … extproc.workers − 1 (0 is the main process). */
   readonly index: number;
   readonly listen: string;
   readonly config: Config;
   /** The stream limit of this endpoint (its share of extproc.limits.maxStreams). */
   readonly maxStreams: number;
-  /** Tracing only (metrics are the main thread's, fed by the tallies); null: no spans. */
+  /** Tracing only (metrics are the main process's, fed by the tallies); null: no spans. */
   readonly telemetry: TelemetrySettings | null;
   readonly apiservers: readonly { readonly name: string; readonly url: string }[];
 }

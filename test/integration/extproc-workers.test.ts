@@ -117,7 +117,7 @@ t.test('a worker that dies is started again; the others keep serving; close() en
   if (workers === null) throw new Error('no workers');
   const before = workers.ports();
   t.ok(before[0] !== undefined && before[1] !== undefined, 'both workers listening');
-  await workers.terminateWorker(1);
+  await workers.killWorker(1);
   t.equal(workers.ports()[0], undefined, 'worker 1 is down');
   // Meanwhile the main thread and worker 2 answer.
   t.equal(await upstreamOf(clients[0] as ExtProcTestClient, SKEWED), 'apiserver-c', 'the main thread answers');

@@ -1,9 +1,7 @@
-// An ext_proc worker thread: its own gRPC endpoint, deciding on the main thread's snapshots
-// (copied in, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
-// logs on stderr itself, exports its own decision spans, and hands its decision counts to the
-// main thread's metrics.
-import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { pino } from 'pino';
+// An ext_proc worker process: its own gRPC endpoint, deciding on the main process's snapshots
+// (copied in over IPC, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
+// logs on the stderr it shares, exports its own decision spans, and hands its decision counts to
+// the main process's metrics. It ends when told to, or when the main process is gone.
 import type { Config } from '../config.js';
 import type { Snapshot } from '../discovery/types.js';
 import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
@@ -15,19 +13,24 @@ import { createRouter, type RequestRouter } from '../routing/router.js';
 import { createDecisionSpans, serverAddresses } from '../telemetry/decision-spans.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
 import type { TelemetrySdk } from '../telemetry/sdk.js';
-import { TALLY_BATCH, TALLY_FLUSH_MS, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
+import { TALLY_BATCH, TALLY_FLUSH_MS, WORKER_DATA_ENV, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
 import { SnapshotDecoder } from './snapshot-transfer.js';
 
-function parent(): MessagePort {
-  if (parentPort === null) throw new Error('skewgate: workers/worker-thread.js runs as a worker thread only');
-  return parentPort;
-}
-const port = parent();
-const data = workerData as WorkerData;
-const send = (m: FromWorker): void => port.postMessage(m);
+if (process.send === undefined) throw new Error('skewgate: workers/worker-process.js runs as a forked worker only');
+const send = (m: FromWorker): void => {
+  // The channel is gone when the main process is: nothing left to tell.
+  if (process.connected) process.send?.(m);
+};
 
-// Straight to fd 2, not through the main thread's process.stderr (which a worker's stderr is piped to).
-const root = createLogger(data.config.log.level, pino.destination({ dest: 2, sync: true }));
+// What a thread would get as workerData, in the environment: there from the first line, so the
+// message listener below is in place before the IPC channel is read at all.
+function workerData(): WorkerData {
+  const raw = process.env[WORKER_DATA_ENV];
+  if (raw === undefined) throw new Error(`skewgate: ${WORKER_DATA_ENV} is not set`);
+  return JSON.parse(raw) as WorkerData;
+}
+const data = workerData();
+const root = createLogger(data.config.log.level);
 const logger = root.child({ component: 'extproc', worker: data.index });
 
 let config: Config = data.config;
@@ -128,12 +131,17 @@ function close(graceMs: number, drainMs: number): Promise<void> {
     await sdk?.shutdown().catch(() => undefined);
     root.flush();
     send({ type: 'closed' });
-    port.close();
+    process.disconnect();
   })();
   return closing;
 }
 
-port.on('message', (m: ToWorker) => {
+// Stop signals are the main process's to handle (it drains every endpoint); a terminal's Ctrl-C
+// reaches the whole process group, so they are ignored here. Without the main process, end.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
+process.on('disconnect', () => void close(0, 0).then(() => process.exit(0)));
+
+process.on('message', (m: ToWorker) => {
   switch (m.type) {
     case 'snapshot': {
       const first = snapshot === null;
