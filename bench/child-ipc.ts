@@ -70,11 +70,20 @@ function exitOrKill(child: ChildProcess, timeoutMs: number, alsoKill: () => read
  */
 export async function forkChild<Ready>(
   moduleFile: string,
-  opts: { readyTimeoutMs: number; execArgv?: string[]; alsoKill?: (ready: Ready) => readonly number[] },
+  opts: {
+    readyTimeoutMs: number;
+    execArgv?: string[];
+    alsoKill?: (ready: Ready) => readonly number[];
+    /** More environment variables for the child. */
+    env?: Readonly<Record<string, string>>;
+    /** The child's stderr (and its own children's) to /dev/null: their log lines are part of the load, not the report. */
+    quiet?: boolean;
+  },
 ): Promise<ChildHandle<Ready>> {
   const child = fork(fileURLToPath(new URL(moduleFile, import.meta.url)), [], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    stdio: ['ignore', 'inherit', opts.quiet === true ? 'ignore' : 'inherit', 'ipc'],
     execArgv: opts.execArgv ?? [],
+    ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
   });
   // Set once the child says hello; alsoKill may run before that (a child killed while starting).
   const started: { ready?: Ready } = {};

@@ -39,7 +39,7 @@ export const DEFAULT_EXTPROC_OPTIONS: ExtProcBenchOptions = {
 };
 
 /** The headers Envoy forwards for a kubectl request, after skewgate's sanitiser filter. */
-function envoyRequests(): EnvoyRequest[] {
+export function envoyRequests(): EnvoyRequest[] {
   const token = `eyJhbGciOiJSUzI1NiIsImtpZCI6IkJlbmNoIn0.${'e'.repeat(700)}.${'s'.repeat(342)}`;
   const session = randomUUID();
   return requestMix(syntheticPlane()).map((r) => ({
