@@ -1,4 +1,5 @@
 import t from 'tap';
+import { expectedAnswer } from '../../bench/envoy-bench.js';
 import {
   NO_FAILURES,
   addFailures,
@@ -167,4 +168,21 @@ t.test('failure arithmetic and text', async (t) => {
   t.equal(formatFailures(NO_FAILURES), 'no failed requests');
   t.equal(formatFailures(a), '10 failed: 1 errors, 2 timeouts, 3 unexpected status, 4 unanswered');
   t.equal(formatFailures({ ...NO_FAILURES, unanswered: 5 }), '5 failed: 5 unanswered');
+});
+
+t.test('expectedAnswer: what counts as the expected answer per arm and path', async (t) => {
+  const cases: [Parameters<typeof expectedAnswer>, boolean][] = [
+    [['every', false, 200, 'apiserver-a'], true],
+    [['every', false, 503, 'edge (no apiserver)'], false],
+    [['baseline', false, 404, 'apiserver-b'], false],
+    [['every', true, 200, 'apiserver-c'], true],
+    [['fast', true, 200, 'apiserver-a'], false],
+    [['fast', true, 404, 'apiserver-a'], false],
+    [['every', true, 503, 'edge (no apiserver)'], false],
+    [['baseline', true, 404, 'apiserver-a'], true],
+    [['baseline', true, 200, 'apiserver-c'], true],
+    [['baseline', true, 503, 'apiserver-c'], false],
+    [['baseline', true, 404, 'apiserver-c'], false],
+  ];
+  for (const [args, want] of cases) t.equal(expectedAnswer(...args), want, args.join(' '));
 });
