@@ -125,14 +125,17 @@ interface Window {
   readonly p99: number;
   readonly max: number;
   readonly overTimeout: number;
+  /** Probes without a reply (a gRPC error or a rejected call): failures, not latencies. */
+  readonly failed: number;
   readonly absorbMs: number;
   readonly loopDelayMaxMs: number;
 }
 
 /** Probes at PROBE_RATE until stopped; latencies (ms) from each probe's due time. */
-function probe(port: number): { stop(): Promise<number[]> } {
+function probe(port: number): { stop(): Promise<{ latencies: number[]; failed: number }> } {
   const client = createExtProcClient(`127.0.0.1:${port}`);
   const latencies: number[] = [];
+  let failed = 0;
   let running = true;
   const loop = (async () => {
     const intervalNs = 1e9 / PROBE_RATE;
@@ -144,7 +147,11 @@ function probe(port: number): { stop(): Promise<number[]> } {
       if (wait > 0) await sleep(wait);
       const p: Promise<void> = client
         .process({ method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } })
-        .then(() => void latencies.push((nowNs() - due) / 1e6))
+        .then((ex) => {
+          if (ex.response === null) failed++;
+          else latencies.push((nowNs() - due) / 1e6);
+        })
+        .catch(() => void failed++)
         .finally(() => inflight.delete(p));
       inflight.add(p);
     }
@@ -155,7 +162,7 @@ function probe(port: number): { stop(): Promise<number[]> } {
     async stop() {
       running = false;
       await loop;
-      return latencies;
+      return { latencies, failed };
     },
   };
 }
@@ -183,7 +190,7 @@ async function measureChange(
   }
   await sleep(1000);
   const loopDelayMaxMs = (await child.call<StallChildStatus>('status')).loopDelayMaxMs;
-  const lat = await p.stop();
+  const { latencies: lat, failed } = await p.stop();
   if (Number.isNaN(absorbMs)) throw new Error(`${arm}/${change}: the change was not absorbed within 60 s`);
   const sorted = Float64Array.from(lat).sort();
   const s = summarise(sorted);
@@ -195,6 +202,7 @@ async function measureChange(
     p99: s.p99,
     max: s.max,
     overTimeout: lat.filter((v) => v > MESSAGE_TIMEOUT_MS).length,
+    failed,
     absorbMs,
     loopDelayMaxMs,
   };
@@ -247,6 +255,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
   }
   const shipped = windows.filter((w) => !w.arm.startsWith('one slice'));
   const worst = Math.max(...shipped.map((w) => w.max));
+  const shippedFailed = shipped.reduce((a, w) => a + w.failed, 0);
   return {
     id: 'f',
     title: 'the request path while a large discovery change is absorbed',
@@ -259,8 +268,8 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
       {
         metric: 'worst ext_proc answer while a 36k-resource change is absorbed (shipped slices)',
         target: `far below the ${MESSAGE_TIMEOUT_MS} ms message timeout`,
-        measured: `${fmt(worst)} ms`,
-        met: worst < MESSAGE_TIMEOUT_MS / 5,
+        measured: `${fmt(worst)} ms (the worst single answer over ${shipped.length} changes, one measurement each); ${shippedFailed === 0 ? 'no probe without a reply' : `${shippedFailed} probes without a reply`}`,
+        met: worst < MESSAGE_TIMEOUT_MS / 5 && shippedFailed === 0,
       },
     ],
     tables: [
@@ -273,6 +282,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
           'p99 ms',
           'max ms',
           `> ${MESSAGE_TIMEOUT_MS} ms`,
+          'no reply',
           "child's event-loop delay max ms",
           'absorbed after ms',
         ],
@@ -284,6 +294,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
           fmt(w.p99),
           fmt(w.max),
           String(w.overTimeout),
+          String(w.failed),
           fmt(w.loopDelayMaxMs),
           fmt(w.absorbMs),
         ]),
