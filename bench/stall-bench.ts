@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createPki, type Pki } from '../harness/fake/index.js';
 import { MEDIA_AGGREGATED_V2 } from '../src/constants.js';
 import { DEFAULT_SLICE_BUDGET_MS } from '../src/discovery/slice-runner.js';
-import { createExtProcClient } from '../test/helpers/extproc-client.js';
+import { createExtProcClient, requestHeadersMessage, type ExtProcTestClient } from '../test/helpers/extproc-client.js';
 import { forkChild } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';
 import type { Section } from './report.js';
@@ -133,6 +133,29 @@ interface Window {
   readonly loopDelayMaxMs: number;
 }
 
+const PROBE_REQUEST = { method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } };
+
+/**
+ * One exchange as Envoy has it: request_headers, the reply — the time that counts, Envoy acts on
+ * it — then a half-close, as Envoy does with the bootstrap skewgate renders (a reset per stream
+ * trips Node's HTTP/2 rapid-reset protection, which closes the session every ~1,000 streams, see
+ * (b): those probes would fail for a reason of the probe's own). No reply before the stream ends: a failure.
+ */
+function probeOnce(client: ExtProcTestClient, dueNs: number): Promise<{ replyMs: number | null; status: string }> {
+  return new Promise((resolve) => {
+    const call = client.open();
+    let replyMs: number | null = null;
+    call.on('data', () => {
+      if (replyMs !== null) return;
+      replyMs = (nowNs() - dueNs) / 1e6;
+      call.end();
+    });
+    call.on('error', () => undefined); // the status event carries the outcome
+    call.on('status', (st: { code: number; details: string }) => resolve({ replyMs, status: `gRPC ${st.code}: ${st.details}` }));
+    call.write(requestHeadersMessage(PROBE_REQUEST));
+  });
+}
+
 /** Probes at PROBE_RATE until stopped; latencies (ms) from each probe's due time. */
 function probe(port: number): { stop(): Promise<{ latencies: number[]; failures: Map<string, number> }> } {
   const client = createExtProcClient(`127.0.0.1:${port}`);
@@ -147,17 +170,10 @@ function probe(port: number): { stop(): Promise<{ latencies: number[]; failures:
       const due = start + i * intervalNs;
       const wait = Math.floor((due - nowNs()) / 1e6);
       if (wait > 0) await sleep(wait);
-      const p: Promise<void> = client
-        // Half-close after the reply, as Envoy does with the bootstrap skewgate renders: a reset per
-        // stream trips Node's HTTP/2 rapid-reset protection, which closes the session every ~1,000
-        // streams (see (b)), and those probes would fail for a reason of the probe's own.
-        .process(
-          { method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } },
-          { close: 'half-close' },
-        )
-        .then((ex) => {
-          if (ex.response === null) countInto(failures, `gRPC ${ex.status.code}: ${ex.status.details}`);
-          else latencies.push((nowNs() - due) / 1e6);
+      const p: Promise<void> = probeOnce(client, due)
+        .then((r) => {
+          if (r.replyMs === null) countInto(failures, r.status);
+          else latencies.push(r.replyMs);
         })
         .catch((err: unknown) => countInto(failures, String(err)))
         .finally(() => inflight.delete(p));
@@ -270,7 +286,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
     title: 'the request path while a large discovery change is absorbed',
     method:
       `Three apiservers (static HTTPS fakes in the bench process) each list ${fmt(GROUPS * PER_GROUP)} resources (${fmt(docs[0].body.length / 2 ** 20)} MiB of aggregated /apis). ` +
-      `skewgate's discovery service (1 s polls), its skew tracking and its ext_proc server run in a child process; the bench sends ${PROBE_RATE} ext_proc requests/s and measures each answer from its due time, ` +
+      `skewgate's discovery service (1 s polls), its skew tracking and its ext_proc server run in a child process; the bench sends ${PROBE_RATE} ext_proc requests/s and measures each answer from its due time to the reply (then half-closes, as Envoy does), ` +
       `from 1 s before a change of the documents (every 7th group gains a resource: each changed document is parsed, merged and indexed in full) to 1 s after the child's snapshot shows it. ` +
       'Both arms run the same code in one run, the first with an unbounded slice (the whole computation at once, as before slicing).',
     targets: [
