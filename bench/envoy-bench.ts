@@ -2,15 +2,28 @@
 // three Envoys — bare (no ext_proc filter, the baseline), ext_proc on every request (no xDS), and
 // the fast path (filesystem xDS, skewgate's fast-path routes) — driven by an open-loop generator
 // at fixed rates in short interleaved rounds, so that every arm sees the same machine at the same
-// times.
+// times. A contended variant repeats the windows of one rate with a CPU-bound neighbour pinned to
+// one core, as on a busy control-plane node next to its apiserver.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { forkChild, type ChildHandle } from './child-ipc.js';
+import { startNeighbour, type Neighbour } from './neighbour.js';
 import { openLoop } from './open-loop.js';
 import type { Section, Table, TargetRow } from './report.js';
 import { STACK_DIR, type EnvoyArm, type FastPathState, type StackChildReady, type StackCpuSample } from './protocol.js';
 import { countInto, fmt, formatCounts, nowNs, percentile, summarise, type Summary } from './stats.js';
+import {
+  NO_FAILURES,
+  addFailures,
+  formatFailures,
+  judgePaired,
+  judgeZero,
+  median,
+  pairedDifferences,
+  summariseRounds,
+  type Failures,
+} from './verdict.js';
 
 /** Core v1: BUILTINS_OLD and BUILTINS_NEW list it identically, so it is a fast-path request. */
 export const COMMON_PATH = '/api/v1/namespaces/default/configmaps';
@@ -32,6 +45,11 @@ export interface EnvoyBenchOptions {
   readonly skewedEvery: number;
   /** Extra rounds at the first rate, bare vs fast, common path only: Envoy's own cost of the fast-path routes. */
   readonly commonOnlyRounds: number;
+  /**
+   * The rate whose rounds also run every arm with a CPU-bound neighbour on one core (each round:
+   * the three arms without it, then with it, or the other way round); null: no contended variant.
+   */
+  readonly contendedRate: number | null;
 }
 
 export const DEFAULT_ENVOY_OPTIONS: EnvoyBenchOptions = {
@@ -41,6 +59,18 @@ export const DEFAULT_ENVOY_OPTIONS: EnvoyBenchOptions = {
   warmupMs: 2000,
   skewedEvery: 5,
   commonOnlyRounds: 3,
+  contendedRate: 500,
+};
+
+/** For iterating on the bench itself (`run.js --quick`): the same shape, a fraction of the time; not for RESULTS.md. */
+export const QUICK_ENVOY_OPTIONS: EnvoyBenchOptions = {
+  rates: [500],
+  rounds: 3,
+  windowMs: 1500,
+  warmupMs: 1000,
+  skewedEvery: 5,
+  commonOnlyRounds: 1,
+  contendedRate: 500,
 };
 /** skewedEvery for the common-only rounds: no request is skewed. */
 const NEVER = Number.MAX_SAFE_INTEGER;
@@ -58,7 +88,25 @@ interface PathStats {
   readonly statuses: Map<string, number>;
   readonly servers: Map<string, number>;
   readonly errors: Map<string, number>;
+  /** Answers other than the expected one for the arm and path ("503 from edge (no apiserver)"). */
+  readonly unexpected: Map<string, number>;
   sent: number;
+  /** Errors whose code says timeout (undici's headers / body / connect timeouts). */
+  timeouts: number;
+  /** Sent but neither answered nor failed when the window was closed. */
+  unanswered: number;
+}
+
+/** One measured window of one arm. */
+interface RoundFigures {
+  readonly commonP50Ms: number;
+  readonly commonP99Ms: number;
+  readonly skewedP50Ms: number;
+  readonly skewedP99Ms: number;
+  readonly envoyCpuPerReqUs: number;
+  readonly nodeCpuPerReqUs: number;
+  /** Failed requests of the window (errors, timeouts, unexpected answers, unanswered). */
+  readonly failed: number;
 }
 
 interface ArmStats {
@@ -74,11 +122,22 @@ interface ArmStats {
   genCpuUs: number;
   /** ext_proc streams its Envoy started over the measured windows. */
   streams: number;
-  readonly roundP50Ms: number[];
-  readonly roundP99Ms: number[];
+  /** The CPU-bound neighbour's CPU time over the measured windows, and the windows' length (contended windows only). */
+  neighbourCpuUs: number;
+  measuredNs: number;
+  readonly rounds: RoundFigures[];
 }
 
-const newPath = (): PathStats => ({ latNs: [], statuses: new Map(), servers: new Map(), errors: new Map(), sent: 0 });
+const newPath = (): PathStats => ({
+  latNs: [],
+  statuses: new Map(),
+  servers: new Map(),
+  errors: new Map(),
+  unexpected: new Map(),
+  sent: 0,
+  timeouts: 0,
+  unanswered: 0,
+});
 const newArm = (): ArmStats => ({
   common: newPath(),
   skewed: newPath(),
@@ -90,8 +149,9 @@ const newArm = (): ArmStats => ({
   nodeCpuUs: 0,
   genCpuUs: 0,
   streams: 0,
-  roundP50Ms: [],
-  roundP99Ms: [],
+  neighbourCpuUs: 0,
+  measuredNs: 0,
+  rounds: [],
 });
 
 interface Arm {
@@ -102,6 +162,8 @@ interface Arm {
 interface RateResult {
   readonly rate: number;
   readonly stats: Record<EnvoyArm, ArmStats>;
+  /** The same rounds' windows with the CPU-bound neighbour running; null when this rate has none. */
+  readonly contended: Record<EnvoyArm, ArmStats> | null;
 }
 
 /** The common-only rounds: bare and fast arms only. */
@@ -120,7 +182,34 @@ function headerText(v: string | string[] | undefined): string | undefined {
 
 const isSkewed = (i: number, o: EnvoyBenchOptions): boolean => i % o.skewedEvery === o.skewedEvery - 1;
 
-/** One window of open-loop load on one arm; latency runs from the due time to the last body byte. */
+const NO_APISERVER = 'edge (no apiserver)';
+
+/**
+ * Whether an answer is the one expected: the common path is 200 from any apiserver; the skewed
+ * path is 200 from apiserver-c (the only one serving it) behind skewgate, and in the bare arm 200
+ * from apiserver-c or 404 from one of the two old apiservers (the problem skewgate solves). Pure.
+ */
+export function expectedAnswer(arm: EnvoyArm, skewed: boolean, status: number, server: string): boolean {
+  if (!skewed) return status === 200 && server !== NO_APISERVER;
+  if (status === 200 && server === 'apiserver-c') return true;
+  return arm === 'baseline' && status === 404 && (server === 'apiserver-a' || server === 'apiserver-b');
+}
+
+/** undici's timeout errors (headers, body, connect), as opposed to resets and refusals. */
+const isTimeout = (code: string): boolean => /TIMEOUT/i.test(code);
+
+interface WindowResult {
+  readonly commonLatNs: number[];
+  readonly skewedLatNs: number[];
+  readonly failed: number;
+  readonly sent: number;
+}
+
+/**
+ * One window of open-loop load on one arm; latency runs from the due time to the last body byte.
+ * What is still in flight when the window closes (the open loop's drain timeout) is counted as
+ * unanswered, and an answer arriving later is not recorded (it would fall into another arm's window).
+ */
 async function runWindow(
   arm: Arm,
   s: ArmStats | null,
@@ -128,40 +217,66 @@ async function runWindow(
   o: EnvoyBenchOptions,
   durationMs: number,
   headers: Record<string, string>,
-): Promise<void> {
-  const windowLat: number[] = [];
+): Promise<WindowResult> {
+  const lat = { common: [] as number[], skewed: [] as number[] };
+  const sentIn = { common: 0, skewed: 0 };
+  const doneIn = { common: 0, skewed: 0 };
+  let failed = 0;
+  let closed = false;
   let lastEnd = 0;
   const fire = async (i: number, due: number): Promise<void> => {
     const skewed = isSkewed(i, o);
-    const ps = s === null ? null : skewed ? s.skewed : s.common;
+    const key = skewed ? 'skewed' : 'common';
+    const ps = s === null ? null : s[key];
     if (s !== null && ps !== null) {
       s.sent++;
       ps.sent++;
+      sentIn[key]++;
       s.lagNs.push(nowNs() - due);
     }
     try {
       const res = await arm.pool.request({ method: 'GET', path: skewed ? SKEWED_PATH : COMMON_PATH, headers });
       await res.body.text();
       const end = nowNs();
+      if (closed) return;
       lastEnd = Math.max(lastEnd, end);
       if (s === null || ps === null) return;
+      doneIn[key]++;
       s.completed++;
       ps.latNs.push(end - due);
-      if (!skewed) windowLat.push(end - due);
+      lat[key].push(end - due);
+      const server = headerText(res.headers['x-fake-apiserver']) ?? NO_APISERVER;
       countInto(ps.statuses, String(res.statusCode));
-      countInto(ps.servers, headerText(res.headers['x-fake-apiserver']) ?? 'edge (no apiserver)');
+      countInto(ps.servers, server);
+      if (!expectedAnswer(arm.name, skewed, res.statusCode, server)) {
+        failed++;
+        countInto(ps.unexpected, `${res.statusCode} from ${server}`);
+      }
     } catch (err) {
+      if (closed) return;
       lastEnd = Math.max(lastEnd, nowNs());
-      if (ps !== null) countInto(ps.errors, (err as { code?: string }).code ?? (err as Error).message ?? String(err));
+      if (ps === null) return;
+      doneIn[key]++;
+      failed++;
+      const code = (err as { code?: string }).code ?? (err as Error).message ?? String(err);
+      countInto(ps.errors, code);
+      if (isTimeout(code)) ps.timeouts++;
     }
   };
   const start = await openLoop(Math.round((rate * durationMs) / 1000), rate, fire);
+  closed = true;
+  let sent = 0;
   if (s !== null) {
+    for (const key of ['common', 'skewed'] as const) {
+      const unanswered = sentIn[key] - doneIn[key];
+      s[key].unanswered += unanswered;
+      failed += unanswered;
+      sent += sentIn[key];
+    }
     s.wallNs += Math.max(lastEnd, start) - start;
-    windowLat.sort((a, b) => a - b);
-    s.roundP50Ms.push(percentile(windowLat, 50) / 1e6);
-    s.roundP99Ms.push(percentile(windowLat, 99) / 1e6);
   }
+  const byValue = (a: number, b: number): number => a - b;
+  return { commonLatNs: lat.common.sort(byValue), skewedLatNs: lat.skewed.sort(byValue), failed, sent };
 }
 
 async function get(pool: Pool, path: string, headers: Record<string, string>): Promise<{ status: number; server?: string }> {
@@ -283,75 +398,172 @@ export async function benchEnvoy(progress: (msg: string) => void, o: EnvoyBenchO
     progress(`(c) fast arm runs routes version ${firstFast.runningVersion}`);
 
     /** One measured window: latency, CPU of its Envoy and of the Node processes, ext_proc streams. */
-    const measure = async (name: EnvoyArm, s: ArmStats, rate: number, wo: EnvoyBenchOptions): Promise<void> => {
+    const measure = async (
+      name: EnvoyArm,
+      s: ArmStats,
+      rate: number,
+      wo: EnvoyBenchOptions,
+      neighbour: Neighbour | null = null,
+    ): Promise<RoundFigures> => {
       await stackChild.call('clear');
       const before = await cpu();
       const streamsBefore = await streams();
       const genBefore = process.cpuUsage();
-      await runWindow(arms[name], s, rate, wo, wo.windowMs, headers);
+      const nbBefore = neighbour?.cpuUs() ?? 0;
+      const t0 = nowNs();
+      const w = await runWindow(arms[name], s, rate, wo, wo.windowMs, headers);
+      const t1 = nowNs();
+      const nbAfter = neighbour?.cpuUs() ?? 0;
       const gen = process.cpuUsage(genBefore);
       const streamsAfter = await streams();
       const after = await cpu();
-      s.envoyCpuUs += after.envoyUs[name] - before.envoyUs[name];
-      s.nodeCpuUs += after.nodeUs - before.nodeUs;
+      const envoyUs = after.envoyUs[name] - before.envoyUs[name];
+      const nodeUs = after.nodeUs - before.nodeUs;
+      s.envoyCpuUs += envoyUs;
+      s.nodeCpuUs += nodeUs;
       s.genCpuUs += gen.user + gen.system;
+      s.measuredNs += t1 - t0;
+      s.neighbourCpuUs += nbAfter - nbBefore;
       if (name !== 'baseline') s.streams += (streamsAfter[name] ?? Number.NaN) - (streamsBefore[name] ?? Number.NaN);
+      const ms = (sorted: readonly number[], q: number): number => percentile(sorted, q) / 1e6;
+      const figures: RoundFigures = {
+        commonP50Ms: ms(w.commonLatNs, 50),
+        commonP99Ms: ms(w.commonLatNs, 99),
+        skewedP50Ms: ms(w.skewedLatNs, 50),
+        skewedP99Ms: ms(w.skewedLatNs, 99),
+        envoyCpuPerReqUs: envoyUs / Math.max(1, w.sent),
+        nodeCpuPerReqUs: nodeUs / Math.max(1, w.sent),
+        failed: w.failed,
+      };
+      s.rounds.push(figures);
+      return figures;
     };
     const results: RateResult[] = [];
     const fastStates: FastPathState[] = [firstFast];
     let commonOnly: CommonOnly = null;
-    for (const rate of o.rates) {
-      progress(`(c) ${rate} req/s: warm-up ${o.warmupMs} ms per arm`);
-      for (const a of ARMS) await runWindow(arms[a], null, rate, o, o.warmupMs, headers);
-      const stats = Object.fromEntries(ARMS.map((a) => [a, newArm()])) as Record<EnvoyArm, ArmStats>;
-      for (let round = 0; round < o.rounds; round++) {
-        // Rotated, so that each arm runs first, second and third equally often.
-        const order = ARMS.map((_, i) => ARMS[(i + round) % ARMS.length] as EnvoyArm);
-        for (const name of order) await measure(name, stats[name], rate, o);
-        const p = (a: EnvoyArm): string => fmt(stats[a].roundP99Ms.at(-1) ?? NaN);
-        progress(
-          `(c) ${rate} req/s round ${round + 1}/${o.rounds}: common-path p99 bare ${p('baseline')}, every ${p('every')}, fast ${p('fast')} ms`,
-        );
-      }
-      results.push({ rate, stats });
-      fastStates.push(await fastPath());
-      if (commonOnly === null && o.commonOnlyRounds > 0) {
-        const only = { baseline: newArm(), fast: newArm() };
-        for (let round = 0; round < o.commonOnlyRounds; round++) {
-          const order = round % 2 === 0 ? (['baseline', 'fast'] as const) : (['fast', 'baseline'] as const);
-          for (const name of order) await measure(name, only[name], rate, { ...o, skewedEvery: NEVER });
+    let neighbour: Neighbour | null = null;
+    try {
+      for (const rate of o.rates) {
+        progress(`(c) ${rate} req/s: warm-up ${o.warmupMs} ms per arm`);
+        for (const a of ARMS) await runWindow(arms[a], null, rate, o, o.warmupMs, headers);
+        const stats = Object.fromEntries(ARMS.map((a) => [a, newArm()])) as Record<EnvoyArm, ArmStats>;
+        const contended =
+          rate === o.contendedRate ? (Object.fromEntries(ARMS.map((a) => [a, newArm()])) as Record<EnvoyArm, ArmStats>) : null;
+        if (contended !== null && neighbour === null) {
+          neighbour = startNeighbour();
+          progress(
+            `(c) CPU-bound neighbour: pid ${neighbour.pid}, ${neighbour.core === null ? 'not pinned (no taskset)' : `pinned to core ${neighbour.core}`}, stopped until its windows`,
+          );
         }
-        commonOnly = { rate, stats: only };
-        progress(
-          `(c) ${rate} req/s common path only, ${o.commonOnlyRounds} rounds: Envoy CPU/req bare ${fmt(only.baseline.envoyCpuUs / Math.max(1, only.baseline.sent))}, fast ${fmt(only.fast.envoyCpuUs / Math.max(1, only.fast.sent))} µs`,
-        );
+        for (let round = 0; round < o.rounds; round++) {
+          // Rotated, so that each arm runs first, second and third equally often; with and without
+          // the neighbour alternately first.
+          const order = ARMS.map((_, i) => ARMS[(i + round) % ARMS.length] as EnvoyArm);
+          const conditions = contended === null ? [false] : round % 2 === 0 ? [false, true] : [true, false];
+          for (const withNeighbour of conditions) {
+            const nb = withNeighbour ? neighbour : null;
+            const into = withNeighbour && contended !== null ? contended : stats;
+            if (nb !== null) {
+              nb.run();
+              await sleep(200);
+            }
+            const figures: Partial<Record<EnvoyArm, RoundFigures>> = {};
+            for (const name of order) figures[name] = await measure(name, into[name], rate, o, nb);
+            nb?.pause();
+            const p = (a: EnvoyArm): string =>
+              `${fmt(figures[a]?.commonP99Ms ?? NaN)}${figures[a]?.failed ? ` (${figures[a]?.failed} failed)` : ''}`;
+            progress(
+              `(c) ${rate} req/s round ${round + 1}/${o.rounds}${withNeighbour ? ', contended' : ''}: common-path p99 bare ${p('baseline')}, every ${p('every')}, fast ${p('fast')} ms`,
+            );
+          }
+        }
+        results.push({ rate, stats, contended });
+        fastStates.push(await fastPath());
+        if (commonOnly === null && o.commonOnlyRounds > 0) {
+          const only = { baseline: newArm(), fast: newArm() };
+          for (let round = 0; round < o.commonOnlyRounds; round++) {
+            const order = round % 2 === 0 ? (['baseline', 'fast'] as const) : (['fast', 'baseline'] as const);
+            for (const name of order) await measure(name, only[name], rate, { ...o, skewedEvery: NEVER });
+          }
+          commonOnly = { rate, stats: only };
+          progress(
+            `(c) ${rate} req/s common path only, ${o.commonOnlyRounds} rounds: Envoy CPU/req bare ${fmt(only.baseline.envoyCpuUs / Math.max(1, only.baseline.sent))}, fast ${fmt(only.fast.envoyCpuUs / Math.max(1, only.fast.sent))} µs`,
+          );
+        }
       }
+    } finally {
+      await neighbour?.stop();
     }
+    const neighbourCore = neighbour?.core ?? null;
 
     progress(`(c) probing ext_proc streams per request (${PROBE_REQUESTS} sequential requests per path and arm)`);
     const probes = await probeStreams(arms, headers, streams);
     const envoyStats = await stackChild
       .call<Record<string, number>>('envoyStats')
       .catch((err: unknown) => ({ [`unavailable: ${String(err)}`]: 0 }));
-    return report(results, commonOnly, probes, fastStates, o, envoyStats);
+    return report(results, commonOnly, probes, fastStates, o, envoyStats, neighbourCore);
   } finally {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
     await child?.stop(15_000);
   }
 }
 
-/** Median over rounds of (arm − bare) for one per-round figure. */
-function roundMedian(arm: readonly number[], bare: readonly number[]): number {
-  return percentile(
-    arm.map((x, i) => x - (bare[i] ?? NaN)).sort((x, y) => x - y),
-    50,
-  );
-}
+const sumValues = (m: ReadonlyMap<string, number>): number => [...m.values()].reduce((x, y) => x + y, 0);
 
-// apiserver-c serves the skewed resource the whole time, so every 404 for it is a false one.
+/** A path's failed requests: errors (timeouts apart), unexpected answers, unanswered ones. */
+function pathFailures(ps: PathStats): Failures {
+  return {
+    errors: sumValues(ps.errors) - ps.timeouts,
+    timeouts: ps.timeouts,
+    unexpected: sumValues(ps.unexpected),
+    unanswered: ps.unanswered,
+  };
+}
+const armFailures = (s: ArmStats): Failures => addFailures(pathFailures(s.common), pathFailures(s.skewed));
+
+// apiserver-c serves the skewed resource the whole time, so behind skewgate every 404 for it is a false one.
 const false404 = (s: ArmStats): number => s.skewed.statuses.get('404') ?? 0;
+/** An ext_proc arm's failed requests other than its false 404s (which are unexpected answers too). */
+function otherFailures(s: ArmStats): Failures {
+  const f = armFailures(s);
+  return { ...f, unexpected: f.unexpected - false404(s) };
+}
 /** Streams the common path caused in the windows: each skewed request meets ext_proc once in both ext_proc arms. */
 const commonStreams = (s: ArmStats): number => s.streams - s.skewed.sent;
+
+const col = (s: ArmStats, k: Exclude<keyof RoundFigures, never>): number[] => s.rounds.map((r) => r[k]);
+/** A count map of both paths, keys prefixed with the path. */
+function byPath(s: ArmStats, k: 'unexpected' | 'errors'): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const path of ['common', 'skewed'] as const) for (const [key, n] of s[path][k]) out.set(`${path} ${key}`, n);
+  return out;
+}
+
+/** "+0.4 ms (worst round 3: +12 ms)": the median over rounds of a paired difference, for rows without a verdict. */
+function pairedInfo(arm: readonly number[], base: readonly number[], unit = 'ms'): string {
+  const s = summariseRounds(pairedDifferences(arm, base));
+  const u = (v: number): string => (Number.isFinite(v) ? `${signed(v)} ${unit}` : 'n/a');
+  return `${u(s.median)} (worst round ${s.worstRound > 0 ? `${s.worstRound}: ${u(s.worst)}` : 'n/a'})`;
+}
+
+/** Per round, each arm's common-path p50 / p99, its failed requests, and the paired differences to bare. */
+function roundTable(caption: string, stats: Record<EnvoyArm, ArmStats>): Table {
+  const b = stats.baseline;
+  return {
+    caption,
+    headers: ['Round', ...ARMS.map((a) => ARM_LABEL[a]), 'every − bare (p50 / p99)', 'fast − bare (p50 / p99)'],
+    rows: b.rounds.map((br, i) => {
+      const r = (a: EnvoyArm): RoundFigures | undefined => stats[a].rounds[i];
+      const both = (a: EnvoyArm): string => {
+        const x = r(a);
+        return x === undefined ? 'n/a' : `${fmt(x.commonP50Ms)} / ${fmt(x.commonP99Ms)}${x.failed > 0 ? ` (${x.failed} failed)` : ''}`;
+      };
+      const diff = (a: EnvoyArm): string =>
+        `${signed((r(a)?.commonP50Ms ?? NaN) - br.commonP50Ms)} / ${signed((r(a)?.commonP99Ms ?? NaN) - br.commonP99Ms)}`;
+      return [String(i + 1), both('baseline'), both('every'), both('fast'), diff('every'), diff('fast')];
+    }),
+  };
+}
 
 function report(
   results: readonly RateResult[],
@@ -360,6 +572,7 @@ function report(
   fastStates: readonly FastPathState[],
   o: EnvoyBenchOptions,
   envoyStats: Readonly<Record<string, number>>,
+  neighbourCore: number | null,
 ): Section {
   const sum = (ps: PathStats): Summary => summarise(ps.latNs);
   const perReq = (us: number, s: ArmStats): string => fmt(us / Math.max(1, s.sent));
@@ -367,134 +580,203 @@ function report(
     const l = summarise(s.lagNs);
     return `${fmt(l.p50 / 1e6)} / ${fmt(l.p99 / 1e6)}`;
   };
-  const ms = (v: number): string => `${signed(v)} ms`;
   const targets: TargetRow[] = [];
   const tables: Table[] = [];
-  for (const { rate, stats } of results) {
+  const latencyTable = (caption: string, stats: Record<EnvoyArm, ArmStats>): Table => {
+    const bc = sum(stats.baseline.common);
+    const bs = sum(stats.baseline.skewed);
+    return {
+      caption,
+      headers: ['Arm', 'path', 'responses', 'p50', 'p90', 'p99', 'max', 'added p50 / p99 (pooled, not judged)'],
+      rows: ARMS.flatMap((a) => [
+        latencyRow(ARM_LABEL[a], 'common', sum(stats[a].common), a === 'baseline' ? null : bc),
+        latencyRow(ARM_LABEL[a], 'skewed', sum(stats[a].skewed), a === 'baseline' ? null : bs),
+      ]),
+    };
+  };
+  const loadTable = (caption: string, stats: Record<EnvoyArm, ArmStats>, withNeighbour: boolean): Table => ({
+    caption,
+    headers: [
+      'Arm',
+      'sent',
+      'achieved rate',
+      'generator lag p50 / p99 (ms)',
+      'common: status × count',
+      'skewed: status × count',
+      'skewed: answered by',
+      'failed requests',
+      'unexpected answers',
+      'errors',
+      'CPU/req: its Envoy',
+      'CPU/req: fakes + skewgate (one Node process)',
+      'CPU/req: load generator',
+      ...(withNeighbour ? ['neighbour CPU (share of one core)'] : []),
+      'ext_proc streams per request (all; common-path share)',
+    ],
+    rows: ARMS.map((a) => {
+      const s = stats[a];
+      return [
+        ARM_LABEL[a],
+        s.sent.toLocaleString('en-US'),
+        `${fmt(s.completed / (s.wallNs / 1e9))} req/s`,
+        lag(s),
+        formatCounts(s.common.statuses),
+        formatCounts(s.skewed.statuses),
+        formatCounts(s.skewed.servers),
+        formatFailures(armFailures(s)),
+        formatCounts(byPath(s, 'unexpected')),
+        formatCounts(byPath(s, 'errors')),
+        perReq(s.envoyCpuUs, s),
+        perReq(s.nodeCpuUs, s),
+        perReq(s.genCpuUs, s),
+        ...(withNeighbour ? [`${fmt((100 * s.neighbourCpuUs) / (s.measuredNs / 1e3))} %`] : []),
+        a === 'baseline'
+          ? 'no filter'
+          : `${fmt(s.streams / Math.max(1, s.sent))}; ${fmt(commonStreams(s) / Math.max(1, s.common.sent))} per common request`,
+      ];
+    }),
+  });
+  for (const { rate, stats, contended } of results) {
     const b = stats.baseline;
     const bc = sum(b.common);
-    const bs = sum(b.skewed);
-    const added = (a: EnvoyArm, path: 'common' | 'skewed', q: 'p50' | 'p99'): number =>
-      (sum(stats[a][path])[q] - (path === 'common' ? bc : bs)[q]) / 1e6;
+    const paired = (a: EnvoyArm, q: 'p50' | 'p99', limit: number, metric: string): TargetRow =>
+      judgePaired({
+        metric,
+        limit,
+        unit: 'ms',
+        arm: col(stats[a], q === 'p50' ? 'commonP50Ms' : 'commonP99Ms'),
+        baseline: col(b, q === 'p50' ? 'commonP50Ms' : 'commonP99Ms'),
+        pooled: { arm: sum(stats[a].common)[q] / 1e6, baseline: bc[q] / 1e6 },
+        failures: armFailures(stats[a]),
+        baselineFailures: armFailures(b),
+      });
     const fastCommonStreams = commonStreams(stats.fast);
+    const f404 = EXTPROC_ARMS.map((a) => false404(stats[a]));
+    const other = EXTPROC_ARMS.map((a) => otherFailures(stats[a]));
     targets.push(
+      paired('fast', 'p50', TARGET_FAST_ADDED_P50_MS, `${rate} req/s, fast path: p50 added over bare Envoy, common path`),
+      paired('fast', 'p99', TARGET_FAST_ADDED_P99_MS, `${rate} req/s, fast path: p99 added over bare Envoy, common path`),
+      judgeZero(
+        `${rate} req/s, fast path: ext_proc streams per unskewed request (windows: streams − skewed requests, over common requests)`,
+        fastCommonStreams,
+        `streams for ${stats.fast.common.sent.toLocaleString('en-US')} common requests (${fmt(fastCommonStreams / Math.max(1, stats.fast.common.sent))} per request)`,
+        armFailures(stats.fast),
+      ),
+      paired('every', 'p99', TARGET_ADDED_P99_MS, `${rate} req/s, ext_proc every request: p99 added over bare Envoy, common path`),
       {
-        metric: `${rate} req/s, fast path: p50 added over bare Envoy, common path`,
-        target: `≤ ${TARGET_FAST_ADDED_P50_MS} ms`,
-        measured: `${ms(added('fast', 'common', 'p50'))} (${fmt(sum(stats.fast.common).p50 / 1e6)} vs ${fmt(bc.p50 / 1e6)} ms)`,
-        met: added('fast', 'common', 'p50') <= TARGET_FAST_ADDED_P50_MS,
+        metric: `${rate} req/s, p50 added, common path, median of paired rounds (every request; fast path)`,
+        target: '—',
+        measured: EXTPROC_ARMS.map((a) => pairedInfo(col(stats[a], 'commonP50Ms'), col(b, 'commonP50Ms'))).join('; '),
+        met: null,
       },
       {
-        metric: `${rate} req/s, fast path: p99 added over bare Envoy, common path`,
-        target: `≤ ${TARGET_FAST_ADDED_P99_MS} ms`,
-        measured: `${ms(added('fast', 'common', 'p99'))} (${fmt(sum(stats.fast.common).p99 / 1e6)} vs ${fmt(bc.p99 / 1e6)} ms)`,
-        met: added('fast', 'common', 'p99') <= TARGET_FAST_ADDED_P99_MS,
-      },
-      {
-        metric: `${rate} req/s, median over rounds of the round's common-path p50 / p99 added (every request; fast path)`,
+        metric: `${rate} req/s, skewed path p50 / p99 added, median of paired rounds (every request; fast path)`,
         target: '—',
         measured: EXTPROC_ARMS.map(
-          (a) => `${ms(roundMedian(stats[a].roundP50Ms, b.roundP50Ms))} / ${ms(roundMedian(stats[a].roundP99Ms, b.roundP99Ms))}`,
+          (a) =>
+            `${pairedInfo(col(stats[a], 'skewedP50Ms'), col(b, 'skewedP50Ms'))} / ${pairedInfo(col(stats[a], 'skewedP99Ms'), col(b, 'skewedP99Ms'))}`,
         ).join('; '),
         met: null,
       },
       {
-        metric: `${rate} req/s, fast path: ext_proc streams per unskewed request (windows: streams − skewed requests, over common requests)`,
-        target: '0',
-        measured: `${fmt(fastCommonStreams / Math.max(1, stats.fast.common.sent))} (${fastCommonStreams.toLocaleString('en-US')} for ${stats.fast.common.sent.toLocaleString('en-US')})`,
-        met: fastCommonStreams === 0,
-      },
-      {
-        metric: `${rate} req/s, ext_proc every request: p99 added over bare Envoy, common path`,
-        target: `≤ ${TARGET_ADDED_P99_MS} ms`,
-        measured: `${ms(added('every', 'common', 'p99'))} (${fmt(sum(stats.every.common).p99 / 1e6)} vs ${fmt(bc.p99 / 1e6)} ms)`,
-        met: added('every', 'common', 'p99') <= TARGET_ADDED_P99_MS,
-      },
-      {
-        metric: `${rate} req/s, p50 added, common path (every request; fast path)`,
-        target: '—',
-        measured: `${ms(added('every', 'common', 'p50'))}; ${ms(added('fast', 'common', 'p50'))}`,
-        met: null,
-      },
-      {
-        metric: `${rate} req/s, skewed path p50 / p99 added (every request; fast path)`,
-        target: '—',
-        measured: `${ms(added('every', 'skewed', 'p50'))} / ${ms(added('every', 'skewed', 'p99'))}; ${ms(added('fast', 'skewed', 'p50'))} / ${ms(added('fast', 'skewed', 'p99'))}`,
-        met: null,
-      },
-      {
-        metric: `${rate} req/s, CPU added per request over bare (its Envoy; fakes + skewgate process): every request; fast path`,
+        metric: `${rate} req/s, CPU added per request over bare, median of paired rounds (its Envoy; fakes + skewgate process): every request; fast path`,
         target: '—',
         measured: EXTPROC_ARMS.map(
           (a) =>
-            `${signed(stats[a].envoyCpuUs / Math.max(1, stats[a].sent) - b.envoyCpuUs / Math.max(1, b.sent))} µs; ${signed(stats[a].nodeCpuUs / Math.max(1, stats[a].sent) - b.nodeCpuUs / Math.max(1, b.sent))} µs`,
+            `${pairedInfo(col(stats[a], 'envoyCpuPerReqUs'), col(b, 'envoyCpuPerReqUs'), 'µs')}; ${pairedInfo(col(stats[a], 'nodeCpuPerReqUs'), col(b, 'nodeCpuPerReqUs'), 'µs')}`,
         ).join(' | '),
         met: null,
       },
-      {
-        metric: `${rate} req/s, false 404s on the skewed path (every request / fast path / bare)`,
-        target: '0 with skewgate',
-        measured: `${false404(stats.every)} / ${false404(stats.fast)} / ${false404(b).toLocaleString('en-US')} of ${b.skewed.sent.toLocaleString('en-US')} (${fmt((100 * false404(b)) / Math.max(1, b.skewed.sent))} % bare)`,
-        met: false404(stats.every) === 0 && false404(stats.fast) === 0,
-      },
+      judgeZero(
+        `${rate} req/s, false 404s on the skewed path (every request / fast path; bare for comparison)`,
+        f404.reduce((x, y) => x + y, 0),
+        `false 404s (${EXTPROC_ARMS.map((a, i) => `${ARM_LABEL[a]}: ${f404[i]} of ${stats[a].skewed.sent.toLocaleString('en-US')}, ${formatFailures(other[i] ?? NO_FAILURES)}`).join('; ')}; bare: ${false404(b).toLocaleString('en-US')} of ${b.skewed.sent.toLocaleString('en-US')}, ${fmt((100 * false404(b)) / Math.max(1, b.skewed.sent))} %); both skewgate arms together`,
+        other.reduce(addFailures, NO_FAILURES),
+      ),
     );
     tables.push(
-      {
-        caption: `${rate} req/s — latency, ms, from the scheduled send time to the end of the response body (common = \`GET ${COMMON_PATH}\`, skewed = \`GET ${SKEWED_PATH}\`); added = p50 / p99 minus bare Envoy's:`,
-        headers: ['Arm', 'path', 'responses', 'p50', 'p90', 'p99', 'max', 'added p50 / p99'],
-        rows: ARMS.flatMap((a) => [
-          latencyRow(ARM_LABEL[a], 'common', sum(stats[a].common), a === 'baseline' ? null : bc),
-          latencyRow(ARM_LABEL[a], 'skewed', sum(stats[a].skewed), a === 'baseline' ? null : bs),
-        ]),
-      },
-      {
-        caption: `${rate} req/s — load, answers, CPU per request (µs, over the measured windows; /proc for Envoy, process.cpuUsage for Node) and ext_proc streams:`,
-        headers: [
-          'Arm',
-          'sent',
-          'achieved rate',
-          'generator lag p50 / p99 (ms)',
-          'common: status × count',
-          'skewed: status × count',
-          'skewed: answered by',
-          'errors',
-          'CPU/req: its Envoy',
-          'CPU/req: fakes + skewgate (one Node process)',
-          'CPU/req: load generator',
-          'ext_proc streams per request (all; common-path share)',
-        ],
-        rows: ARMS.map((a) => {
-          const s = stats[a];
-          return [
-            ARM_LABEL[a],
-            s.sent.toLocaleString('en-US'),
-            `${fmt(s.completed / (s.wallNs / 1e9))} req/s`,
-            lag(s),
-            formatCounts(s.common.statuses),
-            formatCounts(s.skewed.statuses),
-            formatCounts(s.skewed.servers),
-            formatCounts(new Map([...s.common.errors, ...s.skewed.errors])),
-            perReq(s.envoyCpuUs, s),
-            perReq(s.nodeCpuUs, s),
-            perReq(s.genCpuUs, s),
-            a === 'baseline'
-              ? 'no filter'
-              : `${fmt(s.streams / Math.max(1, s.sent))}; ${fmt(commonStreams(s) / Math.max(1, s.common.sent))} per common request`,
-          ];
-        }),
-      },
-      {
-        caption: `${rate} req/s — common-path p50 / p99 per round, ms:`,
-        headers: ['Round', ...ARMS.map((a) => ARM_LABEL[a]), 'every − bare (p50 / p99)', 'fast − bare (p50 / p99)'],
-        rows: b.roundP99Ms.map((x, i) => {
-          const at = (a: EnvoyArm, q: 'roundP50Ms' | 'roundP99Ms'): number => stats[a][q][i] ?? NaN;
-          const both = (a: EnvoyArm): string => `${fmt(at(a, 'roundP50Ms'))} / ${fmt(at(a, 'roundP99Ms'))}`;
-          const diff = (a: EnvoyArm): string =>
-            `${signed(at(a, 'roundP50Ms') - at('baseline', 'roundP50Ms'))} / ${signed(at(a, 'roundP99Ms') - x)}`;
-          return [String(i + 1), both('baseline'), both('every'), both('fast'), diff('every'), diff('fast')];
-        }),
-      },
+      latencyTable(
+        `${rate} req/s — latency, ms, from the scheduled send time to the end of the response body (common = \`GET ${COMMON_PATH}\`, skewed = \`GET ${SKEWED_PATH}\`), all rounds pooled; added = p50 / p99 minus bare Envoy's (information only: the verdicts are on the paired rounds below):`,
+        stats,
+      ),
+      loadTable(
+        `${rate} req/s — load, answers, failed requests, CPU per request (µs, over the measured windows; /proc for Envoy, process.cpuUsage for Node) and ext_proc streams:`,
+        stats,
+        false,
+      ),
+      roundTable(
+        `${rate} req/s — common-path p50 / p99 per round, ms (the verdicts are the medians of the two difference columns):`,
+        stats,
+      ),
     );
+    if (contended !== null) {
+      const degradation = (a: EnvoyArm, k: 'commonP50Ms' | 'commonP99Ms'): string => pairedInfo(col(contended[a], k), col(stats[a], k));
+      for (const a of EXTPROC_ARMS)
+        targets.push(
+          judgeZero(
+            `${rate} req/s, CPU-bound neighbour on one core, ${ARM_LABEL[a]}: false 404s and failed requests`,
+            false404(contended[a]),
+            `false 404s of ${contended[a].skewed.sent.toLocaleString('en-US')} skewed`,
+            otherFailures(contended[a]),
+          ),
+        );
+      targets.push(
+        {
+          metric: `${rate} req/s, CPU-bound neighbour on one core: common-path p50 / p99, median of rounds, and the change from the same round without it (median; worst round), per arm`,
+          target: '— (reported)',
+          measured: ARMS.map(
+            (a) =>
+              `${ARM_LABEL[a]}: ${fmt(median(col(contended[a], 'commonP50Ms')))} / ${fmt(median(col(contended[a], 'commonP99Ms')))} ms, ${degradation(a, 'commonP50Ms')} / ${degradation(a, 'commonP99Ms')}`,
+          ).join('; '),
+          met: null,
+        },
+        {
+          metric: `${rate} req/s, CPU-bound neighbour on one core: common-path p50 / p99 added over bare, median of paired rounds (every request; fast path)`,
+          target: '— (reported)',
+          measured: EXTPROC_ARMS.map(
+            (a) =>
+              `${pairedInfo(col(contended[a], 'commonP50Ms'), col(contended.baseline, 'commonP50Ms'))} / ${pairedInfo(col(contended[a], 'commonP99Ms'), col(contended.baseline, 'commonP99Ms'))}`,
+          ).join('; '),
+          met: null,
+        },
+      );
+      const nb =
+        ARMS.reduce((acc, a) => acc + contended[a].neighbourCpuUs, 0) / (ARMS.reduce((acc, a) => acc + contended[a].measuredNs, 0) / 1e3);
+      tables.push(
+        {
+          caption: `${rate} req/s with a CPU-bound neighbour (a \`node -e\` busy loop ${neighbourCore === null ? 'not pinned: taskset was not available' : `pinned to core ${neighbourCore} with taskset`}; it used ${fmt(100 * nb)} % of one core over the contended windows) — how each arm degrades: common-path p50 / p99 in ms, median over rounds, and the change from the same arm's window without the neighbour in the same round (median of the paired differences; worst round):`,
+          headers: [
+            'Arm',
+            'without: p50 / p99',
+            'with: p50 / p99',
+            'change p50 (worst)',
+            'change p99 (worst)',
+            'with: pooled p50 / p99',
+            'with: failed requests',
+          ],
+          rows: ARMS.map((a) => {
+            const c = contended[a];
+            const u = stats[a];
+            const pc = sum(c.common);
+            return [
+              ARM_LABEL[a],
+              `${fmt(median(col(u, 'commonP50Ms')))} / ${fmt(median(col(u, 'commonP99Ms')))}`,
+              `${fmt(median(col(c, 'commonP50Ms')))} / ${fmt(median(col(c, 'commonP99Ms')))}`,
+              degradation(a, 'commonP50Ms'),
+              degradation(a, 'commonP99Ms'),
+              `${fmt(pc.p50 / 1e6)} / ${fmt(pc.p99 / 1e6)}`,
+              formatFailures(armFailures(c)),
+            ];
+          }),
+        },
+        latencyTable(
+          `${rate} req/s with the CPU-bound neighbour — latency, ms, all contended rounds pooled (information only):`,
+          contended,
+        ),
+        loadTable(`${rate} req/s with the CPU-bound neighbour — load, answers, failed requests, CPU per request:`, contended, true),
+        roundTable(`${rate} req/s with the CPU-bound neighbour — common-path p50 / p99 per round, ms:`, contended),
+      );
+    }
   }
   const probeOf = (arm: EnvoyArm, path: 'common' | 'skewed'): Probe | undefined => probes.find((p) => p.arm === arm && p.path === path);
   const fastProbe = probeOf('fast', 'common');
@@ -556,7 +838,11 @@ function report(
       `\`startStack\` (in a child process) runs 3 fake apiservers (2 × BUILTINS_OLD, 1 × BUILTINS_NEW; core v1 is the same in both, so the common path is a fast-path request), one skewgate (\`envoy.xds\`, \`routing.fastPath\` at its default, true) and three real Envoys: the stack's own on filesystem xDS (the fast arm: skewgate's fast-path routes, ext_proc off on them), one from the same config without xDS (static routes, ext_proc on every request) and one without the ext_proc filter at all (bare Envoy, the baseline). ` +
       `The fast arm is measured only once rds.json holds \`fast-path-*\` routes and Envoy's config_dump runs that version. ` +
       `An open-loop generator in this process sends at fixed ${rates} req/s (each send scheduled by the clock, latency measured from the scheduled time, so stalls are not hidden) over HTTPS keep-alive without a client certificate (undici Pool, the stack's CA, bearer token); ${o.skewedEvery - 1} in ${o.skewedEvery} requests go to the common path, 1 in ${o.skewedEvery} to the skewed one. ` +
-      `Per rate the three arms alternate in ${o.rounds} rounds × 3 arms × ${o.windowMs / 1000} s (order rotated every round) after ${o.warmupMs / 1000} s of warm-up each, so the generator's overhead and the machine's state are the same for all.`,
+      `Per rate the three arms alternate in ${o.rounds} rounds × 3 arms × ${o.windowMs / 1000} s (order rotated every round) after ${o.warmupMs / 1000} s of warm-up each, so the generator's overhead and the machine's state are the same for all. ` +
+      `**Verdicts**: every latency target is judged on the median over rounds of the paired difference (the arm's round p50 or p99 minus bare Envoy's in the same round), never on a pooled percentile (a few stalled rounds dominate a pooled p99 of every arm alike); the worst round's difference and the number of rounds the arm was worse stand beside it, the pooled difference only as information. A verdict is met only when neither the arm nor its baseline failed a single request in the windows: transport errors, timeouts (10 s for headers or body), answers other than the expected one (common path: 200 from an apiserver; skewed path behind skewgate: 200 from apiserver-c, the only one serving it), and requests still unanswered when the window closed (15 s after its last send); the counts are in each verdict's text.` +
+      (o.contendedRate === null
+        ? ''
+        : ` **Contended variant**: at ${o.contendedRate} req/s every round also runs the three arms with a CPU-bound neighbour (a \`node -e\` busy loop pinned to one core with taskset, as on a busy control-plane node next to its apiserver), running only during those windows (SIGCONT / SIGSTOP), with and without it alternately first; its latencies are reported, not judged against the targets (which are for the node without the neighbour), but a failed request or a false 404 under contention misses its row.`),
     targets,
     tables,
     notes: [

@@ -1,13 +1,15 @@
-// `node dist/bench/run.js [a] [b] [c]`: runs the chosen benchmarks (all by default), prints
-// progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed.
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+// `node dist/bench/run.js [--quick] [a] [b] [c]`: runs the chosen benchmarks (all by default), prints
+// progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed. --quick runs
+// the benchmarks that have a quick shape (b, c) with far fewer rounds, for iterating on the bench
+// itself, and writes .cache/RESULTS.quick.md instead (its numbers are not results).
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { packageRoot } from '../src/package-root.js';
 import { stopAllChildren } from './child-ipc.js';
 import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';
-import { benchEnvoy } from './envoy-bench.js';
-import { benchExtProc } from './extproc-bench.js';
+import { DEFAULT_ENVOY_OPTIONS, QUICK_ENVOY_OPTIONS, benchEnvoy } from './envoy-bench.js';
+import { DEFAULT_EXTPROC_OPTIONS, QUICK_EXTPROC_OPTIONS, benchExtProc } from './extproc-bench.js';
 import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
 import { keptSections, renderResults, type Failure, type Section } from './report.js';
@@ -18,13 +20,21 @@ import { benchStall } from './stall-bench.js';
 interface Benchmark {
   readonly id: string;
   readonly title: string;
-  readonly run: (progress: (msg: string) => void) => Section | Promise<Section>;
+  readonly run: (progress: (msg: string) => void, quick: boolean) => Section | Promise<Section>;
 }
 
 const BENCHMARKS: readonly Benchmark[] = [
   { id: 'a', title: 'classify + decide per request', run: benchRoute },
-  { id: 'b', title: 'server CPU per ext_proc request (real gRPC)', run: benchExtProc },
-  { id: 'c', title: 'latency added through the real Envoy', run: benchEnvoy },
+  {
+    id: 'b',
+    title: 'server CPU per ext_proc request (real gRPC)',
+    run: (p, quick) => benchExtProc(p, quick ? QUICK_EXTPROC_OPTIONS : DEFAULT_EXTPROC_OPTIONS),
+  },
+  {
+    id: 'c',
+    title: 'latency added through the real Envoy',
+    run: (p, quick) => benchEnvoy(p, quick ? QUICK_ENVOY_OPTIONS : DEFAULT_ENVOY_OPTIONS),
+  },
   { id: 'd', title: 'peer-aggregated /apis: merge and per-request cost', run: benchDiscovery },
   { id: 'e', title: 'client-certificate identity per request', run: benchIdentity },
   { id: 'f', title: 'the request path while a large discovery change is absorbed', run: benchStall },
@@ -45,10 +55,14 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 async function main(): Promise<number> {
-  const args = process.argv.slice(2).map((a) => a.toLowerCase());
+  const all = process.argv.slice(2).map((a) => a.toLowerCase());
+  const quick = all.includes('--quick');
+  const args = all.filter((a) => a !== '--quick');
   const unknown = args.filter((a) => !BENCHMARKS.some((b) => b.id === a));
   if (unknown.length > 0) {
-    process.stderr.write(`usage: node dist/bench/run.js [${BENCHMARKS.map((b) => b.id).join('] [')}]\nunknown: ${unknown.join(' ')}\n`);
+    process.stderr.write(
+      `usage: node dist/bench/run.js [--quick] [${BENCHMARKS.map((b) => b.id).join('] [')}]\nunknown: ${unknown.join(' ')}\n`,
+    );
     return 2;
   }
   const chosen = args.length === 0 ? BENCHMARKS : BENCHMARKS.filter((b) => args.includes(b.id));
@@ -60,7 +74,7 @@ async function main(): Promise<number> {
   for (const b of chosen) {
     progress(`(${b.id}) ${b.title}`);
     try {
-      const s = await b.run(progress);
+      const s = await b.run(progress, quick);
       sections.push(s);
       for (const t of s.targets)
         progress(`(${b.id}) ${t.metric}: ${t.measured}${t.met === null ? '' : t.met ? ' — target met' : ` — target ${t.target} MISSED`}`);
@@ -72,16 +86,17 @@ async function main(): Promise<number> {
     }
   }
 
-  const file = join(packageRoot(), 'bench', 'RESULTS.md');
+  const file = quick ? join(packageRoot(), '.cache', 'RESULTS.quick.md') : join(packageRoot(), 'bench', 'RESULTS.md');
   // The real-cluster results (npm run test:cluster) live in the same file; keep them.
-  const previous = await readFile(file, 'utf8').catch(() => '');
+  const previous = await readFile(join(packageRoot(), 'bench', 'RESULTS.md'), 'utf8').catch(() => '');
   const cluster = extractClusterSection(previous);
   const notRun = BENCHMARKS.filter((b) => !chosen.includes(b));
+  await mkdir(dirname(file), { recursive: true });
   await writeFile(
     file,
     renderResults({
       machine,
-      command: `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
+      command: `${quick ? '(QUICK, not results) ' : ''}npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}  (= node dist/bench/run.js${args.length > 0 ? ` ${args.join(' ')}` : ''})`,
       sections,
       failures,
       skipped: notRun.map((b) => `(${b.id}) ${b.title}`),

@@ -12,11 +12,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createPki, type Pki } from '../harness/fake/index.js';
 import { MEDIA_AGGREGATED_V2 } from '../src/constants.js';
 import { DEFAULT_SLICE_BUDGET_MS } from '../src/discovery/slice-runner.js';
-import { createExtProcClient } from '../test/helpers/extproc-client.js';
+import { createExtProcClient, requestHeadersMessage, type ExtProcTestClient } from '../test/helpers/extproc-client.js';
 import { forkChild } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';
 import type { Section } from './report.js';
-import { fmt, nowNs, summarise } from './stats.js';
+import { countInto, fmt, formatCounts, nowNs, summarise } from './stats.js';
 
 const GROUPS = 1800;
 const PER_GROUP = 20;
@@ -125,14 +125,42 @@ interface Window {
   readonly p99: number;
   readonly max: number;
   readonly overTimeout: number;
+  /** Probes without a reply (a gRPC error or a rejected call): failures, not latencies. */
+  readonly failed: number;
+  /** Why, by gRPC status. */
+  readonly failures: ReadonlyMap<string, number>;
   readonly absorbMs: number;
   readonly loopDelayMaxMs: number;
 }
 
+const PROBE_REQUEST = { method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } };
+
+/**
+ * One exchange as Envoy has it: request_headers, the reply — the time that counts, Envoy acts on
+ * it — then a half-close, as Envoy does with the bootstrap skewgate renders (a reset per stream
+ * trips Node's HTTP/2 rapid-reset protection, which closes the session every ~1,000 streams, see
+ * (b): those probes would fail for a reason of the probe's own). No reply before the stream ends: a failure.
+ */
+function probeOnce(client: ExtProcTestClient, dueNs: number): Promise<{ replyMs: number | null; status: string }> {
+  return new Promise((resolve) => {
+    const call = client.open();
+    let replyMs: number | null = null;
+    call.on('data', () => {
+      if (replyMs !== null) return;
+      replyMs = (nowNs() - dueNs) / 1e6;
+      call.end();
+    });
+    call.on('error', () => undefined); // the status event carries the outcome
+    call.on('status', (st: { code: number; details: string }) => resolve({ replyMs, status: `gRPC ${st.code}: ${st.details}` }));
+    call.write(requestHeadersMessage(PROBE_REQUEST));
+  });
+}
+
 /** Probes at PROBE_RATE until stopped; latencies (ms) from each probe's due time. */
-function probe(port: number): { stop(): Promise<number[]> } {
+function probe(port: number): { stop(): Promise<{ latencies: number[]; failures: Map<string, number> }> } {
   const client = createExtProcClient(`127.0.0.1:${port}`);
   const latencies: number[] = [];
+  const failures = new Map<string, number>();
   let running = true;
   const loop = (async () => {
     const intervalNs = 1e9 / PROBE_RATE;
@@ -142,9 +170,12 @@ function probe(port: number): { stop(): Promise<number[]> } {
       const due = start + i * intervalNs;
       const wait = Math.floor((due - nowNs()) / 1e6);
       if (wait > 0) await sleep(wait);
-      const p: Promise<void> = client
-        .process({ method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } })
-        .then(() => void latencies.push((nowNs() - due) / 1e6))
+      const p: Promise<void> = probeOnce(client, due)
+        .then((r) => {
+          if (r.replyMs === null) countInto(failures, r.status);
+          else latencies.push(r.replyMs);
+        })
+        .catch((err: unknown) => countInto(failures, String(err)))
         .finally(() => inflight.delete(p));
       inflight.add(p);
     }
@@ -155,7 +186,7 @@ function probe(port: number): { stop(): Promise<number[]> } {
     async stop() {
       running = false;
       await loop;
-      return latencies;
+      return { latencies, failures };
     },
   };
 }
@@ -183,7 +214,7 @@ async function measureChange(
   }
   await sleep(1000);
   const loopDelayMaxMs = (await child.call<StallChildStatus>('status')).loopDelayMaxMs;
-  const lat = await p.stop();
+  const { latencies: lat, failures } = await p.stop();
   if (Number.isNaN(absorbMs)) throw new Error(`${arm}/${change}: the change was not absorbed within 60 s`);
   const sorted = Float64Array.from(lat).sort();
   const s = summarise(sorted);
@@ -195,6 +226,8 @@ async function measureChange(
     p99: s.p99,
     max: s.max,
     overTimeout: lat.filter((v) => v > MESSAGE_TIMEOUT_MS).length,
+    failed: [...failures.values()].reduce((a, n) => a + n, 0),
+    failures,
     absorbMs,
     loopDelayMaxMs,
   };
@@ -247,20 +280,21 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
   }
   const shipped = windows.filter((w) => !w.arm.startsWith('one slice'));
   const worst = Math.max(...shipped.map((w) => w.max));
+  const shippedFailed = shipped.reduce((a, w) => a + w.failed, 0);
   return {
     id: 'f',
     title: 'the request path while a large discovery change is absorbed',
     method:
       `Three apiservers (static HTTPS fakes in the bench process) each list ${fmt(GROUPS * PER_GROUP)} resources (${fmt(docs[0].body.length / 2 ** 20)} MiB of aggregated /apis). ` +
-      `skewgate's discovery service (1 s polls), its skew tracking and its ext_proc server run in a child process; the bench sends ${PROBE_RATE} ext_proc requests/s and measures each answer from its due time, ` +
+      `skewgate's discovery service (1 s polls), its skew tracking and its ext_proc server run in a child process; the bench sends ${PROBE_RATE} ext_proc requests/s and measures each answer from its due time to the reply (then half-closes, as Envoy does), ` +
       `from 1 s before a change of the documents (every 7th group gains a resource: each changed document is parsed, merged and indexed in full) to 1 s after the child's snapshot shows it. ` +
       'Both arms run the same code in one run, the first with an unbounded slice (the whole computation at once, as before slicing).',
     targets: [
       {
         metric: 'worst ext_proc answer while a 36k-resource change is absorbed (shipped slices)',
         target: `far below the ${MESSAGE_TIMEOUT_MS} ms message timeout`,
-        measured: `${fmt(worst)} ms`,
-        met: worst < MESSAGE_TIMEOUT_MS / 5,
+        measured: `${fmt(worst)} ms (the worst single answer over ${shipped.length} changes, one measurement each); ${shippedFailed === 0 ? 'no probe without a reply' : `${shippedFailed} probes without a reply`}`,
+        met: worst < MESSAGE_TIMEOUT_MS / 5 && shippedFailed === 0,
       },
     ],
     tables: [
@@ -273,6 +307,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
           'p99 ms',
           'max ms',
           `> ${MESSAGE_TIMEOUT_MS} ms`,
+          'no reply',
           "child's event-loop delay max ms",
           'absorbed after ms',
         ],
@@ -284,6 +319,7 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
           fmt(w.p99),
           fmt(w.max),
           String(w.overTimeout),
+          w.failed === 0 ? '0' : `${w.failed} (${formatCounts(w.failures)})`,
           fmt(w.loopDelayMaxMs),
           fmt(w.absorbMs),
         ]),
