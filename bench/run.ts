@@ -14,7 +14,7 @@ import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
 import { keptSections, renderResults, type Failure, type Section } from './report.js';
 import { benchRoute } from './route-bench.js';
-import { benchWorkers } from './workers-bench.js';
+import { benchWorkers, DEFAULT_WORKERS_OPTIONS, QUICK_WORKERS_OPTIONS } from './workers-bench.js';
 import { benchStall } from './stall-bench.js';
 
 interface Benchmark {
@@ -38,7 +38,11 @@ const BENCHMARKS: readonly Benchmark[] = [
   { id: 'd', title: 'peer-aggregated /apis: merge and per-request cost', run: benchDiscovery },
   { id: 'e', title: 'client-certificate identity per request', run: benchIdentity },
   { id: 'f', title: 'the request path while a large discovery change is absorbed', run: benchStall },
-  { id: 'g', title: 'decided requests per second against extproc.workers', run: benchWorkers },
+  {
+    id: 'g',
+    title: 'decided requests per second against extproc.workers',
+    run: (p, quick) => benchWorkers(p, quick ? QUICK_WORKERS_OPTIONS : DEFAULT_WORKERS_OPTIONS),
+  },
 ];
 
 const started = Date.now();

@@ -13,7 +13,8 @@ import { requestHeadersMessage } from '../test/helpers/extproc-client.js';
 import { forkChild, type ChildHandle } from './child-ipc.js';
 import { envoyRequests } from './extproc-bench.js';
 import type { Section } from './report.js';
-import { countInto, fmt, formatCounts, percentile } from './stats.js';
+import { countInto, fmt, formatCounts } from './stats.js';
+import { median } from './verdict.js';
 import type { WorkersChildReady } from './workers-child.js';
 
 export interface WorkersBenchOptions {
@@ -25,6 +26,15 @@ export interface WorkersBenchOptions {
   /** HTTP/2 connections per endpoint (Envoy opens one per worker thread). */
   readonly sessionsPerEndpoint: number;
 }
+
+export const QUICK_WORKERS_OPTIONS: WorkersBenchOptions = {
+  arms: [1, 2],
+  rounds: 2,
+  windowMs: 1500,
+  warmupMs: 1000,
+  concurrency: 64,
+  sessionsPerEndpoint: 2,
+};
 
 export const DEFAULT_WORKERS_OPTIONS: WorkersBenchOptions = {
   arms: [1, 2],
@@ -183,11 +193,6 @@ export async function benchWorkers(progress: (msg: string) => void, o: WorkersBe
 }
 
 function report(arms: readonly Arm[], o: WorkersBenchOptions): Section {
-  const median = (xs: readonly number[]): number =>
-    percentile(
-      [...xs].sort((a, b) => a - b),
-      50,
-    );
   const one = arms[0] as Arm;
   const failed = arms.reduce((n, a) => n + [...a.failures.values()].reduce((x, y) => x + y, 0), 0);
   const targets = arms.slice(1).map((a) => {
