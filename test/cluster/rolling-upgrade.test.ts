@@ -28,6 +28,7 @@ import {
   FAST_ON,
   SKEWGATE_ARMS,
   accessLogRoutes,
+  byTimelinePhase,
   fastByPhaseText,
   modeText,
   skewgateArmOptions,
@@ -118,8 +119,8 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
         .filter((c) => c.arm !== 'baseline' && !c.phase.startsWith('P0 '))
         .every((c) => c.listed === DISCOVERY_TRIES);
       const routes = {
-        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin, tl),
-        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin, tl),
+        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin, byTimelinePhase(tl)),
+        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin, byTimelinePhase(tl)),
       };
       const sgTotals = SKEWGATE_ARMS.map(
         (arm) =>

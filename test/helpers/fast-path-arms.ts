@@ -35,13 +35,25 @@ export interface RouteCounts {
   readonly requests: number;
   /** Of them, on a fast-path route: ext_proc never called. */
   readonly fast: number;
-  /** Fast-path requests per timeline phase (with a timeline). */
+  /** Fast-path requests and all requests per group (the key function's; default one group, "all"). */
   readonly fastByPhase: ReadonlyMap<string, number>;
   readonly byPhase: ReadonlyMap<string, number>;
 }
 
-/** The routes of the requests in an Envoy's access log (the lab's `envoy-<gateway>` log file) that started at or after sinceMs. */
-export async function accessLogRoutes(logFile: string, sinceMs: number, tl?: Timeline): Promise<RouteCounts> {
+/** Groups requests by the timeline phase they started in. */
+export function byTimelinePhase(tl: Timeline): (atMs: number) => string {
+  return (atMs) => phaseAt(tl, atMs);
+}
+
+/**
+ * The routes of the requests in an Envoy's access log (the lab's `envoy-<gateway>` log file) that
+ * started at or after sinceMs, grouped by `key` (a phase, a kind of request).
+ */
+export async function accessLogRoutes(
+  logFile: string,
+  sinceMs: number,
+  key: (atMs: number, path: string) => string = () => 'all',
+): Promise<RouteCounts> {
   const text = await readFile(logFile, 'utf8');
   let requests = 0;
   let fast = 0;
@@ -49,7 +61,7 @@ export async function accessLogRoutes(logFile: string, sinceMs: number, tl?: Tim
   const byPhase = new Map<string, number>();
   for (const line of text.split('\n')) {
     if (!line.startsWith('{')) continue;
-    let o: { start?: string; route?: string };
+    let o: { start?: string; route?: string; path?: string };
     try {
       o = JSON.parse(line) as typeof o;
     } catch {
@@ -59,7 +71,7 @@ export async function accessLogRoutes(logFile: string, sinceMs: number, tl?: Tim
     const at = Date.parse(o.start);
     if (!Number.isFinite(at) || at < sinceMs) continue;
     requests++;
-    const phase = tl === undefined ? 'all' : phaseAt(tl, at);
+    const phase = key(at, o.path ?? '');
     byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
     if (o.route?.startsWith(FAST_PATH_ROUTE_PREFIX) === true) {
       fast++;
