@@ -42,6 +42,8 @@ export interface GatewayConfigInput {
   readonly requestTimeout?: string;
   /** envoy.tls.clientCaFile (default pki.caFile, the apiservers' --client-ca-file). */
   readonly clientCaFile?: string;
+  /** routing.fastPath (default true; only in effect with xdsDir): false asks skewgate about every request. */
+  readonly fastPath?: boolean;
 }
 
 /** A skewgate config (src/config.ts format) for the lab's apiservers and gateway. */
@@ -79,6 +81,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       ...(o.healthPort === undefined ? {} : { health: { address: '127.0.0.1', port: o.healthPort } }),
       ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
     },
+    ...(o.fastPath === undefined ? {} : { routing: { fastPath: o.fastPath } }),
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
     ...(o.publishService === undefined

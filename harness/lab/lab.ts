@@ -89,6 +89,12 @@ export interface GatewayOptions {
    * place, so that the lab's set stays as it was made.
    */
   readonly tlsFiles?: GatewayTlsFiles;
+  /**
+   * routing.fastPath (skewgate's default: true). The fast path needs xds (or membershipSources):
+   * on with xds, what every apiserver serves alike skips ext_proc; false, or without xds, skewgate
+   * judges every request.
+   */
+  readonly fastPath?: boolean;
 }
 
 /** Envoy's serving pair, the client CA bundle it and skewgate verify against, and its front-proxy pair. */
@@ -383,6 +389,7 @@ export class Lab {
       ...(peer === undefined ? {} : { extprocPeers: peer.envoySide }),
       ...(healthPort === undefined ? {} : { healthPort }),
       ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
+      ...(o.fastPath === undefined ? {} : { fastPath: o.fastPath }),
     };
     const doc = gatewayConfigDocument(input);
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);

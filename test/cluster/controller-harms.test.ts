@@ -2,8 +2,10 @@
 // namespace controllers) in the mixed phase of an upgrade: kas-1 and kas-2 KUBE_OLD, kas-3
 // KUBE_NEW. Dependents (ConfigMaps and Secrets) owned by a MutatingAdmissionPolicy — a type only
 // KUBE_NEW serves — must never be deleted while their owner lives, and must be collected once it
-// is deleted. The controller manager talks to the cluster through (a) the skewgate gateway and
-// (b) the plain round-robin baseline, one after the other (both would act on the same objects).
+// is deleted. The controller manager talks to the cluster through (a) skewgate gateways, the fast
+// path on and off, and (b) the plain round-robin baseline. The two skewgate arms run their
+// controller managers at the same time (any deletion of a live owner's dependent fails both: a pass
+// holds for each), then each alone for the collection; the baseline after them.
 // Counts are written to bench/RESULTS.md. Fails, never skips, when a part is missing.
 import t from 'tap';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
@@ -13,6 +15,15 @@ import { freeLoopbackPort } from '../load/run.js';
 import { ensureNamespace } from '../load/verify.js';
 import { mutatingAdmissionPolicies } from '../load/workload.js';
 import { withLoadLab } from '../helpers/load-lab.js';
+import {
+  FAST_OFF,
+  FAST_ON,
+  SKEWGATE_ARMS,
+  accessLogRoutes,
+  modeText,
+  skewgateArmOptions,
+  type SkewgateArm,
+} from '../helpers/fast-path-arms.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(10 * 60_000);
@@ -22,230 +33,288 @@ const NS = 'gc-harm';
 /** Per kind, per arm: how many dependents hang off the owner. */
 const DEPENDENTS = { configmaps: 20, secrets: 10 } as const;
 /** How long the garbage collector runs with a live owner: it syncs its graph within seconds. */
-const RUNS = ['skewgate', 'baseline-1', 'baseline-2', 'baseline-3'] as const;
+const RUNS = [...SKEWGATE_ARMS, 'baseline-1', 'baseline-2', 'baseline-3'] as const;
 /** Controller-manager starts per arm over one live owner, and how long each runs. */
 const STARTS = 12;
 const START_MS = 6000;
 
 t.test('garbage collector: dependents of an owner only the new apiservers serve, through skewgate and through round robin', async (t) => {
-  await withLoadLab('controller-harms', { connections: 8 }, async ({ parts: { versions: v }, lab, session, progress, runSeconds }) => {
-    const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
-    labBinary('kube-controller-manager', v.kubeOld);
-    await Promise.all([
-      session.start(spec('kas-1', v.kubeOld)),
-      session.start(spec('kas-2', v.kubeOld)),
-      session.start(spec('kas-3', v.kubeNew)),
-    ]);
-    const gateways = {
-      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
-      baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
-    };
-    const direct = session.direct;
-    const kas1 = lab.apiServerUrl('kas-1');
-    const kas3 = lab.apiServerUrl('kas-3');
-    await ensureNamespace(direct, kas1, NS);
-
-    /** An owner (through kas-3, the one server that serves the type) and its dependents (through kas-1). */
-    const plant = async (arm: string): Promise<{ owner: string; uid: string }> => {
-      const body = mutatingAdmissionPolicies.body();
-      const created = await direct.send('POST', `${kas3}${MAP_PATH}`, { ...body, metadata: { name: `owner-${arm}` } });
-      if (created.status !== 201) throw new Error(`creating the owner: ${created.status} ${created.text.slice(0, 300)}`);
-      const uid = (JSON.parse(created.text) as { metadata: { uid: string } }).metadata.uid;
-      const ownerReferences = [
-        { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy', name: `owner-${arm}`, uid },
-      ];
-      for (const [resource, n] of Object.entries(DEPENDENTS)) {
-        for (let i = 0; i < n; i++) {
-          const obj =
-            resource === 'configmaps'
-              ? { apiVersion: 'v1', kind: 'ConfigMap', data: { i: String(i) } }
-              : { apiVersion: 'v1', kind: 'Secret', stringData: { i: String(i) } };
-          const r = await direct.send('POST', `${kas1}/api/v1/namespaces/${NS}/${resource}`, {
-            ...obj,
-            metadata: { name: `${arm}-${i}`, labels: { arm }, ownerReferences },
-          });
-          if (r.status !== 201) throw new Error(`creating ${resource} ${arm}-${i}: ${r.status} ${r.text.slice(0, 200)}`);
-        }
-      }
-      return { owner: `owner-${arm}`, uid };
-    };
-    const survivors = async (arm: string): Promise<Record<string, number>> => {
-      const out: Record<string, number> = {};
-      for (const resource of Object.keys(DEPENDENTS)) {
-        const r = await direct.send('GET', `${kas1}/api/v1/namespaces/${NS}/${resource}?labelSelector=arm%3D${arm}`);
-        if (r.status !== 200) throw new Error(`listing ${resource}: ${r.status}`);
-        out[resource] = (JSON.parse(r.text) as { items: unknown[] }).items.length;
-      }
-      return out;
-    };
-    const totalPlanted = Object.values(DEPENDENTS).reduce((a, b) => a + b, 0);
-    const sum = (r: Record<string, number>): number => Object.values(r).reduce((a, b) => a + b, 0);
-
-    const rows: string[][] = [];
-    const results: Record<string, { alive: Record<string, number>; starts: number; collectedMs: number | null }> = {};
-    // Whether round robin harms depends on which apiserver answers the controller manager's
-    // discovery when it starts (the garbage collector judges an owner gone only for a type its
-    // discovery listed): each arm's controller manager is started up to STARTS times, 6 s each,
-    // over the same live owner; the baseline stops at the first start that shows the harm.
-    for (const arm of ['skewgate', 'baseline'] as const) {
-      const { owner } = await plant(arm);
-      progress(
-        `${arm}: owner ${owner} and ${totalPlanted} dependents planted; kube-controller-manager v${v.kubeOld} through the ${arm} gateway`,
-      );
-      const name = `kcm-${arm}`;
-      let alive = await survivors(arm);
-      let starts = 0;
-      while (starts < STARTS && (arm === 'skewgate' || sum(alive) === totalPlanted)) {
-        starts++;
-        await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
-        await sleep(START_MS);
-        await lab.stopControllerManager(name);
-        alive = await survivors(arm);
-      }
-      progress(`${arm}: after ${starts} starts with the owner alive: ${JSON.stringify(alive)} of ${JSON.stringify(DEPENDENTS)} left`);
-      // The owner is deleted: the garbage collector must collect its dependents (it is not merely starved).
-      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
-      const del = await direct.send('DELETE', `${kas3}${MAP_PATH}/${owner}`);
-      if (del.status !== 200) throw new Error(`deleting the owner: ${del.status}`);
-      const deletedAt = Date.now();
-      let collectedMs: number | null = null;
-      for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
-        if (sum(await survivors(arm)) === 0) {
-          collectedMs = Date.now() - deletedAt;
-          break;
-        }
-      }
-      await lab.stopControllerManager(name);
-      results[arm] = { alive, starts, collectedMs };
-      rows.push([
-        arm,
-        String(totalPlanted),
-        String(starts),
-        String(totalPlanted - sum(alive)),
-        Object.entries(alive)
-          .map(([k, n]) => `${k} ${((DEPENDENTS as Record<string, number>)[k] ?? 0) - n}`)
-          .join(', '),
-        collectedMs === null ? 'not within 90 s' : `${(collectedMs / 1000).toFixed(1)} s`,
+  await withLoadLab(
+    'controller-harms',
+    { connections: 8 },
+    async ({ parts: { versions: v }, lab, session, origin, progress, runSeconds }) => {
+      const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
+      labBinary('kube-controller-manager', v.kubeOld);
+      await Promise.all([
+        session.start(spec('kas-1', v.kubeOld)),
+        session.start(spec('kas-2', v.kubeOld)),
+        session.start(spec('kas-3', v.kubeNew)),
       ]);
-    }
+      const gateways = {
+        [FAST_ON]: await lab.startGateway(skewgateArmOptions(FAST_ON, await freeLoopbackPort())),
+        [FAST_OFF]: await lab.startGateway(skewgateArmOptions(FAST_OFF, await freeLoopbackPort())),
+        baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
+      };
+      const direct = session.direct;
+      const kas1 = lab.apiServerUrl('kas-1');
+      const kas3 = lab.apiServerUrl('kas-3');
+      await ensureNamespace(direct, kas1, NS);
 
-    const md = [
-      `### Garbage collector behind the gateway (test/cluster/controller-harms.test.ts)`,
-      '',
-      `**Method.** etcd, kas-1 and kas-2 v${v.kubeOld}, kas-3 v${v.kubeNew} (the mixed phase of an upgrade). Per arm, one MutatingAdmissionPolicy (\`admissionregistration.k8s.io/v1\`, served by v${v.kubeNew} only) is created through kas-3, and ${DEPENDENTS.configmaps} ConfigMaps and ${DEPENDENTS.secrets} Secrets owned by it through kas-1; then a real kube-controller-manager v${v.kubeOld} (\`--controllers=garbage-collector-controller,namespace-controller\`, built from the Go module proxy like the apiservers) is started with the gateway's kubeconfig up to ${STARTS} times, ${START_MS / 1000} s each, with the owner alive (whether round robin harms depends on which apiserver answers the controller's discovery at its start; the baseline stops at the first start that shows it, skewgate runs all ${STARTS}); then the owner is deleted and the dependents must go. Arms run one after the other (two controller managers would act on the same objects). Counted straight from kas-1.`,
-      '',
-      render({
-        headers: [
-          'arm',
-          'dependents',
-          'controller-manager starts',
-          'deleted while the owner lived',
-          'by kind',
-          'collected after the owner was deleted',
-        ],
-        rows,
-      }),
-      '',
-      `Run time ${runSeconds().toFixed(0)} s.`,
-    ].join('\n');
-    await writeClusterPart('controller-harms', md);
-    t.comment(md);
+      /** An owner (through kas-3, the one server that serves the type) and its dependents (through kas-1). */
+      const plant = async (arm: string): Promise<{ owner: string; uid: string }> => {
+        const body = mutatingAdmissionPolicies.body();
+        const created = await direct.send('POST', `${kas3}${MAP_PATH}`, { ...body, metadata: { name: `owner-${arm}` } });
+        if (created.status !== 201) throw new Error(`creating the owner: ${created.status} ${created.text.slice(0, 300)}`);
+        const uid = (JSON.parse(created.text) as { metadata: { uid: string } }).metadata.uid;
+        const ownerReferences = [
+          { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicy', name: `owner-${arm}`, uid },
+        ];
+        for (const [resource, n] of Object.entries(DEPENDENTS)) {
+          for (let i = 0; i < n; i++) {
+            const obj =
+              resource === 'configmaps'
+                ? { apiVersion: 'v1', kind: 'ConfigMap', data: { i: String(i) } }
+                : { apiVersion: 'v1', kind: 'Secret', stringData: { i: String(i) } };
+            const r = await direct.send('POST', `${kas1}/api/v1/namespaces/${NS}/${resource}`, {
+              ...obj,
+              metadata: { name: `${arm}-${i}`, labels: { arm }, ownerReferences },
+            });
+            if (r.status !== 201) throw new Error(`creating ${resource} ${arm}-${i}: ${r.status} ${r.text.slice(0, 200)}`);
+          }
+        }
+        return { owner: `owner-${arm}`, uid };
+      };
+      const survivors = async (arm: string): Promise<Record<string, number>> => {
+        const out: Record<string, number> = {};
+        for (const resource of Object.keys(DEPENDENTS)) {
+          const r = await direct.send('GET', `${kas1}/api/v1/namespaces/${NS}/${resource}?labelSelector=arm%3D${arm}`);
+          if (r.status !== 200) throw new Error(`listing ${resource}: ${r.status}`);
+          out[resource] = (JSON.parse(r.text) as { items: unknown[] }).items.length;
+        }
+        return out;
+      };
+      const totalPlanted = Object.values(DEPENDENTS).reduce((a, b) => a + b, 0);
+      const sum = (r: Record<string, number>): number => Object.values(r).reduce((a, b) => a + b, 0);
 
-    t.same(results.skewgate?.alive, DEPENDENTS, 'through skewgate: no dependent of a live owner deleted');
-    t.ok(results.skewgate?.collectedMs !== null, 'through skewgate: the dependents are collected once the owner is deleted (the GC works)');
-    const b = results.baseline;
-    t.ok(
-      b !== undefined && sum(b.alive) < totalPlanted,
-      `through round robin: ${totalPlanted - sum(b?.alive ?? {})} of ${totalPlanted} dependents of a live owner deleted within ${b?.starts} starts — the harm skewgate prevents`,
-    );
-  });
+      const rows: string[][] = [];
+      const results: Record<string, { alive: Record<string, number>; starts: number; collectedMs: number | null }> = {};
+      // Whether round robin harms depends on which apiserver answers the controller manager's
+      // discovery when it starts (the garbage collector judges an owner gone only for a type its
+      // discovery listed): each arm's controller manager is started up to STARTS times, 6 s each,
+      // over the same live owner; the baseline stops at the first start that shows the harm.
+      // The skewgate arms together (each over its own owner; a dependent deleted fails both), the baseline after.
+      for (const group of [SKEWGATE_ARMS, ['baseline'] as const]) {
+        const isSkewgate = group === SKEWGATE_ARMS;
+        const harmed = (alive: Record<string, Record<string, number>>): boolean =>
+          group.some((arm) => sum(alive[arm] ?? {}) < totalPlanted);
+        const owners: Record<string, string> = {};
+        const alive: Record<string, Record<string, number>> = {};
+        for (const arm of group) {
+          owners[arm] = (await plant(arm)).owner;
+          alive[arm] = await survivors(arm);
+        }
+        progress(
+          `${group.join(' and ')}: an owner and ${totalPlanted} dependents each planted; kube-controller-manager v${v.kubeOld} through the ${group.join(' and ')} gateway${group.length > 1 ? 's, at the same time' : ''}`,
+        );
+        let starts = 0;
+        while (starts < STARTS && (isSkewgate || !harmed(alive))) {
+          starts++;
+          await Promise.all(
+            group.map((arm) =>
+              lab.startControllerManager({ name: `kcm-${arm}`, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile }),
+            ),
+          );
+          await sleep(START_MS);
+          await Promise.all(group.map((arm) => lab.stopControllerManager(`kcm-${arm}`)));
+          for (const arm of group) alive[arm] = await survivors(arm);
+        }
+        for (const arm of group) {
+          const name = `kcm-${arm}`;
+          progress(
+            `${arm}: after ${starts} starts with the owner alive: ${JSON.stringify(alive[arm])} of ${JSON.stringify(DEPENDENTS)} left`,
+          );
+          // The owner is deleted: the garbage collector must collect its dependents (it is not merely starved).
+          // One arm's controller manager at a time: the collection is its own work.
+          await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
+          const del = await direct.send('DELETE', `${kas3}${MAP_PATH}/${owners[arm] ?? ''}`);
+          if (del.status !== 200) throw new Error(`deleting the owner: ${del.status}`);
+          const deletedAt = Date.now();
+          let collectedMs: number | null = null;
+          for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+            if (sum(await survivors(arm)) === 0) {
+              collectedMs = Date.now() - deletedAt;
+              break;
+            }
+          }
+          await lab.stopControllerManager(name);
+          const left = alive[arm] ?? {};
+          results[arm] = { alive: left, starts, collectedMs };
+          rows.push([
+            arm === 'baseline' ? arm : `${arm}: ${modeText(arm)}`,
+            String(totalPlanted),
+            `${starts}${group.length > 1 ? ` (with ${group.filter((x) => x !== arm).join(', ')})` : ''}`,
+            String(totalPlanted - sum(left)),
+            Object.entries(left)
+              .map(([k, n]) => `${k} ${((DEPENDENTS as Record<string, number>)[k] ?? 0) - n}`)
+              .join(', '),
+            collectedMs === null ? 'not within 90 s' : `${(collectedMs / 1000).toFixed(1)} s`,
+          ]);
+        }
+      }
+      const routes = {
+        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
+        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
+      };
+      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+
+      const md = [
+        `### Garbage collector behind the gateway (test/cluster/controller-harms.test.ts)`,
+        '',
+        `**Method.** etcd, kas-1 and kas-2 v${v.kubeOld}, kas-3 v${v.kubeNew} (the mixed phase of an upgrade). Per arm, one MutatingAdmissionPolicy (\`admissionregistration.k8s.io/v1\`, served by v${v.kubeNew} only) is created through kas-3, and ${DEPENDENTS.configmaps} ConfigMaps and ${DEPENDENTS.secrets} Secrets owned by it through kas-1; then a real kube-controller-manager v${v.kubeOld} (\`--controllers=garbage-collector-controller,namespace-controller\`, built from the Go module proxy like the apiservers) is started with the gateway's kubeconfig up to ${STARTS} times, ${START_MS / 1000} s each, with the owner alive (whether round robin harms depends on which apiserver answers the controller's discovery at its start; the baseline stops at the first start that shows it, skewgate runs all ${STARTS}); then the owner is deleted and the dependents must go. The two skewgate arms (fast path on and off) run their controller managers at the same time with the owners alive — each sees both arms' objects, so a deletion by either would show in both rows: a clean pass holds for each — and one at a time for the collection; the baseline runs after them. Counted straight from kas-1. Requests on a fast-path route (Envoy's access log: no skewgate call), of all: ${fastText}.`,
+        '',
+        render({
+          headers: [
+            'arm',
+            'dependents',
+            'controller-manager starts',
+            'deleted while the owner lived',
+            'by kind',
+            'collected after the owner was deleted',
+          ],
+          rows,
+        }),
+        '',
+        `Run time ${runSeconds().toFixed(0)} s.`,
+      ].join('\n');
+      await writeClusterPart('controller-harms', md);
+      t.comment(md);
+
+      t.ok(
+        routes[FAST_ON].fast > 0,
+        `${FAST_ON}: the fast path was in effect (${routes[FAST_ON].fast}/${routes[FAST_ON].requests} requests on fast-path routes)`,
+      );
+      t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
+      for (const arm of SKEWGATE_ARMS) {
+        t.same(results[arm]?.alive, DEPENDENTS, `through ${arm}: no dependent of a live owner deleted`);
+        t.ok(
+          typeof results[arm]?.collectedMs === 'number',
+          `through ${arm}: the dependents are collected once the owner is deleted (the GC works)`,
+        );
+      }
+      const b = results.baseline;
+      t.ok(
+        b !== undefined && sum(b.alive) < totalPlanted,
+        `through round robin: ${totalPlanted - sum(b?.alive ?? {})} of ${totalPlanted} dependents of a live owner deleted within ${b?.starts} starts — the harm skewgate prevents`,
+      );
+    },
+  );
 });
 
 const NAMESPACES_PER_ARM = 10;
 const JOBS_PER_NAMESPACE = 3;
 
 t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing left in etcd through skewgate', async (t) => {
-  await withLoadLab('controller-harms-ns', { connections: 8 }, async ({ parts: { versions: v }, lab, session, progress, runSeconds }) => {
-    labBinary('kube-controller-manager', v.kubeOld);
-    const spec = (name: string, runtimeConfig?: string): ApiServerSpec => ({
-      name,
-      version: v.kubeNew,
-      ip: `127.0.0.${name.slice(-1)}`,
-      port: 6443,
-      ...(runtimeConfig === undefined ? {} : { runtimeConfig }),
-    });
-    await Promise.all([session.start(spec('kas-1')), session.start(spec('kas-2')), session.start(spec('kas-3', 'batch/v1=false'))]);
-    const gateways = {
-      skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
-      baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
-    };
-    const direct = session.direct;
-    const kas1 = lab.apiServerUrl('kas-1');
-    const jobsLeft = async (arm: string): Promise<number> => {
-      const r = await direct.send('GET', `${kas1}/apis/batch/v1/jobs?labelSelector=arm%3D${arm}`);
-      if (r.status !== 200) throw new Error(`listing jobs: ${r.status}`);
-      return (JSON.parse(r.text) as { items: unknown[] }).items.length;
-    };
-    const rows: string[][] = [];
-    const left: Record<string, number> = {};
-    // As for the garbage collector, the baseline is tried up to three times (stopping at the first
-    // that shows the harm), and every try is listed.
-    for (const run of RUNS) {
-      if (run.startsWith('baseline') && Object.entries(left).some(([r, n]) => r.startsWith('baseline') && n > 0)) break;
-      const arm = run.startsWith('skewgate') ? 'skewgate' : 'baseline';
-      const namespaces = Array.from({ length: NAMESPACES_PER_ARM }, (_, i) => `ns-${run}-${i}`);
-      for (const ns of namespaces) {
-        await ensureNamespace(direct, kas1, ns);
-        for (let j = 0; j < JOBS_PER_NAMESPACE; j++) {
-          const job = {
-            apiVersion: 'batch/v1',
-            kind: 'Job',
-            metadata: { name: `job-${j}`, labels: { arm: run } },
-            // No job controller runs: the Job never makes a Pod; it is only an object to be deleted.
-            spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] } } },
-          };
-          const r = await direct.send('POST', `${kas1}/apis/batch/v1/namespaces/${ns}/jobs`, job);
-          if (r.status !== 201) throw new Error(`creating job ${ns}/job-${j}: ${r.status} ${r.text.slice(0, 200)}`);
+  await withLoadLab(
+    'controller-harms-ns',
+    { connections: 8 },
+    async ({ parts: { versions: v }, lab, session, origin, progress, runSeconds }) => {
+      labBinary('kube-controller-manager', v.kubeOld);
+      const spec = (name: string, runtimeConfig?: string): ApiServerSpec => ({
+        name,
+        version: v.kubeNew,
+        ip: `127.0.0.${name.slice(-1)}`,
+        port: 6443,
+        ...(runtimeConfig === undefined ? {} : { runtimeConfig }),
+      });
+      await Promise.all([session.start(spec('kas-1')), session.start(spec('kas-2')), session.start(spec('kas-3', 'batch/v1=false'))]);
+      const gateways = {
+        [FAST_ON]: await lab.startGateway(skewgateArmOptions(FAST_ON, await freeLoopbackPort())),
+        [FAST_OFF]: await lab.startGateway(skewgateArmOptions(FAST_OFF, await freeLoopbackPort())),
+        baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
+      };
+      const direct = session.direct;
+      const kas1 = lab.apiServerUrl('kas-1');
+      const jobsLeft = async (arm: string): Promise<number> => {
+        const r = await direct.send('GET', `${kas1}/apis/batch/v1/jobs?labelSelector=arm%3D${arm}`);
+        if (r.status !== 200) throw new Error(`listing jobs: ${r.status}`);
+        return (JSON.parse(r.text) as { items: unknown[] }).items.length;
+      };
+      const rows: string[][] = [];
+      const left: Record<string, number> = {};
+      // As for the garbage collector, the baseline is tried up to three times (stopping at the first
+      // that shows the harm), and every try is listed.
+      for (const run of RUNS) {
+        if (run.startsWith('baseline') && Object.entries(left).some(([r, n]) => r.startsWith('baseline') && n > 0)) break;
+        const arm = run.startsWith('baseline') ? 'baseline' : (run as SkewgateArm);
+        const namespaces = Array.from({ length: NAMESPACES_PER_ARM }, (_, i) => `ns-${run}-${i}`);
+        for (const ns of namespaces) {
+          await ensureNamespace(direct, kas1, ns);
+          for (let j = 0; j < JOBS_PER_NAMESPACE; j++) {
+            const job = {
+              apiVersion: 'batch/v1',
+              kind: 'Job',
+              metadata: { name: `job-${j}`, labels: { arm: run } },
+              // No job controller runs: the Job never makes a Pod; it is only an object to be deleted.
+              spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10' }] } } },
+            };
+            const r = await direct.send('POST', `${kas1}/apis/batch/v1/namespaces/${ns}/jobs`, job);
+            if (r.status !== 201) throw new Error(`creating job ${ns}/job-${j}: ${r.status} ${r.text.slice(0, 200)}`);
+          }
         }
+        const planted = await jobsLeft(run);
+        const name = `kcm-ns-${run}`;
+        await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
+        await sleep(5000);
+        for (const ns of namespaces) {
+          const r = await direct.send('DELETE', `${kas1}/api/v1/namespaces/${ns}`);
+          if (r.status !== 200 && r.status !== 202) throw new Error(`deleting namespace ${ns}: ${r.status}`);
+        }
+        progress(
+          `${run}: ${planted} Jobs in ${namespaces.length} namespaces; namespaces deleted, the namespace controller runs through the ${arm} gateway`,
+        );
+        let gone = 0;
+        for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+          gone = 0;
+          for (const ns of namespaces) if ((await direct.send('GET', `${kas1}/api/v1/namespaces/${ns}`)).status === 404) gone++;
+          if (gone === namespaces.length) break;
+        }
+        await lab.stopControllerManager(name);
+        left[run] = await jobsLeft(run);
+        progress(`${run}: ${gone}/${namespaces.length} namespaces gone; Jobs left in etcd: ${left[run]} of ${planted}`);
+        rows.push([
+          run.startsWith('baseline') ? run : `${run}: ${modeText(run as SkewgateArm)}`,
+          String(planted),
+          `${gone}/${namespaces.length}`,
+          String(left[run]),
+        ]);
       }
-      const planted = await jobsLeft(run);
-      const name = `kcm-ns-${run}`;
-      await lab.startControllerManager({ name, version: v.kubeOld, kubeconfig: gateways[arm].kubeconfigFile });
-      await sleep(5000);
-      for (const ns of namespaces) {
-        const r = await direct.send('DELETE', `${kas1}/api/v1/namespaces/${ns}`);
-        if (r.status !== 200 && r.status !== 202) throw new Error(`deleting namespace ${ns}: ${r.status}`);
-      }
-      progress(
-        `${run}: ${planted} Jobs in ${namespaces.length} namespaces; namespaces deleted, the namespace controller runs through the ${arm} gateway`,
+      const routes = {
+        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
+        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
+      };
+      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+      const md = [
+        `### Namespace deletion behind the gateway (test/cluster/controller-harms.test.ts)`,
+        '',
+        `**Method.** etcd and three kube-apiservers v${v.kubeNew}, kas-3 with \`--runtime-config=batch/v1=false\`. Per try, ${NAMESPACES_PER_ARM} namespaces with ${JOBS_PER_NAMESPACE} Jobs each are created straight on kas-1; a real kube-controller-manager v${v.kubeOld} (garbage collector and namespace controllers) runs with the gateway's kubeconfig; the namespaces are deleted and the test waits up to 90 s for them to go. Jobs left are listed straight from kas-1 (which serves batch/v1): objects in etcd whose namespace is gone, to reappear if the name is reused. The skewgate arms (fast path on, then off) run one after the other; the baseline is tried up to three times after them, stopping at the first try that shows the harm. Requests on a fast-path route (Envoy's access log: no skewgate call), of all: ${fastText}.`,
+        '',
+        render({ headers: ['try', 'Jobs', 'namespaces finalised', 'Jobs left in etcd'], rows }),
+        '',
+        `Run time ${runSeconds().toFixed(0)} s.`,
+      ].join('\n');
+      await writeClusterPart('controller-harms-namespaces', md);
+      t.comment(md);
+      t.ok(
+        routes[FAST_ON].fast > 0,
+        `${FAST_ON}: the fast path was in effect (${routes[FAST_ON].fast}/${routes[FAST_ON].requests} requests on fast-path routes)`,
       );
-      let gone = 0;
-      for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
-        gone = 0;
-        for (const ns of namespaces) if ((await direct.send('GET', `${kas1}/api/v1/namespaces/${ns}`)).status === 404) gone++;
-        if (gone === namespaces.length) break;
-      }
-      await lab.stopControllerManager(name);
-      left[run] = await jobsLeft(run);
-      progress(`${run}: ${gone}/${namespaces.length} namespaces gone; Jobs left in etcd: ${left[run]} of ${planted}`);
-      rows.push([run, String(planted), `${gone}/${namespaces.length}`, String(left[run])]);
-    }
-    const md = [
-      `### Namespace deletion behind the gateway (test/cluster/controller-harms.test.ts)`,
-      '',
-      `**Method.** etcd and three kube-apiservers v${v.kubeNew}, kas-3 with \`--runtime-config=batch/v1=false\`. Per try, ${NAMESPACES_PER_ARM} namespaces with ${JOBS_PER_NAMESPACE} Jobs each are created straight on kas-1; a real kube-controller-manager v${v.kubeOld} (garbage collector and namespace controllers) runs with the gateway's kubeconfig; the namespaces are deleted and the test waits up to 90 s for them to go. Jobs left are listed straight from kas-1 (which serves batch/v1): objects in etcd whose namespace is gone, to reappear if the name is reused. The baseline is tried up to three times, stopping at the first try that shows the harm.`,
-      '',
-      render({ headers: ['try', 'Jobs', 'namespaces finalised', 'Jobs left in etcd'], rows }),
-      '',
-      `Run time ${runSeconds().toFixed(0)} s.`,
-    ].join('\n');
-    await writeClusterPart('controller-harms-namespaces', md);
-    t.comment(md);
-    t.equal(left.skewgate, 0, 'through skewgate: no Job left in etcd');
-    const tries = Object.entries(left).filter(([r]) => r.startsWith('baseline'));
-    t.ok(
-      tries.some(([, n]) => n > 0),
-      `through round robin, Jobs left in etcd (${tries.map(([r, n]) => `${r}: ${n}`).join(', ')}) — the harm skewgate prevents`,
-    );
-  });
+      t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
+      for (const arm of SKEWGATE_ARMS) t.equal(left[arm], 0, `through ${arm}: no Job left in etcd`);
+      const tries = Object.entries(left).filter(([r]) => r.startsWith('baseline'));
+      t.ok(
+        tries.some(([, n]) => n > 0),
+        `through round robin, Jobs left in etcd (${tries.map(([r, n]) => `${r}: ${n}`).join(', ')}) — the harm skewgate prevents`,
+      );
+    },
+  );
 });

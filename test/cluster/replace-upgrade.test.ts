@@ -2,7 +2,9 @@
 // node replacement) does it: three KUBE_OLD apiservers on 127.0.0.1-3, then, one at a time, a
 // KUBE_NEW apiserver added on a NEW address (127.0.0.4-6) and an old one removed. skewgate's config
 // names only the three old ones (the seed) and learns the rest from the control-plane Nodes; Envoy
-// follows through filesystem xDS. No config edit, no restart of Envoy or skewgate. The baseline is
+// follows through filesystem xDS. No config edit, no restart of Envoy or skewgate. Two skewgate
+// gateways run side by side, the fast path on (the default) and off (routing.fastPath: false),
+// and every skewgate claim holds for both. The baseline is
 // the same Envoy without ext_proc whose pool is updated the way a load balancer is (new machine in
 // once ready, old machine out before it goes). There are no kubelets in the lab: the test
 // registers and deletes each machine's Node object where its kubelet and Cluster API would.
@@ -33,19 +35,30 @@ import {
 import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
 import { phaseChecks } from '../helpers/phase-checks.js';
 import { controlPlaneNode } from '../helpers/k8s-objects.js';
+import {
+  FAST_OFF,
+  FAST_ON,
+  SKEWGATE_ARMS,
+  accessLogRoutes,
+  byTimelinePhase,
+  fastByPhaseText,
+  modeText,
+  skewgateArmOptions,
+  type SkewgateArm,
+} from '../helpers/fast-path-arms.js';
 
 const RATE_PER_ARM = 12;
 const DWELL_MS = 25_000;
 const DISCOVERY_TRIES = 6;
-const ARMS = ['skewgate', 'baseline'] as const;
+const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
 const OLD = ['kas-1', 'kas-2', 'kas-3'] as const;
 const NEW = ['kas-4', 'kas-5', 'kas-6'] as const;
 /** skewgate's log lines that mark a membership change, and how the results name them. */
 const MEMBERSHIP_LINES: Readonly<Record<string, string>> = {
-  'apiserver learnt; probing it': 'skewgate: learnt (probing)',
-  'apiserver admitted as a member': 'skewgate: admitted',
-  'apiserver left every source: draining': 'skewgate: draining',
-  'drained apiserver removed': 'skewgate: removed',
+  'apiserver learnt; probing it': 'learnt (probing)',
+  'apiserver admitted as a member': 'admitted',
+  'apiserver left every source: draining': 'draining',
+  'drained apiserver removed': 'removed',
 };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -65,18 +78,22 @@ t.test(
         // The old machines' kubelets registered their Nodes long ago.
         for (const s of OLD) await registerNode(s, admin);
 
+        const skewgateGateway = async (arm: SkewgateArm): Promise<Awaited<ReturnType<typeof lab.startGateway>>> =>
+          lab.startGateway({ ...skewgateArmOptions(arm, await freeLoopbackPort(), true), membershipSources: ['nodes'] });
         const gateways = {
-          skewgate: await lab.startGateway({
-            name: 'skewgate',
-            withSkewgate: true,
-            port: await freeLoopbackPort(),
-            membershipSources: ['nodes'],
-          }),
+          [FAST_ON]: await skewgateGateway(FAST_ON),
+          [FAST_OFF]: await skewgateGateway(FAST_OFF),
           baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort(), xds: true }),
         };
-        const configHash = createHash('sha256')
-          .update(await readFile(gateways.skewgate.configFile))
-          .digest('hex');
+        const configHashes = async (): Promise<string[]> =>
+          Promise.all(
+            SKEWGATE_ARMS.map(async (arm) =>
+              createHash('sha256')
+                .update(await readFile(gateways[arm].configFile))
+                .digest('hex'),
+            ),
+          );
+        const configHash = await configHashes();
         const pidsBefore = await gatewayPids();
         // The baseline's pool, updated as a load balancer is: the same files, written by the test.
         const baselineConfig = loadConfig(gateways.baseline.configFile);
@@ -147,24 +164,37 @@ t.test(
         const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
         const a: Accounting = account({ timeline: tl, requests: run.log.requests, watch: run.log.watch, final, rules });
         const pidsAfter = await gatewayPids();
-        const configAfter = createHash('sha256')
-          .update(await readFile(gateways.skewgate.configFile))
-          .digest('hex');
-        const clustersNow = await (await fetch(`${gateways.skewgate.envoyAdminUrl}/clusters`)).text();
-        const envoyMembers = [...new Set([...clustersNow.matchAll(/^([a-z0-9-]+)::/gm)].map((m) => m[1] as string))]
-          .filter((n) => n !== 'default' && n !== 'skewgate-extproc')
-          .sort();
-        // The log file outlives a run: only this run's lines.
-        const membership = (await membershipTimeline(lab.logFile('skewgate-skewgate'))).filter((e) => e.atMs >= origin);
+        const configAfter = await configHashes();
+        const configSame = JSON.stringify(configAfter) === JSON.stringify(configHash);
+        const envoyMembers: Record<string, string[]> = {};
+        const membership: MembershipEvent[] = [];
+        for (const arm of SKEWGATE_ARMS) {
+          const clustersNow = await (await fetch(`${gateways[arm].envoyAdminUrl}/clusters`)).text();
+          envoyMembers[arm] = [...new Set([...clustersNow.matchAll(/^([a-z0-9-]+)::/gm)].map((m) => m[1] as string))]
+            .filter((n) => n !== 'default' && n !== 'skewgate-extproc')
+            .sort();
+          // The log file outlives a run: only this run's lines.
+          membership.push(...(await membershipTimeline(lab.logFile(`skewgate-${arm}`), arm)).filter((e) => e.atMs >= origin));
+        }
+        const routes = {
+          [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin, byTimelinePhase(tl)),
+          [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin, byTimelinePhase(tl)),
+        };
+        const sgTotals = SKEWGATE_ARMS.map(
+          (arm) =>
+            `${arm} ${total(a, 'requests', arm)} requests, ${total(a, 'false404s', arm)} false 404s, ${total(a, 'lostWrites', arm)} lost and ${total(a, 'duplicatedWrites', arm)} duplicated writes`,
+        ).join('; ');
 
         const md = [
           `### Replace-style rolling upgrade v${v.kubeOld} → v${v.kubeNew}, new addresses (test/cluster/replace-upgrade.test.ts)`,
           '',
-          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on 127.0.0.1/.2/.3:6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on 127.0.0.4/.5/.6), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
+          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on 127.0.0.1/.2/.3:6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`, in two gateways side by side: \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF, true)}; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on 127.0.0.4/.5/.6), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
           '',
           render(phaseTable(a)),
           '',
-          `Totals: skewgate ${total(a, 'requests', 'skewgate')} requests, ${total(a, 'false404s', 'skewgate')} false 404s, ${total(a, 'lostWrites', 'skewgate')} lost and ${total(a, 'duplicatedWrites', 'skewgate')} duplicated writes; baseline ${total(a, 'requests', 'baseline')} requests, ${total(a, 'false404s', 'baseline')} false 404s, ${total(a, 'lostWrites', 'baseline')} lost and ${total(a, 'duplicatedWrites', 'baseline')} duplicated writes. skewgate's config file unchanged: ${configAfter === configHash ? 'yes' : '**no**'}; Envoy and skewgate processes the same from start to end: ${samePids(pidsBefore, pidsAfter) ? 'yes' : '**no**'}; Envoy's apiserver clusters at the end: ${envoyMembers.join(', ')}.`,
+          `Totals: ${sgTotals}; baseline ${total(a, 'requests', 'baseline')} requests, ${total(a, 'false404s', 'baseline')} false 404s, ${total(a, 'lostWrites', 'baseline')} lost and ${total(a, 'duplicatedWrites', 'baseline')} duplicated writes. skewgate's config files unchanged: ${configSame ? 'yes' : '**no**'}; Envoy and skewgate processes the same from start to end: ${samePids(pidsBefore, pidsAfter) ? 'yes' : '**no**'}; Envoy's apiserver clusters at the end: ${SKEWGATE_ARMS.map((arm) => `${arm} ${envoyMembers[arm]?.join(', ') ?? ''}`).join('; ')}.`,
+          '',
+          `Fast path (Envoy's access log, requests on a \`fast-path-*\` route, so without a skewgate call, of all, per phase): ${FAST_ON} ${fastByPhaseText(routes[FAST_ON])}; ${FAST_OFF} ${fastByPhaseText(routes[FAST_OFF])}. A member joining or leaving withdraws every fast-path route before the pool changes (docs/design.md, invariant 7).`,
           '',
           render(problemsTable(a)),
           '',
@@ -184,28 +214,35 @@ t.test(
         t.comment(md);
 
         // ---- the claims ----
-        t.equal(configAfter, configHash, 'no config edit');
+        t.ok(configSame, 'no config edit');
+        t.ok(
+          routes[FAST_ON].fast > 0,
+          `${FAST_ON}: the fast path was in effect (${fastByPhaseText(routes[FAST_ON])} requests on fast-path routes)`,
+        );
+        t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
         t.ok(
           samePids(pidsBefore, pidsAfter),
           `no restart of Envoy or skewgate (${JSON.stringify(pidsBefore)} → ${JSON.stringify(pidsAfter)})`,
         );
-        t.same(
-          envoyMembers,
-          NEW.map((n) => learntName(spec(n, v.kubeNew).ip, 6443)).sort(),
-          "Envoy's clusters are the learnt members; the seed is gone",
-        );
-        for (const n of NEW) {
-          const name = learntName(spec(n, v.kubeNew).ip, 6443);
-          t.ok(
-            membership.some((m) => m.server === name && m.what === 'skewgate: admitted'),
-            `${name} admitted (span events and metrics carry the same change)`,
+        for (const arm of SKEWGATE_ARMS) {
+          t.same(
+            envoyMembers[arm],
+            NEW.map((n) => learntName(spec(n, v.kubeNew).ip, 6443)).sort(),
+            `${arm}: Envoy's clusters are the learnt members; the seed is gone`,
           );
+          for (const n of NEW) {
+            const name = learntName(spec(n, v.kubeNew).ip, 6443);
+            t.ok(
+              membership.some((m) => m.server === name && m.what === `${arm}: admitted`),
+              `${arm}: ${name} admitted (span events and metrics carry the same change)`,
+            );
+          }
+          for (const o of OLD)
+            t.ok(
+              membership.some((m) => m.server === o && m.what === `${arm}: removed`),
+              `${arm}: ${o} drained, then removed`,
+            );
         }
-        for (const o of OLD)
-          t.ok(
-            membership.some((m) => m.server === o && m.what === 'skewgate: removed'),
-            `${o} drained, then removed`,
-          );
         // skewgate cannot route to an apiserver before a source names it: for the 503s, a new
         // apiserver counts as ready from its Node's registration (or its own ready, if later), plus
         // the join skewgate waits by design (XDS_JOIN_DELAY_MS: its cluster, then its routes into
@@ -219,26 +256,28 @@ t.test(
           ...tl,
           servers: tl.servers.map((e) => (e.what === 'ready' ? { ...e, atMs: Math.max(e.atMs, registered.get(e.server) ?? e.atMs) } : e)),
         };
-        const sg503 = run.log.requests.filter((r) => r.arm === 'skewgate' && r.status === 503);
-        const unexplained = unexplained503s({
-          timeline: known,
-          requests: sg503,
-          rules,
-          lagMs: LAB_READINESS_LAG_MS,
-          reasons: ['no_healthy_capable_server', 'unmatched_apiserver_identity', UPSTREAM_UNKNOWN_REASON],
-        });
-        t.comment(`skewgate arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
-        t.same(
-          unexplained.map(describe503),
-          [],
-          'skewgate arm: every 503 fell in a window when no apiserver that serves it was known (named by a source) and ready',
-        );
-        for (const phase of a.phases) {
-          const sg = a.rows.find((r) => r.phase === phase && r.arm === 'skewgate');
-          t.equal(sg?.false404s, 0, `${phase}: no false 404 through skewgate`);
-          t.equal(sg?.lostWrites, 0, `${phase}: no lost write through skewgate`);
-          t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through skewgate`);
-          t.ok((sg?.requests ?? 0) > 0, `${phase}: skewgate arm sent requests`);
+        for (const arm of SKEWGATE_ARMS) {
+          const sg503 = run.log.requests.filter((r) => r.arm === arm && r.status === 503);
+          const unexplained = unexplained503s({
+            timeline: known,
+            requests: sg503,
+            rules,
+            lagMs: LAB_READINESS_LAG_MS,
+            reasons: ['no_healthy_capable_server', 'unmatched_apiserver_identity', UPSTREAM_UNKNOWN_REASON],
+          });
+          t.comment(`${arm} arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+          t.same(
+            unexplained.map(describe503),
+            [],
+            `${arm} arm: every 503 fell in a window when no apiserver that serves it was known (named by a source) and ready`,
+          );
+          for (const phase of a.phases) {
+            const sg = a.rows.find((r) => r.phase === phase && r.arm === arm);
+            t.equal(sg?.false404s, 0, `${phase}: no false 404 through ${arm}`);
+            t.equal(sg?.lostWrites, 0, `${phase}: no lost write through ${arm}`);
+            t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through ${arm}`);
+            t.ok((sg?.requests ?? 0) > 0, `${phase}: ${arm} arm sent requests`);
+          }
         }
         const mixed = ['P1', 'P2'].map((p) => a.rows.find((r) => r.phase === p && r.arm === 'baseline')?.false404s ?? 0);
         t.ok(
@@ -246,9 +285,11 @@ t.test(
           `mixed phases: the baseline shows false 404s (${mixed.join(', ')})`,
         );
         t.equal(total(a, 'duplicatedWrites', 'baseline'), 0, 'no duplicated write through the baseline either');
-        t.ok(total(a, 'createsAcked', 'skewgate') > 50, 'skewgate arm: acknowledged creates checked');
-        for (const c of checks.filter((c) => c.arm === 'skewgate')) {
-          for (const x of c.checks) t.ok(x.ok, `${c.phase}: ${x.client} ${x.what}${x.ok ? '' : ` — ${x.detail}`}`);
+        for (const arm of SKEWGATE_ARMS) {
+          t.ok(total(a, 'createsAcked', arm) > 50, `${arm} arm: acknowledged creates checked`);
+          for (const c of checks.filter((c) => c.arm === arm)) {
+            for (const x of c.checks) t.ok(x.ok, `${c.phase}: ${x.client} ${x.what}${x.ok ? '' : ` — ${x.detail}`}`);
+          }
         }
 
         async function registerNode(name: string, via: string): Promise<void> {
@@ -273,7 +314,10 @@ t.test(
 function samePids(a: Record<string, number | null>, b: Record<string, number | null>): boolean {
   const keys = Object.keys(a).sort();
   return (
-    keys.length === 3 && JSON.stringify(keys) === JSON.stringify(Object.keys(b).sort()) && keys.every((k) => a[k] !== null && a[k] === b[k])
+    // An Envoy and a skewgate per skewgate arm, and the baseline's Envoy.
+    keys.length === 2 * SKEWGATE_ARMS.length + 1 &&
+    JSON.stringify(keys) === JSON.stringify(Object.keys(b).sort()) &&
+    keys.every((k) => a[k] !== null && a[k] === b[k])
   );
 }
 
@@ -283,7 +327,8 @@ interface MembershipEvent {
   readonly what: string;
 }
 
-async function membershipTimeline(logFile: string): Promise<MembershipEvent[]> {
+/** One skewgate's membership changes from its log, named `<arm>: <change>`. */
+async function membershipTimeline(logFile: string, arm: string): Promise<MembershipEvent[]> {
   const out: MembershipEvent[] = [];
   for (const line of (await readFile(logFile, 'utf8')).split('\n')) {
     if (!line.startsWith('{')) continue;
@@ -295,7 +340,7 @@ async function membershipTimeline(logFile: string): Promise<MembershipEvent[]> {
     }
     const what = o.msg === undefined ? undefined : MEMBERSHIP_LINES[o.msg];
     if (what !== undefined && o.server !== undefined && o.time !== undefined)
-      out.push({ atMs: Date.parse(o.time), server: o.server, what });
+      out.push({ atMs: Date.parse(o.time), server: o.server, what: `${arm}: ${what}` });
   }
   return out;
 }

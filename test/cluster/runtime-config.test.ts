@@ -1,6 +1,7 @@
 // "An API switched off on one server": three kube-apiservers of one binary (KUBE_NEW), one of
 // them with --runtime-config=batch/v1=false. Through skewgate no request for batch/v1 ever gets
-// a 404 (they go to the two servers that serve it); through plain round robin about a third do.
+// a 404 (they go to the two servers that serve it), with the fast path on and off; through plain
+// round robin about a third do.
 import t from 'tap';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total } from '../load/accounting.js';
@@ -9,10 +10,11 @@ import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, groupVersionPath, jobs, labNamespace, type Workload } from '../load/workload.js';
 import { false404Table, phaseTable, problemsTable, render, writeClusterPart } from '../../bench/cluster-results.js';
 import { withLoadLab } from '../helpers/load-lab.js';
+import { FAST_OFF, FAST_ON, SKEWGATE_ARMS, accessLogRoutes, modeText, skewgateArmOptions } from '../helpers/fast-path-arms.js';
 
 const RATE_PER_ARM = 12;
 const LOAD_MS = 30_000;
-const ARMS = ['skewgate', 'baseline'] as const;
+const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
 /** On by default in 1.36 and the only version of its group: switching it off removes batch from that server. */
 const SWITCHED_OFF = 'batch/v1';
 const OFF_SERVER = 'kas-3';
@@ -41,7 +43,8 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       }
 
       const gateways = {
-        skewgate: await lab.startGateway({ name: 'skewgate', withSkewgate: true, port: await freeLoopbackPort() }),
+        [FAST_ON]: await lab.startGateway(skewgateArmOptions(FAST_ON, await freeLoopbackPort())),
+        [FAST_OFF]: await lab.startGateway(skewgateArmOptions(FAST_OFF, await freeLoopbackPort())),
         baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
       };
       const workload: Workload = { skewed: jobs, common: configMaps, namespace: labNamespace };
@@ -76,19 +79,24 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
         const rs = run.log.requests.filter((r) => r.arm === arm && r.kind === 'skewed' && r.op !== 'watch');
         return { n: rs.length, notFound: rs.filter((r) => r.status === 404).length };
       };
-      const sg = share('skewgate');
+      const sg = { [FAST_ON]: share(FAST_ON), [FAST_OFF]: share(FAST_OFF) };
       const base = share('baseline');
+      const routes = {
+        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
+        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
+      };
+      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
       const pct = (x: { n: number; notFound: number }): string =>
         `${x.notFound}/${x.n} (${((100 * x.notFound) / Math.max(1, x.n)).toFixed(1)} %)`;
 
       const md = [
         `### One API switched off on one apiserver (test/cluster/runtime-config.test.ts)`,
         '',
-        `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on 127.0.0.1/.2/.3:6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same two gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), both arms at once. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
+        `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on 127.0.0.1/.2/.3:6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same three gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), all arms at once: \`${FAST_ON}\`, ${modeText(FAST_ON)}; \`${FAST_OFF}\`, ${modeText(FAST_OFF)}; the baseline. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
         '',
         render(phaseTable(a)),
         '',
-        `404s of \`${SWITCHED_OFF}\` creates, gets and lists (watch reconnects excluded): skewgate ${pct(sg)}, plain round robin ${pct(base)} — about one in three is what round robin over three servers, one without the API, predicts.`,
+        `404s of \`${SWITCHED_OFF}\` creates, gets and lists (watch reconnects excluded): ${SKEWGATE_ARMS.map((arm) => `${arm} ${pct(sg[arm])}`).join(', ')}, plain round robin ${pct(base)} — about one in three is what round robin over three servers, one without the API, predicts. Requests on a fast-path route (Envoy's access log: no skewgate call), of all: ${fastText} (\`${SWITCHED_OFF}\`, not served by every apiserver, is never on it).`,
         '',
         render(problemsTable(a)),
         '',
@@ -99,11 +107,18 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       await writeClusterPart('runtime-config', md);
       t.comment(md);
 
-      t.equal(total(a, 'false404s', 'skewgate'), 0, `no 404 for ${SWITCHED_OFF} through skewgate`);
-      t.equal(sg.notFound, 0, `skewgate: ${pct(sg)} 404s`);
-      t.equal(total(a, 'lostWrites', 'skewgate'), 0, 'no lost write through skewgate');
-      t.equal(total(a, 'duplicatedWrites'), 0, 'no duplicated write in either arm');
-      t.ok(sg.n > 100, `skewgate arm sent ${sg.n} ${SWITCHED_OFF} requests`);
+      t.ok(
+        routes[FAST_ON].fast > 0,
+        `${FAST_ON}: the fast path was in effect (${routes[FAST_ON].fast}/${routes[FAST_ON].requests} requests on fast-path routes)`,
+      );
+      t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
+      for (const arm of SKEWGATE_ARMS) {
+        t.equal(total(a, 'false404s', arm), 0, `no 404 for ${SWITCHED_OFF} through ${arm}`);
+        t.equal(sg[arm].notFound, 0, `${arm}: ${pct(sg[arm])} 404s`);
+        t.equal(total(a, 'lostWrites', arm), 0, `no lost write through ${arm}`);
+        t.ok(sg[arm].n > 100, `${arm} arm sent ${sg[arm].n} ${SWITCHED_OFF} requests`);
+      }
+      t.equal(total(a, 'duplicatedWrites'), 0, 'no duplicated write in any arm');
       const baseShare = base.notFound / Math.max(1, base.n);
       t.ok(baseShare > 0.15 && baseShare < 0.55, `plain round robin: ${pct(base)} 404s, about a third`);
       t.ok(total(a, 'false404s', 'baseline') > 0, 'the baseline shows false 404s');

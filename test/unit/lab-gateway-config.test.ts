@@ -59,6 +59,17 @@ t.test('a gateway with a peer skewgate, its health listener and a request bound:
   t.equal(plain.envoy.health, undefined);
 });
 
+t.test('routing.fastPath: written only when asked for, and read by src/config.ts', async (t) => {
+  const base = { pki, apiservers, extprocListen: 'unix:/run/x.sock', port: 16443, xdsDir: '/run/xds' };
+  t.equal(gatewayConfigDocument(base)['routing'], undefined, "unset: no routing section (skewgate's default)");
+  t.equal(parseConfig(gatewayConfigDocument(base), 'lab.yaml', '/').routing.fastPath, true, 'the default is on');
+  t.same(gatewayConfigDocument({ ...base, fastPath: false })['routing'], { fastPath: false });
+  const off = parseConfig(gatewayConfigDocument({ ...base, fastPath: false }), 'lab.yaml', '/');
+  t.equal(off.routing.fastPath, false, 'fastPath false is the config knob');
+  t.equal(off.routing.retryAfterSeconds, 1, 'the rest of routing keeps its defaults');
+  t.equal(parseConfig(gatewayConfigDocument({ ...base, fastPath: true }), 'lab.yaml', '/').routing.fastPath, true);
+});
+
 t.test('kubeconfig: the old contexts, one per user through the gateway, and direct ones', async (t) => {
   const kc = gatewayKubeconfig({ pki, gatewayUrl: 'https://127.0.0.1:16443', apiservers }) as {
     users: { name: string; user: Record<string, string> }[];
