@@ -2,9 +2,9 @@
 // loop pinned to one core with `taskset` (unpinned where taskset is missing). Started once and
 // stopped (SIGSTOP) at once; `run()` / `pause()` (SIGCONT / SIGSTOP) switch it on for exactly the
 // windows that are to be contended, so that every arm meets it alike.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { procCpuUs } from './proc-cpu.js';
 
 export interface Neighbour {
   readonly pid: number;
@@ -15,24 +15,6 @@ export interface Neighbour {
   /** Its CPU time so far (utime + stime from /proc), µs. */
   cpuUs(): number;
   stop(): Promise<void>;
-}
-
-const clockTicks = ((): number => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-function procCpuUs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks;
-  } catch {
-    return Number.NaN;
-  }
 }
 
 /** The last core (core 1 on a 2-core machine). */

@@ -3,10 +3,8 @@
 // through ext_proc), and a baseline without the ext_proc filter. Kept out of the load generator's
 // process so that the generator's timers are not delayed by the fakes' and skewgate's work, and
 // the other way round.
-import { readFileSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { parse } from 'yaml';
 import { startStack, type Stack } from '../harness/demo/stack.js';
 import { withoutExtProc } from '../harness/baseline-envoy.js';
@@ -20,29 +18,10 @@ import { RDS_FILE } from '../src/envoy/xds.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../harness/fake/index.js';
 import { serveParent } from './child-ipc.js';
 import { STACK_DIR, type EnvoyArm, type FastPathState, type StackChildReady, type StackCpuSample } from './protocol.js';
+import { procCpuUs } from './proc-cpu.js';
 
 const ARMS: readonly EnvoyArm[] = ['fast', 'every', 'baseline'];
 const STREAMS_STARTED = 'http.skewgate.ext_proc.streams_started';
-
-const clockTicks = ((): number => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** utime + stime of a whole process from /proc (Linux); NaN elsewhere. */
-function procCpuUs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks;
-  } catch {
-    return Number.NaN;
-  }
-}
 
 /** Envoy's own counters about the ext_proc filter, its gRPC cluster and route reloads, non-zero ones only. */
 async function extProcStats(

@@ -5,7 +5,7 @@
 // as Envoy's ext_proc cluster spreads its streams. The two arms alternate in rounds; the verdict
 // is the median of the per-round ratios, with the worst round beside it.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +14,7 @@ import { loadProtos } from '../src/extproc/proto.js';
 import { freeConsecutivePorts } from '../harness/lab/net.js';
 import { requestHeadersMessage } from '../test/helpers/extproc-client.js';
 import { forkChild, type ChildHandle } from './child-ipc.js';
+import { procTreeCpuUs } from './proc-cpu.js';
 import { envoyRequests } from './extproc-bench.js';
 import type { Section } from './report.js';
 import { countInto, fmt, formatCounts } from './stats.js';
@@ -127,35 +128,6 @@ interface Arm {
   readonly failures: Map<string, number>;
 }
 
-/** CPU seconds of a process and all its descendants (/proc), or NaN where /proc says nothing. */
-function treeCpuSeconds(pid: number): number {
-  const tick = 100; // USER_HZ on Linux
-  const one = (p: number): number => {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return (Number(f[11]) + Number(f[12])) / tick;
-    } catch {
-      return 0;
-    }
-  };
-  const children = (p: number): number[] => {
-    try {
-      return readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-    } catch {
-      return [];
-    }
-  };
-  let total = 0;
-  const stack = [pid];
-  while (stack.length > 0) {
-    const p = stack.pop() as number;
-    total += one(p);
-    stack.push(...children(p));
-  }
-  return total;
-}
-
 /** One measured window: one h2load per endpoint at once, the connections split between them. */
 async function window(arm: Arm, file: string, seconds: number, o: WorkersBenchOptions): Promise<{ decided: number; seconds: number }> {
   const n = arm.ports.length;
@@ -196,10 +168,10 @@ export async function benchWorkers(progress: (msg: string) => void, o: WorkersBe
       // Order rotated every round: neither arm always runs first after the other.
       const order = round % 2 === 0 ? arms : [...arms].reverse();
       for (const arm of order) {
-        const cpu0 = treeCpuSeconds(arm.child.pid);
+        const cpu0 = procTreeCpuUs(arm.child.pid);
         const w = await window(arm, file, o.windowS, o);
         arm.rates.push(w.decided / w.seconds);
-        arm.cpuPerDecision.push(((treeCpuSeconds(arm.child.pid) - cpu0) * 1e6) / Math.max(1, w.decided));
+        arm.cpuPerDecision.push((procTreeCpuUs(arm.child.pid) - cpu0) / Math.max(1, w.decided));
         await sleep(200);
       }
       progress(

@@ -85,3 +85,16 @@ export async function accessLogRoutes(
 export function fastByPhaseText(c: RouteCounts): string {
   return [...c.byPhase].map(([p, n]) => `${p} ${c.fastByPhase.get(p) ?? 0}/${n}`).join(', ');
 }
+
+/**
+ * The evidence that each arm ran in its mode: the on arm had requests on fast-path routes, the off
+ * arm none. `onDetail` says how many (default: fast of all requests).
+ */
+export function checkFastPathModes(
+  t: { ok(v: unknown, msg: string): unknown; equal(a: unknown, b: unknown, msg: string): unknown },
+  routes: Readonly<Record<SkewgateArm, RouteCounts>>,
+  onDetail = `${routes[FAST_ON].fast}/${routes[FAST_ON].requests}`,
+): void {
+  t.ok(routes[FAST_ON].fast > 0, `${FAST_ON}: the fast path was in effect (${onDetail} requests on fast-path routes)`);
+  t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
+}
