@@ -41,12 +41,16 @@ interface Slot {
   /** The bound TCP port once listening (port 0 picks one per start). */
   port: number | undefined;
   restarts: number;
+  /** When it last started listening (performance.now()); a long life resets the restart backoff. */
+  listeningSince: number;
   timer: NodeJS.Timeout | null;
 }
 
 const WORKER_FILE = fileURLToPath(new URL('./worker-process.js', import.meta.url));
 /** A worker that does not listen by then is a failed start. */
 const START_TIMEOUT_MS = 30_000;
+/** A worker that served this long before it died starts again at the first backoff step. */
+const STABLE_MS = 60_000;
 
 export class ExtProcWorkers {
   private readonly slots: Slot[];
@@ -65,6 +69,7 @@ export class ExtProcWorkers {
       encoder: new SnapshotEncoder(),
       port: undefined,
       restarts: 0,
+      listeningSince: 0,
       timer: null,
     }));
   }
@@ -90,7 +95,7 @@ export class ExtProcWorkers {
     for (const s of this.slots) if (s.worker) this.post(s, { type: 'apiservers', apiservers: [...apiservers] });
   }
 
-  /** Health NOT_SERVING for drainMs, open streams finish up to graceMs, then the threads end. Idempotent. */
+  /** Health NOT_SERVING for drainMs, open streams finish up to graceMs, then the processes end. Idempotent. */
   close(graceMs: number, drainMs: number): Promise<void> {
     this.closing ??= Promise.all(
       this.slots.map(async (s) => {
@@ -131,7 +136,7 @@ export class ExtProcWorkers {
     }
   }
 
-  /** Starts the slot's thread; resolves once it listens (a restart resolves too when it fails: it is retried). */
+  /** Starts the slot's process; resolves once it listens, rejects when it cannot (a restart that fails is retried). */
   private spawn(s: Slot): Promise<void> {
     const log = this.deps.logger;
     const data: WorkerData = {
@@ -154,6 +159,7 @@ export class ExtProcWorkers {
     this.post(s, { type: 'snapshot', snapshot: s.encoder.encode(this.deps.current()) });
     return new Promise<void>((resolve, reject) => {
       let listening = false;
+      let served = false;
       const timer = setTimeout(
         () => fail(new Error(`ext_proc worker ${s.index} did not listen on ${s.listen} within ${START_TIMEOUT_MS / 1000} s`)),
         START_TIMEOUT_MS,
@@ -172,6 +178,8 @@ export class ExtProcWorkers {
             clearTimeout(timer);
             listening = true;
             s.port = m.port;
+            s.listeningSince = performance.now();
+            served = true;
             if (s.restarts > 0) log.info({ worker: s.index, listen: s.listen, restarts: s.restarts }, 'ext_proc worker serving again');
             resolve();
             return;
@@ -205,6 +213,7 @@ export class ExtProcWorkers {
         if (!listening) fail(new Error(`ext_proc worker ${s.index} exited (${signal ?? `code ${code}`}) before it listened`));
         if (this.closing) return;
         // Not asked to stop: started again, later each time it keeps failing.
+        if (served && performance.now() - s.listeningSince >= STABLE_MS) s.restarts = 0;
         const delay = Math.min(this.restartMs.max, this.restartMs.first * 2 ** Math.min(s.restarts, 10));
         s.restarts++;
         log.error({ worker: s.index, code, signal, restartInMs: delay, restarts: s.restarts }, 'ext_proc worker exited; starting it again');

@@ -6,7 +6,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { createSkewgate, type Skewgate } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig, type Config } from '../../src/config.js';
 import { EXTPROC_SERVICE_NAME, UPSTREAM_HEADER } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
@@ -34,18 +34,23 @@ interface Running {
   readonly logs: ReturnType<typeof captureLogs>;
 }
 
-async function started(t: Tap, workers: number): Promise<Running> {
-  const config = parseConfig(
+function configWith(workers: number, retryAfterSeconds = 1): Config {
+  return parseConfig(
     {
       apiservers: servers.map((s) => tokenServer(s, pki)),
       discovery: { interval: '200ms', watch: false },
       extproc: { listen: '127.0.0.1:0', shutdownGrace: '1s', workers },
+      routing: { retryAfterSeconds },
       envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile } },
       telemetry: { metrics: { prometheus: { listen: '127.0.0.1:0' } } },
     },
     join(pki.dir, 'skewgate.yaml'),
     pki.dir,
   );
+}
+
+async function started(t: Tap, workers: number): Promise<Running> {
+  const config = configWith(workers);
   const logs = captureLogs('info');
   const app = createSkewgate(config, logs.logger, { env: {} });
   const bound = await app.start();
@@ -134,4 +139,19 @@ t.test('a worker that dies is started again; the others keep serving; close() en
   await app.close();
   await app.close();
   for (const [i, c] of [...clients, again].entries()) t.not((await c.check('')).code, 0, `endpoint ${i} no longer answers`);
+});
+
+t.test('a reload reaches the workers: their answers follow the new routing section', async (t) => {
+  const { app, clients } = await started(t, 2);
+  const retryAfter = async (c: ExtProcTestClient): Promise<string | undefined> =>
+    replyHeader((await c.process({ path: SKEWED })).response, 'retry-after')?.raw;
+  servers[1]?.setReady(false);
+  t.teardown(() => servers[1]?.setReady(true));
+  for (const [i, c] of clients.entries()) await eventually(`endpoint ${i} answers 503`, async () => (await statusOf(c, SKEWED)) === 503);
+  for (const [i, c] of clients.entries()) t.equal(await retryAfter(c), '1', `endpoint ${i}: Retry-After 1 before`);
+  const r = await app.reload(configWith(2, 7), { trigger: 'test' });
+  t.match(r, { result: 'applied', changed: ['routing'] });
+  for (const [i, c] of clients.entries())
+    await eventually(`endpoint ${i}: Retry-After 7 after the reload`, async () => (await retryAfter(c)) === '7');
+  t.equal((await app.reload(configWith(3, 7))).result, 'restart_required', 'extproc.workers takes a restart');
 });
