@@ -38,7 +38,7 @@ export interface Skewgate {
   readonly router: RequestRouter;
   /** null when telemetry is off: no OpenTelemetry SDK is loaded then. */
   readonly telemetry: Telemetry | null;
-  /** The ext_proc worker threads (extproc.workers > 1), else null. */
+  /** The ext_proc worker processes (extproc.workers > 1), else null. */
   readonly workers: ExtProcWorkers | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
   start(): Promise<{ port?: number; peerPort?: number; workerPorts?: readonly (number | undefined)[] }>;

@@ -266,8 +266,8 @@ const schema = z
         /** How long graceful shutdown waits for open streams before closing them. */
         shutdownGrace: duration.default(5000),
         /**
-         * ext_proc endpoints in this process (docs/design.md, "Workers"): the main thread on listen
-         * and workers − 1 worker threads on the addresses after it (port + i, or path.i). One
+         * ext_proc endpoints of this skewgate (docs/design.md, "Workers"): the main process on listen
+         * and workers − 1 worker processes on the addresses after it (port + i, or path.i). One
          * discovery; every endpoint decides on the same snapshot. Envoy balances streams over them.
          */
         workers: z.number().int().min(1).max(EXTPROC_MAX_WORKERS).default(1),

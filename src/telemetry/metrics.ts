@@ -137,7 +137,7 @@ export class SkewgateMetrics {
     });
   }
 
-  /** A decision as a worker thread reports it (workers/protocol.ts): the same labels. */
+  /** A decision as a worker process reports it (workers/protocol.ts): the same labels. */
   recordTally(t: DecisionTally): void {
     this.decisions.add(
       1,

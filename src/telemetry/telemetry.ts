@@ -42,7 +42,7 @@ export interface Telemetry {
   forceFlush(): Promise<void>;
   /** A config reload ended (src/reload.ts): counted, and the generation now running. */
   recordReload(result: ReloadResultName, generation: number): void;
-  /** Decisions made in ext_proc worker threads (workers/), counted as the main thread's are. */
+  /** Decisions made in ext_proc worker processes (workers/), counted as the main process's are. */
   recordTallies(tallies: readonly DecisionTally[], routeErrors: number): void;
   /** The apiservers of a reloaded config: decision spans name the address of the upstream. */
   setApiservers(apiservers: TelemetryDeps['apiservers']): void;

@@ -27,7 +27,7 @@ export interface WorkerPoolDeps {
   /** Tracing settings for the workers' decision spans (null: none). */
   readonly telemetry: TelemetrySettings | null;
   readonly apiservers: () => readonly { readonly name: string; readonly url: string }[];
-  /** The workers' decisions, for the main thread's metrics. */
+  /** The workers' decisions, for the main process's metrics. */
   readonly onTallies: (tallies: readonly DecisionTally[], routeErrors: number) => void;
   /** Restart backoff; tests shorten it. */
   readonly restartMs?: { readonly first: number; readonly max: number };

@@ -38,7 +38,7 @@ export type FromWorker =
   | { readonly type: 'resync' }
   | { readonly type: 'closed' };
 
-/** How often a worker hands its decision counts to the main thread's metrics. */
+/** How often a worker hands its decision counts to the main process's metrics. */
 export const TALLY_FLUSH_MS = 250;
 /** A batch is sent early once it holds this many decisions. */
 export const TALLY_BATCH = 512;

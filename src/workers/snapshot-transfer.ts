@@ -1,9 +1,9 @@
-// Pure: a published Snapshot as messages for the ext_proc workers (worker threads), and back.
+// Pure: a published Snapshot as messages for the ext_proc worker processes, and back.
 // Structured clone copies a whole object graph each time, but a snapshot changes mostly in small
 // things (timestamps, readiness) while its large parts (views, merged indexes, the /apis body)
 // stay the very same objects round after round. So each large part is sent once under an id and
 // named by that id afterwards; the worker keeps the parts the latest message names, and nothing
-// else. The worker's snapshot is the main thread's, copied: no second build, no second
+// else. The worker's snapshot is the main process's, copied: no second build, no second
 // discovery load on the apiservers.
 import type { DocumentIndex } from '../discovery/document-index.js';
 import type { Membership } from '../discovery/identity-leases.js';
@@ -93,7 +93,7 @@ export class SnapshotDecoder {
       membership: msg.membership,
     });
     if (msg.peerDiscovery.value !== undefined) kept.set(msg.peerDiscovery.id, snap.peerDiscovery);
-    // Parts no longer named are dropped: the worker holds one snapshot's worth, as the main thread.
+    // Parts no longer named are dropped: the worker holds one snapshot's worth, as the main process.
     this.parts = kept;
     return snap;
   }

@@ -148,7 +148,7 @@ process.on('message', (m: ToWorker) => {
       try {
         snapshot = decoder.decode(m.snapshot);
       } catch (err) {
-        // Never half a snapshot: the previous one keeps deciding, and the main thread is told.
+        // Never half a snapshot: the previous one keeps deciding, and the main process is told.
         logger.error(
           { err: err instanceof Error ? err.message : String(err) },
           'snapshot transfer failed; keeping the previous snapshot, asking for all of it',
@@ -175,7 +175,7 @@ process.on('message', (m: ToWorker) => {
       return;
     default: {
       const unknown: never = m;
-      logger.error({ message: String(unknown) }, 'unknown message from the main thread');
+      logger.error({ message: String(unknown) }, 'unknown message from the main process');
     }
   }
 });
