@@ -19,11 +19,12 @@ import {
   FAST_OFF,
   FAST_ON,
   SKEWGATE_ARMS,
-  accessLogRoutes,
   modeText,
   skewgateArmOptions,
   type SkewgateArm,
   checkFastPathModes,
+  armRoutes,
+  fastShareText,
 } from '../helpers/fast-path-arms.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -162,11 +163,8 @@ t.test('garbage collector: dependents of an owner only the new apiservers serve,
           ]);
         }
       }
-      const routes = {
-        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
-        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
-      };
-      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+      const routes = await armRoutes((arm) => lab.logFile(`envoy-${arm}`), origin);
+      const fastText = fastShareText(routes);
 
       const md = [
         `### Garbage collector behind the gateway (test/cluster/controller-harms.test.ts)`,
@@ -285,11 +283,8 @@ t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing 
           String(left[run]),
         ]);
       }
-      const routes = {
-        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
-        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
-      };
-      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+      const routes = await armRoutes((arm) => lab.logFile(`envoy-${arm}`), origin);
+      const fastText = fastShareText(routes);
       const md = [
         `### Namespace deletion behind the gateway (test/cluster/controller-harms.test.ts)`,
         '',

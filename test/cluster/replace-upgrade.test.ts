@@ -39,13 +39,13 @@ import {
   FAST_OFF,
   FAST_ON,
   SKEWGATE_ARMS,
-  accessLogRoutes,
   byTimelinePhase,
   fastByPhaseText,
   modeText,
   skewgateArmOptions,
   type SkewgateArm,
   checkFastPathModes,
+  armRoutes,
 } from '../helpers/fast-path-arms.js';
 
 const RATE_PER_ARM = 12;
@@ -177,10 +177,7 @@ t.test(
           // The log file outlives a run: only this run's lines.
           membership.push(...(await membershipTimeline(lab.logFile(`skewgate-${arm}`), arm)).filter((e) => e.atMs >= origin));
         }
-        const routes = {
-          [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin, byTimelinePhase(tl)),
-          [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin, byTimelinePhase(tl)),
-        };
+        const routes = await armRoutes((arm) => lab.logFile(`envoy-${arm}`), origin, byTimelinePhase(tl));
         const sgTotals = SKEWGATE_ARMS.map(
           (arm) =>
             `${arm} ${total(a, 'requests', arm)} requests, ${total(a, 'false404s', arm)} false 404s, ${total(a, 'lostWrites', arm)} lost and ${total(a, 'duplicatedWrites', arm)} duplicated writes`,

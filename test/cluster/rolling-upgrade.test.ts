@@ -27,12 +27,12 @@ import {
   FAST_OFF,
   FAST_ON,
   SKEWGATE_ARMS,
-  accessLogRoutes,
   byTimelinePhase,
   fastByPhaseText,
   modeText,
   skewgateArmOptions,
   checkFastPathModes,
+  armRoutes,
 } from '../helpers/fast-path-arms.js';
 
 const RATE_PER_ARM = 12;
@@ -119,10 +119,7 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
       const mergedEverywhere = checks
         .filter((c) => c.arm !== 'baseline' && !c.phase.startsWith('P0 '))
         .every((c) => c.listed === DISCOVERY_TRIES);
-      const routes = {
-        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin, byTimelinePhase(tl)),
-        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin, byTimelinePhase(tl)),
-      };
+      const routes = await armRoutes((arm) => lab.logFile(`envoy-${arm}`), origin, byTimelinePhase(tl));
       const sgTotals = SKEWGATE_ARMS.map(
         (arm) =>
           `${arm} ${total(a, 'requests', arm)} requests, ${total(a, 'false404s', arm)} false 404s, ${total(a, 'lostWrites', arm)} lost and ${total(a, 'duplicatedWrites', arm)} duplicated writes`,

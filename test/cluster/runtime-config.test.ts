@@ -14,10 +14,11 @@ import {
   FAST_OFF,
   FAST_ON,
   SKEWGATE_ARMS,
-  accessLogRoutes,
   modeText,
   skewgateArmOptions,
   checkFastPathModes,
+  armRoutes,
+  fastShareText,
 } from '../helpers/fast-path-arms.js';
 
 const RATE_PER_ARM = 12;
@@ -89,11 +90,8 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       };
       const sg = { [FAST_ON]: share(FAST_ON), [FAST_OFF]: share(FAST_OFF) };
       const base = share('baseline');
-      const routes = {
-        [FAST_ON]: await accessLogRoutes(lab.logFile(`envoy-${FAST_ON}`), origin),
-        [FAST_OFF]: await accessLogRoutes(lab.logFile(`envoy-${FAST_OFF}`), origin),
-      };
-      const fastText = SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+      const routes = await armRoutes((arm) => lab.logFile(`envoy-${arm}`), origin);
+      const fastText = fastShareText(routes);
       const pct = (x: { n: number; notFound: number }): string =>
         `${x.notFound}/${x.n} (${((100 * x.notFound) / Math.max(1, x.n)).toFixed(1)} %)`;
 

@@ -98,3 +98,20 @@ export function checkFastPathModes(
   t.ok(routes[FAST_ON].fast > 0, `${FAST_ON}: the fast path was in effect (${onDetail} requests on fast-path routes)`);
   t.equal(routes[FAST_OFF].fast, 0, `${FAST_OFF}: no request on a fast-path route (${routes[FAST_OFF].requests} requests)`);
 }
+
+/** accessLogRoutes of both arms' Envoys (`logFileOf(arm)`), from sinceMs on, grouped by `key`. */
+export async function armRoutes(
+  logFileOf: (arm: SkewgateArm) => string,
+  sinceMs: number,
+  key?: (atMs: number, path: string) => string,
+): Promise<Record<SkewgateArm, RouteCounts>> {
+  return {
+    [FAST_ON]: await accessLogRoutes(logFileOf(FAST_ON), sinceMs, key),
+    [FAST_OFF]: await accessLogRoutes(logFileOf(FAST_OFF), sinceMs, key),
+  };
+}
+
+/** "skewgate-fp-on 180/362, skewgate-fp-off 0/360": requests on fast-path routes, of all, per arm. */
+export function fastShareText(routes: Readonly<Record<SkewgateArm, RouteCounts>>): string {
+  return SKEWGATE_ARMS.map((arm) => `${arm} ${routes[arm].fast}/${routes[arm].requests}`).join(', ');
+}
