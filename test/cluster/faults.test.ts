@@ -37,11 +37,11 @@ import { faultRows, type FaultMark, type FaultRow } from '../load/faults.js';
 import { LoadHttp } from '../load/http.js';
 import { ReadinessWatch } from '../load/readiness-watch.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
-import { readySpans } from '../load/timeline.js';
+import { allUnreadySpans, readyForGoodAt, readySpans, type AllUnreadySpan } from '../load/timeline.js';
 import type { RequestRecord } from '../load/types.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
-import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
+import { LAB_READINESS_LAG_MS, LAB_UNREADY_DETECTION_MS, withLoadLab } from '../helpers/load-lab.js';
 import { dropPackets } from '../helpers/packet-drop.js';
 
 const RATE_PER_ARM = 15;
@@ -307,27 +307,22 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       const bound = REQUEST_TIMEOUT_MS + BOUND_SLACK_MS;
       const overBound = reqs.filter((r) => r.op !== 'watch' && r.endMs - r.startMs > bound);
       const longest = (rs: readonly RequestRecord[]): number => Math.max(0, ...rs.map((r) => r.endMs - r.startMs));
-      // From when every apiserver was unready for good until etcd came back: an apiserver can
-      // flap (ready for a probe, then unready again) in the outage, and until Envoy's health
-      // checks catch up a request sent to it waits for etcd. Per server, its last readiness event
-      // before the repair must be `unready`; the window starts at the latest of those.
-      const allUnreadyAt = (() => {
-        const during = tl.servers.filter(
-          (e) => (e.what === 'unready' || e.what === 'ready') && e.atMs >= etcd.faultAtMs && e.atMs < (etcd.repairAtMs ?? Infinity),
-        );
-        const per = SERVERS.map((s) => {
-          const last = during.filter((e) => e.server === s.name).at(-1);
-          return last?.what === 'unready' ? last.atMs : Number.POSITIVE_INFINITY;
-        });
-        return Math.max(...per);
-      })();
-      const allReadyAgainAt = (() => {
-        const ready = tl.servers.filter((e) => e.what === 'ready' && e.atMs >= (etcd.repairAtMs ?? 0));
-        return Math.max(...SERVERS.map((s) => ready.find((e) => e.server === s.name)?.atMs ?? Number.POSITIVE_INFINITY));
-      })();
-      const etcdDown = reqs.filter(
-        (r) => r.op !== 'watch' && r.startMs > allUnreadyAt + LAB_READINESS_LAG_MS && r.startMs < (etcd.repairAtMs ?? 0),
+      // The longest span in which every apiserver failed /readyz. An apiserver can flap (ready for
+      // a probe, then unready again) in the outage, and until Envoy's health checks catch up a
+      // request sent to it waits for etcd; and one can pass /readyz before the harness sees etcd
+      // healthy. So the span is taken from the timeline, not from the fault and repair marks.
+      const names = SERVERS.map((s) => s.name);
+      const outage = allUnreadySpans(tl, names, etcd.faultAtMs, Number.POSITIVE_INFINITY).reduce<AllUnreadySpan | null>((best, sp) => {
+        const len = (x: AllUnreadySpan): number => (x.endMs ?? Number.POSITIVE_INFINITY) - x.startMs;
+        return best === null || len(sp) > len(best) ? sp : best;
+      }, null);
+      const allUnreadyAt = outage?.startMs ?? Number.POSITIVE_INFINITY;
+      const outageEnd = Math.min(outage?.endMs ?? Number.POSITIVE_INFINITY, etcd.repairAtMs ?? 0);
+      // Each apiserver ready for the rest of the phase; the latest of those.
+      const allReadyAgainAt = Math.max(
+        ...names.map((n) => readyForGoodAt(tl, n, etcd.faultAtMs, Number.POSITIVE_INFINITY) ?? Number.POSITIVE_INFINITY),
       );
+      const etcdDown = reqs.filter((r) => r.op !== 'watch' && r.startMs > allUnreadyAt + LAB_UNREADY_DETECTION_MS && r.startMs < outageEnd);
       const etcdDownSlowest = Math.max(0, ...etcdDown.map((r) => r.endMs - r.startMs));
       const etcdAfter = reqs.filter((r) => r.startMs > allReadyAgainAt + LAB_READINESS_LAG_MS && inPhase('etcd stopped', r));
       const s = (ms: number): string => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s` : 'never');
@@ -344,7 +339,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; in flight at the kill and failed: ${cutAtKill.length === 0 ? 'none' : cutAtKill.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? '?'}${r.status === 404 ? ' (false)' : ''}`).join(', ')} — a stream open on the dying skewgate is cut; cut before its answer, Envoy retries it on the peer (the ext_proc retry policy's \`reset\`), and only one whose answer had begun fails open (\`extproc.failureMode: open\`): balanced, so a token request for the skewed resource may meet an old apiserver's 404 and a certificate request the 401 backstop. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
         `- **apiserver SIGKILL** (kas-33, the only server of the skewed resource). skewgate's own 503s (\`${UNAVAILABLE_REASON}\`): ${skewgate503s.length}, every one with Retry-After: ${skewgate503s.every((r) => r.retryAfter !== undefined) ? 'yes' : '**no**'}, the slowest answered in ${slowest503.toFixed(0)} ms. Common reads (get, list) failed: ${reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status !== null && r.status >= 500).length + reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status === null).length}; creates that failed without an acknowledgement but were stored anyway: ${a.rows.filter((r) => r.phase === 'apiserver SIGKILL').reduce((x, r) => x + r.unackedPersisted, 0)}. Skewed requests succeed again ${s(Math.max(row('apiserver SIGKILL', 'token').recoverAfterRepairMs ?? 0, row('apiserver SIGKILL', 'cert').recoverAfterRepairMs ?? 0))} after kas-33's /readyz passed.`,
         `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, the longest ${s(longest(silentInFlight))}; of them ${silentInFlight.filter((r) => r.status === 504).length} answered 504 by Envoy at \`envoy.requestTimeout\` (${REQUEST_TIMEOUT_MS / 1000} s here, 65 s by default) and ${silentInFlight.filter((r) => r.status === 503).length} 503 at \`envoy.connectTimeout\` (2 s: a new connection never completes its handshake; reads are retried on another apiserver then, and so are writes once the retry policy sees the connection fail: nothing of them was sent).`,
-        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz for good ${s(allUnreadyAt - etcd.faultAtMs)} after the stop; from then (+${LAB_READINESS_LAG_MS / 1000} s) until etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz again ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy; requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
+        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop (the longest span of all unready; ${outage === null ? 'none' : `${((outageEnd - allUnreadyAt) / 1000).toFixed(1)} s`}); from then (+${LAB_UNREADY_DETECTION_MS / 1000} s, the longest skewgate may take to see it) until the first passed again or etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz for good ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy (negative: before the harness saw it healthy); requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
           const f = readyFlip(etcd.faultAtMs);
           return f.failAt === null
             ? 'it never failed'

@@ -20,6 +20,15 @@ import { requireLabParts, type LabParts } from './lab-parts.js';
  */
 export const LAB_READINESS_LAG_MS = 3000;
 
+/**
+ * How long after an apiserver's /readyz starts failing (the timeline's "unready", from the
+ * harness's 100 ms poll) skewgate may still count it ready: its last probe may have passed just
+ * before the failure, the rest of that round runs up to discovery.timeout (2 s), then the interval
+ * (1 s), then the next probe waits out its own timeout (2 s) when /readyz hangs, as it does while
+ * etcd is away (kube-apiserver's etcd readiness check waits its own 2 s). Seen in a run: 3.4 s.
+ */
+export const LAB_UNREADY_DETECTION_MS = 1000 + 2 * 2000;
+
 export interface LoadLab {
   readonly parts: LabParts;
   /** The lab's run dir, .cache/lab-<name>: PKI, logs, and room for the test's own files. */

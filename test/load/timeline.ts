@@ -107,3 +107,47 @@ export function capableReadyForMs(spans: readonly ReadySpan[], atMs: number, ser
 export function eventTime(tl: Timeline, server: string, what: ServerEventKind, afterMs = Number.NEGATIVE_INFINITY): number | null {
   return tl.servers.find((e) => e.server === server && e.what === what && e.atMs >= afterMs)?.atMs ?? null;
 }
+
+/** A span in which every one of a set of apiservers failed /readyz; `endMs` is the first `ready` after it (null: never). */
+export interface AllUnreadySpan {
+  readonly startMs: number;
+  readonly endMs: number | null;
+}
+
+/**
+ * The spans within [fromMs, toMs] in which every one of `servers` was unready (its last readiness
+ * event `unready` or `stop`), in order. A server's state at `fromMs` is its last event before it
+ * (ready when it has none). An apiserver may flap ready for one probe mid-outage: that splits the
+ * outage into two spans, each begun by the event that made the last server unready.
+ */
+export function allUnreadySpans(tl: Timeline, servers: readonly string[], fromMs: number, toMs: number): AllUnreadySpan[] {
+  const down = new Map<string, boolean>(servers.map((s) => [s, false]));
+  const allDown = (): boolean => servers.length > 0 && [...down.values()].every(Boolean);
+  const readiness = tl.servers.filter((e) => down.has(e.server) && e.atMs <= toMs && e.what !== 'start' && e.what !== 'stopped');
+  const apply = (e: ServerEvent): void => void down.set(e.server, e.what !== 'ready');
+  for (const e of readiness) if (e.atMs < fromMs) apply(e);
+  const spans: AllUnreadySpan[] = [];
+  let openAt: number | null = allDown() ? fromMs : null;
+  for (const e of readiness) {
+    if (e.atMs < fromMs) continue;
+    apply(e);
+    if (openAt === null && allDown()) openAt = e.atMs;
+    else if (openAt !== null && !allDown()) {
+      spans.push({ startMs: openAt, endMs: e.atMs });
+      openAt = null;
+    }
+  }
+  if (openAt !== null) spans.push({ startMs: openAt, endMs: null });
+  return spans;
+}
+
+/**
+ * When `server` became ready for the rest of [fromMs, toMs]: its last readiness event in the range
+ * is `ready`. Null when it ends the range unready, or had no readiness event in it.
+ */
+export function readyForGoodAt(tl: Timeline, server: string, fromMs: number, toMs: number): number | null {
+  const last = tl.servers
+    .filter((e) => e.server === server && e.atMs >= fromMs && e.atMs <= toMs && e.what !== 'start' && e.what !== 'stopped')
+    .at(-1);
+  return last?.what === 'ready' ? last.atMs : null;
+}

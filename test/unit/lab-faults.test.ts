@@ -1,6 +1,6 @@
 import t from 'tap';
 import { faultRows } from '../load/faults.js';
-import { TimelineRecorder, capableReadyForMs, readySpans } from '../load/timeline.js';
+import { TimelineRecorder, allUnreadySpans, capableReadyForMs, readyForGoodAt, readySpans } from '../load/timeline.js';
 import type { RequestRecord } from '../load/types.js';
 import { faultTable } from '../../bench/cluster-results.js';
 import { account } from '../load/accounting.js';
@@ -38,6 +38,30 @@ t.test("readySpans: an apiserver's own unready ends its span, ready opens the ne
   const serves = (): boolean => true;
   t.equal(capableReadyForMs(spans, 12_000, serves), Number.NEGATIVE_INFINITY, 'unready: nothing capable is ready');
   t.equal(capableReadyForMs(spans, 16_100, serves), 1000, 'ready again: counted from its return');
+});
+
+t.test('etcd outage: every apiserver unready, a flap splits the span, and who is ready for good', async (t) => {
+  const tl = new TimelineRecorder(() => 0);
+  for (const s of ['a', 'b']) tl.server(s, NEW, 'ready', 1_000);
+  tl.server('a', NEW, 'unready', 10_000);
+  tl.server('b', NEW, 'unready', 11_000);
+  tl.server('b', NEW, 'ready', 12_000); // flaps ready for one probe mid-outage
+  tl.server('b', NEW, 'unready', 12_500);
+  tl.server('a', NEW, 'ready', 20_000); // before the harness saw etcd healthy
+  tl.server('b', NEW, 'ready', 21_000);
+  const snap = tl.snapshot();
+  t.same(allUnreadySpans(snap, ['a', 'b'], 9_000, 30_000), [
+    { startMs: 11_000, endMs: 12_000 },
+    { startMs: 12_500, endMs: 20_000 },
+  ]);
+  t.same(allUnreadySpans(snap, ['a', 'b'], 15_000, 30_000), [{ startMs: 15_000, endMs: 20_000 }], 'already all unready at the start');
+  t.same(allUnreadySpans(snap, ['a', 'b'], 9_000, 19_000).at(-1), { startMs: 12_500, endMs: null }, 'still unready at the end');
+  t.same(allUnreadySpans(snap, ['a', 'b', 'c'], 9_000, 30_000), [], 'a server with no events counts as ready');
+  t.same(allUnreadySpans(snap, [], 9_000, 30_000), [], 'no servers: no span');
+  t.equal(readyForGoodAt(snap, 'b', 9_000, 30_000), 21_000);
+  t.equal(readyForGoodAt(snap, 'b', 9_000, 12_700), null, 'flapped ready but unready at the end of the range');
+  t.equal(readyForGoodAt(snap, 'a', 9_000, 30_000), 20_000, 'ready before the repair counts');
+  t.equal(readyForGoodAt(snap, 'a', 21_000, 30_000), null, 'no readiness event in the range');
 });
 
 t.test('faultRows: in flight at the fault, failures after it, the longest request, recovery', async (t) => {
