@@ -7,11 +7,13 @@
 # lab, the fakes, the demo, the compose renderer) never reach it. The compose demo's one-shots that
 # need the harness (the PKI, Envoy's bootstraps) run from a stage of their own, `--target harness`
 # (docker-compose.yml asks for it by name).
-# Every base is the same pinned tag: one Node and one musl for build and run (no native addon is
-# built, but a mismatch would be a trap the day one is).
+# Every base is the same pinned tag: one Node and one glibc for build and run (no native addon is
+# built, but a mismatch would be a trap the day one is). Debian, not Alpine: node 20.20.2 is the
+# last Node 20 image, and a Debian base can be stood in for on a machine with no registry
+# (scripts/demo-images.sh builds it from Debian's packages); Alpine's would need its mirror.
 
 # ---- build: full dependencies, tsc over src/ -----------------------------------------------
-FROM node:20.19.4-alpine3.22 AS build
+FROM node:20.20.2-bookworm-slim AS build
 WORKDIR /app
 # The lock file alone decides what is installed (npm ci fails if package.json disagrees with it).
 # --ignore-scripts: no package's install script runs during the build; none is needed (the only
@@ -32,7 +34,7 @@ RUN node_modules/.bin/tsc -p tsconfig.json
 
 # ---- production dependencies only ----------------------------------------------------------
 # A separate stage rather than `npm prune` after the build: its layer never held dev dependencies.
-FROM node:20.19.4-alpine3.22 AS deps
+FROM node:20.20.2-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
@@ -40,13 +42,15 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
 
 # ---- runtime-base: what both images run on ----------------------------------------------
 # openssl: `skewgate gateway-cert` and `skewgate-lab lab pki` shell out to the openssl CLI. Not
-# pinned to an apk revision: Alpine keeps only the newest build of a package per branch, so an
-# exact pin breaks the build at the next security fix; the branch (3.22) is pinned through the tag.
+# pinned to a Debian revision: the suite (bookworm) is pinned through the tag, and an exact pin
+# breaks the build at the next security update.
 # Docker fills a new named volume from the image's directory, owner included, and the compose
 # demo's one-shots (harness stage) are the first containers to mount the PKI, ext_proc socket and
 # Envoy bootstrap volumes: all must be writable by uid 1000, which skewgate and they run as.
-FROM node:20.19.4-alpine3.22 AS runtime-base
-RUN apk add --no-cache openssl \
+FROM node:20.20.2-bookworm-slim AS runtime-base
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends openssl >/dev/null \
+ && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /pki /run/skewgate /run/envoy \
  && chown node:node /pki /run/skewgate /run/envoy
 WORKDIR /app

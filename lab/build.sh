@@ -4,13 +4,14 @@
 # KUBE_OLD, and etcd. Idempotent: a binary
 # that already reports the pinned version is kept. Go's own caches (GOMODCACHE, GOCACHE) make a
 # rebuild on the same machine take minutes instead of the cold build's tens of minutes.
-#   lab/build.sh [--jobs N]      N = parallel package builds (default: all cores)
+#   lab/build.sh [--jobs N] [--images]   N = parallel package builds (default: all cores);
+#     --images: only the compose demo's etcd programs (see below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=versions.env
 source lab/versions.env
 JOBS=$(nproc)
-[ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
+[ "${1:-}" = "--jobs" ] && { JOBS=${2:?--jobs needs a number}; shift 2; }
 ROOT=${SKEWGATE_LAB_ROOT:-$PWD/.tools/lab}
 BIN=$ROOT/bin
 mkdir -p "$BIN" "$ROOT/src"
@@ -74,20 +75,38 @@ build_kube() {
   log "  built $(basename "$out") in $(( $(date +%s) - start )) s: $(binary_version "$out")"
 }
 
-build_etcd() {
-  local out=$BIN/etcd-$ETCD_VERSION dir=$ROOT/src/etcd-$ETCD_VERSION
-  if [ -x "$out" ] && "$out" --version 2>/dev/null | grep -q "etcd Version: $ETCD_VERSION"; then log "etcd $ETCD_VERSION: cached"; return; fi
-  log "building etcd $ETCD_VERSION"
+# etcd's programs at a version: `etcd` (the server module), `etcdctl`, `etcdutl`.
+build_etcd_tool() {
+  local v=$1 tool=$2 out=$3 dir=$ROOT/src/etcd-$1 module
+  case "$tool" in
+    etcd) module=go.etcd.io/etcd/server/v3 ;;
+    *) module=go.etcd.io/etcd/$tool/v3 ;;
+  esac
+  # etcd answers --version ("etcd Version: X"); etcdctl and etcdutl a `version` command.
+  local asks=(--version); [ "$tool" = etcd ] || asks=(version)
+  if [ -x "$out" ] && "$out" "${asks[@]}" 2>/dev/null | grep -qiE "^$tool version: $v\$"; then log "$tool $v: cached"; return; fi
+  log "building $tool $v"
   mkdir -p "$dir"
   (
     cd "$dir"
     [ -f go.mod ] || go mod init local/skewgate-lab-etcd >/dev/null 2>&1
-    go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >/dev/null 2>&1 || go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
-    go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out.tmp" go.etcd.io/etcd/server/v3
+    go get "$module@v$v" >/dev/null 2>&1 || go get "$module@v$v"
+    go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out.tmp" "$module"
   )
   mv "$out.tmp" "$out"
-  log "  $("$out" --version | head -1)"
+  log "  built $(basename "$out")"
 }
+
+build_etcd() { build_etcd_tool "$ETCD_VERSION" etcd "$BIN/etcd-$ETCD_VERSION"; }
+
+# --images: also the programs of the compose demo's etcd image (registry.k8s.io/etcd:$ETCD_IMAGE_TAG
+# is etcd's own release image, v<tag without -N>, with etcd, etcdctl and etcdutl): for
+# scripts/demo-images.sh, which builds the stand-in images.
+if [ "${1:-}" = "--images" ]; then
+  v=${ETCD_IMAGE_TAG%-*}
+  for tool in etcd etcdctl etcdutl; do build_etcd_tool "$v" "$tool" "$BIN/$tool-$v"; done
+  exit 0
+fi
 
 total=$(date +%s)
 build_etcd

@@ -1,5 +1,5 @@
-// docker-compose.yml cannot run here (no Docker engine): it is kept honest by construction and
-// checked structurally. The committed files are the renderer's output; every image is pinned to the
+// docker-compose.yml, checked without a Docker engine (test/compose runs it for real): it is kept
+// honest by construction and checked structurally. The committed files are the renderer's output; every image is pinned to the
 // repository's versions; every apiserver and etcd flag is the lab's (test/cluster/lab-smoke proves
 // those exist in the real builds); certificate paths are files the lab's PKI writes, and the
 // certificates `lab pki` makes for the compose network name every host the configs use; Envoy's

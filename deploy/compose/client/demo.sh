@@ -1,5 +1,5 @@
 #!/bin/sh
-# skewgate's scripted demo, played with kubectl only. POSIX sh: busybox in the client image, and
+# skewgate's scripted demo, played with kubectl only. POSIX sh: dash in the client image, and
 # any sh (dash, bash) outside containers, e.g. against `skewgate-lab lab up` (test/cluster/compose-demo).
 #
 #   demo.sh setup  wait until $SETUP_URL answers /readyz, then `kubectl apply -f $RBAC_FILE`
