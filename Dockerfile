@@ -1,5 +1,5 @@
 # skewgate's image: `skewgate serve` (the default command), and the other service commands
-# (validate, explain, skew, health, envoy-config, gateway-cert; hence openssl). Build from the
+# (validate, explain, skew, health, envoy-config, gateway-cert). Build from the
 # repository root: `docker build -t skewgate .`
 #
 # The final stage holds only the service: compiled JavaScript of src/, production dependencies,
@@ -41,17 +41,11 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
  && npm cache clean --force
 
 # ---- runtime-base: what both images run on ----------------------------------------------
-# openssl: `skewgate gateway-cert` and `skewgate-lab lab pki` shell out to the openssl CLI. Not
-# pinned to a Debian revision: the suite (bookworm) is pinned through the tag, and an exact pin
-# breaks the build at the next security update.
 # Docker fills a new named volume from the image's directory, owner included, and the compose
 # demo's one-shots (harness stage) are the first containers to mount the PKI, ext_proc socket and
 # Envoy bootstrap volumes: all must be writable by uid 1000, which skewgate and they run as.
 FROM node:20.20.2-bookworm-slim AS runtime-base
-RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends openssl >/dev/null \
- && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /pki /run/skewgate /run/envoy \
+RUN mkdir -p /pki /run/skewgate /run/envoy \
  && chown node:node /pki /run/skewgate /run/envoy
 WORKDIR /app
 ENV NODE_ENV=production
@@ -64,7 +58,14 @@ COPY package.json ./
 # `skewgate-lab lab pki` (the default command) writes the PKI; `skewgate envoy-config` and
 # `skewgate-lab envoy-baseline` render both Envoys' bootstraps at start. Not the service image: it
 # holds the harness.
+# openssl: the harness's PKI (`lab pki`) shells out to the openssl CLI; the service does not
+# (`skewgate gateway-cert` signs with Node's crypto), so only this stage installs it. Not pinned to
+# a Debian revision: the suite (bookworm) is pinned through the tag, and an exact pin breaks the
+# build at the next security update.
 FROM runtime-base AS harness
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends openssl >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build-harness /app/dist ./dist
 USER node
 ENTRYPOINT ["node", "/app/dist/harness/cli/main.js"]

@@ -4,7 +4,7 @@
 // another day. The one builder behind the fake PKI (fake/pki.ts) and the lab's (lab/pki.ts).
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { certValidFor } from '../src/pki/openssl.js';
+import { certValidFor } from './openssl.js';
 
 export interface PkiSetSpec {
   /** Every file of a complete set, relative to its directory; the last one is moved in last. */

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { issueCert, type KeyPairFiles } from '../openssl.js';
 import { ensurePkiSet } from '../pki-set.js';
 
 export type { KeyPairFiles };

@@ -2,7 +2,7 @@
 // extproc.peer, deploy/replicas.md): a CA of its own, the peer's serving certificate (verified by
 // the name PEER_SERVER_NAME) and Envoy's client certificate. Issued once per gateway start.
 import { mkdir } from 'node:fs/promises';
-import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { issueCert, type KeyPairFiles } from '../openssl.js';
 
 export const PEER_SERVER_NAME = 'skewgate-peer';
 

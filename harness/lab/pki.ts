@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { generateRsaKeyPair, issueCert } from '../../src/pki/openssl.js';
+import { generateRsaKeyPair, issueCert } from '../openssl.js';
 import { ensurePkiSet } from '../pki-set.js';
 
 export interface LabPki extends LabPkiFiles {

@@ -97,11 +97,20 @@ program
   )
   .option('--out <dir>', 'folder for <name>.crt and <name>.key', '.')
   .option('--name <name>', 'file name stem', 'gateway')
-  .option('--days <days>', 'validity in days', '365')
-  .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string }) => {
+  .option('--days <days>', "validity in days (at most the CA's remaining validity)", '365')
+  .option('--force', 'replace <name>.crt and <name>.key when they exist')
+  .action(async (o: { caCert: string; caKey: string; san: string[]; out: string; name: string; days: string; force?: boolean }) => {
     process.exitCode = await (
       await import('./gateway-cert.js')
-    ).runGatewayCert({ caCert: o.caCert, caKey: o.caKey, sans: o.san, out: o.out, name: o.name, days: Number(o.days) });
+    ).runGatewayCert({
+      caCert: o.caCert,
+      caKey: o.caKey,
+      sans: o.san,
+      out: o.out,
+      name: o.name,
+      days: o.days,
+      force: Boolean(o.force),
+    });
   });
 
 try {

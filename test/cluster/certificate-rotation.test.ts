@@ -28,7 +28,7 @@ import { removeLoopbackAlias } from '../../harness/lab/net.js';
 import { FRONT_PROXY_CLIENT_CN, LAB_SANS } from '../../harness/lab/pki.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import { FRONT_PROXY_SUFFIX } from '../../src/envoy/clusters.js';
-import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { issueCert, type KeyPairFiles } from '../../harness/openssl.js';
 import { LoadHttp } from '../load/http.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import type { RequestRecord } from '../load/types.js';

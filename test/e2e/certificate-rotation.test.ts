@@ -18,7 +18,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { createLogger } from '../../src/log.js';
-import { issueCert } from '../../src/pki/openssl.js';
+import { issueCert } from '../../harness/openssl.js';
 import { eventually } from '../helpers/http.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';

@@ -22,7 +22,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy/process.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import { packageRoot } from '../../src/package-root.js';
-import { issueCert } from '../../src/pki/openssl.js';
+import { issueCert } from '../../harness/openssl.js';
 import { FakeCluster, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
 

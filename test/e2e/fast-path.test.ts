@@ -158,29 +158,30 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
   t.match(String(fields.skewgate_generation), /^\d+$/, `access log: the snapshot generation (${String(fields.skewgate_generation)})`);
 });
 
+const SEQ_HEADER = 'x-skewgate-test-seq';
+
 await t.test(
   'one apiserver stops serving a resource: Envoy withdraws its route before skewgate publishes, and nothing sent after reaches that apiserver',
   async (t) => {
     const lacksDeployments = (s: Snapshot): boolean => s.resources.get('apps/v1/deployments')?.has('kas-c') === false;
     let publishedAt = 0;
     const seen: { envoyAtPublish: Promise<RegExp | null> | null } = { envoyAtPublish: null };
-    let cAtPublish = 0;
-    const deploymentsAtC = (): number => kasC.requests.filter((r) => r.path.startsWith(DEPLOYMENTS)).length;
     const off = skewgate.discovery.onChange((s) => {
       if (publishedAt !== 0 || !lacksDeployments(s)) return;
       publishedAt = performance.now();
-      cAtPublish = deploymentsAtC();
       // Asked at once: what Envoy runs the moment routing sees the new snapshot.
       seen.envoyAtPublish = runningFastRead();
     });
     t.teardown(off);
-    const sent: { start: number; status: number }[] = [];
+    // Each request numbered (a header the fakes record): the one in flight at publication may
+    // still reach kas-c after it; only those sent after publication must not.
+    const sent: { seq: string; start: number; status: number }[] = [];
     let loading = true;
     const load = (async () => {
-      while (loading) {
+      for (let i = 0; loading; i++) {
         const start = performance.now();
-        const r = await send(port, pki, 'GET', DEPLOYMENTS, auth);
-        sent.push({ start, status: r.status });
+        const r = await send(port, pki, 'GET', DEPLOYMENTS, { ...auth, [SEQ_HEADER]: String(i) });
+        sent.push({ seq: String(i), start, status: r.status });
       }
     })();
     await sleep(300);
@@ -202,7 +203,14 @@ await t.test(
       [],
       'every one answered 200',
     );
-    t.equal(deploymentsAtC(), cAtPublish, 'none of them reached kas-c');
+    const afterSeqs = new Set(after.map((s) => s.seq));
+    t.same(
+      kasC.requests
+        .filter((r) => r.path.startsWith(DEPLOYMENTS) && afterSeqs.has(String(r.headers[SEQ_HEADER])))
+        .map((r) => r.headers[SEQ_HEADER]),
+      [],
+      'none of them reached kas-c',
+    );
 
     const deployments = BUILTINS_OLD.find((r) => r.group === 'apps' && r.resource === 'deployments');
     if (deployments === undefined) throw new Error('BUILTINS_OLD serves deployments');

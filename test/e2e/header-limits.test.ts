@@ -5,7 +5,7 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { BUILTINS_NEW, BUILTINS_OLD, type RecordedRequest } from '../../harness/fake/index.js';
-import { issueCert } from '../../src/pki/openssl.js';
+import { issueCert } from '../../harness/openssl.js';
 import { send, type Reply } from '../helpers/envoy-fixtures.js';
 import { eventually } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';

@@ -17,7 +17,7 @@ import {
   frontProxyProblems,
   servingCertProblems,
 } from '../../src/envoy/tls-check.js';
-import { issueCert, type KeyPairFiles } from '../../src/pki/openssl.js';
+import { issueCert, type KeyPairFiles } from '../../harness/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-tls-check-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,4 +1,4 @@
-// Certificate issuance with the openssl CLI: `skewgate gateway-cert`, and the harness's PKI sets
+// Certificate issuance with the openssl CLI, for the harness's PKI sets
 // (harness/pki-set.ts builds the fake and the lab PKI from these).
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
