@@ -12,18 +12,36 @@ import {
 } from './constants.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
 
-/** Durations are written "500ms", "5s", "2m" or as a number of milliseconds. */
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+/**
+ * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
+ * or µs, ms, s, m, h) or as a number of milliseconds. Pure.
+ */
+const DURATION_PART = /(\d+(?:\.\d+)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A Go-style duration in milliseconds, or null when it is not one. */
+export function parseDuration(text: string): number | null {
+  const v = text.trim();
+  if (v === '0') return 0;
+  if (v === '') return null;
+  let total = 0;
+  DURATION_PART.lastIndex = 0;
+  while (DURATION_PART.lastIndex < v.length) {
+    const m = DURATION_PART.exec(v);
+    if (!m) return null;
+    total += Number(m[1]) * (UNIT_MS[m[2] as string] as number);
+  }
+  return total;
+}
 
 const duration = z.union([z.number().nonnegative(), z.string()]).transform((v, ctx) => {
   if (typeof v === 'number') return v;
-  const m = DURATION.exec(v.trim());
-  if (!m) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 2m)` });
+  const ms = parseDuration(v);
+  if (ms === null) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 1m30s, 2h)` });
     return z.NEVER;
   }
-  return Number(m[1]) * (UNIT_MS[m[2] as string] as number);
+  return ms;
 });
 
 /** Sizes are a number of bytes or a binary quantity as Kubernetes writes them: "512Ki", "32Mi", "1Gi". */
@@ -63,10 +81,12 @@ const credentials = z
   .strict()
   .superRefine((c, ctx) => {
     const kinds = [c.tokenFile && 'tokenFile', c.clientCertFile && 'clientCertFile', c.kubeconfig && 'kubeconfig'].filter(Boolean);
-    if (kinds.length > 1 && !(kinds.length === 2 && c.tokenFile && c.clientCertFile)) {
+    // One identity: with a token and a certificate both, kube-apiserver authenticates the
+    // certificate first and the token is never read, so a config naming both is a mistake.
+    if (kinds.length > 1) {
       ctx.addIssue({
         code: 'custom',
-        message: `choose one of tokenFile, clientCertFile/clientKeyFile or kubeconfig (got ${kinds.join(', ')})`,
+        message: `choose one of tokenFile, clientCertFile/clientKeyFile or kubeconfig (got ${kinds.join(', ')}): an apiserver authenticates one identity`,
       });
     }
     if (Boolean(c.clientCertFile) !== Boolean(c.clientKeyFile)) {
@@ -78,7 +98,15 @@ const credentials = z
 const apiserver = z
   .object({
     name: z.string().regex(NAME, 'must be a lower-case DNS label (a-z, 0-9, -), at most 63 characters'),
-    url: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }),
+    // scheme://host:port only: skewgate appends /api, /apis, /readyz itself, and a path prefix
+    // (a proxy in front of an apiserver) is not an apiserver.
+    url: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).refine(
+      (u) => {
+        const p = new URL(u);
+        return (p.pathname === '/' || p.pathname === '') && p.search === '' && p.hash === '' && p.username === '' && p.password === '';
+      },
+      { message: 'must be https://host[:port] only: no path, query, fragment or user (skewgate adds /api, /apis and /readyz)' },
+    ),
     /** CA bundle that signed the apiserver's serving certificate. Verification cannot be turned off. */
     caFile: path.optional(),
     /** Name to verify the serving certificate against (and send as SNI) when the URL holds an IP. */
@@ -248,6 +276,12 @@ const schema = z
         maxDownloadBackoff: duration.default(DEFAULT_MAX_DOWNLOAD_BACKOFF_MS),
       })
       .strict()
+      // A view goes stale between two rounds when staleAfter is not longer than the interval: no
+      // 404 would ever be proven.
+      .refine((d) => d.staleAfter === undefined || d.staleAfter > d.interval, {
+        path: ['staleAfter'],
+        message: 'must be longer than discovery.interval: a view would go stale between two rounds (default: 3 × interval, at least 3s)',
+      })
       .default({
         interval: 1000,
         timeout: 3000,
@@ -453,62 +487,85 @@ const schema = z
     telemetry,
   })
   .strict()
-  .superRefine((c, ctx) => {
-    if (c.kubernetesService.publish) {
-      if (c.kubernetesService.address === undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['kubernetesService', 'address'],
-          message: 'required with publish: the address pods reach this gateway at',
-        });
-      if (c.membership.sources.includes('endpointSlice'))
-        ctx.addIssue({
-          code: 'custom',
-          path: ['membership', 'sources'],
-          message:
-            'endpointSlice cannot be a source while the gateways publish the kubernetes Service (it would list the gateways): use nodes',
-        });
+  // Cross-section checks. Run even when some section has problems of its own (`when`), so that
+  // every problem is listed at once; the value may then be partly invalid, hence the guards.
+  .check(
+    z.superRefine((value, ctx) => crossChecks(value as unknown as LooseConfig, ctx), {
+      when: (p) => typeof p.value === 'object' && p.value !== null,
+    }),
+  );
+
+/** The parsed config as the cross-section checks see it: any part may be missing or malformed. */
+interface LooseConfig {
+  readonly apiservers?: unknown;
+  readonly kubernetesService?: { readonly publish?: unknown; readonly address?: unknown };
+  readonly membership?: {
+    readonly sources?: unknown;
+    readonly template?: { readonly caFile?: unknown; readonly credentials?: { readonly kubeconfig?: unknown } };
+  };
+  readonly envoy?: { readonly xds?: unknown };
+  readonly discovery?: { readonly watch?: unknown };
+}
+
+function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
+  const sources = Array.isArray(c.membership?.sources) ? (c.membership.sources as unknown[]) : [];
+  if (c.kubernetesService?.publish === true) {
+    if (c.kubernetesService.address === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kubernetesService', 'address'],
+        message: 'required with publish: the address pods reach this gateway at',
+      });
+    if (sources.includes('endpointSlice'))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['membership', 'sources'],
+        message:
+          'endpointSlice cannot be a source while the gateways publish the kubernetes Service (it would list the gateways): use nodes',
+      });
+  }
+  if (sources.length > 0) {
+    if (typeof c.envoy === 'object' && c.envoy !== null && c.envoy.xds === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['envoy', 'xds'],
+        message:
+          'required with membership.sources: Envoy must learn the apiservers skewgate learns (else a request routed to one would fall back to the balanced pool)',
+      });
+    if (c.discovery?.watch === false)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['discovery', 'watch'],
+        message: 'must be true with membership.sources: the sources are watched',
+      });
+    if (c.membership?.template?.caFile === undefined && c.membership?.template?.credentials?.kubeconfig === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['membership', 'template', 'caFile'],
+        message: 'required with membership.sources: a learnt apiserver is verified against this CA',
+      });
+  }
+  const seen = new Map<string, number>();
+  (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
+    const name = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
+    if (typeof name !== 'string') return;
+    const first = seen.get(name);
+    if (first !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['apiservers', i, 'name'],
+        message: `duplicate name "${name}" (also apiservers[${first}])`,
+      });
+    else seen.set(name, i);
+    if (name === 'default' || name === 'skewgate-extproc' || name === 'skewgate-otel') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['apiservers', i, 'name'],
+        message: `"${name}" is reserved for a cluster skewgate renders itself`,
+      });
     }
-    if (c.membership.sources.length > 0) {
-      if (c.envoy.xds === undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['envoy', 'xds'],
-          message:
-            'required with membership.sources: Envoy must learn the apiservers skewgate learns (else a request routed to one would fall back to the balanced pool)',
-        });
-      if (!c.discovery.watch)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['discovery', 'watch'],
-          message: 'must be true with membership.sources: the sources are watched',
-        });
-      if (c.membership.template.caFile === undefined && c.membership.template.credentials?.kubeconfig === undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['membership', 'template', 'caFile'],
-          message: 'required with membership.sources: a learnt apiserver is verified against this CA',
-        });
-    }
-    const seen = new Map<string, number>();
-    c.apiservers.forEach((s, i) => {
-      const first = seen.get(s.name);
-      if (first !== undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['apiservers', i, 'name'],
-          message: `duplicate name "${s.name}" (also apiservers[${first}])`,
-        });
-      else seen.set(s.name, i);
-      if (s.name === 'default' || s.name === 'skewgate-extproc' || s.name === 'skewgate-otel') {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['apiservers', i, 'name'],
-          message: `"${s.name}" is reserved for a cluster skewgate renders itself`,
-        });
-      }
-    });
   });
+}
 
 type Parsed = z.output<typeof schema>;
 export type ApiServerConfig = Parsed['apiservers'][number];

@@ -95,7 +95,12 @@ t.test('an apiserver no source names blocks the 404 within a discovery interval 
     explained.membership.unmatched.map((u) => [u.identity, u.hostname]),
     [[stranger, STRANGER.name]],
   );
-  const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile], { timeout: 60_000 });
+  const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile], { timeout: 60_000 }).then(
+    (r) => ({ code: 0, stdout: r.stdout }),
+    (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '' }),
+  );
+  t.equal(skew.code, 1, 'skew: exit 1, an apiserver it could not compare');
+  t.match(skew.stdout, new RegExp(`not compared: ${stranger} \\(hostname kas-11\\)`));
   t.match(skew.stdout, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
   const validated = await run(process.execPath, [cli, 'validate', '--config', gw.configFile], { timeout: 60_000 }).then(
     () => ({ code: 0, stdout: '' }),

@@ -82,13 +82,45 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   t.match(d.stdout, /401/);
 });
 
-t.test('skew lists what not every apiserver serves', async (t) => {
+t.test('skew lists what not every apiserver serves, and exits 1 for it', async (t) => {
   const r = await run(['skew', '--config', good]);
-  t.equal(r.code, 0, r.stderr);
+  t.equal(r.code, 1, `a skew is a finding: exit 1 (${r.stderr})`);
+  t.match(r.stdout, /^skew: \d+ resources? not served by all 3 apiservers compared$/m);
   t.match(r.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+new-1\s+old-1,old-2/);
   t.notMatch(r.stdout, /configmaps/);
-  const j = JSON.parse((await run(['skew', '--config', good, '--json'])).stdout) as { skew: { resource: string; servedBy: string[] }[] };
+  const j = JSON.parse((await run(['skew', '--config', good, '--json'])).stdout) as {
+    skew: { resource: string; servedBy: string[] }[];
+    compared: string[];
+  };
   t.ok(j.skew.some((row) => row.resource === 'mutatingadmissionpolicies' && row.servedBy.join() === 'new-1'));
+  t.same(j.compared, ['old-1', 'old-2', 'new-1']);
+
+  const same = writeConfig('same.yaml', { ...base, apiservers: base.apiservers.slice(0, 2) });
+  const none = await run(['skew', '--config', same]);
+  t.equal(none.code, 0, `no skew among every apiserver: exit 0 (${none.stdout}${none.stderr})`);
+  t.match(none.stdout, /^no skew: every resource is served by all 2 apiservers$/m);
+});
+
+t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no skew"', async (t) => {
+  const unreachable = writeConfig('unreachable.yaml', {
+    ...base,
+    apiservers: [
+      { name: 'gone-1', url: 'https://127.0.0.1:1', caFile: pki.caFile },
+      { name: 'gone-2', url: 'https://127.0.0.1:2', caFile: pki.caFile },
+    ],
+  });
+  const all = await run(['skew', '--config', unreachable]);
+  t.equal(all.code, 1, 'exit 1');
+  t.match(all.stdout, /cannot compare: no apiserver answered discovery \(gone-1, gone-2\)/);
+  t.notMatch(all.stdout, /no skew/);
+  const one = writeConfig('one-down.yaml', {
+    ...base,
+    apiservers: [...base.apiservers.slice(0, 2), { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }],
+  });
+  const r = await run(['skew', '--config', one]);
+  t.equal(r.code, 1, 'exit 1 with one apiserver not compared');
+  t.match(r.stdout, /warning: no discovery from gone: /);
+  t.match(r.stdout, /no skew among the 2 apiservers compared, but not compared: gone/);
 });
 
 t.test('explain shows classification, candidates, decision and reason', async (t) => {

@@ -2,7 +2,7 @@ import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, parseConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, parseConfig, parseDuration } from '../../src/config.js';
 import { extprocListenAddresses, extprocListenProblem } from '../../src/extproc/listen-addresses.js';
 
 const minimal = {
@@ -80,7 +80,81 @@ t.test('every problem is listed at once, each with its path', async (t) => {
   ]) {
     t.ok(paths.includes(want), `problem at ${want || '(top)'} in ${JSON.stringify(paths)}`);
   }
-  t.ok(got.length >= 9, `${got.length} problems`);
+  // Cross-section problems too, though other sections have problems of their own.
+  t.ok(
+    got.some((p) => p.path === 'apiservers[2].name' && /duplicate/.test(p.message)),
+    'the duplicate name, in the same list',
+  );
+  t.ok(
+    got.some((p) => p.path === 'apiservers[3].name' && /reserved/.test(p.message)),
+    'the reserved name, in the same list',
+  );
+  t.ok(got.length >= 11, `${got.length} problems`);
+});
+
+t.test('Go-style durations, composite ones included', async (t) => {
+  const cases: [string, number | null][] = [
+    ['500ms', 500],
+    ['5s', 5000],
+    ['1m30s', 90_000],
+    ['2h45m', 9_900_000],
+    ['1.5h', 5_400_000],
+    ['.5s', 500],
+    ['100us', 0.1],
+    ['250µs', 0.25],
+    ['1500000ns', 1.5],
+    ['0', 0],
+    [' 2m ', 120_000],
+    ['', null],
+    ['1', null],
+    ['1m30', null],
+    ['-1s', null],
+    ['1d', null],
+    ['s', null],
+    ['1 m', null],
+  ];
+  for (const [text, want] of cases) t.equal(parseDuration(text), want, JSON.stringify(text));
+  t.equal(parseConfig({ ...minimal, discovery: { interval: '1m30s', staleAfter: '5m' } }, 't', '/b').discovery.interval, 90_000);
+  t.match(problems({ ...minimal, discovery: { interval: '1m30' } }), [{ path: 'discovery.interval', message: /not a duration .*1m30s/ }]);
+});
+
+t.test('dangerous configs are refused, each with why', async (t) => {
+  const server = minimal.apiservers[0] as Record<string, unknown>;
+  const cases: [string, Record<string, unknown>, string, RegExp][] = [
+    [
+      'a URL with a path prefix',
+      { ...minimal, apiservers: [{ ...server, url: 'https://10.0.0.1:6443/k8s' }] },
+      'apiservers[0].url',
+      /no path/,
+    ],
+    [
+      'a URL with a query',
+      { ...minimal, apiservers: [{ ...server, url: 'https://10.0.0.1:6443/?x=1' }] },
+      'apiservers[0].url',
+      /no path, query/,
+    ],
+    ['a URL with a user', { ...minimal, apiservers: [{ ...server, url: 'https://u:p@10.0.0.1:6443' }] }, 'apiservers[0].url', /user/],
+    [
+      'a token file with a client certificate',
+      { ...minimal, apiservers: [{ ...server, credentials: { tokenFile: 't', clientCertFile: 'c', clientKeyFile: 'k' } }] },
+      'apiservers[0].credentials',
+      /choose one of .*one identity/,
+    ],
+    [
+      'staleAfter shorter than interval',
+      { ...minimal, discovery: { interval: '10s', staleAfter: '5s' } },
+      'discovery.staleAfter',
+      /longer than discovery.interval/,
+    ],
+    [
+      'staleAfter equal to interval',
+      { ...minimal, discovery: { interval: '2s', staleAfter: 2000 } },
+      'discovery.staleAfter',
+      /longer than/,
+    ],
+  ];
+  for (const [what, doc, path, message] of cases) t.match(problems(doc), [{ path, message }], what);
+  t.same(problems({ ...minimal, apiservers: [{ ...server, url: 'https://10.0.0.1:6443/' }] }), [], 'a trailing slash alone is fine');
 });
 
 t.test('duplicate and reserved names are problems', async (t) => {
@@ -173,8 +247,8 @@ t.test(
     );
     t.same(
       problems({ ...minimal, membership: { sources: ['dns'] } }).map((p) => p.path),
-      ['membership.sources[0]'],
-      'an unknown source',
+      ['membership.sources[0]', 'envoy.xds', 'membership.template.caFile'],
+      'an unknown source, and with it what any source needs: every problem at once',
     );
     const ok = parseConfig(
       {
