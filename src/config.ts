@@ -481,9 +481,13 @@ const schema = z
         },
       }),
     log: z
-      .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') })
+      .object({
+        level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+        /** json: one JSON object per line (for collectors); text: a line for people. Both on stderr. */
+        format: z.enum(['json', 'text']).default('json'),
+      })
       .strict()
-      .default({ level: 'info' }),
+      .default({ level: 'info', format: 'json' }),
     telemetry,
   })
   .strict()

@@ -3,15 +3,34 @@
 // command's module is loaded when it runs: `skewgate health` (an exec probe, every few seconds)
 // must not load discovery or the Envoy renderer. The harness (lab, demo, compose) has its own
 // command, `skewgate-lab` (harness/cli/main.ts): nothing here reaches it.
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../config.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
+import { LOG_FORMATS, type LogFormat } from '../log.js';
+import { skewgateVersion } from '../version.js';
 
 const program = new Command()
   .name('skewgate')
   .description('Route Kubernetes API requests to an apiserver that can serve them, during version skew (Envoy ext_proc).')
+  .version(skewgateVersion(), '-V, --version', "print skewgate's version")
+  .addOption(
+    new Option(
+      '--log-format <format>',
+      "log lines on stderr as json or text (serve: default the config's log.format; other commands: text)",
+    ).choices(LOG_FORMATS),
+  )
   .showHelpAfterError()
   .exitOverride();
+
+/** --log-format, wherever it was given; the inspection commands read it from the environment (one-shot.ts). */
+function logFormat(): LogFormat | undefined {
+  const f = program.opts<{ logFormat?: LogFormat }>().logFormat;
+  if (f !== undefined) process.env['SKEWGATE_LOG_FORMAT'] = f;
+  return f;
+}
+
+// Every command: --log-format (given before or after the command name) reaches the loggers.
+program.hook('preAction', () => void logFormat());
 
 const configOption = ['-c, --config <file>', 'skewgate YAML config file'] as const;
 
@@ -20,7 +39,7 @@ program
   .description('run the ext_proc service: discovery in the background, a routing decision per request')
   .requiredOption(...configOption)
   .action(async (o: { config: string }) => {
-    process.exitCode = await (await import('./serve.js')).runServe(o.config);
+    process.exitCode = await (await import('./serve.js')).runServe(o.config, logFormat());
   });
 
 program

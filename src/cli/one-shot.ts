@@ -1,6 +1,6 @@
 // Shared by the inspection commands: one round of discovery, no watch, then close.
 import { loadConfig, type Config } from '../config.js';
-import { createLogger, type Logger } from '../log.js';
+import { createLogger, type LogFormat, type Logger } from '../log.js';
 import { DiscoveryService } from '../discovery/service.js';
 import type { Snapshot } from '../discovery/types.js';
 
@@ -12,10 +12,17 @@ export interface OneShot {
   readonly membershipProblem: string | null;
 }
 
+/** The inspection commands' log format: `--log-format` (main.ts sets SKEWGATE_LOG_FORMAT), default text. */
+function oneShotLogFormat(): LogFormat {
+  return process.env['SKEWGATE_LOG_FORMAT'] === 'json' ? 'json' : 'text';
+}
+
 export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneShot) => T | Promise<T>, logger?: Logger): Promise<T> {
   const loaded = loadConfig(configFile);
   const config = { ...loaded, discovery: { ...loaded.discovery, watch: false } } as Config;
-  const discovery = new DiscoveryService(config, { logger: logger ?? createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn') });
+  const discovery = new DiscoveryService(config, {
+    logger: logger ?? createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn', process.stderr, oneShotLogFormat()),
+  });
   try {
     await discovery.start();
     // Not watched here: one list of each membership source (the apiservers learnt are probed

@@ -8,20 +8,31 @@ import { createSkewgate, drainTime } from '../app.js';
 import { EXIT_OK } from '../constants.js';
 import { assertFrontProxySafe } from '../envoy/tls-check.js';
 import { fileStamp } from '../file-stamp.js';
+import type { Config } from '../config.js';
+import type { LogFormat } from '../log.js';
+import { skewgateVersion } from '../version.js';
 
 /** Each of these drains (never an immediate exit); a second one during the drain is only logged. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT'];
 
-export async function runServe(configFile: string): Promise<number> {
+/** The config with `--log-format` in place of the file's (on every reload too: no restart asked for). */
+function withLogFormat(config: Config, format: LogFormat | undefined): Config {
+  return format === undefined || config.log.format === format
+    ? config
+    : Object.freeze({ ...config, log: Object.freeze({ ...config.log, format }) });
+}
+
+export async function runServe(configFile: string, logFormat?: LogFormat): Promise<number> {
   // Stamped before it is read: a write in between is then seen as a change, not missed.
   const stamp = await fileStamp(resolve(configFile));
-  const config = loadConfig(configFile);
+  const config = withLogFormat(loadConfig(configFile), logFormat);
   // Refuse to state identities with a front-proxy certificate the apiservers would also take as a client's.
   await assertFrontProxySafe(config);
-  const logger = createLogger(config.log.level);
+  const logger = createLogger(config.log.level, process.stderr, config.log.format);
+  logger.info({ version: skewgateVersion(), node: process.version, pid: process.pid, config: config.source }, 'skewgate starting');
   const app = createSkewgate(config, logger);
   // The file is read again when the reload runs: reloads asked for meanwhile merge into one.
-  const reload = (trigger: string): void => void app.reload(() => loadConfig(config.source), { trigger });
+  const reload = (trigger: string): void => void app.reload(() => withLogFormat(loadConfig(config.source), logFormat), { trigger });
   const watch = watchConfigFile(config.source, { stamp, logger, onChange: () => reload('file changed') });
   process.on('SIGHUP', () => void watch.markSeen().then(() => reload('SIGHUP')));
   let stopping = false;

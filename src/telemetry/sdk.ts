@@ -4,7 +4,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Attributes, Context, Link, Meter, SpanKind, Tracer } from '@opentelemetry/api';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
@@ -28,7 +27,7 @@ import { OTLPTraceExporter as OtlpHttpTraceExporter } from '@opentelemetry/expor
 import { OTLPMetricExporter as OtlpGrpcMetricExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { OTLPMetricExporter as OtlpHttpMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { packageRoot } from '../package-root.js';
+import { skewgateVersion } from '../version.js';
 import { ATTR, SCOPE } from './names.js';
 import type { OtlpTarget, SamplerSpec, TelemetrySettings } from './settings.js';
 
@@ -108,14 +107,6 @@ function metricExporter(target: OtlpTarget): PushMetricExporter {
   return target.protocol === 'grpc' ? new OtlpGrpcMetricExporter(grpcOptions(target)) : new OtlpHttpMetricExporter(httpOptions(target));
 }
 
-function serviceVersion(): string {
-  try {
-    return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
-
 function resource(settings: TelemetrySettings, version: string): Resource {
   return resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName, 'service.version': version });
 }
@@ -138,7 +129,7 @@ async function servePrometheus(exporter: PrometheusExporter, host: string, port:
 }
 
 export async function startSdk(settings: TelemetrySettings, options: SdkOptions = {}): Promise<TelemetrySdk> {
-  const version = serviceVersion();
+  const version = skewgateVersion();
   const res = resource(settings, version);
   const stops: (() => Promise<void>)[] = [];
   let tracerProvider: TracerProvider | null = null;

@@ -30,7 +30,7 @@ function workerData(): WorkerData {
   return JSON.parse(raw) as WorkerData;
 }
 const data = workerData();
-const root = createLogger(data.config.log.level);
+const root = createLogger(data.config.log.level, process.stderr, data.config.log.format);
 const logger = root.child({ component: 'extproc', worker: data.index });
 
 let config: Config = data.config;

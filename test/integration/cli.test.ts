@@ -2,7 +2,7 @@
 import t from 'tap';
 import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -135,6 +135,35 @@ t.test('explain shows classification, candidates, decision and reason', async (t
   t.same(nf.decision, { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] });
 });
 
+t.test('--version, and --log-format: text lines on stderr, never on stdout', async (t) => {
+  const version = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  for (const flag of ['--version', '-V']) {
+    const r = await run([flag]);
+    t.equal(r.code, 0, `${flag}: exit 0`);
+    t.equal(r.stdout.trim(), version, `${flag} prints ${version}`);
+  }
+  const down = writeConfig('down-text.yaml', { ...base, apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }] });
+  for (const args of [
+    ['--log-format', 'json', 'skew', '--config', down],
+    ['skew', '--config', down, '--log-format', 'json'],
+  ]) {
+    const r = await run(args);
+    t.ok(r.stderr.trim().length > 0, `${args.join(' ')}: discovery's warnings are logged`);
+    t.notMatch(r.stdout, /"level"/, `${args.join(' ')}: no log line on stdout`);
+    t.ok(
+      r.stderr
+        .split('\n')
+        .filter(Boolean)
+        .every((l) => l.startsWith('{')),
+      `${args.join(' ')}: JSON lines on stderr (${r.stderr.split('\n')[0] ?? ''})`,
+    );
+  }
+  const text = await run(['skew', '--config', down]);
+  t.match(text.stderr, /^\S+ WARN {2}.*server=gone/m, 'the inspection commands log text lines by default');
+  t.notMatch(text.stderr, /^\{/m, 'and no JSON');
+  t.equal((await run(['--log-format', 'xml', 'skew', '--config', down])).code, 2, 'an unknown format is a usage error');
+});
+
 t.test('envoy-config prints a bootstrap naming every apiserver cluster', async (t) => {
   const r = await run(['envoy-config', '--config', good]);
   t.equal(r.code, 0, r.stderr);
@@ -154,6 +183,8 @@ t.test('serve answers ext_proc, then SIGTERM finishes gracefully with exit 0', a
     if (Date.now() > deadline) throw new Error(`serve did not start: ${stderr}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+  const first = JSON.parse(stderr.split('\n')[0] ?? '{}') as { msg?: string; version?: string };
+  t.match(first, { msg: 'skewgate starting', version: /^\d+\.\d+\.\d+/ }, "serve's first log line names the version");
   const client = createExtProcClient(`unix:${join(dir, 'sg.sock')}`);
   t.teardown(() => client.close());
   const { response } = await client.process({ method: 'GET', path: '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies' });
