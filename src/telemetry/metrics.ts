@@ -29,6 +29,38 @@ export interface MetricsSource {
 }
 
 /** ok, not_modified (every discovery document answered 304) or error. */
+/** Why a discovery round failed: a bounded label (skewgate_discovery_fetch_errors_total{reason}). */
+export const FETCH_ERROR_REASONS = [
+  'timeout',
+  'connection',
+  'tls',
+  'unauthorized',
+  'http_4xx',
+  'http_5xx',
+  'too_large',
+  'malformed',
+  'other',
+] as const;
+export type FetchErrorReason = (typeof FETCH_ERROR_REASONS)[number];
+
+/**
+ * The reason of a failed round, from its requests' statuses and the error discovery recorded
+ * (messages written by src/discovery/client.ts and parse.ts). Pure.
+ */
+export function fetchErrorReason(e: DiscoveryRoundEvent): FetchErrorReason {
+  const failed = e.requests.find((r) => r.status !== null && r.status >= 400 && r.status !== 404);
+  if (failed?.status === 401 || failed?.status === 403) return 'unauthorized';
+  if (failed !== undefined) return (failed.status ?? 0) >= 500 ? 'http_5xx' : 'http_4xx';
+  const err = e.after.lastError ?? '';
+  if (/timed out after/.test(err)) return 'timeout';
+  if (/TLS verification failed|certificate|\(ERR_TLS_|\(ERR_SSL_/.test(err)) return 'tls';
+  if (/the body is larger than/.test(err)) return 'too_large';
+  if (/malformed discovery document|not valid JSON/.test(err)) return 'malformed';
+  if (/\((ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT)\)/.test(err))
+    return 'connection';
+  return 'other';
+}
+
 export function fetchResult(e: DiscoveryRoundEvent): FetchResult {
   if (e.after.consecutiveFailures > 0) return 'error';
   const docs = e.requests.filter((r) => r.path !== '/readyz');
@@ -65,7 +97,9 @@ export class SkewgateMetrics {
       unit: 's',
       advice: { explicitBucketBoundaries: FETCH_BUCKETS_S },
     });
-    this.fetchErrors = meter.createCounter(METRIC.fetchErrors, { description: 'Failed discovery rounds per apiserver' });
+    this.fetchErrors = meter.createCounter(METRIC.fetchErrors, {
+      description: `Failed discovery rounds per apiserver, by reason (${FETCH_ERROR_REASONS.join(', ')})`,
+    });
 
     const viewAge = meter.createObservableGauge(METRIC.viewAge, {
       description: 'Seconds since the last good discovery view of each apiserver',
@@ -153,7 +187,7 @@ export class SkewgateMetrics {
   recordRound(e: DiscoveryRoundEvent): void {
     const result = fetchResult(e);
     this.fetchDuration.record(e.durationMs / 1000, { apiserver: e.server, result });
-    if (result === 'error') this.fetchErrors.add(1, { apiserver: e.server });
+    if (result === 'error') this.fetchErrors.add(1, { apiserver: e.server, reason: fetchErrorReason(e) });
     if (e.documentBytes) this.documentBytes.set(e.server, e.documentBytes);
   }
 }

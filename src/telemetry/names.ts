@@ -68,11 +68,12 @@ export const ATTR = {
 /** Metric names (OTel dots; the Prometheus endpoint shows them with underscores and units). */
 export const METRIC = {
   decisions: 'skewgate.decisions',
-  decisionDuration: 'skewgate.decision.duration',
+  // Prometheus names carry their unit (skewgate_decision_duration_seconds), so the OTel names do.
+  decisionDuration: 'skewgate.decision.duration_seconds',
   routeErrors: 'skewgate.decision.errors',
-  fetchDuration: 'skewgate.discovery.fetch.duration',
+  fetchDuration: 'skewgate.discovery.fetch.duration_seconds',
   fetchErrors: 'skewgate.discovery.fetch.errors',
-  viewAge: 'skewgate.discovery.view.age',
+  viewAge: 'skewgate.discovery.view.age_seconds',
   /** Unit By; Prometheus: skewgate_discovery_document_bytes. */
   documentBytes: 'skewgate.discovery.document.bytes',
   skewedResources: 'skewgate.skew.resources',

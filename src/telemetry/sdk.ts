@@ -154,7 +154,7 @@ export async function startSdk(settings: TelemetrySettings, options: SdkOptions 
     let prometheus: { exporter: PrometheusExporter; host: string; port: number } | null = null;
     if (settings.metrics?.prometheus) {
       // Its own server would turn port 0 into 9464; skewgate serves the handler itself.
-      const exporter = new PrometheusExporter({ preventServerStart: true });
+      const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
       readers.push(exporter);
       prometheus = { exporter, ...settings.metrics.prometheus };
     }

@@ -7,6 +7,7 @@ import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
+import { ProcessMetrics } from './process-metrics.js';
 import type { ReloadResultName } from '../reload.js';
 import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
@@ -66,6 +67,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
   let configState: ConfigState = { generation: 1, lastReloadSucceeded: true };
   let configMetrics: ConfigMetrics | null = null;
   let decisionMetrics: SkewgateMetrics | null = null;
+  let processMetrics: ProcessMetrics | null = null;
 
   const observer: DecisionObserver = {
     onRequest: (ctx) => active?.onRequest?.(ctx),
@@ -84,6 +86,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       const spans = tracer ? createDecisionSpans(tracer, servers) : null;
       const metrics = meter ? new SkewgateMetrics(meter, discovery, skew, Date.now, deps.fastPath) : null;
       configMetrics = meter ? new ConfigMetrics(meter, () => configState) : null;
+      processMetrics = meter ? new ProcessMetrics(meter) : null;
       decisionMetrics = metrics;
       active = {
         ...(spans ? { onRequest: spans.onRequest } : {}),
@@ -149,6 +152,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
         unsubscribe?.();
         active = null;
         await skewQueue;
+        processMetrics?.close();
         await sdk?.shutdown();
       })();
       return stopping;

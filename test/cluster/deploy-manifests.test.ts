@@ -558,10 +558,10 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   const metrics = (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body;
   for (const m of [
     'skewgate_decisions_total',
-    'skewgate_discovery_view_age',
+    'skewgate_discovery_view_age_seconds',
     'skewgate_apiserver_ready',
     'skewgate_skew_resources',
-    'skewgate_discovery_fetch_duration',
+    'skewgate_discovery_fetch_duration_seconds',
   ]) {
     t.match(metrics, new RegExp(`^${m}`, 'm'), `skewgate metric ${m}`);
   }

@@ -113,7 +113,7 @@ t.test("the workers' decisions are counted in the one /metrics", async (t) => {
     text = await (await request(`http://127.0.0.1:${port}/metrics`)).body.text();
     return /skewgate_decisions_total\{[^}]*outcome="default"[^}]*\} 12\b/.test(text);
   });
-  t.match(text, /skewgate_decision_duration_count\{[^}]*outcome="default"[^}]*\} 12\b/, 'durations too');
+  t.match(text, /skewgate_decision_duration_seconds_count\{[^}]*outcome="default"[^}]*\} 12\b/, 'durations too');
 });
 
 t.test('a worker that dies is started again; the others keep serving; close() ends them all', async (t) => {

@@ -137,13 +137,31 @@ t.test('the Prometheus endpoint over HTTP', async (t) => {
   t.match(text, /# TYPE skewgate_decisions_total counter/);
   t.match(text, /skewgate_decisions_total\{[^}]*outcome="routed",reason="served_by_subset",upstream="apiserver-c"[^}]*\} 1/);
   t.match(text, /skewgate_decisions_total\{[^}]*outcome="not_found",reason="group_version_not_served"[^}]*\} 1/);
-  t.match(text, /skewgate_decision_duration_bucket\{[^}]*outcome="routed"[^}]*le="0\.0001"/);
-  t.match(text, /skewgate_discovery_fetch_duration_count\{[^}]*apiserver="apiserver-a"[^}]*result="ok"[^}]*\} 1/);
-  t.match(text, /skewgate_discovery_view_age\{[^}]*apiserver="apiserver-c"/);
+  t.match(text, /skewgate_decision_duration_seconds_bucket\{[^}]*outcome="routed"[^}]*le="0\.0001"/);
+  t.match(text, /skewgate_discovery_fetch_duration_seconds_count\{[^}]*apiserver="apiserver-a"[^}]*result="ok"[^}]*\} 1/);
+  t.match(text, /skewgate_discovery_view_age_seconds\{[^}]*apiserver="apiserver-c"/);
   t.match(text, /# UNIT skewgate_discovery_document_bytes By/);
   t.match(text, /skewgate_discovery_document_bytes\{[^}]*apiserver="apiserver-a",document="\/apis"[^}]*\} [1-9]\d*/);
   t.match(text, /skewgate_apiserver_ready\{[^}]*apiserver="apiserver-a"[^}]*\} 1/);
-  t.match(text, /skewgate_skew_resources\{[^}]*\} [1-9]/);
+  t.match(text, /^skewgate_skew_resources [1-9]/m, 'a gauge without labels has none: no per-series scope labels');
+  t.notMatch(text, /otel_scope_/, 'no otel_scope_* labels on any series');
+  // Prometheus naming: units as suffixes, _total on counters, and the process and runtime metrics.
+  for (const name of ['skewgate_decision_duration_seconds_bucket', 'skewgate_discovery_view_age_seconds', 'skewgate_decisions_total'])
+    t.match(text, new RegExp(`^${name}\\{`, 'm'), name);
+  for (const name of [
+    'process_cpu_seconds_total',
+    'process_resident_memory_bytes',
+    'process_start_time_seconds',
+    'process_open_fds',
+    'nodejs_heap_used_bytes',
+    'nodejs_heap_total_bytes',
+    'nodejs_external_memory_bytes',
+  ])
+    t.match(text, new RegExp(`^${name} \\d`, 'm'), `${name} is exported`);
+  const cpu = Number(/^process_cpu_seconds_total (\S+)/m.exec(text)?.[1]);
+  t.ok(cpu > 0 && cpu < 3600, `process_cpu_seconds_total is seconds (${cpu})`);
+  const start = Number(/^process_start_time_seconds (\S+)/m.exec(text)?.[1]);
+  t.ok(Math.abs(start - Date.now() / 1000) < 3600, `process_start_time_seconds is epoch seconds (${start})`);
   t.match(text, /skewgate_skew_missing\{[^}]*apiserver="apiserver-a"[^}]*\} [1-9]/);
   t.notMatch(text, /mutatingadmissionpolicies|nothing\.example/, 'no per-path or per-resource label');
   t.equal(app.telemetry?.prometheusPort(), port);

@@ -6,7 +6,7 @@ import { DataPointType, MetricReader, type DataPoint, type Histogram, type Metri
 import type { DiscoveryRoundEvent } from '../../src/discovery/service.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ResourceCapability, ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
-import { SkewgateMetrics, fetchResult } from '../../src/telemetry/metrics.js';
+import { FETCH_ERROR_REASONS, SkewgateMetrics, fetchErrorReason, fetchResult, type FetchErrorReason } from '../../src/telemetry/metrics.js';
 import { startSdk, type TelemetrySdk } from '../../src/telemetry/sdk.js';
 import { resolveTelemetrySettings } from '../../src/telemetry/settings.js';
 import { SkewTracker } from '../../src/telemetry/skew-diff.js';
@@ -98,7 +98,7 @@ t.test('decisions: counted by outcome, reason and (routed only) upstream; latenc
     ],
     'two paths, one series: no per-path or per-namespace label',
   );
-  const latency = find(ms, 'skewgate.decision.duration');
+  const latency = find(ms, 'skewgate.decision.duration_seconds');
   t.equal(latency?.descriptor.unit, 's');
   t.equal(latency?.dataPointType, DataPointType.HISTOGRAM);
   const routed = points(latency).find((p) => p.attributes['outcome'] === 'routed') as DataPoint<Histogram> | undefined;
@@ -109,9 +109,22 @@ t.test('decisions: counted by outcome, reason and (routed only) upstream; latenc
 });
 
 t.test('discovery rounds: duration by apiserver and result, errors counted', async (t) => {
-  const round = (server: string, requests: DiscoveryRoundEvent['requests'], failures = 0): DiscoveryRoundEvent => {
+  const round = (
+    server: string,
+    requests: DiscoveryRoundEvent['requests'],
+    failures = 0,
+    lastError: string | null = null,
+  ): DiscoveryRoundEvent => {
     const s = states.find((x) => x.name === server) as ServerState;
-    return { server, startedAt: NOW, durationMs: 20, requests, before: s, after: { ...s, consecutiveFailures: failures }, snapshot: snap };
+    return {
+      server,
+      startedAt: NOW,
+      durationMs: 20,
+      requests,
+      before: s,
+      after: { ...s, consecutiveFailures: failures, lastError },
+      snapshot: snap,
+    };
   };
   const notModified = round('apiserver-a', [
     { path: '/api', status: 304, bytes: 0, durationMs: 1 },
@@ -122,13 +135,18 @@ t.test('discovery rounds: duration by apiserver and result, errors counted', asy
     { path: '/api', status: 304, bytes: 0, durationMs: 1 },
     { path: '/apis', status: 200, bytes: 900, durationMs: 1 },
   ]);
-  const failed = round('apiserver-d', [{ path: '/apis', status: null, bytes: 0, durationMs: 1 }], 4);
+  const failed = round(
+    'apiserver-d',
+    [{ path: '/apis', status: null, bytes: 0, durationMs: 1 }],
+    4,
+    'GET https://10.0.0.4:6443/apis: timed out after 3000ms',
+  );
   t.equal(fetchResult(notModified), 'not_modified');
   t.equal(fetchResult(ok), 'ok');
   t.equal(fetchResult(failed), 'error');
   for (const e of [notModified, ok, failed]) metrics.recordRound(e);
   const ms = await reader.metrics();
-  const fetches = points(find(ms, 'skewgate.discovery.fetch.duration')) as DataPoint<Histogram>[];
+  const fetches = points(find(ms, 'skewgate.discovery.fetch.duration_seconds')) as DataPoint<Histogram>[];
   t.same(
     fetches.map((p) => [p.attributes, p.value.count]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
     [
@@ -139,8 +157,35 @@ t.test('discovery rounds: duration by apiserver and result, errors counted', asy
   );
   t.same(
     points(find(ms, 'skewgate.discovery.fetch.errors')).map((p) => [p.attributes, p.value]),
-    [[{ apiserver: 'apiserver-d' }, 1]],
+    [[{ apiserver: 'apiserver-d', reason: 'timeout' }, 1]],
   );
+
+  // The reason label: a bounded set, from the statuses and the error discovery recorded.
+  const status = (code: number): DiscoveryRoundEvent['requests'] => [{ path: '/apis', status: code, bytes: 0, durationMs: 1 }];
+  const none: DiscoveryRoundEvent['requests'] = [{ path: '/api', status: null, bytes: 0, durationMs: 1 }];
+  const cases: [string, DiscoveryRoundEvent['requests'], string, FetchErrorReason][] = [
+    ['401', status(401), 'GET https://x/apis: 401 Unauthorized', 'unauthorized'],
+    ['403', status(403), 'GET https://x/apis: 403 Forbidden', 'unauthorized'],
+    ['429', status(429), 'GET https://x/apis: 429', 'http_4xx'],
+    ['503', status(503), 'GET https://x/apis: 503', 'http_5xx'],
+    ['refused', none, 'GET https://x/api: connect ECONNREFUSED 10.0.0.1:6443 (ECONNREFUSED)', 'connection'],
+    ['reset', none, 'GET https://x/api: socket hang up (ECONNRESET)', 'connection'],
+    [
+      'tls',
+      none,
+      'GET https://x/api: TLS verification failed: unable to verify the first certificate (UNABLE_TO_VERIFY_LEAF_SIGNATURE)',
+      'tls',
+    ],
+    ['timeout', none, 'GET https://x/api: timed out after 2000ms', 'timeout'],
+    ['too large', status(200), 'GET https://x/apis: the body is larger than discovery.maxDocumentBytes (65536 bytes): …', 'too_large'],
+    ['malformed', status(200), 'malformed discovery document /apis at items[0]: not an object', 'malformed'],
+    ['unknown', none, 'something else', 'other'],
+  ];
+  for (const [what, requests, err, want] of cases) {
+    const reason = fetchErrorReason(round('apiserver-d', requests, 1, err));
+    t.equal(reason, want, what);
+    t.ok(FETCH_ERROR_REASONS.includes(reason), `${what}: one of the bounded values`);
+  }
 });
 
 t.test('document sizes: a gauge in bytes per apiserver and document, from the last round, members only', async (t) => {
@@ -190,7 +235,7 @@ t.test('document sizes: a gauge in bytes per apiserver and document, from the la
 t.test('gauges: view age, readiness, skewed resources and what each apiserver lacks', async (t) => {
   const ms = await reader.metrics();
   t.same(
-    points(find(ms, 'skewgate.discovery.view.age')).map((p) => [p.attributes['apiserver'], p.value]),
+    points(find(ms, 'skewgate.discovery.view.age_seconds')).map((p) => [p.attributes['apiserver'], p.value]),
     [
       ['apiserver-a', 1.5],
       ['apiserver-c', 0.25],
