@@ -65,8 +65,8 @@ t.test('SIGHUP with an invalid file, then a valid file with no signal, then SIGT
     return code !== undefined ? String(code) : `routed ${replyHeader(response, 'x-skewgate-upstream')?.raw ?? '(none)'}`;
   };
   t.equal(await decide(), '404', 'only apiserver-a, which lacks it');
-  t.match(await metrics(), /skewgate_config_generation\{[^}]*\} 1/);
-  t.match(await metrics(), /skewgate_config_last_reload_success\{[^}]*\} 1/, '1 before any reload');
+  t.match(await metrics(), /skewgate_config_generation 1/);
+  t.match(await metrics(), /skewgate_config_last_reload_success 1/, '1 before any reload');
 
   // An invalid file, then SIGHUP at once.
   writeFileSync(file, stringify({ ...doc([{ name: 'Bad Name', url: 'http://x' }]), discovery: { interval: 'often' } }));
@@ -87,8 +87,8 @@ t.test('SIGHUP with an invalid file, then a valid file with no signal, then SIGT
   t.equal(await decide(), '404', 'the old config still decides');
   let text = await metrics();
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="invalid"[^}]*\} [1-9]/);
-  t.match(text, /skewgate_config_last_reload_success\{[^}]*\} 0/);
-  t.match(text, /skewgate_config_generation\{[^}]*\} 1/);
+  t.match(text, /skewgate_config_last_reload_success 0/);
+  t.match(text, /skewgate_config_generation 1/);
 
   // A valid, changed file written the way editors do (a new file renamed over the old), no signal.
   const tmp = join(dir, '.skewgate.yaml.swp');
@@ -98,9 +98,9 @@ t.test('SIGHUP with an invalid file, then a valid file with no signal, then SIGT
   t.match(logged(byMsg('config reloaded')), { level: 'info', trigger: 'file changed', generation: 2, changed: ['apiservers'] });
   t.equal(await decide(), 'routed apiserver-c', 'the new apiserver serves it');
   text = await metrics();
-  t.match(text, /skewgate_config_generation\{[^}]*\} 2/);
+  t.match(text, /skewgate_config_generation 2/);
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="applied"[^}]*\} 1/);
-  t.match(text, /skewgate_config_last_reload_success\{[^}]*\} 1/);
+  t.match(text, /skewgate_config_last_reload_success 1/);
 
   // SIGTERM drains; a second signal meanwhile is logged, not obeyed.
   child.kill('SIGTERM');

@@ -90,9 +90,9 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
 
   const metrics = async (): Promise<string> => (await request(`http://127.0.0.1:${app.telemetry?.prometheusPort()}/metrics`)).body.text();
   let text = await metrics();
-  t.match(text, /skewgate_config_generation\{[^}]*\} 2/);
+  t.match(text, /skewgate_config_generation 2/);
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="applied"[^}]*\} 1/);
-  t.match(text, /skewgate_config_last_reload_success\{[^}]*\} 1/);
+  t.match(text, /skewgate_config_last_reload_success 1/);
   t.match(text, /skewgate_apiserver_ready\{[^}]*apiserver="apiserver-c"[^}]*\} 1/, "the gauges read the new service's snapshot");
 
   // A change that needs a restart: refused whole, the apiservers in the same file included.
@@ -101,9 +101,9 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
   t.equal(seen(await client.process({ path: SKEWED })), 'routed apiserver-c');
   t.equal(app.discovery.current().servers.length, 2, 'still both apiservers');
   text = await metrics();
-  t.match(text, /skewgate_config_generation\{[^}]*\} 2/);
+  t.match(text, /skewgate_config_generation 2/);
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="restart_required"[^}]*\} 1/);
-  t.match(text, /skewgate_config_last_reload_success\{[^}]*\} 0/);
+  t.match(text, /skewgate_config_last_reload_success 0/);
 
   // The log level alone: the same discovery service, every logger of the app at the new level.
   const running = app.discovery;
@@ -119,7 +119,7 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
     logs.lines.slice(lines).some((l) => l['level'] === 20 && l['component'] === 'extproc'),
     'a debug line from a child logger made before the reload',
   );
-  t.match(await metrics(), /skewgate_config_last_reload_success\{[^}]*\} 1/);
+  t.match(await metrics(), /skewgate_config_last_reload_success 1/);
 });
 
 t.test('close() during a reload: the reload fails, close completes, no stream is cut by it', async (t) => {
