@@ -22,13 +22,14 @@ import { formatXfcc } from '../identity/xfcc.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
 import { routeRequest, type ClientIdentityOf } from '../routing/router.js';
 import { membershipLines, membershipView } from './membership-lines.js';
-import { formatTable, withOneShotDiscovery } from './one-shot.js';
+import { formatTable, structured, withOneShotDiscovery } from './one-shot.js';
 
 export interface ExplainOptions {
   readonly configFile: string;
   readonly method: string;
   readonly path: string;
-  readonly json: boolean;
+  /** table (the default, for people), json or yaml. */
+  readonly output: 'table' | 'json' | 'yaml';
   /** "Name: value" lines, as curl's -H takes them. */
   readonly headers: readonly string[];
   /** A PEM file: the client certificate, then any intermediates it would send. */
@@ -155,22 +156,17 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
         : decision;
     const membership = membershipView(snapshot, now, membershipProblem);
     const fastPath = fastPathView(config, snapshot, now, method, o.path, headers, o.clientCert !== undefined);
-    if (o.json) {
-      process.stdout.write(
-        JSON.stringify(
-          {
-            request: { method, path: o.path, headers: Object.fromEntries(headers), stripped },
-            classification: info,
-            identity: identityView,
-            servers,
-            membership,
-            decision: decisionView,
-            fastPath,
-          },
-          null,
-          2,
-        ) + '\n',
-      );
+    const data = structured(o.output, {
+      request: { method, path: o.path, headers: Object.fromEntries(headers), stripped },
+      classification: info,
+      identity: identityView,
+      servers,
+      membership,
+      decision: decisionView,
+      fastPath,
+    });
+    if (data !== null) {
+      process.stdout.write(data);
       return EXIT_OK;
     }
     const fields =

@@ -7,6 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../config.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { LOG_FORMATS, type LogFormat } from '../log.js';
+import type { OutputFormat } from './one-shot.js';
 import { skewgateVersion } from '../version.js';
 
 const program = new Command()
@@ -55,7 +56,8 @@ program
   .command('explain')
   .description('the decision the gateway makes for METHOD PATH (with -H headers and a client certificate), and why, from live discovery')
   .requiredOption(...configOption)
-  .option('--json', 'print JSON')
+  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
+  .option('--json', 'the same as -o json')
   .option(
     '-H, --header <line>',
     'a request header, "Name: value", as the client sends it (e.g. kubectl\'s Accept); repeat',
@@ -68,19 +70,38 @@ program
   )
   .argument('<method>', 'HTTP method, e.g. GET')
   .argument('<path>', 'request path with query, e.g. /apis/apps/v1/namespaces/default/deployments')
-  .action(async (method: string, path: string, o: { config: string; json?: boolean; header: string[]; clientCert?: string }) => {
-    process.exitCode = await (
-      await import('./explain.js')
-    ).runExplain({ configFile: o.config, method, path, json: Boolean(o.json), headers: o.header, clientCert: o.clientCert });
-  });
+  .action(
+    async (
+      method: string,
+      path: string,
+      o: { config: string; json?: boolean; output?: 'table' | 'json' | 'yaml'; header: string[]; clientCert?: string },
+    ) => {
+      process.exitCode = await (
+        await import('./explain.js')
+      ).runExplain({
+        configFile: o.config,
+        method,
+        path,
+        output: o.json ? 'json' : (o.output ?? 'table'),
+        headers: o.header,
+        clientCert: o.clientCert,
+      });
+    },
+  );
 
 program
   .command('skew')
   .description('list every resource that not all apiservers serve: who serves it, who does not')
   .requiredOption(...configOption)
-  .option('--json', 'print JSON')
-  .action(async (o: { config: string; json?: boolean }) => {
-    process.exitCode = await (await import('./skew.js')).runSkew(o.config, Boolean(o.json));
+  .addOption(
+    new Option(
+      '-o, --output <format>',
+      'table (default), wide (a column per apiserver), name (group/version/resource), json or yaml',
+    ).choices(['table', 'wide', 'name', 'json', 'yaml']),
+  )
+  .option('--json', 'the same as -o json')
+  .action(async (o: { config: string; json?: boolean; output?: OutputFormat }) => {
+    process.exitCode = await (await import('./skew.js')).runSkew(o.config, o.json ? 'json' : (o.output ?? 'table'));
   });
 
 program

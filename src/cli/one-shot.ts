@@ -1,4 +1,5 @@
 // Shared by the inspection commands: one round of discovery, no watch, then close.
+import { stringify as stringifyYaml } from 'yaml';
 import { loadConfig, type Config } from '../config.js';
 import { createLogger, type LogFormat, type Logger } from '../log.js';
 import { DiscoveryService } from '../discovery/service.js';
@@ -35,6 +36,16 @@ export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneSho
   } finally {
     await discovery.close();
   }
+}
+
+/** `-o`: how a command prints its data. table is the default for people. */
+export type OutputFormat = 'table' | 'wide' | 'name' | 'json' | 'yaml';
+
+/** Data as JSON or YAML, the same object either way; null for the other formats. */
+export function structured(format: OutputFormat, data: unknown): string | null {
+  if (format === 'json') return `${JSON.stringify(data, null, 2)}\n`;
+  if (format === 'yaml') return stringifyYaml(data);
+  return null;
 }
 
 /** A fixed-width text table; the first row is the header. */

@@ -5,7 +5,7 @@ import { computeSkew, type SkewRow } from '../routing/skew.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import type { Snapshot } from '../discovery/types.js';
 import { membershipLines, membershipView } from './membership-lines.js';
-import { formatTable, withOneShotDiscovery } from './one-shot.js';
+import { formatTable, structured, withOneShotDiscovery, type OutputFormat } from './one-shot.js';
 
 export interface SkewVerdict {
   readonly skew: readonly SkewRow[];
@@ -39,23 +39,44 @@ export function skewVerdict(snapshot: Snapshot, unmatched: readonly string[] = [
   return { skew, compared, notCompared, exitCode, summary };
 }
 
-export async function runSkew(configFile: string, json: boolean): Promise<number> {
+/** `-o name`: group/version/resource, as kubectl writes resource names (core: v1/pods). */
+const rowName = (r: SkewRow): string => `${r.group ? `${r.group}/` : ''}${r.version}/${r.resource}`;
+
+export async function runSkew(configFile: string, output: OutputFormat = 'table'): Promise<number> {
   return withOneShotDiscovery(configFile, ({ snapshot, now, membershipProblem }) => {
     const membership = membershipView(snapshot, now, membershipProblem);
     const v = skewVerdict(
       snapshot,
       membership.unmatched.map((u) => (u.hostname === null ? u.identity : `${u.identity} (hostname ${u.hostname})`)),
     );
-    if (json) {
-      process.stdout.write(
-        JSON.stringify({ skew: v.skew, compared: v.compared, notCompared: v.notCompared, membership, summary: v.summary }, null, 2) + '\n',
-      );
+    const data = structured(output, { skew: v.skew, compared: v.compared, notCompared: v.notCompared, membership, summary: v.summary });
+    if (data !== null) {
+      process.stdout.write(data);
+      return v.exitCode;
+    }
+    // Names only: nothing else on stdout (the summary and warnings go to stderr), for scripts.
+    if (output === 'name') {
+      for (const r of v.skew) process.stdout.write(`${rowName(r)}\n`);
+      process.stderr.write(`${v.summary}\n`);
       return v.exitCode;
     }
     for (const line of membershipLines(membership)) process.stdout.write(`${line}\n`);
     for (const s of v.notCompared.filter((n) => snapshot.servers.some((m) => m.name === n.name)))
       process.stdout.write(`warning: no discovery from ${s.name}: ${s.error} (left out of the comparison)\n`);
-    if (v.skew.length > 0)
+    if (v.skew.length > 0 && output === 'wide')
+      // One column per apiserver compared: whether it serves the resource.
+      process.stdout.write(
+        formatTable([
+          ['GROUP', 'VERSION', 'RESOURCE', ...v.compared.map((n) => n.toUpperCase())],
+          ...v.skew.map((r) => [
+            r.group || '(core)',
+            r.version,
+            r.resource,
+            ...v.compared.map((n) => (r.servedBy.includes(n) ? 'yes' : '-')),
+          ]),
+        ]),
+      );
+    else if (v.skew.length > 0)
       process.stdout.write(
         formatTable([
           ['GROUP', 'VERSION', 'RESOURCE', 'SERVED BY', 'NOT SERVED BY'],

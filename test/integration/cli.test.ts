@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
+import { parse as parseYaml, stringify } from 'yaml';
 import { packageRoot } from '../../src/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';
@@ -99,6 +99,37 @@ t.test('skew lists what not every apiserver serves, and exits 1 for it', async (
   const none = await run(['skew', '--config', same]);
   t.equal(none.code, 0, `no skew among every apiserver: exit 0 (${none.stdout}${none.stderr})`);
   t.match(none.stdout, /^no skew: every resource is served by all 2 apiservers$/m);
+});
+
+t.test('skew -o: wide, name, json and yaml print the same findings', async (t) => {
+  const wide = await run(['skew', '--config', good, '-o', 'wide']);
+  t.equal(wide.code, 1);
+  t.match(wide.stdout, /^GROUP\s+VERSION\s+RESOURCE\s+OLD-1\s+OLD-2\s+NEW-1$/m, 'a column per apiserver compared');
+  t.match(wide.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+-\s+-\s+yes/);
+  const name = await run(['skew', '--config', good, '-o', 'name']);
+  t.equal(name.code, 1);
+  const names = name.stdout.trim().split('\n');
+  t.ok(names.includes('admissionregistration.k8s.io/v1/mutatingadmissionpolicies'), 'group/version/resource');
+  t.ok(
+    names.every((n) => /^[a-z0-9.-]+\/[a-z0-9]+\/[a-z0-9/]+$|^v1\/[a-z0-9/]+$/.test(n)),
+    'nothing but names on stdout',
+  );
+  t.match(name.stderr, /^skew: /m, 'the summary on stderr');
+  const json = JSON.parse((await run(['skew', '--config', good, '-o', 'json'])).stdout) as { skew: unknown[] };
+  const yaml = parseYaml((await run(['skew', '--config', good, '-o', 'yaml'])).stdout) as { skew: unknown[] };
+  t.same(yaml.skew, json.skew, 'yaml and json hold the same rows');
+  t.equal(json.skew.length, names.length, 'as many as the names');
+  t.equal((await run(['skew', '--config', good, '-o', 'xml'])).code, 2, 'an unknown format: exit 2');
+});
+
+t.test('explain -o yaml is -o json in YAML; --json is -o json', async (t) => {
+  const args = ['explain', '--config', good, 'GET', '/apis/nope.example/v1/things'];
+  const json = JSON.parse((await run([...args, '-o', 'json'])).stdout) as { decision: unknown };
+  const legacy = JSON.parse((await run([...args, '--json'])).stdout) as { decision: unknown };
+  const yaml = parseYaml((await run([...args, '-o', 'yaml'])).stdout) as { decision: unknown };
+  t.same(yaml.decision, json.decision);
+  t.same(legacy.decision, json.decision);
+  t.equal((await run([...args, '-o', 'wide'])).code, 2, 'wide is not a format explain prints');
 });
 
 t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no skew"', async (t) => {
