@@ -43,12 +43,15 @@ const root = packageRoot();
 const DEPLOY = join(root, 'deploy');
 const rel = (p: string): string => relative(root, p);
 
-/** Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere). */
+/**
+ * Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere) and
+ * monitoring/'s Prometheus rules (promtool checks them: test/integration/promtool.test.ts).
+ */
 function yamlFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true })
     .flatMap((e) => {
       const p = join(dir, e.name);
-      if (e.isDirectory()) return p === join(DEPLOY, 'compose') ? [] : yamlFiles(p);
+      if (e.isDirectory()) return p === join(DEPLOY, 'compose') || p === join(DEPLOY, 'monitoring') ? [] : yamlFiles(p);
       return /\.ya?ml$/.test(e.name) ? [p] : [];
     })
     .sort();
