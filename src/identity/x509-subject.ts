@@ -3,6 +3,7 @@
 // every O (in order) a group, and attribute values decode by their ASN.1 string type. Reading the
 // DER, not a printed DN, leaves no escaping to get wrong (a CN of "a,O=system:masters" stays one
 // CN). Pure: bytes in, attributes out.
+import { DerError, elementsIn, readElement, type DerElement } from '../pki/der.js';
 
 /** One AttributeTypeAndValue of the subject, in certificate order. */
 export interface SubjectAttribute {
@@ -38,38 +39,29 @@ const TAG_BMP = 0x1e;
 
 interface Tlv {
   readonly tag: number;
+  /** The first byte of the contents. */
   readonly start: number;
   readonly end: number;
 }
 
-/** One DER element at `at`, which must end by `limit`. Definite lengths only, as DER requires. */
-function readTlv(der: Uint8Array, at: number, limit: number): Tlv {
-  if (at + 2 > limit) throw new SubjectParseError('truncated DER element');
-  const tag = der[at] as number;
-  if ((tag & 0x1f) === 0x1f) throw new SubjectParseError('multi-byte DER tags are not used in certificates');
-  let len = der[at + 1] as number;
-  let start = at + 2;
-  if (len & 0x80) {
-    const n = len & 0x7f;
-    if (n === 0 || n > 4) throw new SubjectParseError('unsupported DER length');
-    if (start + n > limit) throw new SubjectParseError('truncated DER length');
-    len = 0;
-    for (let i = 0; i < n; i++) len = len * 256 + (der[start + i] as number);
-    start += n;
+/** src/pki/der.ts's reader, its problems as SubjectParseError. */
+function der<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof DerError) throw new SubjectParseError(`DER: ${err.message}`);
+    throw err;
   }
-  const end = start + len;
-  if (end > limit) throw new SubjectParseError('DER element runs past its container');
-  return { tag, start, end };
 }
 
-function childrenOf(der: Uint8Array, parent: Tlv): Tlv[] {
-  const out: Tlv[] = [];
-  for (let at = parent.start; at < parent.end;) {
-    const c = readTlv(der, at, parent.end);
-    out.push(c);
-    at = c.end;
-  }
-  return out;
+const contents = (e: DerElement): Tlv => ({ tag: e.tag, start: e.body, end: e.end });
+
+function readTlv(bytes: Uint8Array, at: number, limit: number): Tlv {
+  return contents(der(() => readElement(bytes, at, limit)));
+}
+
+function childrenOf(bytes: Uint8Array, parent: Tlv): Tlv[] {
+  return der(() => elementsIn(bytes, { tag: parent.tag, start: parent.start, body: parent.start, end: parent.end })).map(contents);
 }
 
 function expect(t: Tlv | undefined, tag: number, what: string): Tlv {

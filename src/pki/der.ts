@@ -1,11 +1,11 @@
-// The few DER facts skewgate reads from a certificate itself: where its issuer and subject names
-// are, byte for byte. Go's verifier (kubectl, client-go, kubelets) finds a certificate's issuer by
-// comparing these bytes with the CA's subject, so an issued certificate is checked against them.
-// Pure.
+// The DER skewgate reads itself: one element reader (src/identity/x509-subject.ts walks a client
+// certificate's subject with it), and where a certificate's issuer and subject names are, byte
+// for byte. Go's verifier (kubectl, client-go, kubelets) finds a certificate's issuer by comparing
+// these bytes with the CA's subject, so an issued certificate is checked against them. Pure.
 
 export class DerError extends Error {}
 
-interface Tlv {
+export interface DerElement {
   readonly tag: number;
   /** Offset of the first byte of the whole element (tag). */
   readonly start: number;
@@ -15,7 +15,8 @@ interface Tlv {
   readonly end: number;
 }
 
-function readTlv(der: Uint8Array, at: number, limit: number): Tlv {
+/** One DER element at `at`, which must end by `limit`. Definite lengths only, as DER requires. */
+export function readElement(der: Uint8Array, at: number, limit: number): DerElement {
   if (at + 2 > limit) throw new DerError(`truncated element at byte ${at}`);
   const tag = der[at] as number;
   if ((tag & 0x1f) === 0x1f) throw new DerError(`multi-byte tag at byte ${at}`);
@@ -34,10 +35,11 @@ function readTlv(der: Uint8Array, at: number, limit: number): Tlv {
   return { tag, start: at, body, end };
 }
 
-function children(der: Uint8Array, parent: Tlv): Tlv[] {
-  const out: Tlv[] = [];
+/** The elements inside a constructed one. */
+export function elementsIn(der: Uint8Array, parent: DerElement): DerElement[] {
+  const out: DerElement[] = [];
   for (let at = parent.body; at < parent.end;) {
-    const c = readTlv(der, at, parent.end);
+    const c = readElement(der, at, parent.end);
     out.push(c);
     at = c.end;
   }
@@ -49,11 +51,11 @@ const VERSION_TAG = 0xa0;
 
 /** The DER bytes of a certificate's issuer and subject Names. Throws DerError when it is not a certificate. */
 export function certificateNames(der: Uint8Array): { readonly issuer: Uint8Array; readonly subject: Uint8Array } {
-  const cert = readTlv(der, 0, der.length);
+  const cert = readElement(der, 0, der.length);
   if (cert.tag !== SEQUENCE) throw new DerError('not a SEQUENCE');
-  const tbs = children(der, cert)[0];
+  const tbs = elementsIn(der, cert)[0];
   if (tbs?.tag !== SEQUENCE) throw new DerError('no TBSCertificate');
-  const fields = children(der, tbs);
+  const fields = elementsIn(der, tbs);
   const rest = fields[0]?.tag === VERSION_TAG ? fields.slice(1) : fields;
   // serialNumber, signature, issuer, validity, subject
   const [, , issuer, , subject] = rest;
