@@ -26,6 +26,8 @@ MODULE=github.com/jaegertracing/jaeger
 mkdir -p "$BIN"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 
+# shellcheck source=go-wrapper.sh
+source lab/go-wrapper.sh
 log() { printf 'lab/build-jaeger: %s\n' "$*" >&2; }
 
 if [ -x "$OUT" ] && "$OUT" --help >/dev/null 2>&1; then
@@ -34,21 +36,7 @@ if [ -x "$OUT" ] && "$OUT" --help >/dev/null 2>&1; then
 fi
 
 start=$(date +%s)
-if [ ! -f "$DIR/.ready" ]; then
-  log "preparing the wrapper module for $MODULE v$JAEGER_VERSION"
-  rm -rf "$DIR"; mkdir -p "$DIR"
-  (
-    cd "$DIR"
-    go mod init local/skewgate-lab-jaeger >/dev/null 2>&1
-    gomod=$(go mod download -json "$MODULE@v$JAEGER_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
-    [ -n "$gomod" ] || { log "cannot download $MODULE@v$JAEGER_VERSION"; exit 1; }
-    # Repeat Jaeger's own single-line replace directives (a dependency's replaces are ignored).
-    sed -n 's/^replace[[:space:]]\+\([^[:space:]]\+\)[[:space:]]*=>[[:space:]]*\([^[:space:]]\+\)[[:space:]]\+\([^[:space:]]\+\)[[:space:]]*$/\1=\2@\3/p' "$gomod" |
-      while read -r r; do go mod edit -replace="$r"; done
-    go get "$MODULE@v$JAEGER_VERSION" >/dev/null 2>&1 || go get "$MODULE@v$JAEGER_VERSION"
-  )
-  touch "$DIR/.ready"
-fi
+go_wrapper_module "$MODULE" "$JAEGER_VERSION" "$DIR" jaeger
 log "building $MODULE/cmd/jaeger v$JAEGER_VERSION"
 (cd "$DIR" && go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$OUT.tmp" "$MODULE/cmd/jaeger")
 mv "$OUT.tmp" "$OUT"

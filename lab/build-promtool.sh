@@ -20,6 +20,8 @@ MODULE=github.com/prometheus/prometheus
 mkdir -p "$ROOT/bin"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 
+# shellcheck source=go-wrapper.sh
+source lab/go-wrapper.sh
 log() { printf 'lab/build-promtool: %s\n' "$*" >&2; }
 
 if [ -x "$OUT" ] && "$OUT" --version 2>/dev/null | grep -q "version $RELEASE"; then
@@ -27,21 +29,7 @@ if [ -x "$OUT" ] && "$OUT" --version 2>/dev/null | grep -q "version $RELEASE"; t
   exit 0
 fi
 start=$(date +%s)
-if [ ! -f "$DIR/.ready" ]; then
-  log "preparing the wrapper module for $MODULE v$PROMETHEUS_VERSION"
-  rm -rf "$DIR"; mkdir -p "$DIR"
-  (
-    cd "$DIR"
-    go mod init local/skewgate-lab-promtool >/dev/null 2>&1
-    # The module's own replace directives (a dependency cannot inherit them).
-    gomod=$(go mod download -json "$MODULE@v$PROMETHEUS_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
-    [ -n "$gomod" ] || { log "cannot download $MODULE@v$PROMETHEUS_VERSION"; exit 1; }
-    sed -n 's/^replace[[:space:]]\+\([^[:space:]]\+\)[[:space:]]*=>[[:space:]]*\([^[:space:]]\+\)[[:space:]]\+\([^[:space:]]\+\)[[:space:]]*$/\1=\2@\3/p' "$gomod" |
-      while read -r r; do go mod edit -replace="$r"; done
-    go get "$MODULE@v$PROMETHEUS_VERSION" >/dev/null 2>&1 || go get "$MODULE@v$PROMETHEUS_VERSION"
-  )
-  touch "$DIR/.ready"
-fi
+go_wrapper_module "$MODULE" "$PROMETHEUS_VERSION" "$DIR" promtool
 log "building $MODULE/cmd/promtool v$PROMETHEUS_VERSION"
 (cd "$DIR" && go build -p "$JOBS" -trimpath \
   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$RELEASE" \
