@@ -60,6 +60,10 @@ const PURE = [
   // gateway-cert's certificate: keys, clock and serial come in, DER goes out.
   'src/pki/der.ts',
   'src/pki/serving-certificate.ts',
+  // What status, skew and explain report, and where the admin endpoint may listen.
+  'src/inspect/*.ts',
+  'src/admin/address.ts',
+  'src/admin/paths.ts',
 ];
 
 /** node:net's address parsers are string functions; its sockets are not. */

@@ -8,7 +8,7 @@ import { createExtProcServer, extprocLimits } from './extproc/server.js';
 import { ClientCaBundle } from './identity/client-ca.js';
 import { stateClientIdentity } from './identity/client-identity.js';
 import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
-import { createRouter, type RequestRouter } from './routing/router.js';
+import { createRouter, type ClientIdentityOf, type RequestRouter } from './routing/router.js';
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
@@ -19,6 +19,11 @@ import { FastPathSync } from './envoy/fast-path-sync.js';
 import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
 import { SecretRotator } from './envoy/secret-rotation.js';
 import { ExtProcWorkers } from './workers/pool.js';
+import { AdminServer } from './admin/server.js';
+import { explainRequest } from './inspect/explanation.js';
+import { gatewayStatus } from './inspect/status.js';
+import { skewReport } from './inspect/skew-report.js';
+import { skewgateVersion } from './version.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -40,6 +45,8 @@ export interface Skewgate {
   readonly telemetry: Telemetry | null;
   /** The ext_proc worker processes (extproc.workers > 1), else null. */
   readonly workers: ExtProcWorkers | null;
+  /** The admin endpoint's address once started (admin.listen, a port 0 resolved), else null. */
+  adminAddress(): string | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
   start(): Promise<{ port?: number; peerPort?: number; workerPorts?: readonly (number | undefined)[] }>;
   /**
@@ -81,6 +88,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // Envoy's fast-path routes follow the published snapshots (with envoy.xds only).
   let sync: FastPathSync | null = null;
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
+  // The bundle's current verifier: a rotated CA takes effect on the next request (and explain).
+  const clientIdentity: ClientIdentityOf = (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now);
   const live = new LiveConfig(config, {
     build(c) {
       // The members known beyond the seed: at start those a previous run wrote for Envoy (with
@@ -108,8 +117,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       const router = createRouter(discovery, {
         staleAfterMs: c.discovery.staleAfter,
         retryAfterSeconds: c.routing.retryAfterSeconds,
-        // The bundle's current verifier: a rotated CA takes effect on the next request.
-        clientIdentity: (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now),
+        clientIdentity,
       });
       return { config: c, discovery, router };
     },
@@ -187,6 +195,50 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     : null;
   // Envoy's certificates as SDS files, rewritten when the files behind them change (with envoy.xds).
   const secrets = config.envoy.xds ? new SecretRotator(config, logger.child({ component: 'envoy-secrets' })) : null;
+  // What the running gateway believes, on loopback or a unix socket (admin.listen): the same pure
+  // functions as the CLI's own discovery round, over the live snapshot, config and CA bundle.
+  const startedAt = Date.now();
+  const version = skewgateVersion();
+  const admin =
+    config.admin === undefined
+      ? null
+      : new AdminServer({
+          listen: config.admin.listen,
+          logger: logger.child({ component: 'admin' }),
+          version,
+          handlers: {
+            status: () => {
+              const { config: c, discovery } = live.parts;
+              return gatewayStatus({
+                version,
+                pid: process.pid,
+                startedAt,
+                now: Date.now(),
+                configSource: c.source,
+                configGeneration: live.generation,
+                staleAfterMs: c.discovery.staleAfter,
+                snapshot: discovery.current(),
+                members: discovery
+                  .members()
+                  .map((m) => ({ name: m.spec.name, url: m.spec.url, role: m.role, seed: m.seed, sources: m.sources })),
+              });
+            },
+            skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
+            explain: (req) => {
+              const { config: c, discovery } = live.parts;
+              return explainRequest(req, {
+                snapshot: discovery.current(),
+                now: Date.now(),
+                rng: Math.random,
+                staleAfterMs: c.discovery.staleAfter,
+                clientIdentity,
+                fastPath: { xds: c.envoy.xds !== undefined, enabled: c.routing.fastPath },
+                membershipProblem: null,
+              });
+            },
+          },
+        });
+  let adminAddress: string | null = null;
   let closing: Promise<void> | undefined;
   return {
     get discovery() {
@@ -195,6 +247,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     router,
     telemetry,
     workers,
+    adminAddress: () => adminAddress,
     async start() {
       // Before discovery, so that its first rounds are traced and counted.
       await telemetry?.start(live.discovery);
@@ -206,12 +259,14 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       const bound = await server.start(config.extproc.listen, config.extproc.peer);
       const workerPorts = (await workers?.start()) ?? [];
       publisher?.start();
+      if (admin !== null) adminAddress = await admin.start();
       logger.info(
         {
           listen: config.extproc.listen,
           port: bound.port,
           ...(config.extproc.peer ? { peerListen: config.extproc.peer.listen, peerPort: bound.peerPort } : {}),
           ...(workers ? { workers: config.extproc.workers, workerPorts } : {}),
+          ...(adminAddress === null ? {} : { admin: adminAddress }),
           apiservers: config.apiservers.map((s) => s.name),
         },
         'skewgate serving ext_proc',
@@ -222,6 +277,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     close(opts = {}) {
       closing ??= (async () => {
         await live.endReloads();
+        await admin?.close();
         // Out of the kubernetes Service first, so that pods stop being sent here while it drains.
         await publisher?.close();
         // Nobody keeps Envoy's fast-path routes current once this process is gone: every request

@@ -11,6 +11,7 @@ import {
   EXTPROC_MIN_MESSAGE_BYTES,
 } from './constants.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
+import { ADMIN_LISTEN_DEFAULT, adminListenProblem } from './admin/address.js';
 
 /**
  * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
@@ -182,6 +183,15 @@ const listenAddress = z
   .refine((v) => v.startsWith('unix:') || /^[^:]+:\d{1,5}$/.test(v) || /^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(v), {
     message: 'must be host:port or unix:/path',
   });
+
+/**
+ * The admin endpoint's address: loopback TCP or a unix socket only. It answers anyone who reaches
+ * it (read-only: the snapshot, skew and explain), so it must never face a network.
+ */
+const adminListen = z.string().superRefine((v, ctx) => {
+  const problem = adminListenProblem(v);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 /** An OTLP collector (Jaeger, the OpenTelemetry Collector, ...). */
 const otlpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
@@ -480,6 +490,15 @@ const schema = z
           );
         },
       }),
+    /**
+     * The running gateway's admin endpoint (docs/design.md, "The admin endpoint"): what it
+     * believes now (GET /v1/status, /v1/skew) and its own decision for a request (POST
+     * /v1/explain); `skewgate status|skew|explain` ask it. Off the request path; off when absent.
+     */
+    admin: z
+      .object({ listen: adminListen.default(ADMIN_LISTEN_DEFAULT) })
+      .strict()
+      .optional(),
     log: z
       .object({
         level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
@@ -509,6 +528,9 @@ interface LooseConfig {
   };
   readonly envoy?: { readonly xds?: unknown };
   readonly discovery?: { readonly watch?: unknown };
+  readonly admin?: { readonly listen?: unknown };
+  readonly extproc?: { readonly listen?: unknown };
+  readonly telemetry?: { readonly metrics?: { readonly prometheus?: { readonly listen?: unknown } } };
 }
 
 function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
@@ -549,6 +571,14 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
         message: 'required with membership.sources: a learnt apiserver is verified against this CA',
       });
   }
+  const adminListen = c.admin?.listen;
+  if (typeof adminListen === 'string' && !adminListen.endsWith(':0'))
+    for (const [path, other] of [
+      [['extproc', 'listen'], c.extproc?.listen],
+      [['telemetry', 'metrics', 'prometheus', 'listen'], c.telemetry?.metrics?.prometheus?.listen],
+    ] as const)
+      if (other === adminListen)
+        ctx.addIssue({ code: 'custom', path: ['admin', 'listen'], message: `the same address as ${path.join('.')}: give each its own` });
   const seen = new Map<string, number>();
   (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
     const name = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
@@ -657,6 +687,12 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
         keyFile: abs(c.extproc.peer.keyFile),
         clientCaFile: abs(c.extproc.peer.clientCaFile),
       },
+    },
+    admin: c.admin && {
+      listen:
+        c.admin.listen.startsWith('unix:') && !c.admin.listen.startsWith('unix:/')
+          ? `unix:${abs(c.admin.listen.slice(5))}`
+          : c.admin.listen,
     },
     envoy: {
       ...c.envoy,

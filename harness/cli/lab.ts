@@ -80,7 +80,7 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     out('\ntry:');
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} api-resources`);
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} get mutatingadmissionpolicies`);
-    out(`  node dist/src/cli/main.js skew --config ${rel(gw.configFile)}`);
+    out(`  node dist/src/cli/main.js skew --discover --config ${rel(gw.configFile)}`);
     out(`  node dist/harness/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}`);
     return EXIT_OK;
   } catch (err) {

@@ -80,6 +80,7 @@ function configDocument(
   extprocPort: number,
   gatewayPort: number,
   proxies: ReadonlyMap<string, BlackholeProxy> = new Map(),
+  dir?: string,
 ): object {
   const certificates = o.clientCertificates ?? true;
   const urlOf = (s: FakeApiServer): string => {
@@ -111,6 +112,8 @@ function configDocument(
       ...o.envoy,
     },
     log: { level: o.logLevel ?? 'warn' },
+    // `skewgate status|skew|explain --config <this file>` ask the running stack's gateway.
+    ...(dir === undefined ? {} : { admin: { listen: `unix:${join(dir, 'admin.sock')}` } }),
     ...(o.telemetry ? { telemetry: o.telemetry } : {}),
   };
 }
@@ -152,14 +155,14 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     // extproc.workers, Envoy expects the ports after it: a free run of them, named from the start.
     const workers = Number(o.extproc?.['workers'] ?? 1);
     const base = workers > 1 ? await freeConsecutivePorts(workers) : 0;
-    const first = parseConfig(configDocument(o, pki, apiservers, base, o.gatewayPort ?? 0, proxies), join(dir, 'skewgate.yaml'), dir);
+    const first = parseConfig(configDocument(o, pki, apiservers, base, o.gatewayPort ?? 0, proxies, dir), join(dir, 'skewgate.yaml'), dir);
     let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
     const bound = await app.start();
     cleanups.push(async () => {
       await app?.close();
     });
     const extprocPort = bound.port ?? 0;
-    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies);
+    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies, dir);
     const configFile = join(dir, 'skewgate.yaml');
     await writeFile(configFile, `# written by skewgate's demo stack\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, dir);

@@ -7,7 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../config.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { LOG_FORMATS, type LogFormat } from '../log.js';
-import type { OutputFormat } from './one-shot.js';
+import type { GatewaySource, OutputFormat } from './one-shot.js';
 import { skewgateVersion } from '../version.js';
 
 const program = new Command()
@@ -23,15 +23,13 @@ const program = new Command()
   .showHelpAfterError()
   .exitOverride();
 
-/** --log-format, wherever it was given; the inspection commands read it from the environment (one-shot.ts). */
+/** --log-format, wherever it was given (before or after the command name). */
 function logFormat(): LogFormat | undefined {
-  const f = program.opts<{ logFormat?: LogFormat }>().logFormat;
-  if (f !== undefined) process.env['SKEWGATE_LOG_FORMAT'] = f;
-  return f;
+  return program.opts<{ logFormat?: LogFormat }>().logFormat;
 }
 
-// Every command: --log-format (given before or after the command name) reaches the loggers.
-program.hook('preAction', () => void logFormat());
+/** A flag's value that commander cannot check itself: said on stderr, exit 2. */
+class UsageError extends Error {}
 
 const configOption = ['-c, --config <file>', 'skewgate YAML config file'] as const;
 
@@ -52,10 +50,51 @@ program
     process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo);
   });
 
-program
-  .command('explain')
-  .description('the decision the gateway makes for METHOD PATH (with -H headers and a client certificate), and why, from live discovery')
-  .requiredOption(...configOption)
+/** --admin, --discover and --timeout: where status, skew and explain get their answer. */
+function withGatewayOptions(cmd: Command): Command {
+  return cmd
+    .option('-c, --config <file>', 'skewgate YAML config file: its admin.listen names the gateway to ask (with --discover: the apiservers)')
+    .option(
+      '--admin <address>',
+      "ask the gateway's admin endpoint here (host:port on loopback, or unix:/path) instead of the config's admin.listen",
+    )
+    .option('--discover', "do not ask the running gateway: run a discovery round of this command's own against the config's apiservers")
+    .option('--timeout <duration>', 'how long the gateway may take to answer (Go duration or ms)', '5s');
+}
+
+interface GatewayFlags {
+  readonly config?: string;
+  readonly admin?: string;
+  readonly discover?: boolean;
+  readonly timeout: string;
+}
+
+async function gatewaySource(o: GatewayFlags): Promise<GatewaySource> {
+  const { parseDuration } = await import('../config.js');
+  const timeoutMs = parseDuration(o.timeout);
+  if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (5s, 1500ms, 1m)`);
+  return { configFile: o.config, admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
+}
+
+withGatewayOptions(
+  program
+    .command('status')
+    .description(
+      'what the running gateway believes now (its admin endpoint): members, readiness, view ages and sources, generations, skew',
+    ),
+)
+  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
+  .action(async (o: GatewayFlags & { output?: 'table' | 'json' | 'yaml' }) => {
+    process.exitCode = await (await import('./status.js')).runStatus(await gatewaySource(o), o.output ?? 'table');
+  });
+
+withGatewayOptions(
+  program
+    .command('explain')
+    .description(
+      "the decision the running gateway makes for METHOD PATH (with -H headers and a client certificate), and why (--discover: from a discovery round of this command's own)",
+    ),
+)
   .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
   .option('--json', 'the same as -o json')
   .option(
@@ -74,12 +113,12 @@ program
     async (
       method: string,
       path: string,
-      o: { config: string; json?: boolean; output?: 'table' | 'json' | 'yaml'; header: string[]; clientCert?: string },
+      o: GatewayFlags & { json?: boolean; output?: 'table' | 'json' | 'yaml'; header: string[]; clientCert?: string },
     ) => {
       process.exitCode = await (
         await import('./explain.js')
       ).runExplain({
-        configFile: o.config,
+        source: await gatewaySource(o),
         method,
         path,
         output: o.json ? 'json' : (o.output ?? 'table'),
@@ -89,10 +128,13 @@ program
     },
   );
 
-program
-  .command('skew')
-  .description('list every resource that not all apiservers serve: who serves it, who does not')
-  .requiredOption(...configOption)
+withGatewayOptions(
+  program
+    .command('skew')
+    .description(
+      "list every resource that not all apiservers serve, as the running gateway sees it: who serves it, who does not (--discover: a discovery round of this command's own)",
+    ),
+)
   .addOption(
     new Option(
       '-o, --output <format>',
@@ -100,8 +142,8 @@ program
     ).choices(['table', 'wide', 'name', 'json', 'yaml']),
   )
   .option('--json', 'the same as -o json')
-  .action(async (o: { config: string; json?: boolean; output?: OutputFormat }) => {
-    process.exitCode = await (await import('./skew.js')).runSkew(o.config, o.json ? 'json' : (o.output ?? 'table'));
+  .action(async (o: GatewayFlags & { json?: boolean; output?: OutputFormat }) => {
+    process.exitCode = await (await import('./skew.js')).runSkew(await gatewaySource(o), o.json ? 'json' : (o.output ?? 'table'));
   });
 
 program
@@ -110,8 +152,9 @@ program
     'check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it',
   )
   .requiredOption(...configOption)
-  .action(async (o: { config: string }) => {
-    process.exitCode = await (await import('./validate.js')).runValidate(o.config);
+  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
+  .action(async (o: { config: string; output?: 'table' | 'json' | 'yaml' }) => {
+    process.exitCode = await (await import('./validate.js')).runValidate(o.config, o.output ?? 'table', logFormat());
   });
 
 program
@@ -156,7 +199,10 @@ program
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof ConfigError) {
+  if (err instanceof UsageError) {
+    process.stderr.write(`skewgate: ${err.message}\n`);
+    process.exitCode = EXIT_BAD_CONFIG;
+  } else if (err instanceof ConfigError) {
     process.stderr.write(`skewgate: invalid config ${err.message}\n`);
     process.exitCode = EXIT_BAD_CONFIG;
   } else if (err instanceof CommanderError) {

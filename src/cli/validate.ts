@@ -4,64 +4,103 @@ import { accessSync, constants as fsc } from 'node:fs';
 import { loadConfig } from '../config.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { assertEnvoyTls } from '../envoy/tls-check.js';
-import { membershipView } from './membership-lines.js';
-import { formatTable, withOneShotDiscovery } from './one-shot.js';
+import { membershipView } from '../inspect/membership-view.js';
+import type { LogFormat } from '../log.js';
+import { formatTable, oneShotLogger, structured, withOneShotDiscovery } from './one-shot.js';
 
-export async function runValidate(configFile: string): Promise<number> {
+/** What `validate -o json|yaml` prints. */
+export interface ValidationReport {
+  readonly config: string;
+  readonly apiservers: readonly {
+    readonly name: string;
+    readonly url: string;
+    readonly discovery: 'ok' | 'failed';
+    readonly view: { readonly source: 'aggregated' | 'legacy'; readonly resources: number } | null;
+    readonly ready: boolean;
+    readonly error: string | null;
+  }[];
+  /** Empty when the gateway can run with this config against these apiservers. */
+  readonly problems: readonly string[];
+}
+
+export async function runValidate(configFile: string, output: 'table' | 'json' | 'yaml' = 'table', logFormat?: LogFormat): Promise<number> {
   // Before any discovery: an unsafe front-proxy certificate is a config problem, whatever the apiservers say.
   await assertEnvoyTls(loadConfig(configFile));
-  return withOneShotDiscovery(configFile, ({ config, snapshot, now, membershipProblem }) => {
-    const problems: string[] = [];
-    const readable = (what: string, file: string | undefined): void => {
-      if (file === undefined) return;
-      try {
-        accessSync(file, fsc.R_OK);
-      } catch {
-        problems.push(`${what}: cannot read ${file}`);
+  return withOneShotDiscovery(
+    configFile,
+    ({ config, snapshot, now, membershipProblem }) => {
+      const problems: string[] = [];
+      const readable = (what: string, file: string | undefined): void => {
+        if (file === undefined) return;
+        try {
+          accessSync(file, fsc.R_OK);
+        } catch {
+          problems.push(`${what}: cannot read ${file}`);
+        }
+      };
+      readable('envoy.tls.certFile', config.envoy.tls.certFile);
+      readable('envoy.tls.keyFile', config.envoy.tls.keyFile);
+      readable('envoy.tls.clientCaFile', config.envoy.tls.clientCaFile);
+      readable('envoy.upstreamClientCert.certFile', config.envoy.upstreamClientCert?.certFile);
+      readable('envoy.upstreamClientCert.keyFile', config.envoy.upstreamClientCert?.keyFile);
+      readable('envoy.extprocPeers.certFile', config.envoy.extprocPeers?.certFile);
+      readable('envoy.extprocPeers.keyFile', config.envoy.extprocPeers?.keyFile);
+      readable('envoy.extprocPeers.caFile', config.envoy.extprocPeers?.caFile);
+      readable('extproc.peer.certFile', config.extproc.peer?.certFile);
+      readable('extproc.peer.keyFile', config.extproc.peer?.keyFile);
+      readable('extproc.peer.clientCaFile', config.extproc.peer?.clientCaFile);
+      const apiservers = snapshot.servers.map((s) => {
+        const ok = s.view !== null && s.consecutiveFailures === 0;
+        if (!ok) problems.push(`${s.name} (${s.url}): ${s.lastError ?? 'no discovery'}`);
+        if (s.ready !== true) problems.push(`${s.name} (${s.url}): /readyz is not ok`);
+        return {
+          name: s.name,
+          url: s.url,
+          discovery: ok ? ('ok' as const) : ('failed' as const),
+          view: s.view ? { source: s.view.source, resources: s.view.resources.size } : null,
+          ready: s.ready === true,
+          error: s.lastError,
+        };
+      });
+      // Is the list complete? Without the identity Leases skewgate cannot tell (no 404 is then safe to trust).
+      const membership = membershipView(snapshot, now, membershipProblem);
+      if (!membership.synced)
+        problems.push(
+          `${membershipProblem ?? 'identity leases not listed'}: grant get/list/watch on leases in kube-system to the discovery credentials (deploy/kubernetes/rbac.yaml)`,
+        );
+      for (const u of membership.unmatched)
+        problems.push(
+          `a running apiserver is not in the config: identity ${u.identity}${u.hostname === null ? '' : ` (hostname ${u.hostname})`}; add it, or set apiservers[].hostname to its hostname`,
+        );
+      const report: ValidationReport = { config: config.source, apiservers, problems };
+      const exitCode = problems.length > 0 ? EXIT_PROBLEMS : EXIT_OK;
+      const data = structured(output, report);
+      if (data !== null) {
+        process.stdout.write(data);
+        return exitCode;
       }
-    };
-    readable('envoy.tls.certFile', config.envoy.tls.certFile);
-    readable('envoy.tls.keyFile', config.envoy.tls.keyFile);
-    readable('envoy.tls.clientCaFile', config.envoy.tls.clientCaFile);
-    readable('envoy.upstreamClientCert.certFile', config.envoy.upstreamClientCert?.certFile);
-    readable('envoy.upstreamClientCert.keyFile', config.envoy.upstreamClientCert?.keyFile);
-    readable('envoy.extprocPeers.certFile', config.envoy.extprocPeers?.certFile);
-    readable('envoy.extprocPeers.keyFile', config.envoy.extprocPeers?.keyFile);
-    readable('envoy.extprocPeers.caFile', config.envoy.extprocPeers?.caFile);
-    readable('extproc.peer.certFile', config.extproc.peer?.certFile);
-    readable('extproc.peer.keyFile', config.extproc.peer?.keyFile);
-    readable('extproc.peer.clientCaFile', config.extproc.peer?.clientCaFile);
-    const rows = snapshot.servers.map((s) => {
-      const ok = s.view !== null && s.consecutiveFailures === 0;
-      if (!ok) problems.push(`${s.name} (${s.url}): ${s.lastError ?? 'no discovery'}`);
-      if (s.ready !== true) problems.push(`${s.name} (${s.url}): /readyz is not ok`);
-      return [
-        s.name,
-        s.url,
-        ok ? 'ok' : 'FAILED',
-        s.view ? `${s.view.source}, ${s.view.resources.size} resources` : '-',
-        s.ready === true ? 'ready' : 'NOT READY',
-      ];
-    });
-    // Is the list complete? Without the identity Leases skewgate cannot tell (no 404 is then safe to trust).
-    const membership = membershipView(snapshot, now, membershipProblem);
-    if (!membership.synced)
-      problems.push(
-        `${membershipProblem ?? 'identity leases not listed'}: grant get/list/watch on leases in kube-system to the discovery credentials (deploy/kubernetes/rbac.yaml)`,
-      );
-    for (const u of membership.unmatched)
-      problems.push(
-        `a running apiserver is not in the config: identity ${u.identity}${u.hostname === null ? '' : ` (hostname ${u.hostname})`}; add it, or set apiservers[].hostname to its hostname`,
-      );
-    process.stdout.write(`config ${config.source}: ok (${config.apiservers.length} apiservers)\n\n`);
-    process.stdout.write(formatTable([['APISERVER', 'URL', 'DISCOVERY', 'VIEW', 'READYZ'], ...rows]));
-    if (problems.length > 0) {
+      process.stdout.write(`config ${config.source}: ok (${config.apiservers.length} apiservers)\n\n`);
       process.stdout.write(
-        `\n${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+        formatTable([
+          ['APISERVER', 'URL', 'DISCOVERY', 'VIEW', 'READYZ'],
+          ...apiservers.map((a) => [
+            a.name,
+            a.url,
+            a.discovery === 'ok' ? 'ok' : 'FAILED',
+            a.view ? `${a.view.source}, ${a.view.resources} resources` : '-',
+            a.ready ? 'ready' : 'NOT READY',
+          ]),
+        ]),
       );
-      return EXIT_PROBLEMS;
-    }
-    process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted, every running apiserver listed\n');
-    return EXIT_OK;
-  });
+      if (problems.length > 0) {
+        process.stdout.write(
+          `\n${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+        );
+        return exitCode;
+      }
+      process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted, every running apiserver listed\n');
+      return exitCode;
+    },
+    oneShotLogger(logFormat),
+  );
 }

@@ -6,7 +6,7 @@
 // withdraws what the current snapshot no longer proves.
 import type { Logger } from 'pino';
 import type { Snapshot } from '../discovery/types.js';
-import { compileFastPath, fastBodyHolds, fastBodySteps, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
+import { compileFastPath, FAST_PATH_MARGIN_MS, fastBodyHolds, fastBodySteps, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
 import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
@@ -31,8 +31,6 @@ export interface FastPathSyncOptions {
   readonly marginMs?: number;
 }
 
-/** Envoy reloads rds.json in milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS. */
-export const FAST_PATH_MARGIN_MS = 1000;
 const EXPIRY_RECHECK_MS = 10;
 
 export class FastPathSync {

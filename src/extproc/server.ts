@@ -1,7 +1,6 @@
 // The gRPC server: ext_proc Process plus grpc.health.v1, on TCP or a unix socket, with a
 // graceful, idempotent close.
-import { lstat, readFile, unlink } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
@@ -16,6 +15,7 @@ import { createLogThrottle } from '../log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
 import { decodeProcessingRequest, encodeProcessingResponse } from './wire.js';
 import { unixSocketPath } from './listen-addresses.js';
+import { clearStaleSocket } from '../unix-socket.js';
 
 export interface ExtProcServerOptions {
   readonly router: RequestRouter;
@@ -95,30 +95,6 @@ function grpcOptions(limits: ExtProcLimits): grpc.ServerOptions {
     'grpc.max_concurrent_streams': limits.maxStreamsPerConnection,
     'grpc.max_receive_message_length': limits.maxMessageBytes,
   };
-}
-
-/**
- * A socket file left by a crashed run makes bind fail, so it is removed, but only when nothing
- * answers on it: a live server's socket is never taken over. Any other kind of file is refused.
- */
-async function clearStaleSocket(path: string): Promise<void> {
-  let isSocket: boolean;
-  try {
-    isSocket = (await lstat(path)).isSocket();
-  } catch {
-    return; // absent
-  }
-  if (!isSocket) throw new Error(`cannot listen on unix:${path}: it exists and is not a socket`);
-  const live = await new Promise<boolean>((resolve) => {
-    const probe = connect(path);
-    probe.once('connect', () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-  if (live) throw new Error(`cannot listen on unix:${path}: another process is serving on it`);
-  await unlink(path).catch(() => undefined);
 }
 
 /**

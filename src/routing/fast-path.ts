@@ -13,6 +13,11 @@ import { isFresh, isHealthy } from './freshness.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
 
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
+/**
+ * How long before a view goes stale its routes are withdrawn. Envoy reloads rds.json in
+ * milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS (envoy/fast-path-sync.ts).
+ */
+export const FAST_PATH_MARGIN_MS = 1000;
 export const FAST_PATH_OUTCOME = 'default';
 export const FAST_PATH_REASON = 'served_by_all';
 

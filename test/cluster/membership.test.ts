@@ -85,7 +85,8 @@ t.test('an apiserver no source names blocks the 404 within a discovery interval 
   // explain and skew say why, from their own look at the cluster.
   const cli = join(packageRoot(), 'dist/src/cli/main.js');
   const explained = JSON.parse(
-    (await run(process.execPath, [cli, 'explain', '--config', gw.configFile, '--json', 'GET', NEW_ONLY], { timeout: 60_000 })).stdout,
+    (await run(process.execPath, [cli, 'explain', '--config', gw.configFile, '--discover', '--json', 'GET', NEW_ONLY], { timeout: 60_000 }))
+      .stdout,
   ) as {
     decision: { outcome: string; reason: string; candidates: string[] };
     membership: { synced: boolean; unmatched: { identity: string; hostname: string | null }[] };
@@ -95,7 +96,7 @@ t.test('an apiserver no source names blocks the 404 within a discovery interval 
     explained.membership.unmatched.map((u) => [u.identity, u.hostname]),
     [[stranger, STRANGER.name]],
   );
-  const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile], { timeout: 60_000 }).then(
+  const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile, '--discover'], { timeout: 60_000 }).then(
     (r) => ({ code: 0, stdout: r.stdout }),
     (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '' }),
   );

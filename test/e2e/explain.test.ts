@@ -1,7 +1,8 @@
 // `skewgate explain` and the gateway decide alike: the same request — kubectl's GET /apis, a
 // request with a client certificate, one whose certificate cannot be stated — is sent through a
-// REAL Envoy + skewgate and given to `skewgate explain` (its own discovery round of the same fake
-// apiservers); outcome and reason must agree, and what the gateway did must show it.
+// REAL Envoy + skewgate and given to `skewgate explain`, both as the running gateway's admin
+// endpoint answers it and from a discovery round of explain's own (--discover); outcome and reason
+// must agree, and what the gateway did must show it.
 // Envoy missing → the stack fixture throws and the test fails (it never skips).
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -39,13 +40,31 @@ interface Explained {
   readonly fastPath: { readonly takes: boolean; readonly why: string };
 }
 
+/**
+ * `explain --json` twice: asked of the running gateway (its admin endpoint, found from the config)
+ * and with --discover (a round of its own). Both must decide alike; the gateway's answer is returned.
+ */
 async function explain(method: string, path: string, ...extra: string[]): Promise<Explained> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    [CLI, 'explain', '--config', fixture.stack().configFile, '--json', ...extra, method, path],
-    { timeout: 60_000 },
-  );
-  return JSON.parse(stdout) as Explained;
+  const once = async (...mode: string[]): Promise<Explained> => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [CLI, 'explain', '--config', fixture.stack().configFile, ...mode, '--json', ...extra, method, path],
+      { timeout: 60_000 },
+    );
+    return JSON.parse(stdout) as Explained;
+  };
+  const [asked, own] = [await once(), await once('--discover')];
+  // The upstream is picked at random among the candidates: each pick is its own.
+  const key = (e: Explained): unknown => ({
+    decision: { outcome: e.decision.outcome, reason: e.decision.reason, candidates: e.decision.candidates },
+    identity: e.identity,
+    fastPath: e.fastPath,
+  });
+  if (JSON.stringify(key(asked)) !== JSON.stringify(key(own)))
+    throw new Error(
+      `the gateway and a round of its own disagree on ${method} ${path}: ${JSON.stringify(key(asked))} vs ${JSON.stringify(key(own))}`,
+    );
+  return asked;
 }
 
 const port = (): number => Number(new URL(fixture.stack().gatewayUrl).port);

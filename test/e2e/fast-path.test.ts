@@ -224,7 +224,7 @@ await t.test('skewgate explain says whether Envoy decides a request alone', asyn
   const explain = async (...args: string[]): Promise<{ fastPath: { takes: boolean; why: string } }> => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      [join(packageRoot(), 'dist/src/cli/main.js'), 'explain', '--config', configFile, '--json', ...args],
+      [join(packageRoot(), 'dist/src/cli/main.js'), 'explain', '--config', configFile, '--discover', '--json', ...args],
       { timeout: 60_000 },
     );
     return JSON.parse(stdout) as { fastPath: { takes: boolean; why: string } };

@@ -83,12 +83,12 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
 });
 
 t.test('skew lists what not every apiserver serves, and exits 1 for it', async (t) => {
-  const r = await run(['skew', '--config', good]);
+  const r = await run(['skew', '--config', good, '--discover']);
   t.equal(r.code, 1, `a skew is a finding: exit 1 (${r.stderr})`);
   t.match(r.stdout, /^skew: \d+ resources? not served by all 3 apiservers compared$/m);
   t.match(r.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+new-1\s+old-1,old-2/);
   t.notMatch(r.stdout, /configmaps/);
-  const j = JSON.parse((await run(['skew', '--config', good, '--json'])).stdout) as {
+  const j = JSON.parse((await run(['skew', '--config', good, '--discover', '--json'])).stdout) as {
     skew: { resource: string; servedBy: string[] }[];
     compared: string[];
   };
@@ -96,17 +96,17 @@ t.test('skew lists what not every apiserver serves, and exits 1 for it', async (
   t.same(j.compared, ['old-1', 'old-2', 'new-1']);
 
   const same = writeConfig('same.yaml', { ...base, apiservers: base.apiservers.slice(0, 2) });
-  const none = await run(['skew', '--config', same]);
+  const none = await run(['skew', '--config', same, '--discover']);
   t.equal(none.code, 0, `no skew among every apiserver: exit 0 (${none.stdout}${none.stderr})`);
   t.match(none.stdout, /^no skew: every resource is served by all 2 apiservers$/m);
 });
 
 t.test('skew -o: wide, name, json and yaml print the same findings', async (t) => {
-  const wide = await run(['skew', '--config', good, '-o', 'wide']);
+  const wide = await run(['skew', '--config', good, '--discover', '-o', 'wide']);
   t.equal(wide.code, 1);
   t.match(wide.stdout, /^GROUP\s+VERSION\s+RESOURCE\s+OLD-1\s+OLD-2\s+NEW-1$/m, 'a column per apiserver compared');
   t.match(wide.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+-\s+-\s+yes/);
-  const name = await run(['skew', '--config', good, '-o', 'name']);
+  const name = await run(['skew', '--config', good, '--discover', '-o', 'name']);
   t.equal(name.code, 1);
   const names = name.stdout.trim().split('\n');
   t.ok(names.includes('admissionregistration.k8s.io/v1/mutatingadmissionpolicies'), 'group/version/resource');
@@ -115,15 +115,15 @@ t.test('skew -o: wide, name, json and yaml print the same findings', async (t) =
     'nothing but names on stdout',
   );
   t.match(name.stderr, /^skew: /m, 'the summary on stderr');
-  const json = JSON.parse((await run(['skew', '--config', good, '-o', 'json'])).stdout) as { skew: unknown[] };
-  const yaml = parseYaml((await run(['skew', '--config', good, '-o', 'yaml'])).stdout) as { skew: unknown[] };
+  const json = JSON.parse((await run(['skew', '--config', good, '--discover', '-o', 'json'])).stdout) as { skew: unknown[] };
+  const yaml = parseYaml((await run(['skew', '--config', good, '--discover', '-o', 'yaml'])).stdout) as { skew: unknown[] };
   t.same(yaml.skew, json.skew, 'yaml and json hold the same rows');
   t.equal(json.skew.length, names.length, 'as many as the names');
-  t.equal((await run(['skew', '--config', good, '-o', 'xml'])).code, 2, 'an unknown format: exit 2');
+  t.equal((await run(['skew', '--config', good, '--discover', '-o', 'xml'])).code, 2, 'an unknown format: exit 2');
 });
 
 t.test('explain -o yaml is -o json in YAML; --json is -o json', async (t) => {
-  const args = ['explain', '--config', good, 'GET', '/apis/nope.example/v1/things'];
+  const args = ['explain', '--config', good, '--discover', 'GET', '/apis/nope.example/v1/things'];
   const json = JSON.parse((await run([...args, '-o', 'json'])).stdout) as { decision: unknown };
   const legacy = JSON.parse((await run([...args, '--json'])).stdout) as { decision: unknown };
   const yaml = parseYaml((await run([...args, '-o', 'yaml'])).stdout) as { decision: unknown };
@@ -140,7 +140,7 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
       { name: 'gone-2', url: 'https://127.0.0.1:2', caFile: pki.caFile },
     ],
   });
-  const all = await run(['skew', '--config', unreachable]);
+  const all = await run(['skew', '--config', unreachable, '--discover']);
   t.equal(all.code, 1, 'exit 1');
   t.match(all.stdout, /cannot compare: no apiserver answered discovery \(gone-1, gone-2\)/);
   t.notMatch(all.stdout, /no skew/);
@@ -148,19 +148,28 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
     ...base,
     apiservers: [...base.apiservers.slice(0, 2), { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }],
   });
-  const r = await run(['skew', '--config', one]);
+  const r = await run(['skew', '--config', one, '--discover']);
   t.equal(r.code, 1, 'exit 1 with one apiserver not compared');
   t.match(r.stdout, /warning: no discovery from gone: /);
   t.match(r.stdout, /no skew among the 2 apiservers compared, but not compared: gone/);
 });
 
 t.test('explain shows classification, candidates, decision and reason', async (t) => {
-  const r = await run(['explain', '--config', good, 'POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies']);
+  const r = await run([
+    'explain',
+    '--config',
+    good,
+    '--discover',
+    'POST',
+    '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies',
+  ]);
   t.equal(r.code, 0, r.stderr);
   t.match(r.stdout, /classification: resource .*resource=mutatingadmissionpolicies .*verb=create/);
   t.match(r.stdout, /candidates:\s+new-1/);
   t.match(r.stdout, /decision:\s+routed\s+reason=served_by_subset\s+upstream=new-1/);
-  const nf = JSON.parse((await run(['explain', '--config', good, '--json', 'GET', '/apis/nope.example/v1/things'])).stdout) as {
+  const nf = JSON.parse(
+    (await run(['explain', '--config', good, '--discover', '--json', 'GET', '/apis/nope.example/v1/things'])).stdout,
+  ) as {
     decision: { outcome: string; reason: string };
   };
   t.same(nf.decision, { outcome: 'not_found', reason: 'group_version_not_served', candidates: [] });
@@ -175,8 +184,8 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
   }
   const down = writeConfig('down-text.yaml', { ...base, apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }] });
   for (const args of [
-    ['--log-format', 'json', 'skew', '--config', down],
-    ['skew', '--config', down, '--log-format', 'json'],
+    ['--log-format', 'json', 'skew', '--discover', '--config', down],
+    ['skew', '--config', down, '--discover', '--log-format', 'json'],
   ]) {
     const r = await run(args);
     t.ok(r.stderr.trim().length > 0, `${args.join(' ')}: discovery's warnings are logged`);
@@ -189,7 +198,7 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
       `${args.join(' ')}: JSON lines on stderr (${r.stderr.split('\n')[0] ?? ''})`,
     );
   }
-  const text = await run(['skew', '--config', down]);
+  const text = await run(['skew', '--config', down, '--discover']);
   t.match(text.stderr, /^\S+ WARN {2}.*server=gone/m, 'the inspection commands log text lines by default');
   t.notMatch(text.stderr, /^\{/m, 'and no JSON');
   t.equal((await run(['--log-format', 'xml', 'skew', '--config', down])).code, 2, 'an unknown format is a usage error');

@@ -1,9 +1,8 @@
 // `skewgate skew`'s verdict: never "no skew" when something was not compared (the views of real
 // servers are covered through the CLI against fake apiservers, test/integration/cli.test.ts).
 import t from 'tap';
-import { skewVerdict } from '../../src/cli/skew.js';
+import { skewVerdict } from '../../src/inspect/skew-report.js';
 import { initialSnapshot } from '../../src/discovery/snapshot.js';
-import { EXIT_OK, EXIT_PROBLEMS } from '../../src/constants.js';
 
 t.test('no apiserver answered: cannot compare, exit 1, each named', async (t) => {
   const v = skewVerdict(
@@ -12,7 +11,7 @@ t.test('no apiserver answered: cannot compare, exit 1, each named', async (t) =>
       { name: 'b', url: 'https://10.0.0.2:6443' },
     ]),
   );
-  t.equal(v.exitCode, EXIT_PROBLEMS);
+  t.equal(v.verdict, 'cannot_compare');
   t.equal(v.summary, 'cannot compare: no apiserver answered discovery (a, b)');
   t.same(
     v.notCompared.map((n) => n.name),
@@ -27,11 +26,16 @@ t.test('a running apiserver not in the config is named as not compared', async (
     v.notCompared.map((n) => n.name),
     ['a', 'kube-apiserver-x (hostname cp-4)'],
   );
-  t.equal(v.exitCode, EXIT_PROBLEMS);
+  t.equal(v.verdict, 'cannot_compare', 'a has no view either');
+  t.same(
+    v.notCompared.map((n) => n.member),
+    [true, false],
+    'the configured one is a member, the running stranger is not',
+  );
 });
 
 t.test('no apiserver configured at all is not "no skew"', async (t) => {
   const v = skewVerdict(initialSnapshot([]));
   t.equal(v.summary, 'cannot compare: no apiserver answered discovery (none configured)');
-  t.not(v.exitCode, EXIT_OK);
+  t.equal(v.verdict, 'cannot_compare');
 });

@@ -1,0 +1,57 @@
+// Asks a running gateway's admin endpoint (admin/server.ts): `skewgate status|skew|explain`.
+import { Agent, request } from 'undici';
+import { adminTarget, parseAdminAddress } from './address.js';
+
+/** The gateway could not be asked: nothing listens, it did not answer in time, or it answered an error. */
+export class AdminUnreachableError extends Error {
+  readonly code = 'SKEWGATE_ERR_ADMIN_UNREACHABLE';
+}
+
+/** The gateway refused the question (400): the request to explain is malformed. */
+export class AdminRefusedError extends Error {
+  readonly code = 'SKEWGATE_ERR_ADMIN_REFUSED';
+}
+
+export async function askGateway<T>(
+  listen: string,
+  path: string,
+  opts: { readonly body?: unknown; readonly timeoutMs: number },
+): Promise<T> {
+  const address = parseAdminAddress(listen);
+  if (typeof address === 'string') throw new AdminRefusedError(`admin endpoint ${listen}: ${address}`);
+  const target = adminTarget(address);
+  const agent = new Agent({
+    ...(target.socketPath === undefined ? {} : { connect: { socketPath: target.socketPath } }),
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    connectTimeout: opts.timeoutMs,
+  });
+  try {
+    const res = await request(`${target.origin}${path}`, {
+      method: opts.body === undefined ? 'GET' : 'POST',
+      dispatcher: agent,
+      signal: AbortSignal.timeout(opts.timeoutMs),
+      ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body), headers: { 'content-type': 'application/json' } }),
+    });
+    const text = await res.body.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new AdminUnreachableError(
+        `${listen} answered ${res.statusCode} with something that is not JSON: is it skewgate's admin endpoint?`,
+      );
+    }
+    if (res.statusCode === 200) return json as T;
+    const message = (json as { error?: unknown }).error;
+    const why = typeof message === 'string' ? message : text.slice(0, 200);
+    if (res.statusCode === 400) throw new AdminRefusedError(why);
+    throw new AdminUnreachableError(`${listen} answered ${res.statusCode}: ${why}`);
+  } catch (err) {
+    if (err instanceof AdminUnreachableError || err instanceof AdminRefusedError) throw err;
+    const e = err as NodeJS.ErrnoException;
+    throw new AdminUnreachableError(`cannot reach ${listen}: ${e.code ?? e.name}${e.message && !e.code ? `: ${e.message}` : ''}`);
+  } finally {
+    await agent.close();
+  }
+}

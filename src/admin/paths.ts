@@ -1,0 +1,6 @@
+// The admin endpoint's paths, defined once for the server and the CLI that asks it.
+export const ADMIN_PATHS = Object.freeze({
+  status: '/v1/status',
+  skew: '/v1/skew',
+  explain: '/v1/explain',
+} as const);

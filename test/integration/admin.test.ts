@@ -1,0 +1,252 @@
+// The admin endpoint of a running `skewgate serve` (a real child process in front of fake
+// apiservers), asked as an operator asks it: `skewgate status|skew|explain` finding it from the
+// config, over a unix socket and loopback TCP, and plain HTTP for the endpoint's own errors. What
+// it answers is the running process's belief: an apiserver that stops is seen by the gateway, and
+// the answers say so, where a fresh discovery round would tell another story.
+import t from 'tap';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { stringify } from 'yaml';
+import { packageRoot } from '../../src/package-root.js';
+import { ADMIN_PATHS } from '../../src/admin/paths.js';
+import type { GatewayStatus } from '../../src/inspect/status.js';
+import type { SkewReport } from '../../src/inspect/skew-report.js';
+import type { Explanation } from '../../src/inspect/explanation.js';
+import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
+import { freePort } from '../../harness/lab/net.js';
+
+const CLI = join(packageRoot(), 'dist/src/cli/main.js');
+const dir = mkdtempSync(join(tmpdir(), 'sg-admin-'));
+const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const pki = await createPki(join(packageRoot(), '.cache/fake-pki'));
+const cluster = new FakeCluster();
+const oldServer = new FakeApiServer({ name: 'old-1', cluster, pki, builtins: BUILTINS_OLD });
+const newServer = new FakeApiServer({ name: 'new-1', cluster, pki, builtins: BUILTINS_NEW });
+for (const s of [oldServer, newServer]) await s.start();
+const children = new Set<ChildProcess>();
+t.teardown(async () => {
+  for (const c of children) c.kill('SIGKILL');
+  for (const s of [oldServer, newServer]) await s.close();
+});
+
+const socket = join(dir, 'admin.sock');
+const tcpPort = await freePort();
+function writeConfig(name: string, admin: object | undefined): string {
+  const file = join(dir, name);
+  writeFileSync(
+    file,
+    stringify({
+      apiservers: [oldServer, newServer].map((s) => ({
+        name: s.name,
+        url: s.url,
+        caFile: pki.caFile,
+        serverName: 'localhost',
+        credentials: { tokenFile: pki.tokenFile },
+      })),
+      discovery: { interval: '200ms' },
+      extproc: { listen: `unix:${join(dir, `${name}.extproc.sock`)}` },
+      envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile } },
+      ...(admin === undefined ? {} : { admin }),
+    }),
+  );
+  return file;
+}
+const unixConfig = writeConfig('unix.yaml', { listen: `unix:${socket}` });
+const tcpConfig = writeConfig('tcp.yaml', { listen: `127.0.0.1:${tcpPort}` });
+const noAdmin = writeConfig('none.yaml', undefined);
+
+/** `skewgate serve` until it logs that the admin endpoint listens. */
+async function serve(config: string): Promise<{ child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(child);
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const deadline = Date.now() + 15_000;
+  while (!stderr.includes('skewgate serving ext_proc')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`serve did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { child, stderr: () => stderr, exited };
+}
+
+async function waitFor(what: string, cond: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+t.test('no admin endpoint: status, skew and explain refuse to guess (exit 2), and say how to ask', async (t) => {
+  for (const args of [['status'], ['skew'], ['explain', 'GET', '/api']]) {
+    const r = await run([...args, '--config', noAdmin]);
+    t.equal(r.code, 2, `${args[0]} without admin.listen: exit 2`);
+    t.match(r.stderr, /no admin\.listen/, `${args[0]} names the missing setting`);
+    t.match(r.stderr, /--discover/, `${args[0]} names the way to run a round of its own`);
+    t.equal(r.stdout, '', `${args[0]}: nothing on stdout`);
+  }
+  const both = await run(['skew', '--config', unixConfig, '--discover', '--admin', `unix:${socket}`]);
+  t.equal(both.code, 2, '--admin with --discover is a usage error');
+  t.match(both.stderr, /exclude each other/);
+  t.equal((await run(['status', '--config', unixConfig, '--discover'])).code, 2, 'status has no round of its own');
+  t.equal((await run(['skew'])).code, 2, 'neither --config nor --admin: exit 2');
+  t.equal((await run(['skew', '--config', unixConfig, '--timeout', 'soon'])).code, 2, 'a --timeout that is no duration: exit 2');
+});
+
+t.test('the gateway is not running: exit 1, naming the address, never a silent round of its own', async (t) => {
+  const r = await run(['skew', '--config', unixConfig]);
+  t.equal(r.code, 1);
+  t.match(r.stderr, new RegExp(`did not answer: cannot reach unix:${socket}`));
+  t.notMatch(r.stdout, /skew/, 'no skew table from elsewhere');
+});
+
+t.test("a unix socket: status, skew and explain are the running gateway's own, and follow what it sees", async (t) => {
+  const gw = await serve(unixConfig);
+  t.match(gw.stderr(), /admin endpoint listening/);
+  t.equal(statSync(socket).mode & 0o777, 0o600, 'the socket is for its owner only');
+
+  const status = await run(['status', '--config', unixConfig, '-o', 'json']);
+  t.equal(status.code, 0, `every member ready: exit 0 (${status.stderr})`);
+  const s = JSON.parse(status.stdout) as GatewayStatus;
+  t.equal(s.skewgate.pid, gw.child.pid, "the serving process's own pid");
+  t.equal(s.config.generation, 1, 'config generation 1 before any reload');
+  t.ok(s.snapshot.generation >= 1, 'a snapshot generation');
+  t.same(
+    s.members.map((m) => [m.name, m.role, m.seed, m.healthy, m.viewSource]),
+    [
+      ['old-1', 'member', true, true, 'aggregated'],
+      ['new-1', 'member', true, true, 'aggregated'],
+    ],
+  );
+  t.ok(
+    s.members.every((m) => m.viewAgeMs !== null && m.viewAgeMs < 5000),
+    'view ages in ms',
+  );
+  t.equal(s.skew.verdict, 'skew', 'the skew between 1.35 and 1.36');
+  t.same(s.problems, []);
+  const table = await run(['status', '--config', unixConfig]);
+  t.match(table.stdout, new RegExp(`gateway: +unix:${socket} +skewgate \\d+\\.\\d+\\.\\d+, pid ${gw.child.pid}`));
+  t.match(table.stdout, /^old-1 +https:\/\/\S+ +member \(seed\) +yes +aggregated/m);
+
+  const skew = await run(['skew', '--config', unixConfig, '-o', 'json']);
+  t.equal(skew.code, 1, 'a skew: exit 1');
+  const asked = JSON.parse(skew.stdout) as SkewReport;
+  const own = JSON.parse((await run(['skew', '--config', unixConfig, '--discover', '-o', 'json'])).stdout) as SkewReport;
+  t.same(asked.skew, own.skew, "the gateway's skew rows equal a fresh round's while nothing changes");
+  t.ok(asked.generation > 1, "the gateway's snapshot has moved on past its first");
+  t.match((await run(['skew', '--config', unixConfig])).stdout, new RegExp(`^gateway: +unix:${socket} \\(snapshot generation \\d+\\)`));
+
+  const e = await run(['explain', '--config', unixConfig, '-o', 'json', 'POST', SKEWED]);
+  t.equal(e.code, 0, e.stderr);
+  const ex = JSON.parse(e.stdout) as Explanation;
+  t.match(ex.decision, { outcome: 'routed', reason: 'served_by_subset', upstream: 'new-1' });
+  const exOwn = JSON.parse(
+    (await run(['explain', '--config', unixConfig, '--discover', '-o', 'json', 'POST', SKEWED])).stdout,
+  ) as Explanation;
+  t.same(exOwn.decision, ex.decision, 'the same decision from a round of its own');
+  const bad = await run(['explain', '--config', unixConfig, '-H', 'no colon here', 'GET', '/api']);
+  t.equal(bad.code, 2, 'a malformed -H: exit 2 before the gateway is asked');
+
+  // The gateway's belief moves: new-1 stops answering. The running gateway marks it not ready
+  // (its /readyz fails); its answers say so and route nothing there.
+  await newServer.close();
+  await waitFor('the gateway to see new-1 down', async () => {
+    const r = await run(['status', '--config', unixConfig, '-o', 'json']);
+    return (JSON.parse(r.stdout) as GatewayStatus).members.some((m) => m.name === 'new-1' && !m.healthy);
+  });
+  const down = await run(['status', '--config', unixConfig]);
+  t.equal(down.code, 1, 'a member not ready: exit 1');
+  t.match(down.stdout, /problems?:\n {2}- new-1 is not ready/);
+  const e2 = JSON.parse((await run(['explain', '--config', unixConfig, '-o', 'json', 'POST', SKEWED])).stdout) as Explanation;
+  t.match(
+    e2.decision,
+    { outcome: 'unavailable', reason: 'no_healthy_capable_server' },
+    'the last view kept, nobody healthy serves it: 503',
+  );
+  await newServer.start();
+
+  gw.child.kill('SIGTERM');
+  t.equal(await gw.exited, 0, 'graceful exit');
+  t.notOk(existsSync(socket), 'the socket file is gone after the shutdown');
+});
+
+t.test('loopback TCP, and the endpoint itself: JSON errors for what it cannot answer', async (t) => {
+  const gw = await serve(tcpConfig);
+  const base = `http://127.0.0.1:${tcpPort}`;
+  const index = await request(`${base}/`);
+  t.equal(index.statusCode, 200);
+  t.same(await index.body.json(), { endpoints: ADMIN_PATHS });
+  const cases: [string, string, object, number, RegExp][] = [
+    ['GET', '/nope', {}, 404, /no such endpoint: \/nope/],
+    ['GET', ADMIN_PATHS.explain, {}, 405, /GET is not allowed here: POST/],
+    ['POST', ADMIN_PATHS.status, {}, 405, /POST is not allowed/],
+    ['POST', ADMIN_PATHS.explain, { body: 'not json', headers: { 'content-type': 'application/json' } }, 400, /not JSON/],
+    ['POST', ADMIN_PATHS.explain, { body: '{}', headers: { 'content-type': 'text/plain' } }, 415, /application\/json/],
+    [
+      'POST',
+      ADMIN_PATHS.explain,
+      { body: JSON.stringify({ method: 7, path: 'api', extra: 1 }), headers: { 'content-type': 'application/json' } },
+      400,
+      /unknown field "extra".*method: must be an HTTP method.*path: must be a request path/,
+    ],
+    [
+      'POST',
+      ADMIN_PATHS.explain,
+      { body: JSON.stringify({ method: 'GET', path: '/api', headers: ['bad'] }), headers: { 'content-type': 'application/json' } },
+      400,
+      /not a header line/,
+    ],
+    [
+      'POST',
+      ADMIN_PATHS.explain,
+      { body: JSON.stringify({ method: 'GET', path: '/api', clientCertificate: 'junk' }), headers: { 'content-type': 'application/json' } },
+      400,
+      /no PEM certificate/,
+    ],
+  ];
+  for (const [method, path, opts, status, message] of cases) {
+    const r = await request(`${base}${path}`, { method: method as 'GET' | 'POST', ...opts });
+    t.equal(r.statusCode, status, `${method} ${path}: ${status}`);
+    t.match(r.headers['content-type'], /application\/json/);
+    t.match(((await r.body.json()) as { error: string }).error, message);
+  }
+  const explained = await request(`${base}${ADMIN_PATHS.explain}`, {
+    method: 'POST',
+    body: JSON.stringify({ method: 'get', path: '/apis/nope.example/v1/things', headers: ['Accept: application/json'] }),
+    headers: { 'content-type': 'application/json' },
+  });
+  t.equal(explained.statusCode, 200);
+  t.match(await explained.body.json(), {
+    request: { method: 'GET' },
+    decision: { outcome: 'not_found', reason: 'group_version_not_served' },
+  });
+  const skew = await run(['skew', '--admin', `127.0.0.1:${tcpPort}`, '-o', 'name']);
+  t.equal(skew.code, 1, '--admin without a config: asked all the same');
+  t.match(skew.stdout, /^admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies$/m);
+  t.match(gw.stderr(), /"admin":"127\.0\.0\.1:\d+".*"msg":"skewgate serving ext_proc"/, 'the serving line names the admin address');
+  gw.child.kill('SIGTERM');
+  t.equal(await gw.exited, 0);
+});
+
+t.test('an admin address a network could reach is refused at start, with the rule', async (t) => {
+  const open = writeConfig('open.yaml', { listen: '0.0.0.0:9003' });
+  const r = await run(['serve', '--config', open]);
+  t.equal(r.code, 2);
+  t.match(r.stderr, /admin\.listen: 0\.0\.0\.0 is not a loopback address/);
+  const v = await run(['validate', '--config', open]);
+  t.equal(v.code, 2, 'validate refuses it the same way');
+  t.match(v.stderr, /admin\.listen/);
+});
