@@ -76,6 +76,8 @@ export async function runDemo(o: DemoOptions): Promise<number> {
     log(
       `  curl --cacert ${rel(stack.pki.caFile)} -H "Authorization: Bearer $(cat ${rel(stack.pki.tokenFile)})" ${stack.baselineUrl ?? ''}${SKEWED}`,
     );
+    // These ask the running demo gateway (its admin endpoint, admin.listen in the config).
+    log(`  node dist/src/cli/main.js status --config ${rel(stack.configFile)}`);
     log(`  node dist/src/cli/main.js skew --config ${rel(stack.configFile)}`);
     log(`  node dist/src/cli/main.js explain --config ${rel(stack.configFile)} POST ${SKEWED}`);
     log(

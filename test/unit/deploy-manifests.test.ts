@@ -843,8 +843,10 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     ATTR.outcome,
     ATTR.reason,
     'Retry-After',
-    'skewgate skew',
-    'explain',
+    'skewgate status',
+    'sg skew',
+    'sg explain',
+    '--discover',
     'validate',
     '/healthcheck/fail',
     'crictl stop',
@@ -859,6 +861,15 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     'members.json',
   ]) {
     t.ok(runbook.includes(must), `the runbook uses ${must}`);
+  }
+  // The runbook asks the running gateway where both variants' configs open the admin endpoint.
+  const cmData = obj(find(DEPLOYMENT, 'ConfigMap', 'skewgate-gateway').data, 'ConfigMap data');
+  for (const [file, config] of [
+    [rel(STATIC_CONFIG), loadConfig(STATIC_CONFIG)],
+    [rel(DEPLOYMENT), parseConfig(parseDocument(str(cmData['skewgate.yaml'], 'skewgate.yaml')).toJS(), rel(DEPLOYMENT), '/')],
+  ] as const) {
+    const listen = config.admin?.listen;
+    t.ok(listen !== undefined && runbook.includes(`admin.listen\` (\`${listen}\``), `${file}: admin.listen ${listen} is the runbook's`);
   }
   // The log lines the runbook quotes are skewgate's own.
   const logSources = ['src/discovery/service.ts', 'src/envoy/xds-files.ts'].map((f) => readFileSync(join(root, f), 'utf8')).join('\n');
