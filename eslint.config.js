@@ -57,6 +57,7 @@ const PURE = [
   'src/envoy/render.ts',
   // Which config changes a running skewgate can take (src/reload.ts acts on it).
   'src/config-diff.ts',
+  'src/config-files.ts',
   // gateway-cert's certificate: keys, clock and serial come in, DER goes out.
   'src/pki/der.ts',
   'src/pki/serving-certificate.ts',

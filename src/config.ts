@@ -12,6 +12,7 @@ import {
 } from './constants.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
 import { ADMIN_LISTEN_DEFAULT, adminListenProblem } from './admin/address.js';
+import { caFileProblems } from './config-files.js';
 
 /**
  * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
@@ -35,29 +36,35 @@ export function parseDuration(text: string): number | null {
   return total;
 }
 
-const duration = z.union([z.number().nonnegative(), z.string()]).transform((v, ctx) => {
-  if (typeof v === 'number') return v;
-  const ms = parseDuration(v);
-  if (ms === null) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 1m30s, 2h)` });
-    return z.NEVER;
-  }
-  return ms;
-});
+const duration = z
+  .union([z.number().nonnegative(), z.string()])
+  .meta({ description: 'a duration as Go writes it (500ms, 5s, 1m30s, 2h45m) or a number of milliseconds' })
+  .transform((v, ctx) => {
+    if (typeof v === 'number') return v;
+    const ms = parseDuration(v);
+    if (ms === null) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 1m30s, 2h)` });
+      return z.NEVER;
+    }
+    return ms;
+  });
 
 /** Sizes are a number of bytes or a binary quantity as Kubernetes writes them: "512Ki", "32Mi", "1Gi". */
 const SIZE = /^(\d+)(Ki|Mi|Gi)$/;
 const SIZE_UNIT: Record<string, number> = { Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
 
-const size = z.union([z.number().int().nonnegative(), z.string()]).transform((v, ctx) => {
-  if (typeof v === 'number') return v;
-  const m = SIZE.exec(v.trim());
-  if (!m) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a size (use a number of bytes, or e.g. 512Ki, 32Mi, 1Gi)` });
-    return z.NEVER;
-  }
-  return Number(m[1]) * (SIZE_UNIT[m[2] as string] as number);
-});
+const size = z
+  .union([z.number().int().nonnegative(), z.string()])
+  .meta({ description: 'a number of bytes, or a binary quantity as Kubernetes writes it (512Ki, 32Mi, 1Gi)' })
+  .transform((v, ctx) => {
+    if (typeof v === 'number') return v;
+    const m = SIZE.exec(v.trim());
+    if (!m) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not a size (use a number of bytes, or e.g. 512Ki, 32Mi, 1Gi)` });
+      return z.NEVER;
+    }
+    return Number(m[1]) * (SIZE_UNIT[m[2] as string] as number);
+  });
 
 const path = z.string().min(1, 'must be a file path');
 const EXTPROC_LIMITS_DEFAULT = {
@@ -721,6 +728,18 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
   return deepFreeze(resolved) as Config;
 }
 
+/**
+ * The config's JSON Schema (draft 2020-12), for editors (yaml-language-server) and linters: what
+ * may be written, as input (durations as strings or ms). The cross-field rules and the files'
+ * contents are checked by skewgate only. Published as docs/skewgate-config.schema.json.
+ */
+export function configJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }),
+    title: 'skewgate config',
+  };
+}
+
 /** Reads, parses and validates a YAML config file; every problem is reported in one ConfigError. */
 export function loadConfig(file: string): Config {
   const source = resolve(file);
@@ -737,7 +756,17 @@ export function loadConfig(file: string): Config {
     const msg = err instanceof YAMLParseError ? err.message : String(err);
     throw new ConfigError(source, [{ path: '', message: `not valid YAML: ${msg}` }]);
   }
-  return parseConfig(doc, source, dirname(source));
+  const config = parseConfig(doc, source, dirname(source));
+  // Stage two, on the files named: only once the fields themselves are valid (paths resolved).
+  const problems = caFileProblems(config, (f) => {
+    try {
+      return readFileSync(f, 'utf8');
+    } catch {
+      return null;
+    }
+  });
+  if (problems.length > 0) throw new ConfigError(source, problems);
+  return config;
 }
 
 function deepFreeze<T>(v: T): T {

@@ -158,6 +158,14 @@ program
   });
 
 program
+  .command('config-schema')
+  .description("print the config's JSON Schema (for editors: docs/skewgate-config.schema.json is the same)")
+  .action(async () => {
+    const { configJsonSchema } = await import('../config.js');
+    process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+  });
+
+program
   .command('health')
   .description('ask a running skewgate for its gRPC health (grpc.health.v1, as Envoy does); exit 0 when serving')
   .requiredOption(...configOption)

@@ -59,6 +59,13 @@ t.test('a bad config lists every problem with its path and exits 2', async (t) =
     for (const p of ['apiservers[0].name', 'apiservers[0].url', 'discovery.interval', 'envoy.tls'])
       t.match(r.stderr, p, `${cmd} names ${p}`);
   }
+  // A CA file that holds the CA's key: refused by every command that loads the config, before anything runs.
+  const keyAsCa = writeConfig('key-as-ca.yaml', { ...base, apiservers: [{ ...base.apiservers[0], caFile: pki.serverKeyFile }] });
+  for (const cmd of ['serve', 'validate', 'envoy-config']) {
+    const r = await run([cmd, '--config', keyAsCa]);
+    t.equal(r.code, 2, `${cmd}: a private key as caFile is a config problem`);
+    t.match(r.stderr, /apiservers\[0\]\.caFile: .* holds a private key/, `${cmd} names the field`);
+  }
   t.equal((await run(['serve', '--config', join(dir, 'missing.yaml')])).code, 2, 'a missing file is a config problem');
   t.equal((await run(['serve'])).code, 2, 'a missing --config is a usage problem');
 });
