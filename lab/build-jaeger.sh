@@ -13,31 +13,14 @@
 # Idempotent: a binary that is already there is kept (its name carries the version).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=versions.env
-source lab/versions.env
-: "${JAEGER_VERSION:?JAEGER_VERSION missing from lab/versions.env}"
-JOBS=$(nproc)
-[ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
-ROOT=$PWD/.tools/lab
-BIN=$ROOT/bin
-OUT=$BIN/jaeger-$JAEGER_VERSION
-DIR=$ROOT/src/jaeger-$JAEGER_VERSION
-MODULE=github.com/jaegertracing/jaeger
-mkdir -p "$BIN"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
-
 # shellcheck source=go-wrapper.sh
-source lab/go-wrapper.sh
-log() { printf 'lab/build-jaeger: %s\n' "$*" >&2; }
+source lab/go-wrapper.sh jaeger "$@"
+: "${JAEGER_VERSION:?JAEGER_VERSION missing from lab/versions.env}"
+OUT=$LAB/bin/jaeger-$JAEGER_VERSION
+MODULE=github.com/jaegertracing/jaeger
 
 if [ -x "$OUT" ] && "$OUT" --help >/dev/null 2>&1; then
   log "jaeger $JAEGER_VERSION: cached ($OUT)"
   exit 0
 fi
-
-start=$(date +%s)
-go_wrapper_module "$MODULE" "$JAEGER_VERSION" "$DIR" jaeger
-log "building $MODULE/cmd/jaeger v$JAEGER_VERSION"
-(cd "$DIR" && go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$OUT.tmp" "$MODULE/cmd/jaeger")
-mv "$OUT.tmp" "$OUT"
-log "built $(basename "$OUT") in $(( $(date +%s) - start )) s ($(du -h "$OUT" | cut -f1))"
+go_tool_build jaeger "$JAEGER_VERSION" "$MODULE" "$MODULE/cmd/jaeger"

@@ -1,7 +1,25 @@
-# Sourced by lab/build-jaeger.sh and lab/build-promtool.sh: a wrapper module that depends on a Go
-# module at a version and repeats its own single-line replace directives (a dependency's replaces
-# are ignored, and `go install pkg@version` refuses a module that has any). Needs `log` defined.
-#   go_wrapper_module MODULE VERSION DIR NAME   prepares DIR once (DIR/.ready marks it done)
+# Sourced, from the checkout's root, by lab/build-jaeger.sh, lab/build-promtool.sh and
+# lab/build-helm.sh with the tool's name and the script's own arguments
+# (`source lab/go-wrapper.sh NAME "$@"`): reads lab/versions.env and `--jobs N` (parallel package
+# builds, default: all cores), makes .tools/lab/bin ($LAB/bin), sets Go's environment, and defines
+# `log` and the two steps they share. The caller checks its cached binary first.
+#   go_wrapper_module MODULE VERSION DIR NAME   prepares DIR once (DIR/.ready marks it done): a
+#     wrapper module that depends on MODULE at VERSION and repeats its own single-line replace
+#     directives (a dependency's replaces are ignored, and `go install pkg@version` refuses a
+#     module that has any)
+#   go_tool_build NAME VERSION MODULE PKG [LDFLAGS]   builds PKG in that wrapper module
+#     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION, logging how long it took
+# shellcheck source=versions.env
+source lab/versions.env
+LAB_TOOL=${1:?go-wrapper.sh needs the tool name}
+shift
+log() { printf 'lab/build-%s: %s\n' "$LAB_TOOL" "$*" >&2; }
+JOBS=$(nproc)
+[ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
+LAB=$PWD/.tools/lab
+mkdir -p "$LAB/bin"
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+
 go_wrapper_module() {
   local module=$1 version=$2 dir=$3 name=$4
   [ -f "$dir/.ready" ] && return 0
@@ -18,4 +36,15 @@ go_wrapper_module() {
     go get "$module@v$version" >/dev/null 2>&1 || go get "$module@v$version"
   )
   touch "$dir/.ready"
+}
+
+go_tool_build() {
+  local name=$1 version=$2 module=$3 pkg=$4 ldflags=${5:-}
+  local dir=$LAB/src/$name-$version out=$LAB/bin/$name-$version start
+  start=$(date +%s)
+  go_wrapper_module "$module" "$version" "$dir" "$name"
+  log "building $pkg v$version"
+  (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+  log "built $name-$version in $(( $(date +%s) - start )) s ($(du -h "$out" | cut -f1))"
 }

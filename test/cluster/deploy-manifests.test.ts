@@ -1,5 +1,6 @@
 // deploy/ against real parts: every Kubernetes manifest is sent to a real kube-apiserver
-// (KUBE_NEW) with `kubectl create --dry-run=server` and must be accepted; Pod Security, RBAC and
+// (KUBE_NEW) with `kubectl create --dry-run=server` and must be accepted, and so is every object
+// the Helm chart (deploy/helm/skewgate) renders with the real helm; Pod Security, RBAC and
 // the static pod's own skewgate config are then tried for real (skewgate + Envoy from those
 // files, only paths and addresses changed, in front of that apiserver), and a control-plane
 // machine added and removed at a new address (a second kube-apiserver and its Node) is followed
@@ -23,11 +24,13 @@ import { issueCert } from '../../harness/openssl.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { obj, type Obj } from '../helpers/json.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
+import { renderKubeadmExample, requireHelm } from '../helpers/helm.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // Missing parts fail here, with the command that provides them.
 const { versions, kubectl: kubectlBin, envoy: envoyBin } = requireLabParts();
+const helm = requireHelm();
 const root = packageRoot();
 const skewgateMain = join(root, 'dist/src/cli/main.js');
 const DEPLOY = join(root, 'deploy');
@@ -35,6 +38,8 @@ const STATIC_POD = join(DEPLOY, 'static-pods/skewgate-gateway.yaml');
 const STATIC_CONFIG = join(DEPLOY, 'static-pods/skewgate.yaml');
 const DEPLOYMENT = join(DEPLOY, 'kubernetes/deployment.yaml');
 const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
+/** Written for this test: the lab has no Prometheus Operator (the file says what it types). */
+const SERVICE_MONITOR_CRD = join(root, 'test/fixtures/helm/servicemonitor-crd.yaml');
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-deploy-'));
 const lab = await Lab.open({
@@ -117,13 +122,16 @@ const kubeconfig = join(dir, 'admin.kubeconfig');
 const kubectl = (args: readonly string[], stdin?: string): Promise<Ran> =>
   runProcess(kubectlBin, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'kubectl-cache'), ...args], stdin);
 
-/** Every YAML file under deploy/ (compose excepted) whose documents are all Kubernetes objects. */
+/**
+ * Every YAML file under deploy/ whose documents are all Kubernetes objects; not compose/ (the
+ * demo's) nor helm/ (templates: the chart's objects are rendered by helm, below).
+ */
 async function manifestFiles(d: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await readdir(d, { withFileTypes: true })) {
     const p = join(d, e.name);
     if (e.isDirectory()) {
-      if (p !== join(DEPLOY, 'compose')) out.push(...(await manifestFiles(p)));
+      if (p !== join(DEPLOY, 'compose') && p !== join(DEPLOY, 'helm')) out.push(...(await manifestFiles(p)));
       continue;
     }
     if (!/\.ya?ml$/.test(e.name)) continue;
@@ -214,6 +222,55 @@ await t.test('every manifest under deploy/ is accepted by kube-apiserver (kubect
     n++;
   }
   t.ok(n >= 10, `${n} objects from ${files.length} files`);
+});
+
+// Before the RBAC test below creates rbac.yaml's objects for real: the chart's are the same
+// names, tried with --dry-run only. Its own namespace, so that its Namespace can be tried too.
+await t.test('the Helm chart: every object helm template renders is accepted, the ServiceMonitor included', async (t) => {
+  const ns = 'skewgate-chart';
+  const where = 'helm template -f examples/kubeadm.yaml';
+  const example = await renderKubeadmExample(helm, [], ns);
+  const monitored = await renderKubeadmExample(helm, ['--set', 'serviceMonitor.enabled=true'], ns);
+  const namespace = example.find((d) => d.kind === 'Namespace');
+  t.equal(obj(namespace?.metadata).name, ns, `the chart's Namespace is the release's, ${ns}`);
+  if (namespace === undefined) return;
+  await dryRun(t, namespace, where);
+  const created = await kubectl(['create', '-f', '-'], stringify(namespace));
+  t.equal(created.code, 0, `${label(namespace)} created for the objects inside it: ${created.stderr.trim()}`);
+  const inside = (docs: readonly Obj[]): Obj[] => docs.filter((d) => d.kind !== 'Namespace');
+  for (const d of inside(example)) await dryRun(t, d, where);
+  const plainCount = (await yamlDocs(DEPLOYMENT)).length + (await yamlDocs(RBAC)).length;
+  t.equal(example.length, plainCount, `${example.length} objects, as many as deployment.yaml + rbac.yaml`);
+
+  // serviceMonitor.enabled: against the stand-in CRD, removed again afterwards.
+  const crd = await kubectl(['create', '-f', SERVICE_MONITOR_CRD]);
+  t.equal(crd.code, 0, `the stand-in ServiceMonitor CRD created: ${crd.stderr.trim()}`);
+  t.teardown(async () => {
+    await kubectl(['delete', '--ignore-not-found', '-f', SERVICE_MONITOR_CRD]);
+  });
+  const established = await kubectl(['wait', '--for=condition=Established', '--timeout=30s', '-f', SERVICE_MONITOR_CRD]);
+  t.equal(established.code, 0, `and established: ${established.stdout.trim()} ${established.stderr.trim()}`);
+  const added = monitored.filter((d) => !example.some((e) => label(e) === label(d)));
+  t.same(
+    added.map(label).sort(),
+    [`Service ${ns}/skewgate-gateway-metrics`, `ServiceMonitor ${ns}/skewgate-gateway`],
+    'serviceMonitor.enabled adds the metrics Service and the ServiceMonitor',
+  );
+  for (const d of inside(monitored)) await dryRun(t, d, `${where} --set serviceMonitor.enabled=true`);
+  // Negative control: the stand-in's schema is applied (a port number where the name goes).
+  const sm = added.find((d) => d.kind === 'ServiceMonitor') as Obj;
+  const wrong = structuredClone(sm);
+  (obj(wrong.spec).endpoints as Obj[])[0] = { port: 9464, path: '/metrics' };
+  const refused = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(wrong));
+  t.not(refused.code, 0, 'a ServiceMonitor with endpoints[0].port: 9464 (a number) is refused');
+  t.match(refused.stderr, /spec\.endpoints\[0\]\.port/, refused.stderr.trim());
+  // And a field it does not type is refused (kubectl's strict field validation), so the chart's
+  // ServiceMonitor uses only the fields the stand-in types.
+  const unknown = structuredClone(sm);
+  (obj(unknown.spec).endpoints as Obj[])[0] = { port: 'metrics', scheme: 'https' };
+  const unknownRefused = await kubectl(['create', '--dry-run=server', '-f', '-'], stringify(unknown));
+  t.not(unknownRefused.code, 0, 'a ServiceMonitor with a field the stand-in does not type is refused');
+  t.match(unknownRefused.stderr, /unknown field "spec\.endpoints\[0\]\.scheme"/, unknownRefused.stderr.trim());
 });
 
 await t.test('Pod Security: the Deployment\'s pods meet "restricted"; the static pod needs kube-system', async (t) => {

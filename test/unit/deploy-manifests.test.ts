@@ -44,14 +44,17 @@ const DEPLOY = join(root, 'deploy');
 const rel = (p: string): string => relative(root, p);
 
 /**
- * Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere) and
- * monitoring/'s Prometheus rules (promtool checks them: test/integration/promtool.test.ts).
+ * Every YAML file under deploy/, except the compose demo's (rendered and tested elsewhere),
+ * monitoring/'s Prometheus rules (promtool checks them: test/integration/promtool.test.ts) and the
+ * Helm chart's (templates, not YAML: test/integration/helm.test.ts renders them with the real
+ * helm and compares the objects with kubernetes/'s, which this file checks).
  */
+const NOT_WALKED = new Set(['compose', 'monitoring', 'helm'].map((d) => join(DEPLOY, d)));
 function yamlFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true })
     .flatMap((e) => {
       const p = join(dir, e.name);
-      if (e.isDirectory()) return p === join(DEPLOY, 'compose') || p === join(DEPLOY, 'monitoring') ? [] : yamlFiles(p);
+      if (e.isDirectory()) return NOT_WALKED.has(p) ? [] : yamlFiles(p);
       return /\.ya?ml$/.test(e.name) ? [p] : [];
     })
     .sort();
