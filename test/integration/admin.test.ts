@@ -4,13 +4,14 @@
 // it answers is the running process's belief: an apiserver that stops is seen by the gateway, and
 // the answers say so, where a fresh discovery round would tell another story.
 import t from 'tap';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { stringify } from 'yaml';
 import { packageRoot } from '../../src/package-root.js';
+import { CLI, runCli } from '../helpers/cli.js';
 import { ADMIN_PATHS } from '../../src/admin/paths.js';
 import type { GatewayStatus } from '../../src/inspect/status.js';
 import type { SkewReport } from '../../src/inspect/skew-report.js';
@@ -18,17 +19,10 @@ import type { Explanation } from '../../src/inspect/explanation.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { freePort } from '../../harness/lab/net.js';
 
-const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 const dir = mkdtempSync(join(tmpdir(), 'sg-admin-'));
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+const run = runCli;
 
 const pki = await createPki(join(packageRoot(), '.cache/fake-pki'));
 const cluster = new FakeCluster();

@@ -1,25 +1,19 @@
 // The `skewgate` command as an operator runs it: a child process, its stdout and its exit code.
 import t from 'tap';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify } from 'yaml';
 import { packageRoot } from '../../src/package-root.js';
+import { CLI, runCli } from '../helpers/cli.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';
 
-const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+const run = runCli;
 
 const pki = await createPki(join(packageRoot(), '.cache/fake-pki'));
 const cluster = new FakeCluster();
