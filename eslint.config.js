@@ -53,6 +53,7 @@ const PURE = [
   'src/envoy/tracing.ts',
   'src/envoy/json.ts',
   'src/envoy/xds.ts',
+  'src/envoy/requirements.ts',
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
   // Which config changes a running skewgate can take (src/reload.ts acts on it).

@@ -13,6 +13,7 @@ import {
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
 import { ADMIN_LISTEN_DEFAULT, adminListenProblem } from './admin/address.js';
 import { caFileProblems } from './config-files.js';
+import { ENVOY_CA_FILE_REQUIRED, ENVOY_SERVING_PAIR_REQUIRED, ENVOY_TRACING_CA_REQUIRED } from './envoy/requirements.js';
 
 /**
  * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
@@ -257,7 +258,7 @@ const telemetry = z
   .strict()
   .default({ tracing: {}, metrics: {} });
 
-const schema = z
+const fields = z
   .object({
     apiservers: z.array(apiserver).min(1, 'name at least one apiserver'),
     discovery: z
@@ -400,9 +401,12 @@ const schema = z
           .default({ address: '0.0.0.0', port: 6443 }),
         tls: z
           .object({
-            /** The gateway's own serving certificate and key (downstream TLS). */
-            certFile: path,
-            keyFile: path,
+            /**
+             * The gateway's own serving certificate and key (downstream TLS): Envoy's. Required by
+             * `envoy-config` and `validate`; `serve` never reads them.
+             */
+            certFile: path.optional(),
+            keyFile: path.optional(),
             /**
              * The CA bundle that signs client certificates: the cluster's --client-ca-file. When set,
              * Envoy asks for a client certificate (optional: tokens keep working), verifies it
@@ -411,7 +415,8 @@ const schema = z
              */
             clientCaFile: path.optional(),
           })
-          .strict(),
+          .strict()
+          .prefault({}),
         admin: z
           .object({ address: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9901) })
           .strict()
@@ -496,7 +501,9 @@ const schema = z
             !p.issues.some((i) => i.path?.[0] === 'tls' || i.path?.[0] === 'upstreamClientCert')
           );
         },
-      }),
+      })
+      // `serve` needs only what skewgate itself uses of this section (the identity settings, xds).
+      .prefault({}),
     /**
      * The running gateway's admin endpoint (docs/design.md, "The admin endpoint"): what it
      * believes now (GET /v1/status, /v1/skew) and its own decision for a request (POST
@@ -516,14 +523,33 @@ const schema = z
       .default({ level: 'info', format: 'json' }),
     telemetry,
   })
-  .strict()
-  // Cross-section checks. Run even when some section has problems of its own (`when`), so that
-  // every problem is listed at once; the value may then be partly invalid, hence the guards.
-  .check(
-    z.superRefine((value, ctx) => crossChecks(value as unknown as LooseConfig, ctx), {
+  .strict();
+
+/**
+ * What a config is loaded for. `serve` also stands for the commands that run skewgate's own
+ * discovery (skew, explain and status with --discover, health); `envoy-config` adds what Envoy's
+ * bootstrap needs; `validate` checks for both, so that a config it passes is refused by neither.
+ */
+export type ConfigUse = 'serve' | 'envoy-config' | 'validate';
+
+/**
+ * The fields, then the cross-section checks and the command's own needs. These run even when some
+ * section has problems of its own (`when`), so that every problem is listed at once; the value may
+ * then be partly invalid, hence the guards.
+ */
+const schemas: Readonly<Record<ConfigUse, z.ZodType<z.output<typeof fields>>>> = Object.freeze({
+  serve: withChecks('serve'),
+  'envoy-config': withChecks('envoy-config'),
+  validate: withChecks('validate'),
+});
+
+function withChecks(use: ConfigUse): z.ZodType<z.output<typeof fields>> {
+  return fields.check(
+    z.superRefine((value, ctx) => crossChecks(value as unknown as LooseConfig, ctx, use), {
       when: (p) => typeof p.value === 'object' && p.value !== null,
     }),
   );
+}
 
 /** The parsed config as the cross-section checks see it: any part may be missing or malformed. */
 interface LooseConfig {
@@ -531,16 +557,52 @@ interface LooseConfig {
   readonly kubernetesService?: { readonly publish?: unknown; readonly address?: unknown };
   readonly membership?: {
     readonly sources?: unknown;
-    readonly template?: { readonly caFile?: unknown; readonly credentials?: { readonly kubeconfig?: unknown } };
+    readonly template?: {
+      readonly caFile?: unknown;
+      readonly credentials?: { readonly kubeconfig?: unknown; readonly tokenFile?: unknown };
+    };
   };
-  readonly envoy?: { readonly xds?: unknown };
+  readonly envoy?: { readonly xds?: unknown; readonly tls?: { readonly certFile?: unknown; readonly keyFile?: unknown } };
   readonly discovery?: { readonly watch?: unknown };
   readonly admin?: { readonly listen?: unknown };
   readonly extproc?: { readonly listen?: unknown };
-  readonly telemetry?: { readonly metrics?: { readonly prometheus?: { readonly listen?: unknown } } };
+  readonly telemetry?: {
+    readonly metrics?: { readonly prometheus?: { readonly listen?: unknown } };
+    readonly tracing?: { readonly enabled?: unknown; readonly envoy?: unknown; readonly endpoint?: unknown; readonly caFile?: unknown };
+  };
 }
 
-function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
+/** What Envoy's bootstrap needs (`envoy-config`, `validate`); the renderer only guards against it. */
+function envoyChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
+  (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
+    if (typeof entry === 'object' && entry !== null && (entry as { caFile?: unknown }).caFile === undefined)
+      ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'caFile'], message: ENVOY_CA_FILE_REQUIRED });
+  });
+  const tls = c.envoy?.tls;
+  for (const key of ['certFile', 'keyFile'] as const)
+    if (tls?.[key] === undefined) ctx.addIssue({ code: 'custom', path: ['envoy', 'tls', key], message: ENVOY_SERVING_PAIR_REQUIRED });
+  const t = c.telemetry?.tracing;
+  const envoyTraces = t?.envoy ?? t?.enabled === true;
+  if (envoyTraces === true && typeof t?.endpoint === 'string' && t.endpoint.startsWith('https:') && t.caFile === undefined)
+    ctx.addIssue({ code: 'custom', path: ['telemetry', 'tracing', 'caFile'], message: ENVOY_TRACING_CA_REQUIRED });
+}
+
+/**
+ * Without credentials skewgate's reads are anonymous: a default kube-apiserver refuses /apis to
+ * system:unauthenticated (403), or answers only what that group may see, so the views would be
+ * empty or wrong rather than failing loudly.
+ */
+const NO_CREDENTIALS =
+  'give tokenFile, clientCertFile and clientKeyFile, or kubeconfig: skewgate reads discovery, /readyz and the identity Leases as a client, and an anonymous client is refused /apis';
+
+function namesIdentity(cr: unknown): boolean {
+  if (typeof cr !== 'object' || cr === null) return false;
+  const o = cr as { tokenFile?: unknown; clientCertFile?: unknown; kubeconfig?: unknown };
+  return o.tokenFile !== undefined || o.clientCertFile !== undefined || o.kubeconfig !== undefined;
+}
+
+function crossChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void {
+  if (use !== 'serve') envoyChecks(c, ctx);
   const sources = Array.isArray(c.membership?.sources) ? (c.membership.sources as unknown[]) : [];
   if (c.kubernetesService?.publish === true) {
     if (c.kubernetesService.address === undefined)
@@ -586,8 +648,16 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
     ] as const)
       if (other === adminListen)
         ctx.addIssue({ code: 'custom', path: ['admin', 'listen'], message: `the same address as ${path.join('.')}: give each its own` });
+  if (sources.length > 0 && !namesIdentity(c.membership?.template?.credentials))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['membership', 'template', 'credentials'],
+      message: `required with membership.sources: ${NO_CREDENTIALS}`,
+    });
   const seen = new Map<string, number>();
   (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
+    if (typeof entry === 'object' && entry !== null && !namesIdentity((entry as { credentials?: unknown }).credentials))
+      ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'credentials'], message: `required: ${NO_CREDENTIALS}` });
     const name = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
     if (typeof name !== 'string') return;
     const first = seen.get(name);
@@ -608,7 +678,7 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
   });
 }
 
-type Parsed = z.output<typeof schema>;
+type Parsed = z.output<typeof fields>;
 export type ApiServerConfig = Parsed['apiservers'][number];
 export type MembershipSource = z.output<typeof membershipSource>;
 export type Config = DeepReadonly<Parsed & { discovery: Parsed['discovery'] & { staleAfter: number } }> & {
@@ -646,8 +716,8 @@ function formatPath(path: readonly PropertyKey[]): string {
 }
 
 /** Validates an already-parsed document. Pure apart from resolving relative paths against baseDir. */
-export function parseConfig(doc: unknown, source: string, baseDir: string): Config {
-  const result = schema.safeParse(doc ?? {});
+export function parseConfig(doc: unknown, source: string, baseDir: string, use: ConfigUse = 'serve'): Config {
+  const result = schemas[use].safeParse(doc ?? {});
   if (!result.success) {
     throw new ConfigError(
       source,
@@ -703,7 +773,7 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
     },
     envoy: {
       ...c.envoy,
-      tls: { certFile: abs(c.envoy.tls.certFile), keyFile: abs(c.envoy.tls.keyFile), clientCaFile: absOpt(c.envoy.tls.clientCaFile) },
+      tls: { certFile: absOpt(c.envoy.tls.certFile), keyFile: absOpt(c.envoy.tls.keyFile), clientCaFile: absOpt(c.envoy.tls.clientCaFile) },
       xds: c.envoy.xds && { directory: abs(c.envoy.xds.directory) },
       upstreamClientCert: c.envoy.upstreamClientCert && {
         certFile: abs(c.envoy.upstreamClientCert.certFile),
@@ -735,13 +805,26 @@ export function parseConfig(doc: unknown, source: string, baseDir: string): Conf
  */
 export function configJsonSchema(): Record<string, unknown> {
   return {
-    ...z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }),
+    ...z.toJSONSchema(fields, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }),
     title: 'skewgate config',
   };
 }
 
-/** Reads, parses and validates a YAML config file; every problem is reported in one ConfigError. */
-export function loadConfig(file: string): Config {
+/**
+ * Reads, parses and validates a YAML config file for a use: the fields and the use's needs, then
+ * the CA files named. Each stage reports every problem it finds in one ConfigError; the files are
+ * read only once the fields are valid (their paths resolved). src/config-check.ts adds the TLS
+ * material, with the CA files' problems, for the commands that act on it.
+ */
+export function loadConfig(file: string, use: ConfigUse = 'serve'): Config {
+  const config = parseConfigFile(file, use);
+  const problems = configFileProblems(config);
+  if (problems.length > 0) throw new ConfigError(config.source, problems);
+  return config;
+}
+
+/** The first stage of loadConfig: read, YAML, the fields and the use's needs. */
+export function parseConfigFile(file: string, use: ConfigUse = 'serve'): Config {
   const source = resolve(file);
   let text: string;
   try {
@@ -756,17 +839,18 @@ export function loadConfig(file: string): Config {
     const msg = err instanceof YAMLParseError ? err.message : String(err);
     throw new ConfigError(source, [{ path: '', message: `not valid YAML: ${msg}` }]);
   }
-  const config = parseConfig(doc, source, dirname(source));
-  // Stage two, on the files named: only once the fields themselves are valid (paths resolved).
-  const problems = caFileProblems(config, (f) => {
+  return parseConfig(doc, source, dirname(source), use);
+}
+
+/** The second stage, on the files a valid config names: the CA bundles' contents. */
+export function configFileProblems(config: Config): ConfigProblem[] {
+  return caFileProblems(config, (f) => {
     try {
       return readFileSync(f, 'utf8');
     } catch {
       return null;
     }
   });
-  if (problems.length > 0) throw new ConfigError(source, problems);
-  return config;
 }
 
 function deepFreeze<T>(v: T): T {

@@ -1,12 +1,12 @@
 // `skewgate envoy-config`: the Envoy bootstrap for a config, on stdout; with envoy.xds, also the
 // seed cluster and route files Envoy starts from, where none are yet.
-import { loadConfig } from '../config.js';
+import { checkConfig } from '../config-check.js';
 import { renderBootstrapYaml } from '../envoy/render.js';
 import { writeSeedXds } from '../envoy/xds-files.js';
 import { EXIT_OK } from '../constants.js';
 
 export async function runEnvoyConfig(configFile: string, relativeTo?: string): Promise<number> {
-  const config = loadConfig(configFile);
+  const config = await checkConfig(configFile, 'envoy-config');
   const yaml = renderBootstrapYaml(config, relativeTo === undefined ? {} : { relativeTo });
   const seed = writeSeedXds(config, relativeTo);
   for (const f of seed.written)

@@ -2,11 +2,11 @@
 // SIGHUP, or a change of the config file, reloads the config without a restart (src/reload.ts).
 import { resolve } from 'node:path';
 import { loadConfig } from '../config.js';
+import { checkConfig } from '../config-check.js';
 import { watchConfigFile } from '../config-watch.js';
 import { createLogger } from '../log.js';
 import { createSkewgate, drainTime } from '../app.js';
 import { EXIT_OK } from '../constants.js';
-import { assertFrontProxySafe } from '../envoy/tls-check.js';
 import { fileStamp } from '../file-stamp.js';
 import type { Config } from '../config.js';
 import type { LogFormat } from '../log.js';
@@ -25,9 +25,8 @@ function withLogFormat(config: Config, format: LogFormat | undefined): Config {
 export async function runServe(configFile: string, logFormat?: LogFormat): Promise<number> {
   // Stamped before it is read: a write in between is then seen as a change, not missed.
   const stamp = await fileStamp(resolve(configFile));
-  const config = withLogFormat(loadConfig(configFile), logFormat);
-  // Refuse to state identities with a front-proxy certificate the apiservers would also take as a client's.
-  await assertFrontProxySafe(config);
+  // Among the checks: no identities stated with a front-proxy certificate the apiservers would also take as a client's.
+  const config = withLogFormat(await checkConfig(configFile, 'serve'), logFormat);
   const logger = createLogger(config.log.level, process.stderr, config.log.format);
   logger.info({ version: skewgateVersion(), node: process.version, pid: process.pid, config: config.source }, 'skewgate starting');
   const app = createSkewgate(config, logger);

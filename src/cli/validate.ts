@@ -1,9 +1,8 @@
 // `skewgate validate`: config and the front-proxy certificate (exit 2), then files, reachability,
 // TLS and credentials per apiserver (exit 1).
 import { accessSync, constants as fsc } from 'node:fs';
-import { loadConfig } from '../config.js';
+import { checkConfig } from '../config-check.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
-import { assertEnvoyTls } from '../envoy/tls-check.js';
 import { membershipView } from '../inspect/membership-view.js';
 import type { LogFormat } from '../log.js';
 import { formatTable, oneShotLogger, structured, withOneShotDiscovery } from './one-shot.js';
@@ -24,8 +23,9 @@ export interface ValidationReport {
 }
 
 export async function runValidate(configFile: string, output: 'table' | 'json' | 'yaml' = 'table', logFormat?: LogFormat): Promise<number> {
-  // Before any discovery: an unsafe front-proxy certificate is a config problem, whatever the apiservers say.
-  await assertEnvoyTls(loadConfig(configFile));
+  // Before any discovery, every check serve and envoy-config run (exit 2): an unsafe front-proxy
+  // certificate, say, is a config problem whatever the apiservers answer.
+  await checkConfig(configFile, 'validate');
   return withOneShotDiscovery(
     configFile,
     ({ config, snapshot, now, membershipProblem }) => {

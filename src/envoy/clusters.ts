@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import { extprocListenAddresses } from '../extproc/listen-addresses.js';
 import { EXTPROC_SERVICE_NAME, extprocStreamCeiling, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
+import { ENVOY_CA_FILE_REQUIRED } from './requirements.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 /** Cluster names skewgate renders itself (the config rejects them as apiserver names). */
@@ -64,7 +65,7 @@ export function apiserverClusters(config: Config, upstreams: readonly Upstream[]
 function upstreamTls(config: Config, u: Upstream, file: PathFn, set: ClusterSet): JsonObject {
   if (u.caFile === undefined) {
     // Verification cannot be turned off, and a system trust store is machine-specific.
-    throw new BootstrapError(`apiserver "${u.name}": caFile is required to render the Envoy bootstrap (Envoy verifies every apiserver's serving certificate)`);
+    throw new BootstrapError(`apiserver "${u.name}": caFile ${ENVOY_CA_FILE_REQUIRED}`);
   }
   const client = set.clientCert;
   return {

@@ -3,12 +3,13 @@
 import type { Config } from '../config.js';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { EXTPROC_CLUSTER } from './clusters.js';
-import { duration, type JsonObject, type PathFn } from './json.js';
+import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
+import { ENVOY_SERVING_PAIR_REQUIRED } from './requirements.js';
 import { EXTPROC_FILTER, routeConfig, routeOptions } from './routes.js';
 import { FAST_PATH_METADATA } from './fast-routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
-import { certificateFields, validationFields } from './tls-material.js';
+import { certificateFields, servingPair, validationFields } from './tls-material.js';
 import type { StatusReason } from '../k8s/status.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
@@ -114,6 +115,8 @@ function removals(early: boolean, envoyXfcc: boolean): JsonObject[] {
 
 export function listener(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
   const clientCa = config.envoy.tls.clientCaFile;
+  const serving = servingPair(config);
+  if (serving === undefined) throw new BootstrapError(`envoy.tls.certFile and envoy.tls.keyFile: ${ENVOY_SERVING_PAIR_REQUIRED}`);
   return {
     name: LISTENER_NAME,
     address: { socket_address: { address: config.envoy.listen.address, port_value: config.envoy.listen.port } },
@@ -126,7 +129,7 @@ export function listener(config: Config, upstreams: readonly Upstream[], file: P
             common_tls_context: {
               alpn_protocols: ['h2', 'http/1.1'],
               tls_params: { tls_minimum_protocol_version: 'TLSv1_2' },
-              ...certificateFields(config, config.envoy.tls, file),
+              ...certificateFields(config, serving, file),
               // Asked for, verified against the cluster's client CA; a certificate that does not
               // verify fails the handshake, so no request ever carries an unverified one.
               ...(clientCa === undefined ? {} : validationFields(config, clientCa, undefined, file)),

@@ -3,7 +3,8 @@
 // judgement is pure (servingCertProblems, frontProxyProblems).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { ConfigError, type Config, type ConfigProblem } from '../config.js';
+import type { Config, ConfigProblem, ConfigUse } from '../config.js';
+import { servingPair } from './tls-material.js';
 
 const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
@@ -124,11 +125,16 @@ async function keyProblem(path: string, file: string, leaf: X509Certificate | un
   return null;
 }
 
-/** The serving certificate and key of the gateway: every problem. */
+/**
+ * The serving certificate and key of the gateway: every problem. None without them: a config for
+ * `serve` need not name them, and one for Envoy is refused by its validation first.
+ */
 export async function checkServingTls(config: Config, now: number = Date.now()): Promise<ConfigProblem[]> {
-  const chain = await readCertificates(SERVING_CERT_PATH, config.envoy.tls.certFile, 'the gateway\'s serving certificate');
+  const pair = servingPair(config);
+  if (pair === undefined) return [];
+  const chain = await readCertificates(SERVING_CERT_PATH, pair.certFile, 'the gateway\'s serving certificate');
   if (!Array.isArray(chain)) return [chain];
-  const key = await keyProblem(SERVING_KEY_PATH, config.envoy.tls.keyFile, chain[0], SERVING_CERT_PATH);
+  const key = await keyProblem(SERVING_KEY_PATH, pair.keyFile, chain[0], SERVING_CERT_PATH);
   return [...servingCertProblems(chain, now), ...(key === null ? [] : [key])];
 }
 
@@ -155,18 +161,20 @@ export async function checkFrontProxyTls(config: Config, now: number = Date.now(
   return problems;
 }
 
-/** `skewgate validate`: every Envoy TLS file, keys included, as one ConfigError (exit code 2). */
-export async function assertEnvoyTls(config: Config, now?: number): Promise<void> {
-  const problems = [...(await checkServingTls(config, now)), ...(await checkFrontProxyTls(config, now))];
-  if (problems.length > 0) throw new ConfigError(config.source, problems);
-}
-
 /**
- * `skewgate serve`: the front-proxy certificate against the client CA, before any identity is
- * stated. Public files only: skewgate needs neither Envoy's serving key nor the front-proxy key,
- * and may run where they are not.
+ * The TLS material a use acts on. `serve`: the front-proxy certificate against the client CA,
+ * before any identity is stated; public files only (skewgate needs neither Envoy's serving key nor
+ * the front-proxy key, and may run where they are not). `envoy-config`: none (Envoy reads them at
+ * its start, and where the bootstrap is rendered they may not be yet). `validate`: every Envoy TLS
+ * file, keys included.
  */
-export async function assertFrontProxySafe(config: Config, now?: number): Promise<void> {
-  const problems = await checkFrontProxyTls(config, now, { key: false });
-  if (problems.length > 0) throw new ConfigError(config.source, problems);
+export async function tlsProblems(config: Config, use: ConfigUse, now: number = Date.now()): Promise<ConfigProblem[]> {
+  switch (use) {
+    case 'serve':
+      return checkFrontProxyTls(config, now, { key: false });
+    case 'envoy-config':
+      return [];
+    case 'validate':
+      return [...(await checkServingTls(config, now)), ...(await checkFrontProxyTls(config, now))];
+  }
 }

@@ -35,6 +35,12 @@ export function sdsDirectory(config: Config): string | null {
   return config.envoy.xds ? join(config.envoy.xds.directory, SDS_SUBDIR) : null;
 }
 
+/** The gateway's serving certificate and key (envoy.tls), when both are given: `serve` needs neither. */
+export function servingPair(config: Config): CertificatePair | undefined {
+  const { certFile, keyFile } = config.envoy.tls;
+  return certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile };
+}
+
 /** Every certificate and CA bundle the bootstrap and the xDS files reference, each once. */
 export function secretsOf(config: Config): readonly SecretSpec[] {
   const out = new Map<string, SecretSpec>();
@@ -45,7 +51,7 @@ export function secretsOf(config: Config): readonly SecretSpec[] {
     if (f) out.set(caSecretName(f), { kind: 'ca', name: caSecretName(f), caFile: f });
   };
   const e = config.envoy;
-  pair({ certFile: e.tls.certFile, keyFile: e.tls.keyFile });
+  pair(servingPair(config));
   ca(e.tls.clientCaFile);
   pair(e.upstreamClientCert);
   for (const s of config.apiservers) ca(s.caFile);

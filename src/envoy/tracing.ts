@@ -3,6 +3,7 @@
 import { isIP } from 'node:net';
 import type { Config } from '../config.js';
 import { BootstrapError, type JsonObject, type PathFn } from './json.js';
+import { ENVOY_TRACING_CA_REQUIRED } from './requirements.js';
 
 /** The OTLP collector Envoy's own tracer exports to (rendered only when tracing is configured). */
 export const OTEL_CLUSTER = 'skewgate-otel';
@@ -88,7 +89,7 @@ export function otelCluster(config: Config, file: PathFn): JsonObject {
   const t = config.telemetry.tracing;
   const ep = otlpEndpoint(t);
   if (ep.tls && t.caFile === undefined) {
-    throw new BootstrapError(`telemetry.tracing.endpoint ${ep.url.toString()} is https: set telemetry.tracing.caFile so that Envoy can verify the collector`);
+    throw new BootstrapError(`telemetry.tracing.caFile: ${ENVOY_TRACING_CA_REQUIRED} (endpoint ${ep.url.toString()})`);
   }
   const ip = isIP(ep.host) !== 0;
   return {

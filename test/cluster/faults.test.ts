@@ -35,7 +35,7 @@ import {
 } from '../load/accounting.js';
 import { faultRows, type FaultMark, type FaultRow } from '../load/faults.js';
 import { LoadHttp } from '../load/http.js';
-import { ReadinessWatch } from '../load/readiness-watch.js';
+import { ReadinessWatch, servingForGoodAt } from '../load/readiness-watch.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { allUnreadySpans, readyForGoodAt, readySpans, type AllUnreadySpan } from '../load/timeline.js';
 import type { RequestRecord } from '../load/types.js';
@@ -73,6 +73,8 @@ const SILENT_DETECTION_MS = 4000;
 const FAST_ANSWER_MS = 1000;
 /** After etcd is back and every apiserver passes /readyz again, requests succeed within this. */
 const ETCD_RECOVERY_MS = 30_000;
+/** A read from etcd, sent straight to each apiserver after each /readyz that passes. */
+const SERVING_PATH = '/api/v1/namespaces/default/configmaps?limit=1';
 
 const SERVERS = [
   { name: 'kas-31', ip: '10.213.0.31', version: 'old' },
@@ -125,6 +127,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         servers: SERVERS.map((s) => ({ name: s.name, version: spec(s).version, url: lab.apiServerUrl(s.name) })),
         timeline,
         clock,
+        servingPath: SERVING_PATH,
       });
       // The gateway's health listener, as the load balancer in front of the gateways sees it.
       const health: { atMs: number; status: number }[] = [];
@@ -230,8 +233,8 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
           marks.push({ phase: 'etcd stopped', faultAtMs: at, faultDoneMs: done, repairAtMs: back });
           // Nothing is done to the gateway or the apiservers: they are waited for, not helped.
           const deadline = clock() + ETCD_RECOVERY_MS;
-          while (clock() < deadline && !readiness.allReady()) await sleep(100);
-          progress(`every apiserver ready again ${((clock() - back) / 1000).toFixed(1)} s after etcd`);
+          while (clock() < deadline && !(readiness.allReady() && readiness.allServing())) await sleep(100);
+          progress(`every apiserver ready and serving again ${((clock() - back) / 1000).toFixed(1)} s after etcd`);
           await sleep(DWELL_MS + LAB_READINESS_LAG_MS);
         }
         progress(`stopping the load: ${run.progress()}`);
@@ -324,13 +327,21 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       );
       const etcdDown = reqs.filter((r) => r.op !== 'watch' && r.startMs > allUnreadyAt + LAB_UNREADY_DETECTION_MS && r.startMs < outageEnd);
       const etcdDownSlowest = Math.max(0, ...etcdDown.map((r) => r.endMs - r.startMs));
-      const etcdAfter = reqs.filter((r) => r.startMs > allReadyAgainAt + LAB_READINESS_LAG_MS && inPhase('etcd stopped', r));
+      // /readyz can pass while a read from an apiserver's storage still hangs (seen in CI: configmap
+      // gets and lists through the gateway answered 504 at envoy.requestTimeout 3 s after every
+      // /readyz passed). Recovery is the gateway's once the apiservers answer reads straight.
+      const servingLog = readiness.servingChanges();
+      const allServingAgainAt = Math.max(
+        ...names.map((n) => servingForGoodAt(servingLog, n, etcd.faultAtMs, Number.POSITIVE_INFINITY) ?? Number.POSITIVE_INFINITY),
+      );
+      const recoveredAt = Math.max(allReadyAgainAt, allServingAgainAt);
+      const etcdAfter = reqs.filter((r) => r.startMs > recoveredAt + LAB_READINESS_LAG_MS && inPhase('etcd stopped', r));
       const s = (ms: number): string => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s` : 'never');
 
       const md = [
         `### Faults under load (test/cluster/faults.test.ts)`,
         '',
-        `**Method.** etcd and three kube-apiservers (kas-31/32 v${v.kubeOld}, kas-33 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.31-33:6443, started with the lab's flags, \`--shutdown-delay-duration=10s\` among them), one gateway: Envoy rendered by skewgate with its local skewgate and a peer skewgate (\`envoy.extprocPeers\`, priority 1, mutual TLS) and its health listener. Two arms through the same gateway, each an open loop of ${RATE_PER_ARM} req/s (creates with generateName and a unique token label, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity — how kubeadm's kubelets, scheduler and controller-manager authenticate). Clients never retry; each request is bounded at ${CLIENT_TIMEOUT_MS / 1000} s. Faults, one per phase (a phase begins ${LEAD_MS / 1000} s before its fault, so what was in flight at the fault belongs to it): the local skewgate SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-33 SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-31 made silent for ${DROP_MS / 1000} s by iptables DROP of every packet to and from 10.213.0.31:6443 (connections stay open, nothing is reset); etcd stopped (SIGTERM) for ${ETCD_DOWN_MS / 1000} s and started again on its data, nothing done to the gateway. Every apiserver's /readyz is polled straight every 100 ms (timeout 1 s) and each change goes into the timeline. **Failed**: an answer other than 2xx/404, no answer, or a false 404 (a capable apiserver ready for 1 s, or the object acknowledged). **In flight at the fault**: sent before the fault was complete (process gone), answered after it struck. **New requests failing for**: from the fault to the last failed request sent after it (requests that hung show in *max request* instead); **after the repair**: the same from the restart being ready, the rules removed, etcd healthy. Lost and duplicated writes: every object listed straight from kas-33 at the end, matched by token.`,
+        `**Method.** etcd and three kube-apiservers (kas-31/32 v${v.kubeOld}, kas-33 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.31-33:6443, started with the lab's flags, \`--shutdown-delay-duration=10s\` among them), one gateway: Envoy rendered by skewgate with its local skewgate and a peer skewgate (\`envoy.extprocPeers\`, priority 1, mutual TLS) and its health listener. Two arms through the same gateway, each an open loop of ${RATE_PER_ARM} req/s (creates with generateName and a unique token label, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity — how kubeadm's kubelets, scheduler and controller-manager authenticate). Clients never retry; each request is bounded at ${CLIENT_TIMEOUT_MS / 1000} s. Faults, one per phase (a phase begins ${LEAD_MS / 1000} s before its fault, so what was in flight at the fault belongs to it): the local skewgate SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-33 SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-31 made silent for ${DROP_MS / 1000} s by iptables DROP of every packet to and from 10.213.0.31:6443 (connections stay open, nothing is reset); etcd stopped (SIGTERM) for ${ETCD_DOWN_MS / 1000} s and started again on its data, nothing done to the gateway. Every apiserver's /readyz is polled straight every 100 ms (timeout 1 s) and each change goes into the timeline; after each /readyz that passes, a list of configmaps (\`limit=1\`, a read from etcd) is sent straight too, and the etcd phase's recovery counts from when both pass. **Failed**: an answer other than 2xx/404, no answer, or a false 404 (a capable apiserver ready for 1 s, or the object acknowledged). **In flight at the fault**: sent before the fault was complete (process gone), answered after it struck. **New requests failing for**: from the fault to the last failed request sent after it (requests that hung show in *max request* instead); **after the repair**: the same from the restart being ready, the rules removed, etcd healthy. Lost and duplicated writes: every object listed straight from kas-33 at the end, matched by token.`,
         '',
         render(faultTable(rows, a)),
         '',
@@ -339,7 +350,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
         `- **skewgate SIGKILL.** Failed after the kill (not in flight at it): token ${row('skewgate SIGKILL', 'token').failedAfterFault}, cert ${row('skewgate SIGKILL', 'cert').failedAfterFault}; in flight at the kill and failed: ${cutAtKill.length === 0 ? 'none' : cutAtKill.map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? '?'}${r.status === 404 ? ' (false)' : ''}`).join(', ')} — a stream open on the dying skewgate is cut; cut before its answer, Envoy retries it on the peer (the ext_proc retry policy's \`reset\`), and only one whose answer had begun fails open (\`extproc.failureMode: open\`): balanced, so a token request for the skewed resource may meet an old apiserver's 404 and a certificate request the 401 backstop. The gateway's /ready from the kill to ${DWELL_MS / 1000} s after the restart: ${healthIn('skewgate SIGKILL')}. ${notes.join('; ')}.`,
         `- **apiserver SIGKILL** (kas-33, the only server of the skewed resource). skewgate's own 503s (\`${UNAVAILABLE_REASON}\`): ${skewgate503s.length}, every one with Retry-After: ${skewgate503s.every((r) => r.retryAfter !== undefined) ? 'yes' : '**no**'}, the slowest answered in ${slowest503.toFixed(0)} ms. Common reads (get, list) failed: ${reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status !== null && r.status >= 500).length + reqs.filter((r) => inPhase('apiserver SIGKILL', r) && r.kind === 'common' && r.op !== 'create' && r.op !== 'watch' && r.status === null).length}; creates that failed without an acknowledgement but were stored anyway: ${a.rows.filter((r) => r.phase === 'apiserver SIGKILL').reduce((x, r) => x + r.unackedPersisted, 0)}. Skewed requests succeed again ${s(Math.max(row('apiserver SIGKILL', 'token').recoverAfterRepairMs ?? 0, row('apiserver SIGKILL', 'cert').recoverAfterRepairMs ?? 0))} after kas-33's /readyz passed.`,
         `- **packets dropped** (kas-31 silent ${DROP_MS / 1000} s). Requests sent more than ${SILENT_DETECTION_MS / 1000} s after the drop (skewgate's probe detection) until the rules were removed: ${silentNew.length}, failed ${silentNew.filter((r) => r.status === null || r.status >= 500).length}, slowest ${Math.max(0, ...silentNew.map((r) => r.endMs - r.startMs)).toFixed(0)} ms. Requests in flight at the drop or sent before the detection: ${silentInFlight.length}, the longest ${s(longest(silentInFlight))}; of them ${silentInFlight.filter((r) => r.status === 504).length} answered 504 by Envoy at \`envoy.requestTimeout\` (${REQUEST_TIMEOUT_MS / 1000} s here, 65 s by default) and ${silentInFlight.filter((r) => r.status === 503).length} 503 at \`envoy.connectTimeout\` (2 s: a new connection never completes its handshake; reads are retried on another apiserver then, and so are writes once the retry policy sees the connection fail: nothing of them was sent).`,
-        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop (the longest span of all unready; ${outage === null ? 'none' : `${((outageEnd - allUnreadyAt) / 1000).toFixed(1)} s`}); from then (+${LAB_UNREADY_DETECTION_MS / 1000} s, the longest skewgate may take to see it) until the first passed again or etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz for good ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy (negative: before the harness saw it healthy); requests sent ${LAB_READINESS_LAG_MS / 1000} s after that: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
+        `- **etcd stopped** (${ETCD_DOWN_MS / 1000} s). All three apiservers failed /readyz ${s(allUnreadyAt - etcd.faultAtMs)} after the stop (the longest span of all unready; ${outage === null ? 'none' : `${((outageEnd - allUnreadyAt) / 1000).toFixed(1)} s`}); from then (+${LAB_UNREADY_DETECTION_MS / 1000} s, the longest skewgate may take to see it) until the first passed again or etcd was back, ${etcdDown.length} requests, the slowest answered in ${etcdDownSlowest.toFixed(0)} ms (statuses ${[...new Set(etcdDown.map((r) => r.status ?? 0))].sort().join(', ')}). All passed /readyz for good ${s(allReadyAgainAt - (etcd.repairAtMs ?? 0))} after etcd was healthy (negative: before the harness saw it healthy), and answered a configmap list straight for good ${s(allServingAgainAt - (etcd.repairAtMs ?? 0))} after it; requests sent ${LAB_READINESS_LAG_MS / 1000} s after the later of the two: ${etcdAfter.length}, failed ${etcdAfter.filter((r) => r.status === null || (r.status >= 300 && r.status !== 404)).length}. The gateway's /ready during the outage: ${healthIn('etcd stopped')} — ${(() => {
           const f = readyFlip(etcd.faultAtMs);
           return f.failAt === null
             ? 'it never failed'
@@ -493,6 +504,10 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       t.ok(
         allReadyAgainAt - (etcd.repairAtMs ?? 0) < ETCD_RECOVERY_MS,
         `etcd started: every apiserver ready again within ${ETCD_RECOVERY_MS / 1000} s`,
+      );
+      t.ok(
+        allServingAgainAt - (etcd.repairAtMs ?? 0) < ETCD_RECOVERY_MS,
+        `etcd started: every apiserver answers a read straight again within ${ETCD_RECOVERY_MS / 1000} s`,
       );
       t.ok(etcdAfter.length > 20, `etcd started: ${etcdAfter.length} requests after recovery`);
       t.same(

@@ -117,7 +117,7 @@ export interface TestConfigOptions {
 export function testConfig(pki: Pki, o: TestConfigOptions): Config {
   return parseConfig(
     {
-      apiservers: o.apiservers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile })),
+      apiservers: o.apiservers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, credentials: { tokenFile: 'token' } })),
       extproc: { listen: o.extprocListen, failureMode: o.failureMode, messageTimeout: '1s' },
       envoy: {
         listen: { address: '127.0.0.1', port: 6443 },

@@ -50,8 +50,12 @@ t.test('a bad config lists every problem with its path and exits 2', async (t) =
   for (const cmd of ['serve', 'validate', 'skew', 'envoy-config']) {
     const r = await run([cmd, '--config', bad]);
     t.equal(r.code, 2, `${cmd} exits 2`);
-    for (const p of ['apiservers[0].name', 'apiservers[0].url', 'discovery.interval', 'envoy.tls'])
+    for (const p of ['apiservers[0].name', 'apiservers[0].url', 'apiservers[0].credentials', 'discovery.interval'])
       t.match(r.stderr, p, `${cmd} names ${p}`);
+    // What Envoy's bootstrap needs: envoy-config's and validate's problems, in the same list.
+    for (const p of ['apiservers[0].caFile', 'envoy.tls.certFile', 'envoy.tls.keyFile'])
+      if (cmd === 'validate' || cmd === 'envoy-config') t.match(r.stderr, p, `${cmd} names ${p}`);
+      else t.notMatch(r.stderr, p, `${cmd} does not need ${p}`);
   }
   // A CA file that holds the CA's key: refused by every command that loads the config, before anything runs.
   const keyAsCa = writeConfig('key-as-ca.yaml', { ...base, apiservers: [{ ...base.apiservers[0], caFile: pki.serverKeyFile }] });
@@ -60,6 +64,22 @@ t.test('a bad config lists every problem with its path and exits 2', async (t) =
     t.equal(r.code, 2, `${cmd}: a private key as caFile is a config problem`);
     t.match(r.stderr, /apiservers\[0\]\.caFile: .* holds a private key/, `${cmd} names the field`);
   }
+  // What envoy-config refuses, validate refuses first, in the same words: one validation.
+  const forEnvoy = writeConfig('for-envoy.yaml', {
+    ...base,
+    apiservers: [{ ...base.apiservers[0], caFile: undefined }],
+    telemetry: { tracing: { enabled: true, endpoint: 'https://127.0.0.1:4317' } },
+  });
+  const problemLines = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('  - '));
+  const [validated, rendered] = [await run(['validate', '--config', forEnvoy]), await run(['envoy-config', '--config', forEnvoy])];
+  t.equal(validated.code, 2, 'validate: exit 2');
+  t.equal(rendered.code, 2, 'envoy-config: exit 2, no stack trace');
+  t.notMatch(rendered.stderr, /\n\s+at /, 'envoy-config prints no stack');
+  t.same(problemLines(validated.stderr), problemLines(rendered.stderr), 'the same problems');
+  t.match(
+    problemLines(rendered.stderr).join('\n'),
+    /apiservers\[0\]\.caFile: required to render the Envoy bootstrap[^]*telemetry\.tracing\.caFile: required/,
+  );
   t.equal((await run(['serve', '--config', join(dir, 'missing.yaml')])).code, 2, 'a missing file is a config problem');
   t.equal((await run(['serve'])).code, 2, 'a missing --config is a usage problem');
 });
@@ -70,7 +90,10 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   t.match(ok.stdout, /old-2 .*legacy/);
   const down = writeConfig('down.yaml', {
     ...base,
-    apiservers: [...base.apiservers, { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }],
+    apiservers: [
+      ...base.apiservers,
+      { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } },
+    ],
   });
   const r = await run(['validate', '--config', down]);
   t.equal(r.code, 1);
@@ -137,8 +160,8 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
   const unreachable = writeConfig('unreachable.yaml', {
     ...base,
     apiservers: [
-      { name: 'gone-1', url: 'https://127.0.0.1:1', caFile: pki.caFile },
-      { name: 'gone-2', url: 'https://127.0.0.1:2', caFile: pki.caFile },
+      { name: 'gone-1', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } },
+      { name: 'gone-2', url: 'https://127.0.0.1:2', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } },
     ],
   });
   const all = await run(['skew', '--config', unreachable, '--discover']);
@@ -147,7 +170,10 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
   t.notMatch(all.stdout, /no skew/);
   const one = writeConfig('one-down.yaml', {
     ...base,
-    apiservers: [...base.apiservers.slice(0, 2), { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }],
+    apiservers: [
+      ...base.apiservers.slice(0, 2),
+      { name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } },
+    ],
   });
   const r = await run(['skew', '--config', one, '--discover']);
   t.equal(r.code, 1, 'exit 1 with one apiserver not compared');
@@ -183,7 +209,10 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
     t.equal(r.code, 0, `${flag}: exit 0`);
     t.equal(r.stdout.trim(), version, `${flag} prints ${version}`);
   }
-  const down = writeConfig('down-text.yaml', { ...base, apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile }] });
+  const down = writeConfig('down-text.yaml', {
+    ...base,
+    apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } }],
+  });
   for (const args of [
     ['--log-format', 'json', 'skew', '--discover', '--config', down],
     ['skew', '--config', down, '--discover', '--log-format', 'json'],

@@ -70,7 +70,7 @@ t.test('issues a serving certificate with the SANs, from the CA', async (t) => {
   t.ok(Date.parse(cert.validTo) - Date.now() < 31 * 86_400_000, '--days');
   const config = parseConfig(
     {
-      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443' }],
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', credentials: { tokenFile: 'token' } }],
       envoy: { tls: { certFile: join(dir, 'out/gateway.crt'), keyFile: join(dir, 'out/gateway.key') } },
     },
     join(dir, 'x.yaml'),

@@ -19,7 +19,7 @@ writeFileSync(certFile, readFileSync(pki.gatewayCertFile));
 writeFileSync(keyFile, readFileSync(pki.gatewayKeyFile));
 const config = parseConfig(
   {
-    apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: pki.caFile }],
+    apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: pki.caFile, credentials: { tokenFile: 'token' } }],
     envoy: { tls: { certFile, keyFile }, xds: { directory: join(dir, 'xds') } },
   },
   join(dir, 'skewgate.yaml'),
@@ -104,7 +104,10 @@ t.test('close is idempotent and stops the ticks', async (t) => {
 
 t.test('without envoy.xds: no SDS files, nothing to watch', async (t) => {
   const plain = parseConfig(
-    { apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: pki.caFile }], envoy: { tls: { certFile, keyFile } } },
+    {
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: pki.caFile, credentials: { tokenFile: 'token' } }],
+      envoy: { tls: { certFile, keyFile } },
+    },
     'x.yaml',
     dir,
   );

@@ -22,7 +22,7 @@ for (const v of variants) {
   t.test(`envoy --mode validate: ${v.name}`, async (t) => {
     const cfg = parseConfig(
       {
-        apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441', caFile: pki.caFile }],
+        apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:16441', caFile: pki.caFile, credentials: { tokenFile: 'token' } }],
         extproc: { listen: '127.0.0.1:9002' },
         envoy: { listen: { address: '127.0.0.1', port: 6443 }, tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile } },
         telemetry: { tracing: v.tracing },

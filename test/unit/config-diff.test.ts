@@ -35,7 +35,7 @@ const cases: { desc: string; edit: (d: Doc) => void; source?: string; want: Relo
   },
   {
     desc: 'an apiserver added',
-    edit: (d) => servers(d).push({ name: 'c', url: 'https://10.0.0.3:6443' }),
+    edit: (d) => servers(d).push({ name: 'c', url: 'https://10.0.0.3:6443', credentials: { tokenFile: 'token' } }),
     want: { kind: 'swap', changed: ['apiservers'] },
   },
   { desc: 'an apiserver removed', edit: (d) => servers(d).pop(), want: { kind: 'swap', changed: ['apiservers'] } },
@@ -160,7 +160,11 @@ t.test("changesEnvoyUpstreams: only what Envoy's clusters and routes hold", asyn
     { desc: 'nothing', edit: () => undefined, want: false },
     { desc: 'a discovery credential', edit: (d) => ((servers(d)[0] as Doc)['credentials'] = { tokenFile: 'other' }), want: false },
     { desc: 'the lease hostname', edit: (d) => ((servers(d)[0] as Doc)['hostname'] = 'cp-1'), want: false },
-    { desc: 'an apiserver added', edit: (d) => servers(d).push({ name: 'c', url: 'https://10.0.0.3:6443' }), want: true },
+    {
+      desc: 'an apiserver added',
+      edit: (d) => servers(d).push({ name: 'c', url: 'https://10.0.0.3:6443', credentials: { tokenFile: 'token' } }),
+      want: true,
+    },
     { desc: 'a URL', edit: (d) => ((servers(d)[0] as Doc)['url'] = 'https://10.0.0.7:6443'), want: true },
     { desc: 'serverName', edit: (d) => ((servers(d)[0] as Doc)['serverName'] = 'kubernetes'), want: true },
     { desc: 'caFile', edit: (d) => ((servers(d)[0] as Doc)['caFile'] = 'other-ca.crt'), want: true },

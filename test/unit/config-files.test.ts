@@ -7,8 +7,8 @@ const CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
 const config = parseConfig(
   {
     apiservers: [
-      { name: 'a', url: 'https://10.0.0.1:6443', caFile: '/pki/ca.crt' },
-      { name: 'b', url: 'https://10.0.0.2:6443', caFile: '/pki/ca.key' },
+      { name: 'a', url: 'https://10.0.0.1:6443', caFile: '/pki/ca.crt', credentials: { tokenFile: 'token' } },
+      { name: 'b', url: 'https://10.0.0.2:6443', caFile: '/pki/ca.key', credentials: { tokenFile: 'token' } },
     ],
     envoy: {
       tls: { certFile: '/tls/gw.crt', keyFile: '/tls/gw.key', clientCaFile: '/pki/empty.pem' },

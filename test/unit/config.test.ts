@@ -75,7 +75,6 @@ t.test('every problem is listed at once, each with its path', async (t) => {
     'discovery.interval',
     'extproc.listen',
     'extproc.failureMode',
-    'envoy.tls',
     '',
   ]) {
     t.ok(paths.includes(want), `problem at ${want || '(top)'} in ${JSON.stringify(paths)}`);
@@ -168,12 +167,84 @@ t.test('duplicate and reserved names are problems', async (t) => {
   ]);
 });
 
+t.test('a use: envoy-config and validate also need what Envoy does, listed with every other problem', async (t) => {
+  const doc = {
+    apiservers: [
+      { name: 'a', url: 'https://127.0.0.1:6443', credentials: { tokenFile: 't' } },
+      { name: 'B', url: 'https://h:1' },
+    ],
+    telemetry: { tracing: { enabled: true, endpoint: 'https://collector:4317' } },
+  };
+  const paths = (use: 'serve' | 'envoy-config' | 'validate'): string[] => {
+    try {
+      parseConfig(doc, 't.yaml', '/b', use);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems.map((p) => p.path).sort();
+      throw err;
+    }
+    return [];
+  };
+  t.same(paths('serve'), ['apiservers[1].credentials', 'apiservers[1].name'], 'serve: no envoy section needed, no CA for Envoy');
+  const envoy = [
+    'apiservers[0].caFile',
+    'apiservers[1].caFile',
+    'apiservers[1].credentials',
+    'apiservers[1].name',
+    'envoy.tls.certFile',
+    'envoy.tls.keyFile',
+    'telemetry.tracing.caFile',
+  ];
+  t.same(paths('envoy-config'), envoy, 'envoy-config: the fields and what the bootstrap needs, at once');
+  t.same(paths('validate'), envoy, 'validate: the same, never less');
+  t.same(parseConfig({ apiservers: doc.apiservers.slice(0, 1) }, 't.yaml', '/b').envoy.tls, {}, 'serve without an envoy section');
+});
+
+t.test('credentials: every apiserver, and the template of learnt ones, names an identity', async (t) => {
+  const anonymous = { name: 'b', url: 'https://127.0.0.1:6444', caFile: 'ca.crt' };
+  const got = problems({
+    ...minimal,
+    apiservers: [
+      ...minimal.apiservers,
+      anonymous,
+      { ...anonymous, name: 'c', credentials: {} },
+      { ...anonymous, name: 'd', credentials: { context: 'x' } },
+    ],
+  });
+  t.same(
+    got.map((p) => p.path).sort(),
+    ['apiservers[1].credentials', 'apiservers[2].credentials', 'apiservers[3].credentials', 'apiservers[3].credentials.context'],
+    'absent, empty, or only a context: each listed',
+  );
+  t.match(
+    got.find((p) => p.path === 'apiservers[1].credentials')?.message,
+    /required: give tokenFile, clientCertFile and clientKeyFile, or kubeconfig/,
+  );
+  for (const credentials of [{ tokenFile: 't' }, { clientCertFile: 'c', clientKeyFile: 'k' }, { kubeconfig: 'kc', context: 'x' }])
+    t.same(
+      problems({ ...minimal, apiservers: [{ ...anonymous, credentials }] }),
+      [],
+      `${Object.keys(credentials).join(' + ')} is an identity`,
+    );
+  t.same(
+    problems({
+      ...minimal,
+      membership: { sources: ['nodes'], template: { caFile: 'ca.crt', credentials: {} } },
+      envoy: { ...minimal.envoy, xds: { directory: 'xds' } },
+    }).map((p) => p.path),
+    ['membership.template.credentials'],
+    "a learnt apiserver is read with the template's credentials",
+  );
+});
+
 t.test('loadConfig: unreadable file and bad YAML are ConfigErrors', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sg-config-'));
   t.throws(() => loadConfig(join(dir, 'missing.yaml')), { code: 'SKEWGATE_ERR_CONFIG', message: /cannot read/ });
   writeFileSync(join(dir, 'bad.yaml'), 'apiservers: [\n');
   t.throws(() => loadConfig(join(dir, 'bad.yaml')), { code: 'SKEWGATE_ERR_CONFIG', message: /not valid YAML/ });
-  writeFileSync(join(dir, 'ok.yaml'), 'apiservers:\n  - name: a\n    url: https://127.0.0.1:1\nenvoy:\n  tls: {certFile: c, keyFile: k}\n');
+  writeFileSync(
+    join(dir, 'ok.yaml'),
+    'apiservers:\n  - name: a\n    url: https://127.0.0.1:1\n    credentials: {tokenFile: t}\nenvoy:\n  tls: {certFile: c, keyFile: k}\n',
+  );
   t.equal(loadConfig(join(dir, 'ok.yaml')).envoy.tls.keyFile, join(dir, 'k'));
 });
 
@@ -242,12 +313,12 @@ t.test(
     t.equal(c.envoy.xds, undefined);
     t.same(
       problems({ ...minimal, discovery: { watch: false }, membership: { sources: ['nodes', 'endpointSlice'] } }).map((p) => p.path),
-      ['envoy.xds', 'discovery.watch', 'membership.template.caFile'],
+      ['envoy.xds', 'discovery.watch', 'membership.template.caFile', 'membership.template.credentials'],
       'every problem at once',
     );
     t.same(
       problems({ ...minimal, membership: { sources: ['dns'] } }).map((p) => p.path),
-      ['membership.sources[0]', 'envoy.xds', 'membership.template.caFile'],
+      ['membership.sources[0]', 'envoy.xds', 'membership.template.caFile', 'membership.template.credentials'],
       'an unknown source, and with it what any source needs: every problem at once',
     );
     const ok = parseConfig(

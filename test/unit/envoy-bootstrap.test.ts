@@ -59,9 +59,9 @@ function rawConfig(o: Opts = {}) {
   return {
     apiservers: (
       o.apiservers ?? [
-        { name: 'apiserver-a', url: 'https://127.0.0.1:16441' },
-        { name: 'apiserver-b', url: 'https://127.0.0.1:16442' },
-        { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes' },
+        { name: 'apiserver-a', url: 'https://127.0.0.1:16441', credentials: { tokenFile: 'token' } },
+        { name: 'apiserver-b', url: 'https://127.0.0.1:16442', credentials: { tokenFile: 'token' } },
+        { name: 'apiserver-c', url: 'https://kube-c.example:6443', serverName: 'kubernetes', credentials: { tokenFile: 'token' } },
       ]
     ).map((s) => ({ caFile: 'pki/ca.crt', ...s })),
     extproc: {
@@ -634,7 +634,10 @@ t.test("processor cluster: HTTP/2, TCP or unix socket, gRPC health, the breaker 
 
 t.test('caFile is required to render', async (t) => {
   const cfg = parseConfig(
-    { apiservers: [{ name: 'a', url: 'https://127.0.0.1:1' }], envoy: { tls: { certFile: 'c', keyFile: 'k' } } },
+    {
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', credentials: { tokenFile: 'token' } }],
+      envoy: { tls: { certFile: 'c', keyFile: 'k' } },
+    },
     '/x/s.yaml',
     '/x',
   );

@@ -30,7 +30,7 @@ function setup(fastPath = true): { config: Config; dir: string } {
   dirs.push(dir);
   const config = parseConfig(
     {
-      apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt' }],
+      apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
       envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' }, xds: { directory: join(dir, 'xds') } },
       routing: { fastPath },
       discovery: { interval: '1s', staleAfter: '3s' },
@@ -43,7 +43,8 @@ function setup(fastPath = true): { config: Config; dir: string } {
 
 const NOW = 1_800_000_000_000;
 const plane = syntheticPlane(42, NOW);
-const spec = (s: ServerState): ApiServerConfig => ({ name: s.name, url: s.url, caFile: '/ca.crt' }) as ApiServerConfig;
+const spec = (s: ServerState): ApiServerConfig =>
+  ({ name: s.name, url: s.url, caFile: '/ca.crt', credentials: { tokenFile: 'token' } }) as ApiServerConfig;
 const entry = (s: ServerState, role: MemberEntry['role'] = 'member'): MemberEntry => ({
   spec: spec(s),
   role,

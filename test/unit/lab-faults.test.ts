@@ -4,6 +4,8 @@ import { TimelineRecorder, allUnreadySpans, capableReadyForMs, readyForGoodAt, r
 import type { RequestRecord } from '../load/types.js';
 import { faultTable } from '../../bench/cluster-results.js';
 import { account } from '../load/accounting.js';
+import { ReadinessWatch, servingForGoodAt } from '../load/readiness-watch.js';
+import type { LoadHttp } from '../load/http.js';
 
 const NEW = '1.36.3';
 
@@ -62,6 +64,67 @@ t.test('etcd outage: every apiserver unready, a flap splits the span, and who is
   t.equal(readyForGoodAt(snap, 'b', 9_000, 12_700), null, 'flapped ready but unready at the end of the range');
   t.equal(readyForGoodAt(snap, 'a', 9_000, 30_000), 20_000, 'ready before the repair counts');
   t.equal(readyForGoodAt(snap, 'a', 21_000, 30_000), null, 'no readiness event in the range');
+});
+
+t.test('servingForGoodAt: reads answered straight for the rest of a range', async (t) => {
+  const log = [
+    { server: 'a', atMs: 1_000, serving: true },
+    { server: 'a', atMs: 10_000, serving: false },
+    { server: 'a', atMs: 20_000, serving: true },
+    { server: 'a', atMs: 20_500, serving: false }, // /readyz passed, the read hung
+    { server: 'a', atMs: 23_000, serving: true },
+    { server: 'b', atMs: 1_000, serving: true },
+  ];
+  t.equal(servingForGoodAt(log, 'a', 9_000, 30_000), 23_000, 'a relapse after the first answer moves it on');
+  t.equal(servingForGoodAt(log, 'a', 9_000, 22_000), null, 'not serving at the end of the range');
+  t.equal(servingForGoodAt(log, 'b', 9_000, 30_000), 9_000, 'no change in the range: served all through it');
+  t.equal(servingForGoodAt(log, 'c', 9_000, 30_000), null, 'never probed');
+});
+
+t.test('ReadinessWatch: the read is sent only after /readyz passes, and its answer is kept apart', async (t) => {
+  const sent: string[] = [];
+  let readRefused = true;
+  const http = {
+    send: async (_m: string, url: string) => {
+      sent.push(url);
+      if (url.endsWith('/readyz')) return { status: url.startsWith('https://down') ? 500 : 200, headers: {}, text: '' };
+      if (readRefused) throw new Error('UND_ERR_HEADERS_TIMEOUT');
+      return { status: 200, headers: {}, text: '' };
+    },
+  } as unknown as LoadHttp;
+  let now = 0;
+  const timeline = new TimelineRecorder(() => now);
+  const watch = new ReadinessWatch({
+    http,
+    servers: [
+      { name: 'up', version: NEW, url: 'https://up' },
+      { name: 'down', version: NEW, url: 'https://down' },
+    ],
+    timeline,
+    clock: () => now,
+    stepMs: 5,
+    servingPath: '/api/v1/configmaps?limit=1',
+  });
+  watch.start();
+  await new Promise((r) => setTimeout(r, 30));
+  t.notOk(watch.allServing(), 'a read that hangs is not serving');
+  readRefused = false;
+  now = 1_000;
+  await new Promise((r) => setTimeout(r, 30));
+  await watch.stop();
+  t.notOk(sent.includes('https://down/api/v1/configmaps?limit=1'), 'no read sent to a server failing /readyz');
+  t.same(
+    watch
+      .servingChanges()
+      .filter((c) => c.server === 'up')
+      .map((c) => [c.atMs, c.serving]),
+    [
+      [0, false],
+      [1_000, true],
+    ],
+  );
+  t.notOk(watch.allServing(), 'one server never served');
+  t.same(timeline.snapshot().servers, [], 'serving is not written into the timeline');
 });
 
 t.test('faultRows: in flight at the fault, failures after it, the longest request, recovery', async (t) => {

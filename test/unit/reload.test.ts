@@ -56,7 +56,11 @@ class FakeDiscovery implements SwappableDiscovery {
 function config(edit: { servers?: string[]; retryAfterSeconds?: number; level?: string; listen?: string } = {}): Config {
   return parseConfig(
     {
-      apiservers: (edit.servers ?? ['a']).map((name, i) => ({ name, url: `https://10.0.0.${i + 1}:6443` })),
+      apiservers: (edit.servers ?? ['a']).map((name, i) => ({
+        name,
+        url: `https://10.0.0.${i + 1}:6443`,
+        credentials: { tokenFile: 'token' },
+      })),
       routing: { retryAfterSeconds: edit.retryAfterSeconds ?? 1 },
       extproc: { listen: edit.listen ?? '127.0.0.1:9002' },
       envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } },

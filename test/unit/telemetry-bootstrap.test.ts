@@ -6,7 +6,7 @@ import { BootstrapError, OTEL_CLUSTER, renderBootstrap, type JsonObject } from '
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 
 const base = {
-  apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt' }],
+  apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
   envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } },
 };
 const render = (telemetry?: unknown): JsonObject =>

@@ -5,7 +5,7 @@ import { ConfigError, parseConfig } from '../../src/config.js';
 import { describeTelemetry, parseKeyValueList, resolveTelemetrySettings, telemetryDisabled } from '../../src/telemetry/settings.js';
 
 const minimal = {
-  apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt' }],
+  apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
   envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' } },
 };
 const cfg = (telemetry?: unknown): ReturnType<typeof parseConfig> =>
@@ -164,7 +164,11 @@ t.test('config validation of the telemetry section', async (t) => {
   t.same(problems({ tracing: { headers: { 'bad header': 'v' } } }), ['telemetry.tracing.headers.bad header']);
   t.same(problems({ traces: {} }), ['telemetry'], 'unknown keys are refused');
   try {
-    parseConfig({ ...minimal, apiservers: [{ name: 'skewgate-otel', url: 'https://127.0.0.1:6443' }] }, 't', '/b');
+    parseConfig(
+      { ...minimal, apiservers: [{ name: 'skewgate-otel', url: 'https://127.0.0.1:6443', credentials: { tokenFile: 'token' } }] },
+      't',
+      '/b',
+    );
     t.fail('reserved name accepted');
   } catch (err) {
     t.match((err as ConfigError).problems, [{ path: 'apiservers[0].name', message: /reserved/ }]);

@@ -9,14 +9,8 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError, parseConfig, type Config } from '../../src/config.js';
 import { packageRoot } from '../../src/package-root.js';
-import {
-  assertEnvoyTls,
-  assertFrontProxySafe,
-  checkFrontProxyTls,
-  checkServingTls,
-  frontProxyProblems,
-  servingCertProblems,
-} from '../../src/envoy/tls-check.js';
+import { checkConfig } from '../../src/config-check.js';
+import { checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems, tlsProblems } from '../../src/envoy/tls-check.js';
 import { issueCert, type KeyPairFiles } from '../../harness/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-tls-check-'));
@@ -62,7 +56,7 @@ writeFileSync(brokenPem, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICAT
 function config(clientCaFile: string | undefined, front: KeyPairFiles | undefined, serving: KeyPairFiles = certs.serving): Config {
   return parseConfig(
     {
-      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443' }],
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', credentials: { tokenFile: 'token' } }],
       envoy: {
         tls: { certFile: serving.certFile, keyFile: serving.keyFile, ...(clientCaFile === undefined ? {} : { clientCaFile }) },
         ...(front === undefined ? {} : { upstreamClientCert: front }),
@@ -203,19 +197,34 @@ t.test('serve checks only public files: the front-proxy certificate against the 
     { certFile: certs.good.certFile, keyFile: join(dir, 'not-here.key') },
     { certFile: certs.serving.certFile, keyFile: join(dir, 'not-here.key') },
   );
-  await t.resolves(assertFrontProxySafe(noKeys), "skewgate may run where Envoy's keys are not");
-  const problemsOf = async (p: Promise<void>): Promise<unknown> =>
-    p.then(
-      () => [],
-      (e: unknown) => (e instanceof ConfigError ? e.problems : e),
-    );
-  t.match(await problemsOf(assertEnvoyTls(noKeys)), [{ path: 'envoy.tls.keyFile' }, { path: KEY }], 'validate reads them');
-  t.match(await problemsOf(assertFrontProxySafe(config(bundle, certs.fromClientCa))), [{ path: CERT, message: /issued by/ }]);
+  t.same(await tlsProblems(noKeys, 'serve'), [], "skewgate may run where Envoy's keys are not");
+  t.same(await tlsProblems(noKeys, 'envoy-config'), [], 'envoy-config renders where the files may not be yet');
+  t.match(await tlsProblems(noKeys, 'validate'), [{ path: 'envoy.tls.keyFile' }, { path: KEY }], 'validate reads them');
+  t.match(await tlsProblems(config(bundle, certs.fromClientCa), 'serve'), [{ path: CERT, message: /issued by/ }]);
 });
 
-t.test('assertEnvoyTls: a ConfigError listing every problem (exit code 2)', async (t) => {
-  await t.resolves(assertEnvoyTls(config(bundle, certs.good)));
-  const err = await assertEnvoyTls(config(join(dir, 'missing.crt'), certs.serverOnly)).then(
+t.test('checkConfig for validate: a ConfigError listing every problem of the files at once (exit code 2)', async (t) => {
+  const write = (name: string, c: Config): string => {
+    const file = join(dir, name);
+    writeFileSync(
+      file,
+      stringify({
+        apiservers: [
+          {
+            name: 'a',
+            url: 'https://127.0.0.1:6443',
+            caFile: c.envoy.tls.clientCaFile ?? clientCa.certFile,
+            credentials: { tokenFile: 'token' },
+          },
+        ],
+        envoy: { tls: c.envoy.tls, upstreamClientCert: c.envoy.upstreamClientCert },
+      }),
+    );
+    return file;
+  };
+  await t.resolves(checkConfig(write('good.yaml', config(bundle, certs.good)), 'validate'));
+  const missing = write('missing.yaml', config(join(dir, 'missing.crt'), certs.serverOnly));
+  const err = await checkConfig(missing, 'validate').then(
     () => null,
     (e: unknown) => e,
   );
@@ -225,7 +234,21 @@ t.test('assertEnvoyTls: a ConfigError listing every problem (exit code 2)', asyn
     (err as ConfigError).problems.map((p) => p.path),
     [CA, CERT],
   );
-  t.match((err as ConfigError).message, /skewgate\.yaml: 2 problems/);
+  t.match((err as ConfigError).message, /missing\.yaml: 2 problems/);
+  // A CA file that holds a key, and a front-proxy certificate a client could also present: one list.
+  const both = join(dir, 'both.yaml');
+  writeFileSync(
+    both,
+    stringify({
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: certs.serving.keyFile, credentials: { tokenFile: 'token' } }],
+      envoy: { tls: { ...config(bundle, certs.fromClientCa).envoy.tls }, upstreamClientCert: certs.fromClientCa },
+    }),
+  );
+  const mixed = await checkConfig(both, 'serve').then(
+    () => [],
+    (e: unknown) => (e instanceof ConfigError ? e.problems.map((p) => p.path) : e),
+  );
+  t.same(mixed, ['apiservers[0].caFile', CERT], 'the CA files and the TLS material in one ConfigError');
 });
 
 t.test('skewgate validate and serve refuse an unsafe front-proxy certificate with exit code 2, before any discovery', async (t) => {
@@ -234,7 +257,7 @@ t.test('skewgate validate and serve refuse an unsafe front-proxy certificate wit
     file,
     stringify({
       // Nothing listens there: the check must come first.
-      apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', caFile: clientCa.certFile }],
+      apiservers: [{ name: 'a', url: 'https://127.0.0.1:1', caFile: clientCa.certFile, credentials: { tokenFile: 'token' } }],
       envoy: {
         tls: { certFile: certs.serving.certFile, keyFile: certs.serving.keyFile, clientCaFile: bundle },
         upstreamClientCert: certs.serverOnlyFromClientCa,

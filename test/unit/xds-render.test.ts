@@ -7,7 +7,7 @@ import { cdsConfig, rdsConfig, renderClusters, renderRoutes } from '../../src/en
 
 const config = parseConfig(
   {
-    apiservers: [{ name: 'kas-1', url: 'https://10.0.0.1:6443', caFile: 'ca.crt' }],
+    apiservers: [{ name: 'kas-1', url: 'https://10.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
     envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' }, xds: { directory: 'xds' } },
     routing: { retryAfterSeconds: 3 },
   },
