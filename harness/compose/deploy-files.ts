@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import { gatewayConfigDocument } from '../lab/gateway-config.js';
 import { labRbacObjects } from '../lab/rbac.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
+import { ADMIN_LISTEN_DEFAULT } from '../../src/admin/address.js';
 import {
   ENVOY_ADMIN_PORT,
   EXTPROC_LISTEN,
@@ -29,7 +30,8 @@ export const BASELINE_SERVICE_NAME = 'baseline';
  * The lab's gateway config (gatewayConfigDocument) for the compose network: apiservers by DNS
  * name (the serving certificate carries them) with their hostnames, ext_proc on a unix socket in
  * a volume only skewgate and Envoy mount, Envoy listening on every interface of its container,
- * traces to Jaeger (skewgate's and Envoy's own), Prometheus metrics.
+ * traces to Jaeger (skewgate's and Envoy's own), Prometheus metrics, the admin endpoint on the
+ * container's loopback.
  */
 export function skewgateConfigDocument(v: ComposeVersions): Record<string, unknown> {
   const base = gatewayConfigDocument({
@@ -58,6 +60,8 @@ export function skewgateConfigDocument(v: ComposeVersions): Record<string, unkno
       listen: { address: '0.0.0.0', port: GATEWAY_PORT },
       admin: { address: '0.0.0.0', port: ENVOY_ADMIN_PORT },
     },
+    // On the skewgate container's loopback: `docker compose exec skewgate … status` asks it.
+    admin: { listen: ADMIN_LISTEN_DEFAULT },
   };
 }
 

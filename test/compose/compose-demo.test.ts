@@ -103,6 +103,26 @@ await t.test('docker-compose up: the whole demo, and the client tally', async (t
   t.equal(bl?.other, 0, 'the baseline fails only with not-founds');
 });
 
+await t.test("the runbook's commands in the demo: the running skewgate's admin endpoint, asked from its container", async (t) => {
+  const sg = (args: readonly string[]): Promise<Run> =>
+    compose(['exec', '-T', 'skewgate', 'node', '/app/dist/src/cli/main.js', ...args, '--config', '/deploy/skewgate.yaml'], 60_000);
+  const status = await sg(['status', '-o', 'json']);
+  t.equal(status.code, 0, `status exits 0${status.code === 0 ? '' : `: ${tail(status.stdout + status.stderr)}`}`);
+  const s = JSON.parse(status.stdout || '{}') as { members?: { name: string; ready: boolean | null }[] };
+  t.same(
+    (s.members ?? []).map((m) => [m.name, m.ready]),
+    [
+      ['kas-1', true],
+      ['kas-2', true],
+      ['kas-3', true],
+    ],
+    'every apiserver a ready member, as the gateway itself sees them',
+  );
+  const skew = await sg(['skew', '-o', 'name']);
+  t.equal(skew.code, 1, 'skew exits 1: the demo is mid-upgrade');
+  t.match(skew.stdout, /^admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies$/m, 'naming what only the new apiserver serves');
+});
+
 await t.test('the upgrade step of the README: kas-1 replaced by v1.36.3 on its name and address', async (t) => {
   const stop = await compose(['stop', 'kas-1']);
   t.equal(stop.code, 0, `stop kas-1${stop.code === 0 ? '' : `: ${tail(stop.stderr)}`}`);

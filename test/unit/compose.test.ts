@@ -387,10 +387,11 @@ t.test("skewgate.yaml: parseConfig accepts it; it is the lab's gateway document 
   });
   const strip = (d: Record<string, unknown>): unknown => ({ ...d, envoy: { ...(d['envoy'] as object), listen: null, admin: null } });
   t.same(
-    strip({ ...doc, apiservers: doc.apiservers.map(({ hostname: _, ...a }) => a) }),
+    strip({ ...doc, apiservers: doc.apiservers.map(({ hostname: _, ...a }) => a), admin: undefined }),
     strip(lab),
-    "gatewayConfigDocument, but hostnames and Envoy's addresses",
+    "gatewayConfigDocument, but hostnames, Envoy's addresses and the admin endpoint",
   );
+  t.same(doc['admin'], { listen: '127.0.0.1:9003' }, "the admin endpoint on the skewgate container's loopback (the README's `status`)");
   const paths = JSON.stringify(doc).match(/\/pki\/[^"]+/g) ?? [];
   t.ok(paths.length > 0);
   for (const p of paths) t.ok(LAB_PKI_FILES.includes(posix.basename(p)), `${p}: a file the lab PKI writes`);
