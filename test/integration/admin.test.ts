@@ -51,7 +51,7 @@ function writeConfig(name: string, admin: object | undefined): string {
       })),
       discovery: { interval: '200ms' },
       extproc: { listen: `unix:${join(dir, `${name}.extproc.sock`)}` },
-      envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile } },
+      // No envoy section: serve needs none (it is envoy-config's), and every gateway here serves.
       ...(admin === undefined ? {} : { admin }),
     }),
   );
