@@ -12,7 +12,7 @@ import {
 } from './constants.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addresses.js';
 import { ADMIN_LISTEN_DEFAULT, adminListenProblem } from './admin/address.js';
-import { caFileProblems } from './config-files.js';
+import { caFileProblems, looseFileFields, type FileFields } from './config-files.js';
 import { ENVOY_CA_FILE_REQUIRED, ENVOY_SERVING_PAIR_REQUIRED, ENVOY_TRACING_CA_REQUIRED } from './envoy/requirements.js';
 
 /**
@@ -811,20 +811,32 @@ export function configJsonSchema(): Record<string, unknown> {
 }
 
 /**
- * Reads, parses and validates a YAML config file for a use: the fields and the use's needs, then
- * the CA files named. Each stage reports every problem it finds in one ConfigError; the files are
- * read only once the fields are valid (their paths resolved). src/config-check.ts adds the TLS
- * material, with the CA files' problems, for the commands that act on it.
+ * Reads, parses and validates a YAML config file for a use: the fields and the use's needs, and
+ * the CA files named, every problem of both in one ConfigError. src/config-check.ts adds the TLS
+ * material for the commands that act on it.
  */
 export function loadConfig(file: string, use: ConfigUse = 'serve'): Config {
-  const config = parseConfigFile(file, use);
-  const problems = configFileProblems(config);
-  if (problems.length > 0) throw new ConfigError(config.source, problems);
-  return config;
+  const read = readConfig(file, use);
+  const problems = [...read.problems, ...configFileProblems(read.files)];
+  if (read.config === null || problems.length > 0) throw new ConfigError(read.source, problems);
+  return read.config;
 }
 
-/** The first stage of loadConfig: read, YAML, the fields and the use's needs. */
-export function parseConfigFile(file: string, use: ConfigUse = 'serve'): Config {
+/** A config file read and parsed: the config when its fields are valid, else their problems. */
+export interface ConfigRead {
+  readonly source: string;
+  readonly config: Config | null;
+  readonly problems: readonly ConfigProblem[];
+  /** The fields that name files: the config's, or (fields invalid) what the document gives of them. */
+  readonly files: FileFields;
+}
+
+/**
+ * The first stage: read, YAML, the fields and the use's needs. An unreadable file or bad YAML
+ * throws (nothing else can be checked); the fields' problems are returned, so that the files
+ * they name can still be checked and every problem listed at once.
+ */
+export function readConfig(file: string, use: ConfigUse = 'serve'): ConfigRead {
   const source = resolve(file);
   let text: string;
   try {
@@ -839,12 +851,18 @@ export function parseConfigFile(file: string, use: ConfigUse = 'serve'): Config 
     const msg = err instanceof YAMLParseError ? err.message : String(err);
     throw new ConfigError(source, [{ path: '', message: `not valid YAML: ${msg}` }]);
   }
-  return parseConfig(doc, source, dirname(source), use);
+  try {
+    const config = parseConfig(doc, source, dirname(source), use);
+    return { source, config, problems: [], files: config };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return { source, config: null, problems: err.problems, files: looseFileFields(doc, dirname(source)) };
+  }
 }
 
-/** The second stage, on the files a valid config names: the CA bundles' contents. */
-export function configFileProblems(config: Config): ConfigProblem[] {
-  return caFileProblems(config, (f) => {
+/** The second stage, on the files the fields name: the CA bundles' contents. */
+export function configFileProblems(files: FileFields): ConfigProblem[] {
+  return caFileProblems(files, (f) => {
     try {
       return readFileSync(f, 'utf8');
     } catch {

@@ -3,7 +3,8 @@
 // judgement is pure (servingCertProblems, frontProxyProblems).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { Config, ConfigProblem, ConfigUse } from '../config.js';
+import type { ConfigProblem, ConfigUse } from '../config.js';
+import type { FileFields } from '../config-files.js';
 import { servingPair } from './tls-material.js';
 
 const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
@@ -129,7 +130,7 @@ async function keyProblem(path: string, file: string, leaf: X509Certificate | un
  * The serving certificate and key of the gateway: every problem. None without them: a config for
  * `serve` need not name them, and one for Envoy is refused by its validation first.
  */
-export async function checkServingTls(config: Config, now: number = Date.now()): Promise<ConfigProblem[]> {
+export async function checkServingTls(config: FileFields, now: number = Date.now()): Promise<ConfigProblem[]> {
   const pair = servingPair(config);
   if (pair === undefined) return [];
   const chain = await readCertificates(SERVING_CERT_PATH, pair.certFile, 'the gateway\'s serving certificate');
@@ -143,7 +144,7 @@ export async function checkServingTls(config: Config, now: number = Date.now()):
  * Nothing to check without envoy.tls.clientCaFile (no identity is stated then); the config schema
  * already demands upstreamClientCert with it.
  */
-export async function checkFrontProxyTls(config: Config, now: number = Date.now(), opts: { readonly key?: boolean } = {}): Promise<ConfigProblem[]> {
+export async function checkFrontProxyTls(config: FileFields, now: number = Date.now(), opts: { readonly key?: boolean } = {}): Promise<ConfigProblem[]> {
   const caFile = config.envoy.tls.clientCaFile;
   const client = config.envoy.upstreamClientCert;
   if (caFile === undefined || client === undefined) return [];
@@ -168,7 +169,7 @@ export async function checkFrontProxyTls(config: Config, now: number = Date.now(
  * its start, and where the bootstrap is rendered they may not be yet). `validate`: every Envoy TLS
  * file, keys included.
  */
-export async function tlsProblems(config: Config, use: ConfigUse, now: number = Date.now()): Promise<ConfigProblem[]> {
+export async function tlsProblems(config: FileFields, use: ConfigUse, now: number = Date.now()): Promise<ConfigProblem[]> {
   switch (use) {
     case 'serve':
       return checkFrontProxyTls(config, now, { key: false });

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { Config } from '../config.js';
+import type { FileFields } from '../config-files.js';
 import type { JsonObject, PathFn } from './json.js';
 
 export const SDS_SUBDIR = 'sds';
@@ -36,7 +37,7 @@ export function sdsDirectory(config: Config): string | null {
 }
 
 /** The gateway's serving certificate and key (envoy.tls), when both are given: `serve` needs neither. */
-export function servingPair(config: Config): CertificatePair | undefined {
+export function servingPair(config: Pick<FileFields, 'envoy'>): CertificatePair | undefined {
   const { certFile, keyFile } = config.envoy.tls;
   return certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile };
 }

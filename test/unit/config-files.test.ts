@@ -1,7 +1,7 @@
 // The config's second stage (src/config-files.ts): a CA file holds certificates, never a key.
 import t from 'tap';
 import { parseConfig } from '../../src/config.js';
-import { caFileProblems, caFiles } from '../../src/config-files.js';
+import { caFileProblems, caFiles, looseFileFields } from '../../src/config-files.js';
 
 const CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
 const config = parseConfig(
@@ -46,4 +46,32 @@ t.test('a key, or no certificate, is a problem with its path; an unreadable file
       'apiservers[0].caFile',
       `a bundle with a ${key} appended is refused too`,
     );
+});
+
+t.test('looseFileFields: what a document with invalid fields names, resolved as parseConfig would', async (t) => {
+  const doc = {
+    apiservers: [{ name: 'Bad Name', caFile: 'pki/ca.crt' }, { caFile: 7 }, 'junk'],
+    discovery: { interval: 'often' },
+    envoy: { tls: { certFile: '/tls/gw.crt', clientCaFile: 'client-ca.crt' }, upstreamClientCert: { certFile: 'f.crt', keyFile: 'f.key' } },
+    extproc: { peer: { clientCaFile: '/peer/ca.crt' } },
+    telemetry: { tracing: { caFile: '' } },
+  };
+  const f = looseFileFields(doc, '/etc/skewgate');
+  t.same(
+    caFiles(f),
+    [
+      { path: 'apiservers[0].caFile', file: '/etc/skewgate/pki/ca.crt' },
+      { path: 'envoy.tls.clientCaFile', file: '/etc/skewgate/client-ca.crt' },
+      { path: 'extproc.peer.clientCaFile', file: '/peer/ca.crt' },
+    ],
+    'strings only, in the same order and with the same paths as a valid config',
+  );
+  t.same(f.envoy.upstreamClientCert, { certFile: '/etc/skewgate/f.crt', keyFile: '/etc/skewgate/f.key' });
+  t.same(
+    f.envoy.tls,
+    { certFile: '/tls/gw.crt', keyFile: undefined, clientCaFile: '/etc/skewgate/client-ca.crt' },
+    'a half pair stays half',
+  );
+  t.same(caFiles(looseFileFields('not a map', '/x')), [], 'not a document: nothing named');
+  t.same(caFiles(looseFileFields(null, '/x')), []);
 });

@@ -235,20 +235,22 @@ t.test('checkConfig for validate: a ConfigError listing every problem of the fil
     [CA, CERT],
   );
   t.match((err as ConfigError).message, /missing\.yaml: 2 problems/);
-  // A CA file that holds a key, and a front-proxy certificate a client could also present: one list.
+  // A bad field, a CA file that holds a key, and a front-proxy certificate a client could also
+  // present: one list, though the fields are not valid.
   const both = join(dir, 'both.yaml');
   writeFileSync(
     both,
     stringify({
       apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: certs.serving.keyFile, credentials: { tokenFile: 'token' } }],
       envoy: { tls: { ...config(bundle, certs.fromClientCa).envoy.tls }, upstreamClientCert: certs.fromClientCa },
+      discovery: { interval: 'often' },
     }),
   );
   const mixed = await checkConfig(both, 'serve').then(
     () => [],
     (e: unknown) => (e instanceof ConfigError ? e.problems.map((p) => p.path) : e),
   );
-  t.same(mixed, ['apiservers[0].caFile', CERT], 'the CA files and the TLS material in one ConfigError');
+  t.same(mixed, ['discovery.interval', 'apiservers[0].caFile', CERT], 'the fields, the CA files and the TLS material in one ConfigError');
 });
 
 t.test('skewgate validate and serve refuse an unsafe front-proxy certificate with exit code 2, before any discovery', async (t) => {
