@@ -572,12 +572,17 @@ interface LooseConfig {
   };
 }
 
-/** What Envoy's bootstrap needs (`envoy-config`, `validate`); the renderer only guards against it. */
-function envoyChecks(c: LooseConfig, ctx: z.RefinementCtx): void {
-  (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
-    if (typeof entry === 'object' && entry !== null && (entry as { caFile?: unknown }).caFile === undefined)
-      ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'caFile'], message: ENVOY_CA_FILE_REQUIRED });
-  });
+/**
+ * What Envoy's bootstrap needs (`envoy-config`, `validate`); the renderer only guards against it.
+ * With envoy.xds, `serve` writes the apiservers' clusters itself, so their CA files are its needs too.
+ */
+function envoyChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void {
+  if (use !== 'serve' || (c.envoy?.xds !== undefined && c.envoy.xds !== null))
+    (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
+      if (typeof entry === 'object' && entry !== null && (entry as { caFile?: unknown }).caFile === undefined)
+        ctx.addIssue({ code: 'custom', path: ['apiservers', i, 'caFile'], message: ENVOY_CA_FILE_REQUIRED });
+    });
+  if (use === 'serve') return;
   const tls = c.envoy?.tls;
   for (const key of ['certFile', 'keyFile'] as const)
     if (tls?.[key] === undefined) ctx.addIssue({ code: 'custom', path: ['envoy', 'tls', key], message: ENVOY_SERVING_PAIR_REQUIRED });
@@ -602,7 +607,7 @@ function namesIdentity(cr: unknown): boolean {
 }
 
 function crossChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void {
-  if (use !== 'serve') envoyChecks(c, ctx);
+  envoyChecks(c, ctx, use);
   const sources = Array.isArray(c.membership?.sources) ? (c.membership.sources as unknown[]) : [];
   if (c.kubernetesService?.publish === true) {
     if (c.kubernetesService.address === undefined)
@@ -633,7 +638,9 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void
         path: ['discovery', 'watch'],
         message: 'must be true with membership.sources: the sources are watched',
       });
-    if (c.membership?.template?.caFile === undefined && c.membership?.template?.credentials?.kubeconfig === undefined)
+    // Also with a kubeconfig (whose CA skewgate could use): Envoy verifies a learnt apiserver too,
+    // with this file only, in the clusters serve writes (envoy.xds).
+    if (c.membership?.template?.caFile === undefined)
       ctx.addIssue({
         code: 'custom',
         path: ['membership', 'template', 'caFile'],

@@ -2,9 +2,9 @@
 // config's validation for `envoy-config` and `validate` (every problem at once, with its path),
 // and by the renderer, which only guards (a config that passed cannot reach its throw).
 
-/** apiservers[].caFile (and membership.template.caFile) for Envoy. */
+/** apiservers[].caFile for Envoy (membership.template.caFile is required with any source). */
 export const ENVOY_CA_FILE_REQUIRED =
-  "required to render the Envoy bootstrap: Envoy verifies every apiserver's serving certificate against it, and has no trust store to fall back to";
+  "required to render the Envoy bootstrap (and, with envoy.xds, the clusters serve writes): Envoy verifies every apiserver's serving certificate against it, and has no trust store to fall back to";
 
 /** envoy.tls.certFile and envoy.tls.keyFile. */
 export const ENVOY_SERVING_PAIR_REQUIRED = "required to render the Envoy bootstrap: the gateway's own serving certificate and key";

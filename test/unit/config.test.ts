@@ -197,6 +197,11 @@ t.test('a use: envoy-config and validate also need what Envoy does, listed with 
   t.same(paths('envoy-config'), envoy, 'envoy-config: the fields and what the bootstrap needs, at once');
   t.same(paths('validate'), envoy, 'validate: the same, never less');
   t.same(parseConfig({ apiservers: doc.apiservers.slice(0, 1) }, 't.yaml', '/b').envoy.tls, {}, 'serve without an envoy section');
+  t.throws(
+    () => parseConfig({ apiservers: doc.apiservers.slice(0, 1), envoy: { xds: { directory: 'xds' } } }, 't.yaml', '/b'),
+    /apiservers\[0\]\.caFile: required to render/,
+    'serve with envoy.xds writes the clusters: the CA files are its needs too',
+  );
 });
 
 t.test('credentials: every apiserver, and the template of learnt ones, names an identity', async (t) => {
