@@ -513,7 +513,11 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       t.same(
         etcdAfter
           .filter((r) => r.op !== 'watch' && (r.status === null || (r.status >= 300 && r.status !== 404)))
-          .map((r) => `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'}`),
+          // When, against the recovery, and for how long: a failure names what a rerun would need.
+          .map(
+            (r) =>
+              `${r.arm} ${r.kind} ${r.op} ${r.status ?? r.error ?? '?'} sent ${((r.startMs - recoveredAt) / 1000).toFixed(1)} s after recovery, answered in ${((r.endMs - r.startMs) / 1000).toFixed(1)} s${r.detail === undefined ? '' : ` (${r.detail})`}`,
+          ),
         [],
         'etcd started: the gateway recovers on its own, every request succeeds',
       );
