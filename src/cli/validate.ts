@@ -1,5 +1,5 @@
-// `skewgate validate`: config and the front-proxy certificate (exit 2), then files, reachability,
-// TLS and credentials per apiserver (exit 1).
+// `skewgate validate`: the config with every check serve and envoy-config run, Envoy's TLS files
+// included (exit 2), then files, reachability, TLS and credentials per apiserver (exit 1).
 import { accessSync, constants as fsc } from 'node:fs';
 import { checkConfig } from '../config-check.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
