@@ -4,7 +4,7 @@
 // (Envoy's bootstrap, a ConfigMap) that were never meant to hold it. The stage runs on a valid
 // config, and also on one whose fields have problems (`looseFileFields`), so that a config's
 // problems are listed at once, whichever stage finds them.
-import { isAbsolute, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { ConfigProblem } from './config.js';
 
 interface Pair {
@@ -78,8 +78,7 @@ export function caFileProblems(c: FileFields, read: (file: string) => string | n
 export function looseFileFields(doc: unknown, baseDir: string): FileFields {
   const at = (v: unknown, ...keys: string[]): unknown =>
     keys.reduce<unknown>((o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined), v);
-  const file = (v: unknown): string | undefined =>
-    typeof v === 'string' && v !== '' ? (isAbsolute(v) ? v : resolve(baseDir, v)) : undefined;
+  const file = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? resolve(baseDir, v) : undefined);
   const pair = (v: unknown): Pair | undefined => {
     const certFile = file(at(v, 'certFile'));
     const keyFile = file(at(v, 'keyFile'));

@@ -14,6 +14,7 @@ import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc/listen-addr
 import { ADMIN_LISTEN_DEFAULT, adminListenProblem } from './admin/address.js';
 import { caFileProblems, looseFileFields, type FileFields } from './config-files.js';
 import { ENVOY_CA_FILE_REQUIRED, ENVOY_SERVING_PAIR_REQUIRED, ENVOY_TRACING_CA_REQUIRED } from './envoy/requirements.js';
+import { tracesEnvoy } from './envoy/tracing.js';
 
 /**
  * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
@@ -587,8 +588,7 @@ function envoyChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void
   for (const key of ['certFile', 'keyFile'] as const)
     if (tls?.[key] === undefined) ctx.addIssue({ code: 'custom', path: ['envoy', 'tls', key], message: ENVOY_SERVING_PAIR_REQUIRED });
   const t = c.telemetry?.tracing;
-  const envoyTraces = t?.envoy ?? t?.enabled === true;
-  if (envoyTraces === true && typeof t?.endpoint === 'string' && t.endpoint.startsWith('https:') && t.caFile === undefined)
+  if (t !== undefined && tracesEnvoy(t) && typeof t.endpoint === 'string' && t.endpoint.startsWith('https:') && t.caFile === undefined)
     ctx.addIssue({ code: 'custom', path: ['telemetry', 'tracing', 'caFile'], message: ENVOY_TRACING_CA_REQUIRED });
 }
 
@@ -646,6 +646,12 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void
         path: ['membership', 'template', 'caFile'],
         message: 'required with membership.sources: a learnt apiserver is verified against this CA',
       });
+    if (!namesIdentity(c.membership?.template?.credentials))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['membership', 'template', 'credentials'],
+        message: `required with membership.sources: ${NO_CREDENTIALS}`,
+      });
   }
   const adminListen = c.admin?.listen;
   if (typeof adminListen === 'string' && !adminListen.endsWith(':0'))
@@ -655,12 +661,6 @@ function crossChecks(c: LooseConfig, ctx: z.RefinementCtx, use: ConfigUse): void
     ] as const)
       if (other === adminListen)
         ctx.addIssue({ code: 'custom', path: ['admin', 'listen'], message: `the same address as ${path.join('.')}: give each its own` });
-  if (sources.length > 0 && !namesIdentity(c.membership?.template?.credentials))
-    ctx.addIssue({
-      code: 'custom',
-      path: ['membership', 'template', 'credentials'],
-      message: `required with membership.sources: ${NO_CREDENTIALS}`,
-    });
   const seen = new Map<string, number>();
   (Array.isArray(c.apiservers) ? (c.apiservers as unknown[]) : []).forEach((entry, i) => {
     if (typeof entry === 'object' && entry !== null && !namesIdentity((entry as { credentials?: unknown }).credentials))

@@ -38,11 +38,7 @@ export async function runValidate(configFile: string, output: 'table' | 'json' |
           problems.push(`${what}: cannot read ${file}`);
         }
       };
-      readable('envoy.tls.certFile', config.envoy.tls.certFile);
-      readable('envoy.tls.keyFile', config.envoy.tls.keyFile);
-      readable('envoy.tls.clientCaFile', config.envoy.tls.clientCaFile);
-      readable('envoy.upstreamClientCert.certFile', config.envoy.upstreamClientCert?.certFile);
-      readable('envoy.upstreamClientCert.keyFile', config.envoy.upstreamClientCert?.keyFile);
+      // envoy.tls and upstreamClientCert were read by checkConfig above (an unreadable one: exit 2).
       readable('envoy.extprocPeers.certFile', config.envoy.extprocPeers?.certFile);
       readable('envoy.extprocPeers.keyFile', config.envoy.extprocPeers?.keyFile);
       readable('envoy.extprocPeers.caFile', config.envoy.extprocPeers?.caFile);

@@ -19,7 +19,12 @@ const OTLP_DEFAULT_ENDPOINT = { grpc: 'http://localhost:4317', http: 'http://loc
  */
 export function envoyTracing(config: Config): TracingConfig | null {
   const t = config.telemetry.tracing;
-  return (t.envoy ?? t.enabled === true) ? t : null;
+  return tracesEnvoy(t) ? t : null;
+}
+
+/** The rule of envoyTracing, also for the config's validation (which sees the fields unparsed). */
+export function tracesEnvoy(t: { readonly envoy?: unknown; readonly enabled?: unknown }): boolean {
+  return (t.envoy ?? t.enabled === true) === true;
 }
 
 interface OtlpEndpoint {
