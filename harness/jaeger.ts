@@ -7,16 +7,15 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { findBinary } from '../src/find-binary.js';
+import { requireExecutable } from '../src/find-binary.js';
 import { packageRoot } from '../src/package-root.js';
-import { LAB_BIN_RELATIVE, parseEnvFile, VERSIONS_FILE_RELATIVE } from './lab/versions.js';
-
-export const JAEGER_BIN_ENV = 'SKEWGATE_JAEGER_BIN';
+import { TOOLS_DIR_ENV } from '../src/tools-dir.js';
+import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from './lab/versions.js';
 
 export class JaegerNotFoundError extends Error {
   readonly code = 'SKEWGATE_ERR_JAEGER_NOT_FOUND';
   constructor(readonly path: string) {
-    super(`Jaeger not found at ${path}: build it with \`bash lab/build-jaeger.sh\` (or set ${JAEGER_BIN_ENV})`);
+    super(`Jaeger not found at ${path}: build it with \`bash lab/build-jaeger.sh\` (into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`);
     this.name = 'JaegerNotFoundError';
   }
 }
@@ -28,15 +27,9 @@ export function pinnedJaegerVersion(root = packageRoot()): string {
   return version;
 }
 
-/** Explicit path, else $SKEWGATE_JAEGER_BIN, else .tools/lab/bin/jaeger-<pinned version>. */
+/** Explicit path, else <tools>/lab/bin/jaeger-<pinned version>. */
 export function findJaegerBinary(explicit?: string): string {
-  const root = packageRoot();
-  return findBinary({
-    explicit,
-    env: JAEGER_BIN_ENV,
-    fallback: () => join(root, LAB_BIN_RELATIVE, `jaeger-${pinnedJaegerVersion(root)}`),
-    missing: (bin) => new JaegerNotFoundError(bin),
-  });
+  return requireExecutable(explicit ?? join(labBinDir(), `jaeger-${pinnedJaegerVersion()}`), (bin) => new JaegerNotFoundError(bin));
 }
 
 /** A span as Jaeger's query API returns it, with tags flattened. */

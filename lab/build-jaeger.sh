@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Jaeger v2 (the OpenTelemetry-Collector-based `jaeger` binary: OTLP receiver, in-memory
-# storage, query HTTP API) from the Go module proxy into .tools/lab/bin/jaeger-$JAEGER_VERSION.
+# storage, query HTTP API) from the Go module proxy into $SKEWGATE_TOOLS/lab/bin/jaeger-$JAEGER_VERSION
+# (default .tools/; lab/tools-dir.sh).
 # The tracing end-to-end test (test/e2e/tracing.test.ts) runs it on loopback ports.
 #
 # Jaeger publishes its Go module under v1 tags only: module version v1.N.0 is the same commit as
@@ -10,7 +11,7 @@
 # this binary serves the HTTP API (/api/traces, /api/v3/...) and a placeholder page; the docker
 # image jaegertracing/jaeger has the UI (docs/tracing.md).
 #   lab/build-jaeger.sh [--jobs N]      N = parallel package builds (default: all cores)
-# Idempotent: a binary that is already there is kept (its name carries the version).
+# Idempotent: a binary built by this script as it is now (its .key) that answers --help is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=go-wrapper.sh
@@ -19,7 +20,8 @@ source lab/go-wrapper.sh jaeger "$@"
 OUT=$LAB/bin/jaeger-$JAEGER_VERSION
 MODULE=github.com/jaegertracing/jaeger
 
-if [ -x "$OUT" ] && "$OUT" --help >/dev/null 2>&1; then
+answers_help() { "$1" --help >/dev/null 2>&1; }
+if go_tool_cached jaeger "$JAEGER_VERSION" answers_help; then
   log "jaeger $JAEGER_VERSION: cached ($OUT)"
   exit 0
 fi

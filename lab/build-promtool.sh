@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds Prometheus' promtool from the Go module proxy into .tools/lab/bin (git-ignored), for the
+# Builds Prometheus' promtool from the Go module proxy into $SKEWGATE_TOOLS/lab/bin (default .tools/, git-ignored), for the
 # tests that check deploy/monitoring's alert rules (`promtool check rules`, `promtool test rules`).
-# Idempotent: a promtool that reports the pinned version is kept.
+# Idempotent: a promtool built by this script as it is now (its .key) that reports the pinned
+# version is kept.
 #   lab/build-promtool.sh [--jobs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,8 @@ RELEASE="3.$((10#$minor - 300)).${PROMETHEUS_VERSION##*.}"
 OUT=$LAB/bin/promtool-$PROMETHEUS_VERSION
 MODULE=github.com/prometheus/prometheus
 
-if [ -x "$OUT" ] && "$OUT" --version 2>/dev/null | grep -q "version $RELEASE"; then
+reports_release() { "$1" --version 2>/dev/null | grep -q "version $RELEASE"; }
+if go_tool_cached promtool "$PROMETHEUS_VERSION" reports_release; then
   log "promtool $PROMETHEUS_VERSION: cached ($OUT)"
   exit 0
 fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the lab's real parts from the Go module proxy into .tools/lab/bin (git-ignored):
+# Builds the lab's real parts from the Go module proxy into $SKEWGATE_TOOLS/lab/bin (default
+# .tools/, git-ignored; lab/tools-dir.sh):
 # kube-apiserver at KUBE_OLD and KUBE_NEW, kubectl at KUBE_NEW, kube-controller-manager at
-# KUBE_OLD, and etcd. Idempotent: a binary
-# that already reports the pinned version is kept. Go's own caches (GOMODCACHE, GOCACHE) make a
+# KUBE_OLD, and etcd. Idempotent: a binary that reports the pinned version and was built by this
+# script as it is now (its .key) is kept; a version bump rebuilds only that version's binaries. Go's own caches (GOMODCACHE, GOCACHE) make a
 # rebuild on the same machine take minutes instead of the cold build's tens of minutes.
 #   lab/build.sh [--jobs N] [--images]   N = parallel package builds (default: all cores);
 #     --images: only the compose demo's etcd programs (see below)
@@ -12,9 +13,11 @@ cd "$(dirname "$0")/.."
 source lab/versions.env
 JOBS=$(nproc)
 [ "${1:-}" = "--jobs" ] && { JOBS=${2:?--jobs needs a number}; shift 2; }
-ROOT=${SKEWGATE_LAB_ROOT:-$PWD/.tools/lab}
-BIN=$ROOT/bin
-mkdir -p "$BIN" "$ROOT/src"
+# shellcheck source=tools-dir.sh
+source lab/tools-dir.sh
+ROOT=$TOOLS/lab
+BIN=$LAB_BIN
+mkdir -p "$ROOT/src"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 
 log() { printf 'lab/build: %s\n' "$*" >&2; }
@@ -65,13 +68,15 @@ binary_version() {
 
 build_kube() {
   local v=$1 cmd=$2 out=$3
-  if [ -x "$out" ] && binary_version "$out" | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
-  local dir start
+  local key dir start
+  key=$(tool_key lab/build.sh "$v" "$cmd")
+  if tool_is_current "$out" "$key" && binary_version "$out" | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
   dir=$(kube_module "$v")
   log "building $cmd v$v (this is the slow part on a cold machine)"
   start=$(date +%s)
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $(version_ldflags "$v")" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
   mv "$out.tmp" "$out"
+  tool_mark "$out" "$key"
   log "  built $(basename "$out") in $(( $(date +%s) - start )) s: $(binary_version "$out")"
 }
 
@@ -83,8 +88,9 @@ build_etcd_tool() {
     *) module=go.etcd.io/etcd/$tool/v3 ;;
   esac
   # etcd answers --version ("etcd Version: X"); etcdctl and etcdutl a `version` command.
-  local asks=(--version); [ "$tool" = etcd ] || asks=(version)
-  if [ -x "$out" ] && "$out" "${asks[@]}" 2>/dev/null | grep -qiE "^$tool version: $v\$"; then log "$tool $v: cached"; return; fi
+  local asks=(--version) key; [ "$tool" = etcd ] || asks=(version)
+  key=$(tool_key lab/build.sh "$v" "$tool")
+  if tool_is_current "$out" "$key" && "$out" "${asks[@]}" 2>/dev/null | grep -qiE "^$tool version: $v\$"; then log "$tool $v: cached"; return; fi
   log "building $tool $v"
   mkdir -p "$dir"
   (
@@ -94,6 +100,7 @@ build_etcd_tool() {
     go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out.tmp" "$module"
   )
   mv "$out.tmp" "$out"
+  tool_mark "$out" "$key"
   log "  built $(basename "$out")"
 }
 

