@@ -21,4 +21,4 @@ if go_tool_cached helm "$HELM_VERSION" reports_version; then
 fi
 go_tool_build helm "$HELM_VERSION" "$MODULE" "$MODULE/cmd/helm" \
   "-X $MODULE/internal/version.version=v$HELM_VERSION -X $MODULE/internal/version.gitTreeState=clean"
-log "$("$OUT" version --short 2>&1)"
+[ "$FETCH" = 1 ] || log "$("$OUT" version --short 2>&1)"

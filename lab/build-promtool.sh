@@ -22,4 +22,4 @@ if go_tool_cached promtool "$PROMETHEUS_VERSION" reports_release; then
 fi
 go_tool_build promtool "$PROMETHEUS_VERSION" "$MODULE" "$MODULE/cmd/promtool" \
   "-X github.com/prometheus/common/version.Version=$RELEASE"
-log "$("$OUT" --version 2>&1 | head -1)"
+[ "$FETCH" = 1 ] || log "$("$OUT" --version 2>&1 | head -1)"

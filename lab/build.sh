@@ -5,7 +5,9 @@
 # KUBE_OLD, and etcd. Idempotent: a binary that reports the pinned version and was built by this
 # script as it is now (its .key) is kept; a version bump rebuilds only that version's binaries. Go's own caches (GOMODCACHE, GOCACHE) make a
 # rebuild on the same machine take minutes instead of the cold build's tens of minutes.
-#   lab/build.sh [--jobs N] [--images]   N = parallel package builds (default: all cores);
+#   lab/build.sh [--jobs N] [--fetch] [--images]   N = parallel package builds (default: all
+#     cores); --fetch: download what the builds need (wrapper modules, the packages' modules) and
+#     compile nothing, so that a build running beside it finds its downloads done;
 #     --images: only the compose demo's etcd programs (see below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,8 @@ cd "$(dirname "$0")/.."
 source lab/versions.env
 JOBS=$(nproc)
 [ "${1:-}" = "--jobs" ] && { JOBS=${2:?--jobs needs a number}; shift 2; }
+FETCH=0
+[ "${1:-}" = "--fetch" ] && { FETCH=1; shift; }
 # shellcheck source=tools-dir.sh
 source lab/tools-dir.sh
 ROOT=$TOOLS/lab
@@ -39,6 +43,8 @@ version_ldflags() {
 # module with ./staging/..., which a dependency cannot use, so the wrapper pins each to v0.X.Y.
 kube_module() {
   local v=$1 dir=$ROOT/src/kube-$1
+  # One preparation at a time (a --fetch beside a build): the second waits, then finds it ready.
+  exec 9>"$ROOT/src/.kube-$v.lock"; flock 9
   if [ ! -f "$dir/.ready" ]; then
     log "preparing the wrapper module for Kubernetes v$v"
     rm -rf "$dir"; mkdir -p "$dir"
@@ -55,6 +61,7 @@ kube_module() {
     )
     touch "$dir/.ready"
   fi
+  exec 9>&-
   printf '%s' "$dir"
 }
 
@@ -72,6 +79,11 @@ build_kube() {
   key=$(tool_key lab/build.sh "$v" "$cmd")
   if tool_is_current "$out" "$key" && binary_version "$out" | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
   dir=$(kube_module "$v")
+  if [ "$FETCH" = 1 ]; then
+    # Loading the packages downloads their modules; nothing is compiled.
+    (cd "$dir" && go list -deps "k8s.io/kubernetes/cmd/$cmd" >/dev/null)
+    log "fetched what $cmd v$v needs"; return
+  fi
   log "building $cmd v$v (this is the slow part on a cold machine)"
   start=$(date +%s)
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $(version_ldflags "$v")" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
@@ -91,14 +103,21 @@ build_etcd_tool() {
   local asks=(--version) key; [ "$tool" = etcd ] || asks=(version)
   key=$(tool_key lab/build.sh "$v" "$tool")
   if tool_is_current "$out" "$key" && "$out" "${asks[@]}" 2>/dev/null | grep -qiE "^$tool version: $v\$"; then log "$tool $v: cached"; return; fi
-  log "building $tool $v"
   mkdir -p "$dir"
+  exec 9>"$dir.lock"; flock 9
+  if [ "$FETCH" = 1 ]; then
+    log "fetching $tool $v"
+    (cd "$dir" && { [ -f go.mod ] || go mod init local/skewgate-lab-etcd >/dev/null 2>&1; } && go get "$module@v$v" >/dev/null 2>&1 && go list -deps "$module" >/dev/null)
+    exec 9>&-; return
+  fi
+  log "building $tool $v"
   (
     cd "$dir"
     [ -f go.mod ] || go mod init local/skewgate-lab-etcd >/dev/null 2>&1
     go get "$module@v$v" >/dev/null 2>&1 || go get "$module@v$v"
     go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$out.tmp" "$module"
   )
+  exec 9>&-
   mv "$out.tmp" "$out"
   tool_mark "$out" "$key"
   log "  built $(basename "$out")"
@@ -123,4 +142,5 @@ build_kube "$KUBE_NEW" kubectl "$BIN/kubectl-$KUBE_NEW"
 # The controllers whose harms a false 404 causes (garbage collector, namespace deletion): the old
 # version, as in the first phase of an upgrade the controller managers are upgraded last.
 build_kube "$KUBE_OLD" kube-controller-manager "$BIN/kube-controller-manager-$KUBE_OLD"
+[ "$FETCH" = 1 ] && { log "fetched in $(( $(date +%s) - total )) s"; exit 0; }
 log "all parts ready in $(( $(date +%s) - total )) s; $(du -sh "$BIN" | cut -f1) of binaries in $BIN"

@@ -12,14 +12,18 @@
 #     caller's script as it is now (its .key: the script, lab/go-wrapper.sh, the version) and the
 #     command CHECK... (run with the binary as its last argument) passes
 #   go_tool_build NAME VERSION MODULE PKG [LDFLAGS]   builds PKG in that wrapper module
-#     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION, logging how long it took
+#     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION, logging how long it took; with --fetch
+#     only downloads what that needs
 # shellcheck source=versions.env
 source lab/versions.env
 LAB_TOOL=${1:?go-wrapper.sh needs the tool name}
 shift
 log() { printf 'lab/build-%s: %s\n' "$LAB_TOOL" "$*" >&2; }
 JOBS=$(nproc)
-[ "${1:-}" = "--jobs" ] && JOBS=${2:?--jobs needs a number}
+[ "${1:-}" = "--jobs" ] && { JOBS=${2:?--jobs needs a number}; shift 2; }
+# --fetch: download what the build needs and compile nothing (see lab/build.sh).
+FETCH=0
+[ "${1:-}" = "--fetch" ] && FETCH=1
 # shellcheck source=tools-dir.sh
 source lab/tools-dir.sh
 LAB=$TOOLS/lab
@@ -28,7 +32,10 @@ export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 
 go_wrapper_module() {
   local module=$1 version=$2 dir=$3 name=$4
-  [ -f "$dir/.ready" ] && return 0
+  mkdir -p "$LAB/src"
+  # One preparation at a time (a --fetch beside a build): the second waits, then finds it ready.
+  exec 9>"$dir.lock"; flock 9
+  if [ -f "$dir/.ready" ]; then exec 9>&-; return 0; fi
   log "preparing the wrapper module for $module v$version"
   rm -rf "$dir"; mkdir -p "$dir"
   (
@@ -42,6 +49,7 @@ go_wrapper_module() {
     go get "$module@v$version" >/dev/null 2>&1 || go get "$module@v$version"
   )
   touch "$dir/.ready"
+  exec 9>&-
 }
 
 go_tool_key() { tool_key "$LAB_SCRIPT" lab/go-wrapper.sh "$1" "$2"; }
@@ -56,6 +64,10 @@ go_tool_build() {
   local dir=$LAB/src/$name-$version out=$LAB/bin/$name-$version start
   start=$(date +%s)
   go_wrapper_module "$module" "$version" "$dir" "$name"
+  if [ "$FETCH" = 1 ]; then
+    (cd "$dir" && go list -deps "$pkg" >/dev/null)
+    log "fetched what $pkg v$version needs"; return 0
+  fi
   log "building $pkg v$version"
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"

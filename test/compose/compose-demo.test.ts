@@ -1,7 +1,8 @@
 // The docker-compose demo, run for real: a Docker engine on this machine, the images of
 // docker-compose.yml (upstream's where present, else scripts/demo-images.sh's local stand-ins),
 // `docker-compose up`, the client's tally, the README's upgrade step, Jaeger's traces, the user
-// every container runs as, and `down -v` leaving nothing behind.
+// every container runs as, a second build that takes every layer from the cache, and `down -v`
+// leaving nothing running (the built images stay, for the next run).
 // The test reaches the stack only through the ports the compose file publishes on 127.0.0.1; the
 // containers reach each other only on the compose network of this project. Fails, never skips,
 // when the engine or an image is missing (`npm run test:compose` builds them first).
@@ -16,7 +17,10 @@ import { packageRoot } from '../../src/package-root.js';
 
 const exec = promisify(execFile);
 const ROOT = packageRoot();
-const PROJECT = `skewgate-ci-${process.pid}`;
+// One project name for every run: the images compose builds are tagged <project>_<service>, so a
+// run finds the previous run's images and their layers (the legacy builder's cache) and, with an
+// unchanged tree, rebuilds none of them (checked below).
+const PROJECT = 'skewgate-ci';
 const ROUNDS = 12;
 const COMPOSE = process.env.SKEWGATE_COMPOSE ?? 'docker-compose';
 const t0 = Date.now();
@@ -52,7 +56,7 @@ function tally(stdout: string, label: string): { ok: number; notFound: number; n
 
 /** The images docker-compose.yml names, and which are stand-ins. */
 const composeDoc = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as {
-  services: Record<string, { image?: string; user?: string; ports?: string[] }>;
+  services: Record<string, { image?: string; build?: unknown; user?: string; ports?: string[] }>;
 };
 const images = [...new Set(Object.values(composeDoc.services).flatMap((s) => (s.image ? [s.image] : [])))];
 
@@ -72,10 +76,23 @@ if (info.code !== 0) {
 t.comment(`Docker engine ${info.stdout.trim()}, ${COMPOSE} ${(await run(COMPOSE, ['version', '--short'])).stdout.trim()}`);
 
 t.teardown(async () => {
-  // Whatever the outcome, nothing of this project is left running; its images (tagged by project
-  // name) go too, so that runs do not pile them up. The build cache stays: the next run is quick.
-  await compose(['down', '-v', '--remove-orphans', '--rmi', 'local', '--timeout', '5'], undefined, true);
+  // Whatever the outcome, nothing of this project is left running. Its images stay: they carry the
+  // layers the next run builds from (one name per service, so runs do not pile them up).
+  await compose(['down', '-v', '--remove-orphans', '--timeout', '5'], undefined, true);
 });
+// A run that died before its teardown leaves containers under the same project name.
+await compose(['down', '-v', '--remove-orphans', '--timeout', '5'], undefined, true);
+
+/** The image id of each service compose builds (the ones with a `build:` section). */
+async function builtImageIds(): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  for (const [service, spec] of Object.entries(composeDoc.services)) {
+    if (spec.build === undefined) continue;
+    const r = await run('docker', ['image', 'inspect', '-f', '{{.Id}}', `${PROJECT}_${service}`]);
+    ids.set(service, r.code === 0 ? r.stdout.trim() : '(absent)');
+  }
+  return ids;
+}
 
 await t.test('every image the compose file names is present (upstream or a labelled stand-in)', async (t) => {
   for (const image of images) {
@@ -204,6 +221,16 @@ await t.test('every container runs as the user the README says', async (t) => {
     }
   }
   for (const s of claimed.keys()) t.ok(seenServices.has(s), `${s} ran`);
+});
+
+await t.test('an unchanged tree rebuilds no image layer', async (t) => {
+  const before = await builtImageIds();
+  t.ok(before.size >= 3, `compose builds ${before.size} services' images (skewgate, the harness, the client)`);
+  t.notOk([...before.values()].includes('(absent)'), `every built image is there after up --build: ${[...before].join(', ')}`);
+  const build = await compose(['build'], 10 * 60_000, true);
+  t.equal(build.code, 0, `build exits 0${build.code === 0 ? '' : `:\n${tail(build.stderr, 30)}`}`);
+  t.same(await builtImageIds(), before, 'a second build gives every service the same image id: every layer came from the cache');
+  t.comment(`[${elapsed()}] rebuilt from the cache`);
 });
 
 await t.test('docker-compose down -v leaves nothing', async (t) => {
