@@ -346,6 +346,13 @@ export class Lab {
    * baseline. A gateway of the same name is replaced. Waits until Envoy sees the apiservers
    * (and skewgate) healthy.
    */
+  /** Several gateways side by side (each waits for its own processes, not for the others'). */
+  async startGateways<K extends string>(opts: Readonly<Record<K, GatewayOptions>>): Promise<Record<K, GatewayInfo>> {
+    const entries = Object.entries(opts) as [K, GatewayOptions][];
+    const infos = await Promise.all(entries.map(([, o]) => this.startGateway(o)));
+    return Object.fromEntries(entries.map(([k], i) => [k, infos[i]])) as Record<K, GatewayInfo>;
+  }
+
   async startGateway(o: GatewayOptions): Promise<GatewayInfo> {
     if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(o.name)) throw new LabError(`gateway name "${o.name}" must be a DNS label`);
     const specs = this.apiServerSpecs();
@@ -573,18 +580,19 @@ export class Lab {
    * Stops everything (gateways, apiservers, etcd): what this object tracks, records other Lab
    * objects wrote since, what this object spawned (even if dropped), then any process still
    * carrying one of this run dir's markers; verifies that nothing is left running.
+   * kill: SIGKILL everything at once, for a teardown where a graceful stop is not what is tested
+   * (each apiserver would otherwise wait out --shutdown-delay-duration, 10 s).
    */
-  async down(): Promise<void> {
-    await this.procs.stopAll(
-      [
-        { kind: 'kube-controller-manager', graceMs: 10_000 },
-        { kind: 'envoy', graceMs: 5000 },
-        { kind: 'skewgate', graceMs: 10_000 },
-        { kind: 'kube-apiserver', graceMs: APISERVER_STOP_GRACE_MS },
-        { kind: 'etcd', graceMs: 10_000 },
-      ],
-      APISERVER_STOP_GRACE_MS,
-    );
+  async down(o: { readonly kill?: boolean } = {}): Promise<void> {
+    const order = [
+      { kind: 'kube-controller-manager', graceMs: 10_000 },
+      { kind: 'envoy', graceMs: 5000 },
+      { kind: 'skewgate', graceMs: 10_000 },
+      { kind: 'kube-apiserver', graceMs: APISERVER_STOP_GRACE_MS },
+      { kind: 'etcd', graceMs: 10_000 },
+    ] as const;
+    if (o.kill === true) await this.procs.stopAll(order, 0, 'SIGKILL');
+    else await this.procs.stopAll(order, APISERVER_STOP_GRACE_MS);
     this.apiservers.clear();
     await this.procs.serialized(() => rm(this.apiserversFile(), { force: true }));
     await this.close();

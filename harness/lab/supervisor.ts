@@ -233,14 +233,18 @@ export class Supervisor<R extends ProcRecord> {
    * Stops everything, kind by kind in `order` (the processes of one kind in parallel): what this
    * object tracks, records other supervisors wrote since, what this object spawned (even if
    * dropped), then any process still carrying one of the run dir's markers (strayGraceMs);
-   * verifies that nothing is left running.
+   * verifies that nothing is left running. first: 'SIGKILL' kills at once (no grace at all).
    */
-  async stopAll(order: readonly { readonly kind: R['kind']; readonly graceMs: number }[], strayGraceMs: number): Promise<void> {
+  async stopAll(
+    order: readonly { readonly kind: R['kind']; readonly graceMs: number }[],
+    strayGraceMs: number,
+    first: NodeJS.Signals = 'SIGTERM',
+  ): Promise<void> {
     await this.adopt();
     const all = new Map<string, R>();
     for (const p of [...this.procs.values(), ...this.started.values()]) all.set(`${p.pid}/${p.startTime}`, p);
     for (const { kind, graceMs } of order) {
-      await Promise.all([...all.values()].filter((p) => p.kind === kind).map((p) => this.stopRecord(p, graceMs)));
+      await Promise.all([...all.values()].filter((p) => p.kind === kind).map((p) => this.stopRecord(p, graceMs, first)));
     }
     const strays = await findProcesses(this.o.carriesMarker);
     if (strays.length > 0) {
@@ -259,6 +263,7 @@ export class Supervisor<R extends ProcRecord> {
               ...(bootId === null ? {} : { bootId }),
             },
             strayGraceMs,
+            first,
           ),
         ),
       );
@@ -293,8 +298,8 @@ export class Supervisor<R extends ProcRecord> {
     }
   }
 
-  private async stopRecord(rec: R, graceMs: number): Promise<void> {
-    await this.terminate(rec.name, rec, graceMs);
+  private async stopRecord(rec: R, graceMs: number, first: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await this.terminate(rec.name, rec, graceMs, first);
     await this.forget(rec);
   }
 

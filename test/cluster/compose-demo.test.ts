@@ -47,7 +47,7 @@ const lab = await Lab.open({
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 t.teardown(async () => {
   await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -127,8 +127,10 @@ let baseline: GatewayInfo | undefined;
 await t.test('the lab: 2 × old, 1 × new, skewgate and the baseline', async (t) => {
   await lab.startEtcd();
   await Promise.all(SERVERS.map((s) => lab.startApiServer(s)));
-  gateway = await lab.startGateway({ name: 'gateway', withSkewgate: true, port: await freePort() });
-  baseline = await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freePort() });
+  ({ gateway, baseline } = await lab.startGateways({
+    gateway: { name: 'gateway', withSkewgate: true, port: await freePort() },
+    baseline: { name: 'baseline', withSkewgate: false, port: await freePort() },
+  }));
   const kas1 = await get(lab.apiServerUrl('kas-1'), '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies');
   const kas3 = await get(lab.apiServerUrl('kas-3'), '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies');
   t.equal(kas1.status, 404, `kas-1 (v${versions.kubeOld}) does not serve mutatingadmissionpolicies`);

@@ -62,7 +62,7 @@ t.teardown(async () => {
   for (const c of children) await stopChild(c, 'SIGKILL');
   await agent.close();
   await certAgent.close();
-  await lab.down().catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
 });
 

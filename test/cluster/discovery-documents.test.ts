@@ -46,11 +46,11 @@ const { lab, get } = await ownLab(t, { name: 'discovery-documents', etcdClientPo
 const tmp = await mkdtemp(join(tmpdir(), 'skewgate-docs-kubectl-'));
 t.teardown(() => rm(tmp, { recursive: true, force: true }));
 await lab.startEtcd();
-for (const s of SERVERS) await lab.startApiServer(s);
-const gateways = {
-  skewgate: await lab.startGateway({ name: 'docs-skewgate', withSkewgate: true, port: await freePort() }),
-  baseline: await lab.startGateway({ name: 'docs-baseline', withSkewgate: false, port: await freePort() }),
-};
+await Promise.all(SERVERS.map((s) => lab.startApiServer(s)));
+const gateways = await lab.startGateways({
+  skewgate: { name: 'docs-skewgate', withSkewgate: true, port: await freePort() },
+  baseline: { name: 'docs-baseline', withSkewgate: false, port: await freePort() },
+});
 type Arm = keyof typeof gateways;
 
 async function ok200(url: string): Promise<string> {

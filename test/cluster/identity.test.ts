@@ -48,7 +48,7 @@ const lab = await Lab.open({
   log: (l) => t.comment(`[${elapsed()}] ${l}`),
 });
 t.teardown(async () => {
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
 });
 const pki = lab.pki;

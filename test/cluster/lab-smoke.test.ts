@@ -29,7 +29,7 @@ const ca = await readFile(lab.pki.caFile, 'utf8');
 const agent = new Agent({ connect: { ca } });
 t.teardown(async () => {
   await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
 });
 

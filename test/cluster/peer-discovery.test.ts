@@ -83,7 +83,7 @@ const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23796, etcdP
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 t.teardown(async () => {
   await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -51,11 +51,11 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
         t.equal(res.status, s.name === OFF_SERVER ? 404 : 200, `${s.name}: GET ${gvPath} directly → ${res.status}`);
       }
 
-      const gateways = {
-        [FAST_ON]: await lab.startGateway(skewgateArmOptions(FAST_ON, await freeLoopbackPort())),
-        [FAST_OFF]: await lab.startGateway(skewgateArmOptions(FAST_OFF, await freeLoopbackPort())),
-        baseline: await lab.startGateway({ name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() }),
-      };
+      const gateways = await lab.startGateways({
+        [FAST_ON]: skewgateArmOptions(FAST_ON, await freeLoopbackPort()),
+        [FAST_OFF]: skewgateArmOptions(FAST_OFF, await freeLoopbackPort()),
+        baseline: { name: 'baseline', withSkewgate: false, port: await freeLoopbackPort() },
+      });
       const workload: Workload = { skewed: jobs, common: configMaps, namespace: labNamespace };
       for (const arm of ARMS) await ensureNamespace(session.direct, lab.apiServerUrl('kas-1'), labNamespace(arm));
 

@@ -49,7 +49,7 @@ const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') 
 let jaeger: JaegerHandle | undefined;
 t.teardown(async () => {
   await agent.close();
-  await lab.down().catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
+  await lab.down({ kill: true }).catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
   await jaeger?.stop();
   await rm(dir, { recursive: true, force: true });
   t.comment(`all down at ${elapsed()}`);

@@ -31,7 +31,7 @@ export async function ownLab(
   const agent = new Agent({ connect: { ca, ...(o.servername === undefined ? {} : { servername: o.servername }) } });
   t.teardown(async () => {
     await agent.close();
-    await lab.down().catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
+    await lab.down({ kill: true }).catch((err: unknown) => t.fail(`down: ${(err as Error).message}`));
     await rm(dir, { recursive: true, force: true });
   });
   return {

@@ -31,7 +31,7 @@ export class LabSession {
     etcdPorts: Pick<LabOptions, 'etcdClientPort' | 'etcdPeerPort'> = {},
   ): Promise<LabSession> {
     const leftover = await Lab.open({ dir, ...etcdPorts });
-    await leftover.down();
+    await leftover.down({ kill: true });
     const lab = await Lab.open({ dir, log: progress, killOnExit: true, ...etcdPorts });
     return new LabSession(lab, clock, progress);
   }
@@ -77,9 +77,9 @@ export class LabSession {
     return readAuditIds(this.lab.apiServerSpecs().map((s) => ({ server: s.name, file: this.lab.auditLogFile(s.name) })));
   }
 
-  /** Lab.down(): stops everything of this run dir, including processes it has no record of. */
+  /** Lab.down({ kill }): kills everything of this run dir, including processes it has no record of. */
   async down(): Promise<void> {
     await this.direct.close().catch(() => undefined);
-    await this.lab.down();
+    await this.lab.down({ kill: true });
   }
 }
