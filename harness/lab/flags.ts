@@ -4,6 +4,7 @@
 import { isIPv4 } from 'node:net';
 import type { LabPkiFiles } from './pki.js';
 import { FRONT_PROXY_CLIENT_CN } from './pki.js';
+import { LAB_ALIAS_NET } from './addresses.js';
 
 /**
  * Where an apiserver runs. `loopback` (the lab): bound to and advertising its own 127.x address.
@@ -15,9 +16,10 @@ export type ApiServerPlacement = 'loopback' | 'container' | 'alias';
 /**
  * Addresses the lab adds to the loopback interface for `alias` placement (net.ts): not 127/8, so
  * an apiserver there may advertise itself and run the real endpoint reconciler, which writes the
- * `default/kubernetes` EndpointSlice (a loopback address is an invalid Endpoints address).
+ * `default/kubernetes` EndpointSlice (a loopback address is an invalid Endpoints address). Each
+ * lab slot has its own (addresses.ts: 10.213.<slot>.N).
  */
-export const LAB_ALIAS_PREFIX = '10.213.0.';
+export const LAB_ALIAS_PREFIX = LAB_ALIAS_NET;
 
 export interface ApiServerSpec {
   /** "kas-1": also its hostname, in a UTS namespace of its own (a distinct identity lease). */
@@ -183,9 +185,6 @@ export interface EtcdSpec {
   readonly clientPort: number;
   readonly peerPort: number;
 }
-
-export const ETCD_CLIENT_PORT = 23790;
-export const ETCD_PEER_PORT = 23800;
 
 /** The URL clients use (the advertised one). */
 export function etcdUrl(spec: Pick<EtcdSpec, 'ip' | 'advertiseHost' | 'clientPort'>): string {

@@ -19,8 +19,6 @@ import { withoutExtProc } from '../baseline-envoy.js';
 import {
   APISERVER_STOP_GRACE_MS,
   AUDIT_POLICY,
-  ETCD_CLIENT_PORT,
-  ETCD_PEER_PORT,
   apiServerArgs,
   apiServerUrl,
   etcdArgs,
@@ -28,6 +26,7 @@ import {
   type ApiServerSpec,
   LAB_ALIAS_PREFIX,
 } from './flags.js';
+import { labAddresses, type LabAddresses } from './addresses.js';
 import { controllerManagerArgs, type ControllerManagerSpec } from './controller-manager.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer, type GatewayConfigInput } from './gateway-config.js';
@@ -51,9 +50,12 @@ export interface LabOptions {
   readonly killOnExit?: boolean;
   /** How long startApiServer waits for /readyz (default 90 s). */
   readonly apiServerReadyTimeoutMs?: number;
-  /** etcd's ports on 127.0.0.1 (default 23790 and 23800): another pair lets two labs run side by side. */
-  readonly etcdClientPort?: number;
-  readonly etcdPeerPort?: number;
+  /**
+   * The lab's addresses and etcd ports (addresses.ts; default slot 0, `skewgate-lab lab up`'s): a
+   * slot of its own (slots.ts claimLabSlot) lets labs run side by side. The serving certificates
+   * name the slot's loopback addresses.
+   */
+  readonly addresses?: LabAddresses;
 }
 
 export interface GatewayOptions {
@@ -164,7 +166,8 @@ export class Lab {
     this.logDir = join(dir, 'logs');
     this.log = opts.log ?? (() => undefined);
     this.readyTimeoutMs = opts.apiServerReadyTimeoutMs ?? 90_000;
-    this.etcdPorts = { client: opts.etcdClientPort ?? ETCD_CLIENT_PORT, peer: opts.etcdPeerPort ?? ETCD_PEER_PORT };
+    const addresses = opts.addresses ?? labAddresses(0);
+    this.etcdPorts = { client: addresses.etcdClientPort, peer: addresses.etcdPeerPort };
     // An alias address is not in the serving certificate (its IP SANs are 127.0.0.1-16): such an
     // apiserver is verified by the DNS SAN `kubernetes`, as kubeadm's apiservers are.
     this.agent = new Agent({
@@ -188,7 +191,9 @@ export class Lab {
     const dir = resolve(opts.dir ?? defaultLabDir());
     await mkdir(join(dir, 'run'), { recursive: true });
     await mkdir(join(dir, 'logs'), { recursive: true });
-    const pki = await createLabPki(join(dir, 'pki'));
+    const slot = opts.addresses?.slot ?? 0;
+    // Slot 0's loopback addresses are in LAB_SANS already (and its PKI is the one `lab up` made).
+    const pki = await createLabPki(join(dir, 'pki'), slot === 0 ? {} : { extraSans: opts.addresses?.sans ?? [] });
     const lab = new Lab(dir, pki, await readFile(pki.caFile, 'utf8'), opts);
     await lab.init();
     return lab;

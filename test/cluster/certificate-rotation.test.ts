@@ -16,7 +16,7 @@
 // Claims: the same Envoy and skewgate processes throughout; each renewal in use within
 // PICKUP_BOUND_MS; not one request of the load failed; no watch interrupted; no acknowledged write
 // lost. Written to bench/RESULTS.md. Fails, never skips, when a part or root (alias addresses) is
-// missing. Uses the alias addresses 10.213.0.41-42 (removed afterwards) and etcd ports 23870/23880.
+// missing. Uses two alias addresses of its lab slot (removed afterwards).
 import t from 'tap';
 import { X509Certificate } from 'node:crypto';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -25,6 +25,7 @@ import { connect } from 'node:tls';
 import { request } from 'undici';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { removeLoopbackAlias } from '../../harness/lab/net.js';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { FRONT_PROXY_CLIENT_CN, LAB_SANS } from '../../harness/lab/pki.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import { FRONT_PROXY_SUFFIX } from '../../src/envoy/clusters.js';
@@ -62,9 +63,10 @@ const SSR_PATH = '/apis/authentication.k8s.io/v1/selfsubjectreviews';
 const NEW_CA_USER = 'kim';
 const NEW_CA_GROUP = 'rotation-testers';
 
+const slot = claimLabSlot();
 const SERVERS = [
-  { name: 'kas-41', ip: '10.213.0.41', version: 'old' },
-  { name: 'kas-42', ip: '10.213.0.42', version: 'new' },
+  { name: 'kas-41', ip: slot.alias(1), version: 'old' },
+  { name: 'kas-42', ip: slot.alias(2), version: 'new' },
 ] as const;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -97,7 +99,7 @@ t.teardown(() => Promise.all(SERVERS.map((s) => removeLoopbackAlias(s.ip))));
 t.test('certificates renewed in place under a mixed token and client-certificate load', async (t) => {
   await withLoadLab(
     'certificate-rotation',
-    { connections: 64, etcdClientPort: 23870, etcdPeerPort: 23880 },
+    { connections: 64, addresses: slot },
     async ({ parts: { versions: v }, dir, session, lab, http, clock, progress, runSeconds, track }) => {
       const pki = lab.pki;
       // The files that are renewed: copies, so that the lab's own set stays as it was made.
@@ -382,7 +384,7 @@ t.test('certificates renewed in place under a mixed token and client-certificate
       const md = [
         `### Certificate rotation without a restart (test/cluster/certificate-rotation.test.ts)`,
         '',
-        `**Method.** etcd and two kube-apiservers (kas-41 v${v.kubeOld}, kas-42 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.41-42:6443), one gateway: Envoy rendered by skewgate with \`envoy.xds\` (every certificate, key and CA bundle through a file-watched SDS secret) and skewgate as its own process. Two arms through it, each an open loop of ${RATE_PER_ARM} req/s (creates, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token, kept-alive connections) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity; a new connection, so a new TLS handshake, for every request). Clients never retry. Renewed in place one after the other, as \`kubeadm certs renew\` does (same paths, new key pairs, same CAs), ${DWELL_MS / 1000} s apart: the gateway's serving certificate (the certificate, then the key ${HALF_WRITTEN_MS / 1000} s later: skewgate makes Envoy read the mismatched pair in between), the front-proxy client certificate Envoy presents upstream and the apiservers' serving certificate (each the key 300 ms after the certificate), the client CA bundle (a second CA appended). *In use after*: from the key's write (the bundle's). Envoy keeps its open connections across an SDS update; after the front-proxy and the apiserver renewals ${BURSTS.join(' and ')} concurrent certificate watches make it open new apiserver connections. **Failed**: no answer or anything but 2xx (a 404 included: every get is of an acknowledged object, and the skewed resource's apiserver is ready throughout).`,
+        `**Method.** etcd and two kube-apiservers (kas-41 v${v.kubeOld}, kas-42 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses ${SERVERS.map((s) => s.ip).join(', ')}, port 6443), one gateway: Envoy rendered by skewgate with \`envoy.xds\` (every certificate, key and CA bundle through a file-watched SDS secret) and skewgate as its own process. Two arms through it, each an open loop of ${RATE_PER_ARM} req/s (creates, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token, kept-alive connections) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity; a new connection, so a new TLS handshake, for every request). Clients never retry. Renewed in place one after the other, as \`kubeadm certs renew\` does (same paths, new key pairs, same CAs), ${DWELL_MS / 1000} s apart: the gateway's serving certificate (the certificate, then the key ${HALF_WRITTEN_MS / 1000} s later: skewgate makes Envoy read the mismatched pair in between), the front-proxy client certificate Envoy presents upstream and the apiservers' serving certificate (each the key 300 ms after the certificate), the client CA bundle (a second CA appended). *In use after*: from the key's write (the bundle's). Envoy keeps its open connections across an SDS update; after the front-proxy and the apiserver renewals ${BURSTS.join(' and ')} concurrent certificate watches make it open new apiserver connections. **Failed**: no answer or anything but 2xx (a 404 included: every get is of an acknowledged object, and the skewed resource's apiserver is ready throughout).`,
         '',
         render({
           headers: ['Renewed in place', 'In use after', 'Seen as'],

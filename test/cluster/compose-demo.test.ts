@@ -3,9 +3,9 @@
 // one of three), Envoy + skewgate and the plain round-robin Envoy, the built kubectl. `demo.sh
 // setup` applies the lab's RBAC objects; `demo.sh demo` must exit 0 with every request through
 // skewgate OK and 404s through the baseline, and leave its MutatingAdmissionPolicy in etcd.
-// Uses 127.0.0.13-15 and etcd ports 23814/23824 (free of the other cluster tests and of
-// `skewgate-lab lab up`). Fails, never skips, when a part is missing.
+// Uses the addresses of its lab slot (harness/lab/slots.ts). Fails, never skips, when a part is missing.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { spawn } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -24,10 +24,11 @@ const { versions, kubectl } = requireLabParts();
 const DEMO = join(packageRoot(), 'deploy/compose/client/demo.sh');
 accessSync(DEMO, fsConstants.R_OK);
 
+const slot = claimLabSlot();
 const SERVERS: readonly ApiServerSpec[] = [
-  { name: 'kas-1', version: versions.kubeOld, ip: '127.0.0.13', port: 6443 },
-  { name: 'kas-2', version: versions.kubeOld, ip: '127.0.0.14', port: 6443 },
-  { name: 'kas-3', version: versions.kubeNew, ip: '127.0.0.15', port: 6443 },
+  { name: 'kas-1', version: versions.kubeOld, ip: slot.loopback(1), port: 6443 },
+  { name: 'kas-2', version: versions.kubeOld, ip: slot.loopback(2), port: 6443 },
+  { name: 'kas-3', version: versions.kubeNew, ip: slot.loopback(3), port: 6443 },
 ];
 const POLICY_PATH = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/skewgate-demo';
 const ROUNDS = 12;
@@ -40,8 +41,7 @@ const dir = await mkdtemp(join(tmpdir(), 'skewgate-compose-demo-'));
 const lab = await Lab.open({
   dir,
   killOnExit: true,
-  etcdClientPort: 23814,
-  etcdPeerPort: 23824,
+  addresses: slot,
   log: (l) => t.comment(`[${elapsed()}] ${l}`),
 });
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });

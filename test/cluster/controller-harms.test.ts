@@ -8,6 +8,7 @@
 // holds for each), then each alone for the collection; the baseline after them.
 // Counts are written to bench/RESULTS.md. Fails, never skips, when a part is missing.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { labBinary } from '../../harness/lab/versions.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
@@ -27,6 +28,9 @@ import {
   fastShareText,
 } from '../helpers/fast-path-arms.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(10 * 60_000);
 
@@ -43,9 +47,14 @@ const START_MS = 6000;
 t.test('garbage collector: dependents of an owner only the new apiservers serve, through skewgate and through round robin', async (t) => {
   await withLoadLab(
     'controller-harms',
-    { connections: 8 },
+    { connections: 8, addresses: slot },
     async ({ parts: { versions: v }, lab, session, origin, progress, runSeconds }) => {
-      const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
+      const spec = (name: string, version: string): ApiServerSpec => ({
+        name,
+        version,
+        ip: slot.loopback(Number(name.slice(-1))),
+        port: 6443,
+      });
       labBinary('kube-controller-manager', v.kubeOld);
       await Promise.all([
         session.start(spec('kas-1', v.kubeOld)),
@@ -211,13 +220,13 @@ const JOBS_PER_NAMESPACE = 3;
 t.test('namespace deletion with batch/v1 switched off on one apiserver: nothing left in etcd through skewgate', async (t) => {
   await withLoadLab(
     'controller-harms-ns',
-    { connections: 8 },
+    { connections: 8, addresses: slot },
     async ({ parts: { versions: v }, lab, session, origin, progress, runSeconds }) => {
       labBinary('kube-controller-manager', v.kubeOld);
       const spec = (name: string, runtimeConfig?: string): ApiServerSpec => ({
         name,
         version: v.kubeNew,
-        ip: `127.0.0.${name.slice(-1)}`,
+        ip: slot.loopback(Number(name.slice(-1))),
         port: 6443,
         ...(runtimeConfig === undefined ? {} : { runtimeConfig }),
       });

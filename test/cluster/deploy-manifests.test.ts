@@ -5,10 +5,10 @@
 // files, only paths and addresses changed, in front of that apiserver), and a control-plane
 // machine added and removed at a new address (a second kube-apiserver and its Node) is followed
 // with no config edit, through the xDS folder, which a restart (the init container run again)
-// keeps. Fails, never skips, when a part is missing. Uses 127.0.0.16-17 (127.0.0.17 with a serving
-// certificate of its own: the lab's covers 127.0.0.1-16) and etcd ports 23810/23820 (other cluster
-// tests: 127.0.0.1-15, etcd 23790-23812).
+// keeps. Fails, never skips, when a part is missing. Uses the addresses of its lab slot
+// (harness/lab/slots.ts); the added machine has a serving certificate of its own, as kubeadm issues.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import type { Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
@@ -42,11 +42,11 @@ const RBAC = join(DEPLOY, 'kubernetes/rbac.yaml');
 const SERVICE_MONITOR_CRD = join(root, 'test/fixtures/helm/servicemonitor-crd.yaml');
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-deploy-'));
+const slot = claimLabSlot();
 const lab = await Lab.open({
   dir: join(dir, 'lab'),
   killOnExit: true,
-  etcdClientPort: 23810,
-  etcdPeerPort: 23820,
+  addresses: slot,
   log: (l) => t.comment(l),
 });
 const children = new Set<ChildProcess>();
@@ -115,9 +115,9 @@ function runProcess(cmd: string, args: readonly string[], stdin?: string, timeou
 }
 
 // Named as the config's first node: its hostname (and so its identity Lease) is cp-1's.
-const KAS = { name: 'cp-1', version: versions.kubeNew, ip: '127.0.0.16', port: 6443 };
+const KAS = { name: 'cp-1', version: versions.kubeNew, ip: slot.loopback(1), port: 6443 };
 /** A control-plane machine added later, at an address the config does not name. */
-const ADDED = { name: 'cp-4', version: versions.kubeNew, ip: '127.0.0.17', port: 6443 };
+const ADDED = { name: 'cp-4', version: versions.kubeNew, ip: slot.loopback(2), port: 6443 };
 const kubeconfig = join(dir, 'admin.kubeconfig');
 const kubectl = (args: readonly string[], stdin?: string): Promise<Ran> =>
   runProcess(kubectlBin, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'kubectl-cache'), ...args], stdin);

@@ -5,8 +5,9 @@
 // Each answer must be byte for byte one apiserver's own and list everything any of them lists;
 // every OpenAPI v3 document named by the index must come back 200 with the hash it was named by;
 // `kubectl explain` of a resource only v1.36 serves must work every time. The plain round-robin
-// baseline shows the harm. Fails, never skips, when a part is missing. Uses 127.0.0.11-13, etcd 23830/23840.
+// baseline shows the harm. Fails, never skips, when a part is missing. Uses its lab slot's addresses.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -36,13 +37,14 @@ const spec = (name: string, version: string, ip: string, runtimeConfig?: string)
 });
 // kas-22 without batch/v1: /apis/batch/v1 is a 404 there (seen here: its legacy /apis and /apis/batch
 // still list batch/v1, the same bytes as the others').
+const slot = claimLabSlot();
 const SERVERS = [
-  spec('kas-21', versions.kubeOld, '127.0.0.11'),
-  spec('kas-22', versions.kubeOld, '127.0.0.12', 'batch/v1=false'),
-  spec('kas-23', versions.kubeNew, '127.0.0.13'),
+  spec('kas-21', versions.kubeOld, slot.loopback(1)),
+  spec('kas-22', versions.kubeOld, slot.loopback(2), 'batch/v1=false'),
+  spec('kas-23', versions.kubeNew, slot.loopback(3)),
 ];
 
-const { lab, get } = await ownLab(t, { name: 'discovery-documents', etcdClientPort: 23830, etcdPeerPort: 23840 });
+const { lab, get } = await ownLab(t, { name: 'discovery-documents', addresses: slot });
 const tmp = await mkdtemp(join(tmpdir(), 'skewgate-docs-kubectl-'));
 t.teardown(() => rm(tmp, { recursive: true, force: true }));
 await lab.startEtcd();

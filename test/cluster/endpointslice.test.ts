@@ -3,9 +3,10 @@
 // writes `default/kubernetes`), a gateway whose config names only the first. The second is learnt
 // from the slice its own reconciler wrote, probed, given to Envoy and routed to; stopped, it
 // leaves the slice (its reconciler removes it on shutdown) and skewgate drains, then removes it.
-// Fails, never skips, when a part (or root for `ip addr add`) is missing. Uses 10.213.0.1-2 (left
-// on lo afterwards: harmless, and the next run finds them there) and etcd ports 23798/23808.
+// Fails, never skips, when a part (or root for `ip addr add`) is missing. Uses two alias addresses
+// of its lab slot (left on lo afterwards: harmless, and the next run finds them there).
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { readFile } from 'node:fs/promises';
 import { freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
@@ -20,11 +21,12 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 t.setTimeout(6 * 60_000);
 
 const { versions } = requireLabParts();
-const SEED: ApiServerSpec = { name: 'kas-21', version: versions.kubeOld, ip: '10.213.0.1', port: 6443, placement: 'alias' };
-const JOINER: ApiServerSpec = { name: 'kas-22', version: versions.kubeNew, ip: '10.213.0.2', port: 6443, placement: 'alias' };
+const slot = claimLabSlot();
+const SEED: ApiServerSpec = { name: 'kas-21', version: versions.kubeOld, ip: slot.alias(1), port: 6443, placement: 'alias' };
+const JOINER: ApiServerSpec = { name: 'kas-22', version: versions.kubeNew, ip: slot.alias(2), port: 6443, placement: 'alias' };
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-const { lab, get } = await ownLab(t, { name: 'endpointslice', etcdClientPort: 23798, etcdPeerPort: 23808, servername: 'kubernetes' });
+const { lab, get } = await ownLab(t, { name: 'endpointslice', addresses: slot, servername: 'kubernetes' });
 
 /** The addresses in the kubernetes EndpointSlices, as the apiservers wrote them. */
 async function sliceAddresses(): Promise<string[]> {

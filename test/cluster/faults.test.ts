@@ -15,13 +15,14 @@
 // no false 404 otherwise; no lost or duplicated write; skewgate's fast 503 + Retry-After only while
 // no capable apiserver is ready; no request (watches aside) past envoy.requestTimeout; new
 // requests avoid a silent apiserver after skewgate's probe notices; recovery from etcd unaided.
-// Uses the alias addresses 10.213.0.31-33 (removed afterwards) and etcd ports 23850/23860.
+// Uses three alias addresses of its lab slot (removed afterwards).
 import t from 'tap';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { request } from 'undici';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { removeLoopbackAlias } from '../../harness/lab/net.js';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { faultTable, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
 import {
   account,
@@ -76,10 +77,11 @@ const ETCD_RECOVERY_MS = 30_000;
 /** A read from etcd, sent straight to each apiserver after each /readyz that passes. */
 const SERVING_PATH = '/api/v1/namespaces/default/configmaps?limit=1';
 
+const slot = claimLabSlot();
 const SERVERS = [
-  { name: 'kas-31', ip: '10.213.0.31', version: 'old' },
-  { name: 'kas-32', ip: '10.213.0.32', version: 'old' },
-  { name: 'kas-33', ip: '10.213.0.33', version: 'new' },
+  { name: 'kas-31', ip: slot.alias(1), version: 'old' },
+  { name: 'kas-32', ip: slot.alias(2), version: 'old' },
+  { name: 'kas-33', ip: slot.alias(3), version: 'new' },
 ] as const;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -91,7 +93,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
   await withLoadLab(
     'faults',
     // Enough connections that a request held by a silent apiserver never queues another in the client.
-    { connections: 512, etcdClientPort: 23850, etcdPeerPort: 23860, timeoutMs: CLIENT_TIMEOUT_MS },
+    { connections: 512, addresses: slot, timeoutMs: CLIENT_TIMEOUT_MS },
     async ({ parts: { versions: v }, dir, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
       const spec = (s: (typeof SERVERS)[number]): ApiServerSpec => ({
         name: s.name,
@@ -341,7 +343,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       const md = [
         `### Faults under load (test/cluster/faults.test.ts)`,
         '',
-        `**Method.** etcd and three kube-apiservers (kas-31/32 v${v.kubeOld}, kas-33 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses 10.213.0.31-33:6443, started with the lab's flags, \`--shutdown-delay-duration=10s\` among them), one gateway: Envoy rendered by skewgate with its local skewgate and a peer skewgate (\`envoy.extprocPeers\`, priority 1, mutual TLS) and its health listener. Two arms through the same gateway, each an open loop of ${RATE_PER_ARM} req/s (creates with generateName and a unique token label, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity — how kubeadm's kubelets, scheduler and controller-manager authenticate). Clients never retry; each request is bounded at ${CLIENT_TIMEOUT_MS / 1000} s. Faults, one per phase (a phase begins ${LEAD_MS / 1000} s before its fault, so what was in flight at the fault belongs to it): the local skewgate SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-33 SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-31 made silent for ${DROP_MS / 1000} s by iptables DROP of every packet to and from 10.213.0.31:6443 (connections stay open, nothing is reset); etcd stopped (SIGTERM) for ${ETCD_DOWN_MS / 1000} s and started again on its data, nothing done to the gateway. Every apiserver's /readyz is polled straight every 100 ms (timeout 1 s) and each change goes into the timeline; after each /readyz that passes, a list of configmaps (\`limit=1\`, a read from etcd) is sent straight too, and the etcd phase's recovery counts from when both pass. **Failed**: an answer other than 2xx/404, no answer, or a false 404 (a capable apiserver ready for 1 s, or the object acknowledged). **In flight at the fault**: sent before the fault was complete (process gone), answered after it struck. **New requests failing for**: from the fault to the last failed request sent after it (requests that hung show in *max request* instead); **after the repair**: the same from the restart being ready, the rules removed, etcd healthy. Lost and duplicated writes: every object listed straight from kas-33 at the end, matched by token.`,
+        `**Method.** etcd and three kube-apiservers (kas-31/32 v${v.kubeOld}, kas-33 v${v.kubeNew}, the only one serving \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`; alias addresses ${SERVERS.map((s) => s.ip).join(', ')}, port 6443, started with the lab's flags, \`--shutdown-delay-duration=10s\` among them), one gateway: Envoy rendered by skewgate with its local skewgate and a peer skewgate (\`envoy.extprocPeers\`, priority 1, mutual TLS) and its health listener. Two arms through the same gateway, each an open loop of ${RATE_PER_ARM} req/s (creates with generateName and a unique token label, gets of acknowledged objects, lists; of the skewed resource and of configmaps) plus a watch of each: **token** (the admin's bearer token) and **cert** (the admin's client certificate, stated by skewgate as front-proxy identity — how kubeadm's kubelets, scheduler and controller-manager authenticate). Clients never retry; each request is bounded at ${CLIENT_TIMEOUT_MS / 1000} s. Faults, one per phase (a phase begins ${LEAD_MS / 1000} s before its fault, so what was in flight at the fault belongs to it): the local skewgate SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-33 SIGKILLed and started again ${DOWN_MS / 1000} s later; kas-31 made silent for ${DROP_MS / 1000} s by iptables DROP of every packet to and from ${SERVERS[0].ip}:6443 (connections stay open, nothing is reset); etcd stopped (SIGTERM) for ${ETCD_DOWN_MS / 1000} s and started again on its data, nothing done to the gateway. Every apiserver's /readyz is polled straight every 100 ms (timeout 1 s) and each change goes into the timeline; after each /readyz that passes, a list of configmaps (\`limit=1\`, a read from etcd) is sent straight too, and the etcd phase's recovery counts from when both pass. **Failed**: an answer other than 2xx/404, no answer, or a false 404 (a capable apiserver ready for 1 s, or the object acknowledged). **In flight at the fault**: sent before the fault was complete (process gone), answered after it struck. **New requests failing for**: from the fault to the last failed request sent after it (requests that hung show in *max request* instead); **after the repair**: the same from the restart being ready, the rules removed, etcd healthy. Lost and duplicated writes: every object listed straight from kas-33 at the end, matched by token.`,
         '',
         render(faultTable(rows, a)),
         '',

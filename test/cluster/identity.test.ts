@@ -1,9 +1,10 @@
 // Identity at the edge (issue 5, docs/design.md, invariant 3) against real kube-apiservers: two of
 // KUBE_OLD and one of KUBE_NEW on one etcd, Envoy + skewgate in front, the built kubectl. Every
 // claim is checked on what the apiservers saw: `kubectl auth whoami` / SelfSubjectReview answers
-// and their audit logs. Uses 127.0.0.10-12 and etcd ports 23802/23812 (free of the other cluster
-// tests and of `skewgate-lab lab up`). Fails, never skips, when a part is missing.
+// and their audit logs. Uses the addresses of its lab slot (harness/lab/slots.ts). Fails, never
+// skips, when a part is missing.
 import t, { type Test as Tap } from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -23,10 +24,11 @@ import { requireLabParts } from '../helpers/lab-parts.js';
 // Missing parts fail here, with the command that provides them.
 const { versions, kubectl: kubectlBin } = requireLabParts();
 
+const slot = claimLabSlot();
 const SERVERS: readonly ApiServerSpec[] = [
-  { name: 'kas-a', version: versions.kubeOld, ip: '127.0.0.10', port: 6443 },
-  { name: 'kas-b', version: versions.kubeOld, ip: '127.0.0.11', port: 6443 },
-  { name: 'kas-c', version: versions.kubeNew, ip: '127.0.0.12', port: 6443 },
+  { name: 'kas-a', version: versions.kubeOld, ip: slot.loopback(1), port: 6443 },
+  { name: 'kas-b', version: versions.kubeOld, ip: slot.loopback(2), port: 6443 },
+  { name: 'kas-c', version: versions.kubeNew, ip: slot.loopback(3), port: 6443 },
 ];
 const GATEWAY = 'gateway';
 const SSR_PATH = '/apis/authentication.k8s.io/v1/selfsubjectreviews';
@@ -43,8 +45,7 @@ const dir = await mkdtemp(join(tmpdir(), 'skewgate-identity-'));
 const lab = await Lab.open({
   dir,
   killOnExit: true,
-  etcdClientPort: 23802,
-  etcdPeerPort: 23812,
+  addresses: slot,
   log: (l) => t.comment(`[${elapsed()}] ${l}`),
 });
 t.teardown(async () => {

@@ -1,8 +1,9 @@
 // The lab with real parts: etcd, kube-apiserver KUBE_OLD and KUBE_NEW (built by `npm run
 // lab:build`), Envoy with and without skewgate, and the built kubectl. Fails, never skips, when a
-// part is missing. Uses 127.0.0.4/.5 and etcd ports 23794/23804 so that it can run while a
-// `skewgate-lab lab up` (127.0.0.1-3, 23790) is up.
+// part is missing. Uses the addresses of its lab slot (harness/lab/slots.ts), so that it can run
+// while a `skewgate-lab lab up` (slot 0) is up.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -24,7 +25,8 @@ const MAP = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const { versions, kubectl } = requireLabParts();
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-smoke-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23794, etcdPeerPort: 23804, log: (l) => t.comment(l) });
+const slot = claimLabSlot();
+const lab = await Lab.open({ dir, killOnExit: true, addresses: slot, log: (l) => t.comment(l) });
 const ca = await readFile(lab.pki.caFile, 'utf8');
 const agent = new Agent({ connect: { ca } });
 t.teardown(async () => {
@@ -59,8 +61,8 @@ async function resources(base: string): Promise<Set<string>> {
 }
 
 let gatewayUrl = '';
-const OLD = { name: 'kas-old', version: versions.kubeOld, ip: '127.0.0.4', port: 6443 };
-const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.5', port: 6443 };
+const OLD = { name: 'kas-old', version: versions.kubeOld, ip: slot.loopback(4), port: 6443 };
+const NEW = { name: 'kas-new', version: versions.kubeNew, ip: slot.loopback(5), port: 6443 };
 
 await t.test('every flag the lab passes exists in both kube-apiserver builds and in etcd', async (t) => {
   const flagsOf = async (bin: string): Promise<Set<string>> =>
@@ -163,7 +165,7 @@ function watchStarts(names: readonly string[]): {
 
 await t.test('etcd and two kube-apiservers of different versions', async (t) => {
   const etcdUrl = await lab.startEtcd();
-  t.match(etcdUrl, /^http:\/\/127\.0\.0\.1:23794$/);
+  t.equal(etcdUrl, `http://127.0.0.1:${slot.etcdClientPort}`, "on the slot's etcd port");
   const started = Date.now();
   const watcher = watchStarts([OLD.name, NEW.name]);
   try {
@@ -341,7 +343,7 @@ await t.test('down leaves no process running, even one without a record', async 
   // A lab that lost track of a process: the baseline Envoy's record is gone.
   await rm(join(dir, 'run', 'envoy-baseline.json'));
   await rm(join(dir, 'run', 'envoy-baseline.pid'));
-  const other = await Lab.open({ dir, log: (l) => t.comment(`(second Lab) ${l}`) });
+  const other = await Lab.open({ dir, addresses: slot, log: (l) => t.comment(`(second Lab) ${l}`) });
   t.notOk(
     (await other.status()).some((r) => r.name === 'envoy-baseline'),
     'the second Lab has no record of envoy-baseline',

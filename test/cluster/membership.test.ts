@@ -2,8 +2,9 @@
 // address, Cluster API's first step of an upgrade) must stop skewgate answering 404 for what only
 // it serves, as soon as its identity Lease appears: real kube-apiservers (two KUBE_OLD members,
 // then a KUBE_NEW one that is no member), Envoy + skewgate. Fails, never skips, when a part is
-// missing. Uses 127.0.0.9-11 and etcd ports 23797/23807 (other labs: 127.0.0.1-8).
+// missing. Uses the addresses of its lab slot.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,21 +16,24 @@ import { packageRoot } from '../../src/package-root.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 import { ownLab } from '../helpers/cluster-lab.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const run = promisify(execFile);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(6 * 60_000);
 
 const { versions } = requireLabParts();
 const MEMBERS: ApiServerSpec[] = [
-  { name: 'kas-9', version: versions.kubeOld, ip: '127.0.0.9', port: 6443 },
-  { name: 'kas-10', version: versions.kubeOld, ip: '127.0.0.10', port: 6443 },
+  { name: 'kas-9', version: versions.kubeOld, ip: slot.loopback(1), port: 6443 },
+  { name: 'kas-10', version: versions.kubeOld, ip: slot.loopback(2), port: 6443 },
 ];
 /** Started after the gateway: in no source skewgate reads but the identity Leases. */
-const STRANGER: ApiServerSpec = { name: 'kas-11', version: versions.kubeNew, ip: '127.0.0.11', port: 6443 };
+const STRANGER: ApiServerSpec = { name: 'kas-11', version: versions.kubeNew, ip: slot.loopback(3), port: 6443 };
 /** Served by KUBE_NEW only (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy went GA in 1.36). */
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 
-const { lab, get } = await ownLab(t, { name: 'membership', etcdClientPort: 23797, etcdPeerPort: 23807 });
+const { lab, get } = await ownLab(t, { name: 'membership', addresses: slot });
 
 /** The identity Lease names a member lists right now. */
 async function leaseNames(): Promise<string[]> {

@@ -6,6 +6,7 @@
 // every request). Same client, same run, requests interleaved through all three. Then the new
 // server restarts under load: who answers 404 or 503 while it is away and right after it is back.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, describe503, total, unexplained503s, type AccountingRules } from '../load/accounting.js';
 import { interleavedRun, type TimedRequest } from '../load/interleaved.js';
@@ -34,6 +35,9 @@ import {
   skewgateArmOptions,
 } from '../helpers/fast-path-arms.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const ROUNDS = 500;
 const RATE_PER_ARM = 10;
 const ARMS = ['mvp', ...SKEWGATE_ARMS] as const;
@@ -53,12 +57,12 @@ t.setTimeout(8 * 60_000);
 t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
   await withLoadLab(
     'mvp-compare',
-    { connections: 16 },
+    { connections: 16, addresses: slot },
     async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
       const specs: ApiServerSpec[] = [
-        { name: 'kas-1', version: v.kubeOld, ip: '127.0.0.1', port: 6443, peerProxy: true },
-        { name: 'kas-2', version: v.kubeOld, ip: '127.0.0.2', port: 6443, peerProxy: true },
-        { name: 'kas-3', version: v.kubeNew, ip: '127.0.0.3', port: 6443, peerProxy: true },
+        { name: 'kas-1', version: v.kubeOld, ip: slot.loopback(1), port: 6443, peerProxy: true },
+        { name: 'kas-2', version: v.kubeOld, ip: slot.loopback(2), port: 6443, peerProxy: true },
+        { name: 'kas-3', version: v.kubeNew, ip: slot.loopback(3), port: 6443, peerProxy: true },
       ];
       await Promise.all(specs.map((s) => session.start(s)));
       const url = (name: string): string => lab.apiServerUrl(name);

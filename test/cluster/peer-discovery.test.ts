@@ -3,8 +3,9 @@
 // skewgate. skewgate's GET /apis must equal kube-apiserver's peer-aggregated /apis for the same
 // servers, byte for byte and ETag for ETag, in every phase of an upgrade; kubectl must work through
 // the gateway every time and revalidate its discovery cache by ETag. Fails, never skips, when a
-// part is missing. Uses 127.0.0.6-8 and etcd ports 23796/23806 (other labs: 127.0.0.1-5, 23790/23794).
+// part is missing. Uses the addresses of its lab slot.
 import t, { type Test } from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -20,6 +21,9 @@ import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discov
 import { negotiateApis } from '../../src/routing/discovery-accept.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const run = promisify(execFile);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const PB = 'application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
@@ -34,7 +38,7 @@ const { versions, kubectl } = requireLabParts();
 const KAS6: ApiServerSpec = {
   name: 'kas-6',
   version: versions.kubeNew,
-  ip: '127.0.0.6',
+  ip: slot.loopback(1),
   port: 6443,
   peerProxy: true,
   runtimeConfig: 'autoscaling/v2=false,resource.k8s.io/v1beta2=true,coordination.k8s.io/v1beta1=true',
@@ -42,7 +46,7 @@ const KAS6: ApiServerSpec = {
 const KAS7: ApiServerSpec = {
   name: 'kas-7',
   version: versions.kubeNew,
-  ip: '127.0.0.7',
+  ip: slot.loopback(2),
   port: 6443,
   peerProxy: true,
   runtimeConfig: 'batch/v1=false',
@@ -50,7 +54,7 @@ const KAS7: ApiServerSpec = {
 const KAS8_OLD: ApiServerSpec = {
   name: 'kas-8',
   version: versions.kubeOld,
-  ip: '127.0.0.8',
+  ip: slot.loopback(3),
   port: 6443,
   peerProxy: true,
   runtimeConfig: 'resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true,networking.k8s.io/v1beta1=true',
@@ -79,7 +83,7 @@ spec:
 `;
 
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-peer-discovery-'));
-const lab = await Lab.open({ dir, killOnExit: true, etcdClientPort: 23796, etcdPeerPort: 23806, log: (l) => t.comment(l) });
+const lab = await Lab.open({ dir, killOnExit: true, addresses: slot, log: (l) => t.comment(l) });
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 t.teardown(async () => {
   await agent.close();

@@ -1,6 +1,6 @@
 // A replace-style rolling upgrade, as Cluster API's KubeadmControlPlane (and every control-plane
-// node replacement) does it: three KUBE_OLD apiservers on 127.0.0.1-3, then, one at a time, a
-// KUBE_NEW apiserver added on a NEW address (127.0.0.4-6) and an old one removed. skewgate's config
+// node replacement) does it: three KUBE_OLD apiservers on their lab slot's first three loopback addresses, then, one at a
+// time, a KUBE_NEW apiserver added on a NEW address (the slot's 4th-6th) and an old one removed. skewgate's config
 // names only the three old ones (the seed) and learns the rest from the control-plane Nodes; Envoy
 // follows through filesystem xDS. No config edit, no restart of Envoy or skewgate. Two skewgate
 // gateways run side by side, the fast path on (the default) and off (routing.fastPath: false),
@@ -9,6 +9,7 @@
 // once ready, old machine out before it goes). There are no kubelets in the lab: the test
 // registers and deletes each machine's Node object where its kubelet and Cluster API would.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -48,6 +49,9 @@ import {
   armRoutes,
 } from '../helpers/fast-path-arms.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const RATE_PER_ARM = 12;
 const DWELL_MS = 25_000;
 const DISCOVERY_TRIES = 6;
@@ -70,9 +74,14 @@ t.test(
   async (t) => {
     await withLoadLab(
       'replace-upgrade',
-      { connections: 24 },
+      { connections: 24, addresses: slot },
       async ({ parts: { versions: v, kubectl }, dir, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
-        const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(4)}`, port: 6443 });
+        const spec = (name: string, version: string): ApiServerSpec => ({
+          name,
+          version,
+          ip: slot.loopback(Number(name.slice(4))),
+          port: 6443,
+        });
         await Promise.all(OLD.map((s) => session.start(spec(s, v.kubeOld))));
         const admin = lab.apiServerUrl('kas-1');
         const nodeEvents: MembershipEvent[] = [];
@@ -133,7 +142,7 @@ t.test(
         });
 
         timeline.phase('P0');
-        progress(`P0: 3 × v${v.kubeOld} on 127.0.0.1-3; load ${RATE_PER_ARM} req/s per arm`);
+        progress(`P0: 3 × v${v.kubeOld} on ${slot.loopback(1)}-3; load ${RATE_PER_ARM} req/s per arm`);
         run.start();
         await dwell('P0', clock(), false);
 
@@ -186,7 +195,7 @@ t.test(
         const md = [
           `### Replace-style rolling upgrade v${v.kubeOld} → v${v.kubeNew}, new addresses (test/cluster/replace-upgrade.test.ts)`,
           '',
-          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on 127.0.0.1/.2/.3:6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`, in two gateways side by side: \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF, true)}; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on 127.0.0.4/.5/.6), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
+          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on ${[1, 2, 3].map((n) => slot.loopback(n)).join(', ')}, port 6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`, in two gateways side by side: \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF, true)}; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on ${[4, 5, 6].map((n) => slot.loopback(n)).join(', ')}), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
           '',
           render(phaseTable(a)),
           '',

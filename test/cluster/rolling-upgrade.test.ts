@@ -5,6 +5,7 @@
 // phase; the baseline shows false 404s in the mixed phases. Real kubectl and
 // @kubernetes/client-node work through both skewgate gateways in every phase.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
@@ -35,6 +36,9 @@ import {
   armRoutes,
 } from '../helpers/fast-path-arms.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const RATE_PER_ARM = 12;
 /** How long each phase runs after its new apiserver is ready. */
 const DWELL_MS = 30_000;
@@ -48,10 +52,15 @@ t.setTimeout(14 * 60_000);
 t.test('rolling upgrade through skewgate (fast path on and off) and through plain round robin', async (t) => {
   await withLoadLab(
     'rolling-upgrade',
-    { connections: 24 },
+    { connections: 24, addresses: slot },
     async ({ parts: { versions: v, kubectl }, dir, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
       // The lab's flags end open watches 5 s into a stop (--shutdown-watch-termination-grace-period).
-      const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: `127.0.0.${name.slice(-1)}`, port: 6443 });
+      const spec = (name: string, version: string): ApiServerSpec => ({
+        name,
+        version,
+        ip: slot.loopback(Number(name.slice(-1))),
+        port: 6443,
+      });
       await Promise.all(SERVERS.map((s) => session.start(spec(s, v.kubeOld))));
 
       const gateways = {
@@ -127,7 +136,7 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
       const md = [
         `### Rolling upgrade v${v.kubeOld} → v${v.kubeNew} (test/cluster/rolling-upgrade.test.ts)`,
         '',
-        `**Method.** etcd and three kube-apiservers (kas-1/2/3 on 127.0.0.1/.2/.3:6443, v${v.kubeOld}), three gateways in front of the same three addresses: Envoy + skewgate in two modes — \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF)} — and the same Envoy bootstrap without the ext_proc filter (baseline, round robin). All arms run the same open-loop load at ${RATE_PER_ARM} req/s each for the whole run (creates with generateName + a unique token label, gets of acknowledged objects, lists; of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\` — served only by v${v.kubeNew} — and of \`configmaps\`), plus an open watch of each per arm that reconnects from its last resourceVersion. Phases: P0 all old; P1–P3 replace kas-1, kas-2, kas-3 with v${v.kubeNew} on the same address (stop, start, ready), then ${DWELL_MS / 1000} s of load. A 404 is **false** when an apiserver serving the resource had been ready (/readyz 200, probed every 100 ms) for more than 1 s when the request was sent, or when the object had been acknowledged as created; lost/duplicated writes come from listing every object straight from kas-1 at the end. Nothing is retried by the client; no answer (connection reset during a restart) is counted, not hidden.`,
+        `**Method.** etcd and three kube-apiservers (kas-1/2/3 on ${[1, 2, 3].map((n) => slot.loopback(n)).join(', ')}, port 6443, v${v.kubeOld}), three gateways in front of the same three addresses: Envoy + skewgate in two modes — \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF)} — and the same Envoy bootstrap without the ext_proc filter (baseline, round robin). All arms run the same open-loop load at ${RATE_PER_ARM} req/s each for the whole run (creates with generateName + a unique token label, gets of acknowledged objects, lists; of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\` — served only by v${v.kubeNew} — and of \`configmaps\`), plus an open watch of each per arm that reconnects from its last resourceVersion. Phases: P0 all old; P1–P3 replace kas-1, kas-2, kas-3 with v${v.kubeNew} on the same address (stop, start, ready), then ${DWELL_MS / 1000} s of load. A 404 is **false** when an apiserver serving the resource had been ready (/readyz 200, probed every 100 ms) for more than 1 s when the request was sent, or when the object had been acknowledged as created; lost/duplicated writes come from listing every object straight from kas-1 at the end. Nothing is retried by the client; no answer (connection reset during a restart) is counted, not hidden.`,
         '',
         render(phaseTable(a)),
         '',

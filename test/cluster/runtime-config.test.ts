@@ -3,6 +3,7 @@
 // a 404 (they go to the two servers that serve it), with the fast path on and off; through plain
 // round robin about a third do.
 import t from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { account, total } from '../load/accounting.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
@@ -21,6 +22,9 @@ import {
   fastShareText,
 } from '../helpers/fast-path-arms.js';
 
+// This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
+const slot = claimLabSlot();
+
 const RATE_PER_ARM = 12;
 const LOAD_MS = 30_000;
 const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
@@ -33,12 +37,12 @@ t.setTimeout(8 * 60_000);
 t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
   await withLoadLab(
     'runtime-config',
-    { connections: 24 },
+    { connections: 24, addresses: slot },
     async ({ parts: { versions: v }, session, lab, timeline, http, clock, origin, progress, runSeconds, track }) => {
       const specs: ApiServerSpec[] = ['kas-1', 'kas-2', 'kas-3'].map((name, i) => ({
         name,
         version: v.kubeNew,
-        ip: `127.0.0.${i + 1}`,
+        ip: slot.loopback(i + 1),
         port: 6443,
         ...(name === OFF_SERVER ? { runtimeConfig: `${SWITCHED_OFF}=false` } : {}),
       }));
@@ -98,7 +102,7 @@ t.test(`${SWITCHED_OFF} switched off on one of three apiservers`, async (t) => {
       const md = [
         `### One API switched off on one apiserver (test/cluster/runtime-config.test.ts)`,
         '',
-        `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on 127.0.0.1/.2/.3:6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same three gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), all arms at once: \`${FAST_ON}\`, ${modeText(FAST_ON)}; \`${FAST_OFF}\`, ${modeText(FAST_OFF)}; the baseline. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
+        `**Method.** Three kube-apiservers of one binary (v${v.kubeNew}) on ${[1, 2, 3].map((n) => slot.loopback(n)).join(', ')}, port 6443; ${OFF_SERVER} runs with \`--runtime-config=${SWITCHED_OFF}=false\` (checked: \`GET ${gvPath}\` answers 404 there and 200 on the others). The same three gateways and the same open-loop load as the rolling upgrade (${RATE_PER_ARM} req/s per arm for ${LOAD_MS / 1000} s; creates, gets and lists of \`${SWITCHED_OFF} jobs\` and of \`configmaps\`, a watch of each), all arms at once: \`${FAST_ON}\`, ${modeText(FAST_ON)}; \`${FAST_OFF}\`, ${modeText(FAST_OFF)}; the baseline. Every 404 of \`${SWITCHED_OFF}\` is false here: two apiservers serve it all along.`,
         '',
         render(phaseTable(a)),
         '',

@@ -3,15 +3,15 @@
 // request for a resource only the new apiserver serves must show, under the client's trace id,
 // skewgate's `routed` decision span AND the kube-apiserver's own spans — once with Envoy's tracer
 // on (the apiserver hangs below Envoy's router span) and once with it off (below the decision
-// span). Fails, never skips, when a binary is missing. Uses 127.0.0.9 (both apiservers, two
-// ports: the lab's serving certificate covers 127.0.0.1-9 only), etcd 23798/23808 and gateway
-// ports 16463/16464, so that it can run next to the other lab tests.
+// span). Fails, never skips, when a binary is missing. Uses one address of its lab slot
+// (both apiservers, two ports) and free gateway ports, so that it can run next to the other lab tests.
 import t, { type Test } from 'tap';
+import { claimLabSlot } from '../../harness/lab/slots.js';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { Lab } from '../../harness/lab/lab.js';
+import { freePort, Lab } from '../../harness/lab/lab.js';
 import { labBinary, labVersions } from '../../harness/lab/versions.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
 import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
@@ -32,8 +32,9 @@ findEnvoyBinary();
 // read it, so spans reach Jaeger within a fraction of a second instead of after 5 s.
 process.env['OTEL_BSP_SCHEDULE_DELAY'] = '200';
 
-const OLD = { name: 'kas-old', version: versions.kubeOld, ip: '127.0.0.9', port: 6463 };
-const NEW = { name: 'kas-new', version: versions.kubeNew, ip: '127.0.0.9', port: 6464 };
+const slot = claimLabSlot();
+const OLD = { name: 'kas-old', version: versions.kubeOld, ip: slot.loopback(1), port: 6463 };
+const NEW = { name: 'kas-new', version: versions.kubeNew, ip: slot.loopback(1), port: 6464 };
 
 const started = Date.now();
 const elapsed = (): string => `${((Date.now() - started) / 1000).toFixed(1)} s`;
@@ -41,12 +42,14 @@ const dir = await mkdtemp(join(tmpdir(), 'skewgate-lab-tracing-'));
 const lab = await Lab.open({
   dir: join(dir, 'lab'),
   killOnExit: true,
-  etcdClientPort: 23798,
-  etcdPeerPort: 23808,
+  addresses: slot,
   log: (l) => t.comment(`[${elapsed()}] ${l}`),
 });
 const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
 let jaeger: JaegerHandle | undefined;
+/** The gateways' ports (free ones, found at start): traced has Envoy's tracer on, plain off. */
+let tracedPort = 0;
+let plainPort = 0;
 t.teardown(async () => {
   await agent.close();
   await lab.down({ kill: true }).catch((err: unknown) => t.fail(`lab down: ${(err as Error).message}`));
@@ -186,22 +189,23 @@ await t.test('lab up: Jaeger, etcd, two kube-apiservers exporting to it, two gat
   const telemetry = (envoy: boolean): Record<string, unknown> => ({
     tracing: { enabled: true, endpoint: jaeger?.otlpGrpcUrl, protocol: 'grpc', envoy },
   });
+  [tracedPort, plainPort] = [await freePort(), await freePort()];
   const [traced, plain] = await Promise.all([
-    lab.startGateway({ name: 'traced', withSkewgate: true, port: 16463, telemetry: telemetry(true) }),
-    lab.startGateway({ name: 'untraced', withSkewgate: true, port: 16464, telemetry: telemetry(false) }),
+    lab.startGateway({ name: 'traced', withSkewgate: true, port: tracedPort, telemetry: telemetry(true) }),
+    lab.startGateway({ name: 'untraced', withSkewgate: true, port: plainPort, telemetry: telemetry(false) }),
   ]);
   t.match(
     await readFile(traced.configFile, 'utf8'),
     /telemetry:\n\s+tracing:\n\s+enabled: true/,
     'the gateway config carries the telemetry section',
   );
-  t.equal(traced.url, 'https://127.0.0.1:16463');
-  t.equal(plain.url, 'https://127.0.0.1:16464');
+  t.equal(traced.url, `https://127.0.0.1:${tracedPort}`);
+  t.equal(plain.url, `https://127.0.0.1:${plainPort}`);
   t.comment(`[${elapsed()}] lab up`);
 });
 
 await t.test("Envoy tracer on: kube-apiserver spans hang below Envoy's router span, in the decision's trace", async (t) => {
-  const { traceId, clientSpanId, tr, ms } = await tracedGet('https://127.0.0.1:16463');
+  const { traceId, clientSpanId, tr, ms } = await tracedGet(`https://127.0.0.1:${tracedPort}`);
   t.comment(`[${elapsed()}] trace ${traceId} complete in Jaeger ${ms} ms after the response:\n${treeOf(tr)}`);
   const { decision, entry } = checkDecisionAndApiserver(t, tr, traceId);
   t.equal(decision.tags['skewgate.trace.parent'], 'envoy', "skewgate parented on Envoy's ext_proc span (gRPC metadata)");
@@ -228,7 +232,7 @@ await t.test("Envoy tracer on: kube-apiserver spans hang below Envoy's router sp
 });
 
 await t.test("Envoy tracer off: kube-apiserver spans hang directly below skewgate's decision span", async (t) => {
-  const { traceId, clientSpanId, tr, ms } = await tracedGet('https://127.0.0.1:16464');
+  const { traceId, clientSpanId, tr, ms } = await tracedGet(`https://127.0.0.1:${plainPort}`);
   t.comment(`[${elapsed()}] trace ${traceId} complete in Jaeger ${ms} ms after the response:\n${treeOf(tr)}`);
   const { decision, entry } = checkDecisionAndApiserver(t, tr, traceId);
   const chain = ancestry(tr, entry);
@@ -262,7 +266,7 @@ async function tracesLinkingTo(spanId: string): Promise<{ traceId: string; opera
 await t.test('a caller outside system:masters: kube-apiserver starts its own trace, linked to the decision span', async (t) => {
   const traceId = hex(32);
   const clientSpanId = hex(16);
-  const res = await get(`https://127.0.0.1:16464${MAP}`, {
+  const res = await get(`https://127.0.0.1:${plainPort}${MAP}`, {
     authorization: `Bearer ${lab.pki.skewgateToken}`,
     traceparent: `00-${traceId}-${clientSpanId}-01`,
   });

@@ -1,11 +1,12 @@
-// A Lab of its own for one cluster test file (its own run dir and etcd ports, so it never meets
-// another lab's), taken down and removed after the file, and an admin-token GET through it that
-// returns skewgate's reason header.
+// A Lab of its own for one cluster test file (its own run dir, and the addresses and etcd ports of
+// the slot the file claimed, so it never meets another lab's), killed and removed after the file,
+// and an admin-token GET through it that returns skewgate's reason header.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { Agent, request } from 'undici';
+import type { LabAddresses } from '../../harness/lab/addresses.js';
 import { Lab } from '../../harness/lab/lab.js';
 import { REASON_HEADER } from '../../src/constants.js';
 
@@ -17,14 +18,13 @@ export interface ReasonedResponse {
 
 export async function ownLab(
   t: Test,
-  o: { readonly name: string; readonly etcdClientPort: number; readonly etcdPeerPort: number; readonly servername?: string },
+  o: { readonly name: string; readonly addresses: LabAddresses; readonly servername?: string },
 ): Promise<{ readonly lab: Lab; get(url: string): Promise<ReasonedResponse> }> {
   const dir = await mkdtemp(join(tmpdir(), `skewgate-${o.name}-`));
   const lab = await Lab.open({
     dir,
     killOnExit: true,
-    etcdClientPort: o.etcdClientPort,
-    etcdPeerPort: o.etcdPeerPort,
+    addresses: o.addresses,
     log: (l) => t.comment(l),
   });
   const ca = await readFile(lab.pki.caFile, 'utf8');

@@ -8,6 +8,7 @@ import type { Lab } from '../../harness/lab/lab.js';
 import { wallClockMs, type Clock } from '../load/clock.js';
 import { LoadHttp } from '../load/http.js';
 import type { LoadRun } from '../load/run.js';
+import type { LabAddresses } from '../../harness/lab/addresses.js';
 import { LabSession } from '../load/session.js';
 import type { TimelineRecorder } from '../load/timeline.js';
 import { requireLabParts, type LabParts } from './lab-parts.js';
@@ -63,9 +64,8 @@ export async function withLoadLab(
   name: string,
   o: {
     readonly connections: number;
-    /** Ports of this test's own etcd (default the lab's 23790/23800). */
-    readonly etcdClientPort?: number;
-    readonly etcdPeerPort?: number;
+    /** The addresses and etcd ports of the slot the test file claimed (claimLabSlot). */
+    readonly addresses: LabAddresses;
     /** Per-request bound of `http` (default 10 s). */
     readonly timeoutMs?: number;
   },
@@ -76,10 +76,7 @@ export async function withLoadLab(
   const { progress, startedAt } = progressLine(name);
   const clock = wallClockMs;
   const dir = join(packageRoot(), '.cache', `lab-${name}`);
-  const session = await LabSession.open(dir, clock, progress, {
-    ...(o.etcdClientPort === undefined ? {} : { etcdClientPort: o.etcdClientPort }),
-    ...(o.etcdPeerPort === undefined ? {} : { etcdPeerPort: o.etcdPeerPort }),
-  });
+  const session = await LabSession.open(dir, clock, progress, o.addresses);
   const { lab, timeline } = session;
   const http = new LoadHttp({
     caFile: lab.pki.caFile,

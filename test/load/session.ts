@@ -1,6 +1,7 @@
 // The lab as the cluster tests drive it: every stop, start and ready of an apiserver goes into the
 // run's timeline (the ground truth the accounting judges 404s against).
-import { Lab, type LabOptions } from '../../harness/lab/lab.js';
+import type { LabAddresses } from '../../harness/lab/addresses.js';
+import { Lab } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import type { Clock } from './clock.js';
 import { LoadHttp } from './http.js';
@@ -24,15 +25,10 @@ export class LabSession {
   }
 
   /** A lab in `dir` with nothing left running from an earlier (crashed) run (Lab.down() stops even unrecorded ones). */
-  static async open(
-    dir: string,
-    clock: Clock,
-    progress: (line: string) => void,
-    etcdPorts: Pick<LabOptions, 'etcdClientPort' | 'etcdPeerPort'> = {},
-  ): Promise<LabSession> {
-    const leftover = await Lab.open({ dir, ...etcdPorts });
+  static async open(dir: string, clock: Clock, progress: (line: string) => void, addresses: LabAddresses): Promise<LabSession> {
+    const leftover = await Lab.open({ dir, addresses });
     await leftover.down({ kill: true });
-    const lab = await Lab.open({ dir, log: progress, killOnExit: true, ...etcdPorts });
+    const lab = await Lab.open({ dir, log: progress, killOnExit: true, addresses });
     return new LabSession(lab, clock, progress);
   }
 
