@@ -122,6 +122,8 @@ t.test('skewgate vs the built-in Mixed Version Proxy', async (t) => {
       };
 
       // ---- (1) interleaved, one request at a time: who answers, in how many hops ----
+      // A few rounds first, not counted: every connection open and each gateway past its first requests.
+      await interleavedRun({ arms, http, workload, rounds: 10, clock, rng: seededRng(1), existing: { skewed: PROBE, common: PROBE } });
       const before = await metrics();
       const interleavedFrom = clock();
       progress(`interleaved run: ${ROUNDS} rounds × 4 requests × ${ARMS.length} arms`);
