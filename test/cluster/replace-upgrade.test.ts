@@ -8,6 +8,9 @@
 // the same Envoy without ext_proc whose pool is updated the way a load balancer is (new machine in
 // once ready, old machine out before it goes). There are no kubelets in the lab: the test
 // registers and deletes each machine's Node object where its kubelet and Cluster API would.
+// Each step waits for the event it needs (skewgate's own "admitted" line and a request routed
+// after it; Envoy's pool without the machine that leaves), and each phase ends on counts of
+// answered requests: no verdict rests on how long a step took.
 import t from 'tap';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { createHash } from 'node:crypto';
@@ -19,8 +22,11 @@ import { loadConfig, type ApiServerConfig } from '../../src/config.js';
 import { learntName } from '../../src/discovery/members.js';
 import type { MemberEntry } from '../../src/discovery/service.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
-import { XDS_JOIN_DELAY_MS, XdsWriter } from '../../src/envoy/xds-files.js';
-import { account, describe503, total, unexplained503s, type Accounting, type AccountingRules } from '../load/accounting.js';
+import { XdsWriter } from '../../src/envoy/xds-files.js';
+import { account, judge404, total, type Accounting, type AccountingRules } from '../load/accounting.js';
+import { describe503, gatewayGaps, unexplained503s, versionAt } from '../load/gateway-view.js';
+import { readySpans } from '../load/timeline.js';
+import { untilAnswered, untilInEffect } from '../load/wait.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
@@ -33,7 +39,7 @@ import {
   timelineTable,
   writeClusterPart,
 } from '../../bench/cluster-results.js';
-import { LAB_READINESS_LAG_MS, withLoadLab } from '../helpers/load-lab.js';
+import { withLoadLab } from '../helpers/load-lab.js';
 import { phaseChecks } from '../helpers/phase-checks.js';
 import { controlPlaneNode } from '../helpers/k8s-objects.js';
 import {
@@ -53,8 +59,23 @@ import {
 const slot = claimLabSlot();
 
 const RATE_PER_ARM = 12;
-const DWELL_MS = 25_000;
-const DISCOVERY_TRIES = 6;
+const DISCOVERY_TRIES = 3;
+/**
+ * Each phase runs until each skewgate arm has this many skewed requests answered since the new
+ * member was in effect there (P0: since the start): what "no false 404, no lost write" rests on.
+ */
+const MIN_SKEWED_PER_PHASE = 40;
+/**
+ * The baseline's false 404s required in each mixed phase: a load balancer that follows the
+ * machines (new in once ready, old out before it goes) still sends requests for the new resource
+ * to an old apiserver. The phase runs until the baseline has them.
+ */
+const MIN_BASELINE_FALSE_404 = 10;
+/** Acknowledged creates per skewgate arm over the run, for the lost and duplicated writes check. */
+const MIN_ACKED_CREATES = 50;
+const MIXED = ['P1', 'P2'];
+/** Looks at the baseline's Envoy (100 ms apart) for a pool change it was given before giving up. */
+const POOL_TRIES = 600;
 const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
 const OLD = ['kas-1', 'kas-2', 'kas-3'] as const;
 const NEW = ['kas-4', 'kas-5', 'kas-6'] as const;
@@ -68,6 +89,9 @@ const MEMBERSHIP_LINES: Readonly<Record<string, string>> = {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(16 * 60_000);
+/** The apiserver's name in skewgate's config and log: the seed's own, a learnt one by its address. */
+const gatewayName = (name: string): string =>
+  (NEW as readonly string[]).includes(name) ? learntName(`127.0.0.${name.slice(4)}`, 6443) : name;
 
 t.test(
   'replace-style rolling upgrade (new apiservers at new addresses) through skewgate and a load balancer updated the same way',
@@ -127,9 +151,10 @@ t.test(
             rng: seededRng(46),
           }),
         );
+        // Real clients only through skewgate: the baseline's false 404s are proven by the load.
         const { checks, dwell } = phaseChecks({
           gateways,
-          arms: ARMS,
+          arms: SKEWGATE_ARMS,
           http,
           workload,
           kubectl,
@@ -137,33 +162,90 @@ t.test(
           clock,
           progress,
           run,
-          dwellMs: DWELL_MS,
+          // The phase's length is the counts below, not a dwell.
+          dwellMs: 0,
           discoveryTries: DISCOVERY_TRIES,
         });
+        const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
+        const waits = { requests: () => run.log.requests, clock, progress };
+        /** Until every skewgate arm has MIN_SKEWED_PER_PHASE skewed answers sent since it routed by the new member (and the baseline its false 404s, in a mixed phase). */
+        const phaseEvidence = async (phase: string, since: Readonly<Record<string, number>>, phaseAt: number): Promise<void> => {
+          for (const arm of SKEWGATE_ARMS)
+            await untilAnswered(
+              `skewed answers through ${arm} in ${phase}`,
+              waits,
+              (r) => r.arm === arm && r.kind === 'skewed' && r.startMs >= (since[arm] ?? phaseAt),
+              MIN_SKEWED_PER_PHASE,
+              (r) => r.arm === arm,
+            );
+          if (!MIXED.includes(phase)) return;
+          await untilAnswered(
+            `false 404s through the baseline in ${phase}`,
+            waits,
+            (r) => {
+              if (r.arm !== 'baseline' || r.status !== 404 || r.startMs < phaseAt) return false;
+              const tl = timeline.snapshot();
+              return judge404(r, tl, readySpans(tl), rules, new Map()) !== null;
+            },
+            MIN_BASELINE_FALSE_404,
+            (r) => r.arm === 'baseline',
+          );
+        };
+        /** Until the baseline's Envoy has (or has not) the machine among its balanced endpoints: the load balancer's pool as it runs it. */
+        const baselinePool = async (name: string, present: boolean): Promise<void> => {
+          const endpoint = new RegExp(`^default::${spec(name, v.kubeNew).ip.replaceAll('.', '\\.')}:6443::`, 'm');
+          for (let i = 1; ; i++) {
+            const clusters = await (await fetch(`${gateways.baseline.envoyAdminUrl}/clusters`)).text();
+            if (endpoint.test(clusters) === present) return;
+            if (i >= POOL_TRIES)
+              throw new Error(`the baseline's Envoy still ${present ? 'lacks' : 'has'} ${name} after ${POOL_TRIES} looks`);
+            await sleep(100);
+          }
+        };
 
         timeline.phase('P0');
         progress(`P0: 3 × v${v.kubeOld} on ${slot.loopback(1)}-3; load ${RATE_PER_ARM} req/s per arm`);
+        const p0 = clock();
         run.start();
-        await dwell('P0', clock(), false);
+        await dwell('P0', p0, false);
+        await phaseEvidence('P0', {}, p0);
 
         for (const [i, added] of NEW.entries()) {
           const removed = OLD[i] as string;
           const phase = `P${i + 1}`;
-          timeline.phase(phase);
+          const phaseAt = timeline.phase(phase);
           progress(`${phase}: adding ${added} v${v.kubeNew} at ${spec(added, v.kubeNew).ip}, then removing ${removed}`);
           // Cluster API: the new machine first; its apiserver joins, then its kubelet registers the Node.
           const ready = await session.start(spec(added, v.kubeNew));
           await registerNode(added, lab.apiServerUrl(added));
           pool.set(added, { name: added, url: lab.apiServerUrl(added), caFile: lab.pki.caFile } as ApiServerConfig);
           await writePool();
-          await sleep(5000);
+          // The old machine goes once the new one is in: admitted by each skewgate (its own log
+          // line) with a skewed request routed after it, and in the load balancer's pool.
+          const since: Record<string, number> = {};
+          for (const arm of SKEWGATE_ARMS) {
+            const e = await untilInEffect({
+              logFile: lab.logFile(`skewgate-${arm}`),
+              seeds: OLD,
+              server: gatewayName(added),
+              sinceMs: ready,
+              logFromMs: origin,
+              arm,
+              kind: 'skewed',
+              ...waits,
+            });
+            since[arm] = e.inEffectAtMs;
+            progress(`${phase}: ${arm} admitted ${added} ${((e.usableAtMs - ready) / 1000).toFixed(1)} s after its /readyz passed`);
+          }
+          await baselinePool(added, true);
           // Then the old machine goes: out of the load balancer, its apiserver stopped, its Node deleted.
           pool.delete(removed);
           await writePool();
-          await sleep(1000);
+          await baselinePool(removed, false);
           await session.stop(removed);
           await deleteNode(removed, lab.apiServerUrl(added));
           await dwell(phase, ready, true);
+          await phaseEvidence(phase, since, phaseAt);
         }
 
         progress('stopping the load');
@@ -171,7 +253,6 @@ t.test(
         await lb.close();
         const final = await listFinal(session.direct, lab.apiServerUrl('kas-6'), workload, ARMS);
         const tl = timeline.snapshot();
-        const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
         const a: Accounting = account({ timeline: tl, requests: run.log.requests, watch: run.log.watch, final, rules });
         const pidsAfter = await gatewayPids();
         const configAfter = await configHashes();
@@ -195,7 +276,7 @@ t.test(
         const md = [
           `### Replace-style rolling upgrade v${v.kubeOld} → v${v.kubeNew}, new addresses (test/cluster/replace-upgrade.test.ts)`,
           '',
-          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on ${[1, 2, 3].map((n) => slot.loopback(n)).join(', ')}, port 6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`, in two gateways side by side: \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF, true)}; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on ${[4, 5, 6].map((n) => slot.loopback(n)).join(', ')}), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), 5 s later the oldest machine leaves: out of the baseline's pool, apiserver stopped, Node deleted; then ${DWELL_MS / 1000} s of load. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
+          `**Method.** etcd and three kube-apiservers v${v.kubeOld} (kas-1/2/3 on ${[1, 2, 3].map((n) => slot.loopback(n)).join(', ')}, port 6443). skewgate's config names only those three (the seed) with \`membership.sources: [nodes]\` and \`envoy.xds\`, in two gateways side by side: \`${FAST_ON}\`, ${modeText(FAST_ON)}, and \`${FAST_OFF}\`, ${modeText(FAST_OFF, true)}; the baseline is the same Envoy without ext_proc, its pool in the same filesystem xDS files, rewritten by the test the way a load balancer is updated (the new machine in once ready, the old one out before it goes). Phases P1–P3 follow Cluster API's order: a v${v.kubeNew} apiserver is started on a new address (kas-4/5/6 on ${[4, 5, 6].map((n) => slot.loopback(n)).join(', ')}), its Node registered (the lab has no kubelets: the test writes the Node object with the machine's InternalIP and hostname, right after its apiserver is ready; until then skewgate cannot know the apiserver, and its identity Lease makes what only it serves a 503 instead of a 404), once each skewgate has admitted it (its own log line) and routed a skewed request after that, and the baseline's Envoy has it in its pool, the oldest machine leaves: out of the baseline's pool (and gone from its Envoy), apiserver stopped, Node deleted; then load until each skewgate arm has ${MIN_SKEWED_PER_PHASE} skewed answers sent after it routed by the new member and, in P1 and P2, the baseline ${MIN_BASELINE_FALSE_404} false 404s. The load and the accounting are those of the in-place rolling upgrade above (${RATE_PER_ARM} req/s per arm of \`${workload.skewed.group}/${workload.skewed.version} ${workload.skewed.resource}\`, served by v${v.kubeNew} only, and configmaps; a 404 is false when a serving apiserver had been ready for more than 1 s, or the object had been acknowledged).`,
           '',
           render(phaseTable(a)),
           '',
@@ -246,52 +327,65 @@ t.test(
               `${arm}: ${o} drained, then removed`,
             );
         }
-        // skewgate cannot route to an apiserver before a source names it: for the 503s, a new
-        // apiserver counts as ready from its Node's registration (or its own ready, if later), plus
-        // the join skewgate waits by design (XDS_JOIN_DELAY_MS: its cluster, then its routes into
-        // Envoy, before the first request goes there); the usual round lag comes on top. Its
-        // identity Lease meanwhile turns would-be 404s into 503 unmatched_apiserver_identity, and
-        // its route reaches Envoy a moment after its cluster (upstream_unknown_to_envoy).
-        const registered = new Map(
-          nodeEvents.filter((e) => e.what === 'Node registered').map((e) => [e.server, e.atMs + XDS_JOIN_DELAY_MS]),
-        );
-        const known = {
-          ...tl,
-          servers: tl.servers.map((e) => (e.what === 'ready' ? { ...e, atMs: Math.max(e.atMs, registered.get(e.server) ?? e.atMs) } : e)),
-        };
+        // skewgate cannot route to an apiserver before a source names it and it is admitted (its
+        // own log line): until then, and until a request routed after that line proves it in
+        // effect, its identity Lease turns would-be 404s into 503 unmatched_apiserver_identity, and
+        // a route that reaches Envoy a moment after its cluster gives upstream_unknown_to_envoy.
+        const harnessName = new Map(NEW.map((n) => [gatewayName(n), n as string]));
         for (const arm of SKEWGATE_ARMS) {
-          const sg503 = run.log.requests.filter((r) => r.arm === arm && r.status === 503);
+          const own = run.log.requests.filter((r) => r.arm === arm);
+          const { gaps } = await gatewayGaps({
+            logFile: lab.logFile(`skewgate-${arm}`),
+            fromMs: origin,
+            seeds: OLD,
+            capable: {
+              skewed: (server, at) => versionAt(tl, harnessName.get(server) ?? server, at) === v.kubeNew,
+              common: () => true,
+            },
+            requests: own,
+          });
+          const sg503 = own.filter((r) => r.status === 503);
           const unexplained = unexplained503s({
-            timeline: known,
+            timeline: tl,
             requests: sg503,
-            rules,
-            lagMs: LAB_READINESS_LAG_MS,
+            gaps,
+            serves: rules.serves,
             reasons: ['no_healthy_capable_server', 'unmatched_apiserver_identity', UPSTREAM_UNKNOWN_REASON],
           });
-          t.comment(`${arm} arm: ${sg503.length} 503s, ${unexplained.length} outside the windows the timeline allows`);
+          t.comment(`${arm} arm: ${sg503.length} 503s, ${unexplained.length} outside the gaps of the gateway's view`);
           t.same(
-            unexplained.map(describe503),
+            unexplained.map(describe503(origin)),
             [],
-            `${arm} arm: every 503 fell in a window when no apiserver that serves it was known (named by a source) and ready`,
+            `${arm} arm: every 503 fell where the gateway had no admitted, ready apiserver that serves it in effect (or, not skewgate's own, while one was down)`,
           );
           for (const phase of a.phases) {
             const sg = a.rows.find((r) => r.phase === phase && r.arm === arm);
             t.equal(sg?.false404s, 0, `${phase}: no false 404 through ${arm}`);
             t.equal(sg?.lostWrites, 0, `${phase}: no lost write through ${arm}`);
             t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through ${arm}`);
-            t.ok((sg?.requests ?? 0) > 0, `${phase}: ${arm} arm sent requests`);
+            t.ok(
+              (sg?.skewedRequests ?? 0) >= MIN_SKEWED_PER_PHASE,
+              `${phase}: ${arm} arm sent ${sg?.skewedRequests ?? 0} skewed requests (≥ ${MIN_SKEWED_PER_PHASE})`,
+            );
           }
         }
-        const mixed = ['P1', 'P2'].map((p) => a.rows.find((r) => r.phase === p && r.arm === 'baseline')?.false404s ?? 0);
-        t.ok(
-          mixed.some((x) => x > 0),
-          `mixed phases: the baseline shows false 404s (${mixed.join(', ')})`,
-        );
+        for (const phase of MIXED) {
+          const b = a.rows.find((r) => r.phase === phase && r.arm === 'baseline')?.false404s ?? 0;
+          t.ok(b >= MIN_BASELINE_FALSE_404, `${phase} (mixed): the baseline shows ${b} false 404s (≥ ${MIN_BASELINE_FALSE_404})`);
+        }
         t.equal(total(a, 'duplicatedWrites', 'baseline'), 0, 'no duplicated write through the baseline either');
         for (const arm of SKEWGATE_ARMS) {
-          t.ok(total(a, 'createsAcked', arm) > 50, `${arm} arm: acknowledged creates checked`);
+          const acked = total(a, 'createsAcked', arm);
+          t.ok(acked >= MIN_ACKED_CREATES, `${arm} arm: ${acked} acknowledged creates checked (≥ ${MIN_ACKED_CREATES})`);
           for (const c of checks.filter((c) => c.arm === arm)) {
             for (const x of c.checks) t.ok(x.ok, `${c.phase}: ${x.client} ${x.what}${x.ok ? '' : ` — ${x.detail}`}`);
+            // None serves it in P0; from P1 on, every answer is the merged document that lists it.
+            const want = c.phase.startsWith('P0 ') ? 0 : DISCOVERY_TRIES;
+            t.equal(
+              c.listed,
+              want,
+              `${c.phase}: GET /apis listed ${workload.skewed.resource} in ${c.listed} of ${DISCOVERY_TRIES} answers`,
+            );
           }
         }
 

@@ -1,7 +1,9 @@
 // The preamble and the clean-up every load-running cluster test shares: the lab's parts (a missing
 // one fails the test with the command that builds it), a fresh LabSession in
 // .cache/lab-<name>, one LoadHttp straight to the apiservers with the admin token, etcd started,
-// and whatever happens, every load run stopped and the lab taken down.
+// and whatever happens, every load run stopped and the lab taken down. How long the gateway takes
+// to see an apiserver change is not guessed here: the tests read its own log lines
+// (test/load/gateway-view.ts) and wait for them (test/load/wait.ts).
 import { join } from 'node:path';
 import { packageRoot } from '../../src/package-root.js';
 import type { Lab } from '../../harness/lab/lab.js';
@@ -12,23 +14,6 @@ import type { LabAddresses } from '../../harness/lab/addresses.js';
 import { LabSession } from '../load/session.js';
 import type { TimelineRecorder } from '../load/timeline.js';
 import { requireLabParts, type LabParts } from './lab-parts.js';
-
-/**
- * How long after an apiserver's first /readyz 200 (the timeline's "ready") skewgate may still count
- * it unready, and after it exited Envoy may still pick it: one discovery round of the lab's
- * gateway (discovery.interval 1 s + discovery.timeout 2 s, harness/lab/gateway-config.ts), which
- * also covers Envoy's health checks there (every 1 s, unhealthy after 2).
- */
-export const LAB_READINESS_LAG_MS = 3000;
-
-/**
- * How long after an apiserver's /readyz starts failing (the timeline's "unready", from the
- * harness's 100 ms poll) skewgate may still count it ready: its last probe may have passed just
- * before the failure, the rest of that round runs up to discovery.timeout (2 s), then the interval
- * (1 s), then the next probe waits out its own timeout (2 s) when /readyz hangs, as it does while
- * etcd is away (kube-apiserver's etcd readiness check waits its own 2 s). Seen in a run: 3.4 s.
- */
-export const LAB_UNREADY_DETECTION_MS = 1000 + 2 * 2000;
 
 export interface LoadLab {
   readonly parts: LabParts;

@@ -1,13 +1,5 @@
 import t from 'tap';
-import {
-  UNAVAILABLE_REASON,
-  account,
-  judge404,
-  shutdownWindows,
-  total,
-  unexplained503s,
-  type AccountingRules,
-} from '../load/accounting.js';
+import { account, judge404, total, type AccountingRules } from '../load/accounting.js';
 import { summariseLatency } from '../load/latency.js';
 import { answerDetail } from '../load/http.js';
 import { sumCounter } from '../load/metrics.js';
@@ -135,54 +127,6 @@ t.test('judge404: ground truth from the timeline, and acknowledged objects', asy
     judge404(req({ startMs: 22_000, op: 'get', name: 'map-1', status: 404 }), tl, spans, rules, acked)?.why,
     'acknowledged_object',
     'an acknowledged object wins over the server rule',
-  );
-});
-
-t.test('503s: explained only inside a window when no capable apiserver was ready, or while one was going down', async (t) => {
-  const tl = rolling();
-  const lagMs = 3000;
-  t.same(
-    shutdownWindows(tl, rules.serves.common, lagMs),
-    [{ server: 'kas-1', fromMs: 10_000, toMs: 15_000 }],
-    'common: kas-1 from its stop until 3 s after it exited',
-  );
-  t.same(shutdownWindows(tl, rules.serves.skewed, lagMs), [], 'skewed: the stopped server never served it');
-  const sg = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord =>
-    req({ status: 503, reason: UNAVAILABLE_REASON, ...o });
-  const envoy = (o: Partial<RequestRecord> & Pick<RequestRecord, 'startMs'>): RequestRecord =>
-    req({ status: 503, detail: 'envoy: upstream connect error or disconnect/reset before headers', ...o });
-  const cases: [string, RequestRecord, boolean][] = [
-    ['skewgate, skewed, before any new server', sg({ startMs: 15_000 }), true],
-    ['skewgate, skewed, 1 s after the new server was ready (its next probe)', sg({ startMs: 21_000 }), true],
-    ['skewgate, skewed, 4 s after: it should have routed', sg({ startMs: 24_000 }), false],
-    ['skewgate, common, with kas-2/3 ready all along', sg({ startMs: 15_000, kind: 'common' }), false],
-    ['skewgate with another reason, even with nobody ready', sg({ startMs: 15_000, reason: 'not_synced' }), false],
-    ['envoy, common, while kas-1 stops', envoy({ startMs: 11_000, kind: 'common' }), true],
-    ['envoy, common, in flight when the stop began', envoy({ startMs: 9_990, endMs: 10_050, kind: 'common' }), true],
-    ['envoy, common, within the lag after kas-1 exited', envoy({ startMs: 14_900, kind: 'common' }), true],
-    ['envoy, common, after that', envoy({ startMs: 16_000, kind: 'common' }), false],
-    ['envoy, common, before anything stopped', envoy({ startMs: 5000, kind: 'common' }), false],
-    ['envoy, skewed, with no new server ready', envoy({ startMs: 11_000 }), true],
-    ['envoy, skewed, new server ready for 10 s', envoy({ startMs: 30_000 }), false],
-  ];
-  for (const [what, r, explained] of cases) {
-    t.equal(
-      unexplained503s({ timeline: tl, requests: [r], rules, lagMs }).length,
-      explained ? 0 : 1,
-      `${what}: ${explained ? 'explained' : 'not explained'}`,
-    );
-  }
-  const all = unexplained503s({
-    timeline: tl,
-    requests: [...cases.map((c) => c[1]), req({ startMs: 24_000, status: 404 }), req({ startMs: 24_000 })],
-    rules,
-    lagMs,
-  });
-  t.equal(all.length, cases.filter((c) => !c[2]).length, 'only 503s are judged, each once');
-  t.match(
-    all[0],
-    { arm: 'skewgate', phase: 'P1', kind: 'skewed', atMs: 24_000, reason: UNAVAILABLE_REASON, capableReadyForMs: 4000 },
-    'says when, what, and how long a capable server had been ready',
   );
 });
 

@@ -1,6 +1,22 @@
 import t from 'tap';
 import { faultRows } from '../load/faults.js';
-import { TimelineRecorder, allUnreadySpans, capableReadyForMs, readyForGoodAt, readySpans } from '../load/timeline.js';
+import { TimelineRecorder, allUnreadySpans, capableReadyForMs, readyForGoodAt, readySpans, type PhaseMark } from '../load/timeline.js';
+import { UNAVAILABLE_REASON } from '../load/accounting.js';
+import { GIVE_UP_AFTER, untilAnswered } from '../load/wait.js';
+import {
+  capableGaps,
+  certainlyInGap,
+  describe503,
+  downSpans,
+  gatewayViewFromLog,
+  unexplained503s,
+  usableFrom,
+  usableSpans,
+  versionAt,
+  type GatewayViewEvent,
+  type GatewayViewWhat,
+  type UsableSpan,
+} from '../load/gateway-view.js';
 import type { RequestRecord } from '../load/types.js';
 import { faultTable } from '../../bench/cluster-results.js';
 import { account } from '../load/accounting.js';
@@ -184,4 +200,211 @@ t.test('faultRows: in flight at the fault, failures after it, the longest reques
   t.equal(table.rows.length, 2);
   t.equal(table.rows[0]?.[10], '5.0 s (common get 504)', 'max request in seconds above one');
   t.equal(table.rows[1]?.[11], '0 ms', 'recovery in milliseconds below one');
+});
+
+// ---- the gateway's own view (test/load/gateway-view.ts) ----
+
+const OLD = '1.35.4';
+const line = (atMs: number, msg: string, server: string): string =>
+  JSON.stringify({ level: 30, time: new Date(atMs).toISOString(), msg, server });
+
+t.test('gatewayViewFromLog: the transition lines, the run header, nothing else', async (t) => {
+  const text = [
+    `==== ${new Date(1_000).toISOString()} node dist/src/cli/main.js run`,
+    line(1_500, 'apiserver ready', 'kas-1'),
+    line(1_600, 'discovery synced', 'kas-1'),
+    'not json',
+    '{"broken',
+    line(2_000, 'apiserver not ready (/readyz)', 'kas-1'),
+    line(2_500, 'apiserver admitted as a member', '127-0-0-4-6443'),
+    line(3_000, 'apiserver left every source: draining', 'kas-2'),
+    line(3_500, 'drained apiserver removed', 'kas-2'),
+    JSON.stringify({ time: new Date(4_000).toISOString(), msg: 'apiserver ready' }), // no server: not a transition
+  ].join('\n');
+  t.same(gatewayViewFromLog(text), [
+    { atMs: 1_000, server: '', what: 'restart' },
+    { atMs: 1_500, server: 'kas-1', what: 'ready' },
+    { atMs: 2_000, server: 'kas-1', what: 'unready' },
+    { atMs: 2_500, server: '127-0-0-4-6443', what: 'member' },
+    { atMs: 3_000, server: 'kas-2', what: 'draining' },
+    { atMs: 3_500, server: 'kas-2', what: 'gone' },
+  ]);
+  t.equal(gatewayViewFromLog(text, 2_000).length, 4, 'an earlier run of the same log file is left out');
+});
+
+t.test('usableSpans: ready, a member and not draining; a restart forgets', async (t) => {
+  const ev = (atMs: number, server: string, what: GatewayViewWhat): GatewayViewEvent => ({ atMs, server, what });
+  const seeds = ['kas-1', 'kas-2'];
+  const spans = usableSpans(
+    [
+      ev(100, 'kas-1', 'ready'),
+      ev(100, 'kas-2', 'ready'),
+      ev(200, 'learnt', 'ready'), // probing: not a member yet
+      ev(300, 'learnt', 'member'),
+      ev(400, 'kas-2', 'draining'),
+      ev(500, 'kas-2', 'gone'),
+      ev(600, 'kas-1', 'unready'),
+      ev(700, 'kas-1', 'ready'),
+      ev(800, '', 'restart'),
+      ev(900, 'kas-1', 'ready'),
+      ev(950, 'learnt', 'ready'), // learnt again after the restart: not a member until admitted
+    ],
+    seeds,
+  );
+  t.same(spans, [
+    { server: 'kas-1', fromMs: 100, toMs: 600 },
+    { server: 'kas-2', fromMs: 100, toMs: 400 },
+    { server: 'learnt', fromMs: 300, toMs: 800 },
+    { server: 'kas-1', fromMs: 700, toMs: 800 },
+    { server: 'kas-1', fromMs: 900, toMs: null },
+  ]);
+  t.equal(usableFrom(spans, 'kas-1', 650), 700, 'the next span');
+  t.equal(usableFrom(spans, 'kas-1', 750), 750, 'inside a span: at once');
+  t.equal(usableFrom(spans, 'kas-2', 450), null, 'drained and gone');
+});
+
+/**
+ * An in-place upgrade through one gateway: kas-1 (old) stops at 10 s and is seen unready at
+ * 10.5 s; it is back new (ready by the harness at 20 s, by the gateway's log at 21 s); the first
+ * skewed 2xx sent after that line ends at 21.4 s. The harness saw kas-1 stopped at 12 s.
+ */
+function upgrade(): { tl: ReturnType<TimelineRecorder['snapshot']>; spans: UsableSpan[] } {
+  const tl = new TimelineRecorder(() => 0);
+  tl.phase('P0');
+  for (const s of ['kas-1', 'kas-2']) {
+    tl.server(s, OLD, 'start', 0);
+    tl.server(s, OLD, 'ready', 500);
+  }
+  tl.phase('P1');
+  tl.server('kas-1', OLD, 'stop', 10_000);
+  tl.server('kas-1', OLD, 'stopped', 12_000);
+  tl.server('kas-1', NEW, 'start', 12_100);
+  tl.server('kas-1', NEW, 'ready', 20_000);
+  const spans = usableSpans(
+    [
+      { atMs: 600, server: 'kas-1', what: 'ready' },
+      { atMs: 600, server: 'kas-2', what: 'ready' },
+      { atMs: 10_500, server: 'kas-1', what: 'unready' },
+      { atMs: 21_000, server: 'kas-1', what: 'ready' },
+    ],
+    ['kas-1', 'kas-2'],
+  );
+  // The phase marks are at 0 (P0) and 0 (P1) by the recorder's clock: move P1 to 10 s.
+  const snap = tl.snapshot();
+  return { tl: { ...snap, phases: [snap.phases[0] as PhaseMark, { atMs: 10_000, phase: 'P1' }] }, spans };
+}
+
+t.test(
+  'capableGaps: from the line that took the last capable server away to the first answer after the line that brought one back',
+  async (t) => {
+    const { tl, spans } = upgrade();
+    const capable = (server: string, atMs: number): boolean => versionAt(tl, server, atMs) === NEW;
+    const ok = (startMs: number, endMs: number, kind: 'skewed' | 'common' = 'skewed'): RequestRecord =>
+      req({ arm: 'a', kind, startMs, endMs, status: 200 });
+    const requests = [ok(700, 710, 'common'), ok(20_900, 21_100), ok(21_200, 21_400), ok(21_300, 21_350, 'common'), ok(21_500, 21_600)];
+    t.same(capableGaps(spans, capable, requests, 'skewed'), [{ fromMs: Number.NEGATIVE_INFINITY, loggedEndMs: 21_000, endMs: 21_400 }]);
+    t.same(
+      capableGaps(spans, capable, [], 'skewed'),
+      [{ fromMs: Number.NEGATIVE_INFINITY, loggedEndMs: 21_000, endMs: Number.POSITIVE_INFINITY }],
+      'no answer after the line: the gap never closes (a claim on successes must catch that)',
+    );
+    t.same(
+      capableGaps(spans, () => true, requests, 'common'),
+      [{ fromMs: Number.NEGATIVE_INFINITY, loggedEndMs: 600, endMs: 710 }],
+      'common: served from the first line on by kas-2; the one gap is before it',
+    );
+    const after = usableSpans(
+      [
+        { atMs: 600, server: 'x', what: 'ready' },
+        { atMs: 900, server: 'x', what: 'unready' },
+      ],
+      ['x'],
+    );
+    t.same(
+      capableGaps(after, () => true, [], 'common').at(-1),
+      { fromMs: 900, loggedEndMs: null, endMs: Number.POSITIVE_INFINITY },
+      'gone for good',
+    );
+  },
+);
+
+t.test(
+  "unexplained503s: skewgate's own only in a gap of the gateway's view; Envoy's also while a server of the kind was down",
+  async (t) => {
+    const { tl, spans } = upgrade();
+    const serves = { skewed: (_s: string, v: string) => v === NEW, common: () => true };
+    const capable = (server: string, atMs: number): boolean => versionAt(tl, server, atMs) === NEW;
+    const proof = req({ arm: 'a', kind: 'skewed', startMs: 21_200, endMs: 21_400, status: 201 });
+    const early = req({ arm: 'a', kind: 'common', startMs: 700, endMs: 710, status: 200 });
+    const gaps = { skewed: capableGaps(spans, capable, [proof], 'skewed'), common: capableGaps(spans, () => true, [early], 'common') };
+    const sg = (startMs: number, o: Partial<RequestRecord> = {}): RequestRecord =>
+      req({ arm: 'a', kind: 'skewed', startMs, endMs: startMs + 5, status: 503, reason: UNAVAILABLE_REASON, ...o });
+    const envoy = (startMs: number, o: Partial<RequestRecord> = {}): RequestRecord =>
+      req({ arm: 'a', kind: 'common', startMs, endMs: startMs + 5, status: 503, detail: 'envoy: upstream connect error', ...o });
+    const cases: [string, RequestRecord, boolean][] = [
+      ['skewgate, skewed, nobody new yet', sg(15_000), true],
+      ['skewgate, skewed, after the harness saw the new server ready, before the gateway logged it', sg(20_500), true],
+      ['skewgate, skewed, after the line, before the first answer that proves it in effect', sg(21_300), true],
+      ['skewgate, skewed, after that answer: it should have routed', sg(21_500), false],
+      ['skewgate, common, kas-2 usable all along', sg(15_000, { kind: 'common' }), false],
+      ['skewgate with a reason not allowed here', sg(15_000, { reason: 'not_synced' }), false],
+      ['envoy, common, in flight while kas-1 was down', envoy(11_000), true],
+      ['envoy, common, in flight as the stop began', envoy(9_990, { endMs: 10_050 }), true],
+      ['envoy, common, before anything stopped', envoy(5_000), false],
+      ['envoy, common, after kas-1 was back', envoy(20_100), false],
+      ['envoy, skewed, in a gap', envoy(15_000, { kind: 'skewed' }), true],
+      ['envoy, skewed, after the proof, nothing new down', envoy(30_000, { kind: 'skewed' }), false],
+    ];
+    for (const [what, r, explained] of cases)
+      t.equal(
+        unexplained503s({ timeline: tl, requests: [r], gaps, serves }).length,
+        explained ? 0 : 1,
+        `${what}: ${explained ? 'explained' : 'not explained'}`,
+      );
+    const all = unexplained503s({
+      timeline: tl,
+      requests: [...cases.map((c) => c[1]), proof, req({ startMs: 30_000, status: 404 })],
+      gaps,
+      serves,
+    });
+    t.equal(all.length, cases.filter((c) => !c[2]).length, 'only 503s are judged, each once');
+    t.same(all.map(describe503(0))[0], 'P1 a skewed get at 21.5 s (no_healthy_capable_server)', 'says when, what and who answered');
+    t.same(downSpans(tl, serves.skewed), [], 'skewed: the server that stopped never served it');
+    t.same(downSpans(tl, serves.common), [{ server: 'kas-1', fromMs: 10_000, toMs: 20_000 }]);
+  },
+);
+
+t.test('certainlyInGap: after the first own 503 in the gap was answered, ended before the line that closed it', async (t) => {
+  const gap = { fromMs: 10_000, loggedEndMs: 20_000, endMs: 20_300 };
+  const sg = (startMs: number, endMs = startMs + 5): RequestRecord =>
+    req({ startMs, endMs, status: 503, reason: UNAVAILABLE_REASON, retryAfter: '1' });
+  const rs = [
+    req({ startMs: 9_000, endMs: 15_000, status: 504 }), // sent before the gap: may have gone anywhere
+    req({ startMs: 10_100, endMs: 10_120, status: 200 }), // before the gap was in effect
+    sg(10_200), // the first own 503: the gap in effect from its end
+    sg(10_300),
+    req({ startMs: 10_400, endMs: 15_400, status: 504 }), // decided in the gap and held: caught
+    sg(19_990, 20_010), // ended after the closing line: may have been decided after it
+    req({ startMs: 20_100, endMs: 20_120, status: 200 }),
+  ];
+  t.same(
+    certainlyInGap(rs, gap).map((r) => r.startMs),
+    [10_300, 10_400],
+  );
+  t.same(certainlyInGap([req({ startMs: 12_000, status: 504 })], gap), [], 'no own 503 in the gap: nothing is certain');
+  t.same(
+    certainlyInGap([sg(10_200), sg(30_000)], { fromMs: 10_000, loggedEndMs: null, endMs: Infinity }).map((r) => r.startMs),
+    [30_000],
+    'a gap still open: to the end',
+  );
+});
+
+t.test('untilAnswered: resolves on the count, gives up on a count of requests, never on a clock', async (t) => {
+  const rs: RequestRecord[] = [];
+  const o = { requests: () => rs, clock: () => 0, progress: () => undefined };
+  for (let i = 0; i < 3; i++) rs.push(req({ startMs: i, endMs: 100 + i }));
+  t.equal(await untilAnswered('three', o, () => true, 3), 102, 'when the last of them ended');
+  const waiting = untilAnswered('a 404', o, (r) => r.status === 404, 1);
+  for (let i = 0; i < GIVE_UP_AFTER; i++) rs.push(req({ startMs: 1000 + i }));
+  await t.rejects(waiting, /gave up waiting after 1000 answered requests: 1 a 404/);
 });
