@@ -2,16 +2,21 @@
 // `default/kubernetes` Endpoints and EndpointSlice with their own addresses (the lab's apiservers
 // run with --endpoint-reconciler-type=none, as the recipe requires). A client that resolves the
 // Service as kube-proxy would reaches a gateway; a gateway whose skewgate is killed leaves the
-// endpoints within its lease duration; the last one to stop gracefully hands them back to the
-// apiservers — never empty, never pointing at nothing. Real kube-apiservers, two gateways (Envoy +
-// skewgate). Fails, never skips, when a part is missing.
+// endpoints once its Lease has run out and by the end of the survivor's next tick (orderings of
+// the Leases' own renewals, not a time); the last one to stop gracefully hands them back to the
+// apiservers. A watch of each object from before the kill to after the handback records every
+// state they went through: never empty, never pointing at nothing. Real kube-apiservers, two
+// gateways (Envoy + skewgate). Fails, never skips, when a part is missing.
 import t from 'tap';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { GATEWAY_LEASE_SELECTOR, LEASES_PATH, gatewayLeaseName, parseGatewayLease } from '../../src/kubernetes-service/publication.js';
 import { freeLoopbackPort } from '../load/run.js';
 import { withLoadLab } from '../helpers/load-lab.js';
+import { ObjectWatch } from '../helpers/object-watch.js';
+import { deadGatewayFindings, stateSequence, stateText, type ServicePoll } from '../helpers/service-record.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 t.setTimeout(8 * 60_000);
@@ -19,7 +24,14 @@ t.setTimeout(8 * 60_000);
 const SLICE = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes';
 const ENDPOINTS = '/api/v1/namespaces/default/endpoints/kubernetes';
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+/** The gateways' Lease duration; each renews it, and rewrites the endpoints, every third of it. */
 const LEASE_MS = 6000;
+/**
+ * How long to wait for the dead gateway to leave before calling it never removed: its Lease (at
+ * most LEASE_MS from the kill) and then a handful of the survivor's ticks. A wait limit; the
+ * verdict is the ordering in deadGatewayFindings.
+ */
+const REMOVAL_WAIT_MS = LEASE_MS + 10 * (LEASE_MS / 3);
 const slot = claimLabSlot();
 const A = slot.alias(14);
 const B = slot.alias(15);
@@ -93,19 +105,69 @@ t.test('the kubernetes Service points at the live gateways, and back at the apis
         );
       }
 
-      // gw-b's skewgate is killed: nothing withdraws it, its Lease runs out, gw-a drops it.
+      // Every state of both objects from here to the handback, by watch (a poll would miss some).
+      const watchUrl = (collection: string): string =>
+        `${kas1}${collection}?${new URLSearchParams({ watch: '1', fieldSelector: 'metadata.name=kubernetes', timeoutSeconds: '600' })}`;
+      const watches = {
+        endpoints: new ObjectWatch(session.direct, watchUrl(ENDPOINTS.replace(/\/kubernetes$/, ''))),
+        slice: new ObjectWatch(session.direct, watchUrl(SLICE.replace(/\/kubernetes$/, ''))),
+      };
+      t.teardown(() => Promise.all(Object.values(watches).map((w) => w.stop())));
+      await Promise.all(Object.values(watches).map((w) => w.start()));
+
+      // gw-b's skewgate is killed: nothing withdraws it, its Lease runs out, gw-a drops it. Each
+      // round reads the gateway Leases first, then both objects, and every round is kept.
+      const leases = async (): Promise<ServicePoll['leases']> => {
+        const r = await session.direct.send(
+          'GET',
+          `${kas1}${LEASES_PATH}?${new URLSearchParams({ labelSelector: GATEWAY_LEASE_SELECTOR })}`,
+        );
+        if (r.status !== 200) throw new Error(`listing the gateway Leases: ${r.status}`);
+        return ((JSON.parse(r.text) as { items?: unknown[] }).items ?? []).flatMap((o) => parseGatewayLease(o) ?? []);
+      };
       const status = await lab.status();
       const pid = status.find((p) => p.name === 'skewgate-gw-b')?.pid;
       if (pid === null || pid === undefined) throw new Error('no pid for skewgate-gw-b');
       process.kill(pid, 'SIGKILL');
-      const killedFor = await until('the killed gateway out', [`${A}:${port}`], LEASE_MS + 10_000);
-      progress(`killed gateway gone from the endpoints after ${killedFor} ms (lease ${LEASE_MS} ms)`);
-      t.ok(killedFor <= LEASE_MS + 5000, `a dead gateway leaves the endpoints within its lease duration and a tick (${killedFor} ms)`);
+      const polls: ServicePoll[] = [];
+      const [dead, survivor] = [gatewayLeaseName('gw-b'), gatewayLeaseName('gw-a')];
+      const findings = () => deadGatewayFindings(polls, dead, survivor, `${B}:${port}`);
+      for (const deadline = Date.now() + REMOVAL_WAIT_MS; Date.now() < deadline && findings().settled === 0; await sleep(200)) {
+        const ls = await leases();
+        const leasesAt = Date.now();
+        const [endpoints, slice] = await Promise.all([published(ENDPOINTS), published(SLICE)]);
+        polls.push({ leasesAt, leases: ls, objectsAt: Date.now(), endpoints, slice });
+      }
+      const f = findings();
+      const goneAt = polls.find((p) => !p.endpoints.includes(`${B}:${port}`) && !p.slice.includes(`${B}:${port}`))?.objectsAt;
+      progress(
+        `killed gateway: ${polls.length} rounds, ${f.beforeExpiry} before its Lease ran out, ${f.settled} after the survivor's next tick; first seen gone ${goneAt === undefined || f.expiresAt === null ? 'never' : `${goneAt - f.expiresAt} ms after the expiry`} (a figure)`,
+      );
+      t.ok(f.expiresAt !== null, "the dead gateway's Lease was seen");
+      // Not removed while its Lease lives (the survivor drops only an expired one): a slow machine only reads later.
+      t.ok(f.beforeExpiry >= 1, `${f.beforeExpiry} rounds read before its Lease ran out (at least 1)`);
+      t.same(f.droppedEarly, [], 'listed in both objects until its Lease ran out');
+      // Removed by the survivor's first tick that began after the expiry: seen once the survivor has renewed again.
+      t.ok(f.settled >= 1, `${f.settled} rounds read after the survivor's first tick past the expiry had ended (at least 1)`);
+      t.same(f.listedLate, [], 'after that tick, in neither object');
 
       // The last gateway stops gracefully: it hands the Service back to the apiservers.
       await lab.stopSkewgate('gw-a');
       await until('the apiservers back', [`${slot.alias(1)}:6443`, `${slot.alias(2)}:6443`], 15_000);
-      t.pass('the last gateway to stop wrote the apiservers back: never empty, never pointing at nothing');
+      await Promise.all(Object.values(watches).map((w) => w.stop()));
+
+      // Every state each object went through, from both gateways to the apiservers.
+      const gatewaysBoth = gatewayAddresses.join(',');
+      const want = [gatewaysBoth, `${A}:${port}`, `${slot.alias(1)}:6443,${slot.alias(2)}:6443`];
+      for (const [name, w] of Object.entries(watches)) {
+        t.equal(w.endedEarly, null, `${name}: the watch ran unbroken from before the kill to after the handback`);
+        const states = stateSequence(w.events).map(stateText);
+        t.ok(
+          w.events.length >= want.length,
+          `${name}: ${w.events.length} watch events (at least ${want.length}: the first state and two changes)`,
+        );
+        t.same(states, want, `${name}: both gateways, then the survivor, then the apiservers: never empty, never a dead address`);
+      }
     },
   );
 });

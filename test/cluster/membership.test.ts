@@ -1,8 +1,10 @@
 // A kube-apiserver the gateway's config does not name (a control-plane machine just added at a new
 // address, Cluster API's first step of an upgrade) must stop skewgate answering 404 for what only
-// it serves, as soon as its identity Lease appears: real kube-apiservers (two KUBE_OLD members,
-// then a KUBE_NEW one that is no member), Envoy + skewgate. Fails, never skips, when a part is
-// missing. Uses the addresses of its lab slot.
+// it serves, on its identity Lease's creation: from skewgate's own logged transition on, never a
+// 404 again, and that transition comes before kube-apiserver first renews the Lease (orderings,
+// not a time; how long it took is a figure). Real kube-apiservers (two KUBE_OLD members, then a
+// KUBE_NEW one that is no member), Envoy + skewgate. Fails, never skips, when a part is missing.
+// Uses the addresses of its lab slot.
 import t from 'tap';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { execFile } from 'node:child_process';
@@ -15,6 +17,8 @@ import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/discove
 import { packageRoot } from '../../src/package-root.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 import { ownLab } from '../helpers/cluster-lab.js';
+import { jsonLinesSince, logMark } from '../helpers/log-since.js';
+import { membershipFindings, type LeaseSeen, type MembershipRound } from '../helpers/membership-record.js';
 
 // This file's addresses and etcd ports (harness/lab/slots.ts): it can run beside any other lab.
 const slot = claimLabSlot();
@@ -32,18 +36,29 @@ const MEMBERS: ApiServerSpec[] = [
 const STRANGER: ApiServerSpec = { name: 'kas-11', version: versions.kubeNew, ip: slot.loopback(3), port: 6443 };
 /** Served by KUBE_NEW only (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy went GA in 1.36). */
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+/** skewgate's log line when a live apiserver's identity Lease matches no member (src/discovery/service.ts). */
+const UNMATCHED_MSG = 'identity leases: a live apiserver matches no configured member';
+const REFUSAL = 'unmatched_apiserver_identity';
+/** kube-apiserver renews its identity Lease every 10 s (IdentityLeaseRenewIntervalPeriod, 1.35 and 1.36 alike). */
+const IDENTITY_RENEW_MS = 10_000;
+/** Answers sent after skewgate's transition that must all be its refusal. */
+const MIN_AFTER = 5;
 
 const { lab, get } = await ownLab(t, { name: 'membership', addresses: slot });
 
-/** The identity Lease names a member lists right now. */
-async function leaseNames(): Promise<string[]> {
+/** The identity Leases a member lists right now: name → renewTime and creation. */
+async function leases(): Promise<Map<string, LeaseSeen>> {
   const q = new URLSearchParams({ labelSelector: IDENTITY_LEASE_SELECTOR });
   const r = await get(`${lab.apiServerUrl('kas-9')}${IDENTITY_LEASES_PATH}?${q}`);
   if (r.status !== 200) throw new Error(`listing identity leases: ${r.status} ${r.body.slice(0, 200)}`);
-  return (JSON.parse(r.body) as { items: { metadata: { name: string } }[] }).items.map((i) => i.metadata.name);
+  const items = (JSON.parse(r.body) as { items: { metadata: { name: string; creationTimestamp: string }; spec: { renewTime: string } }[] })
+    .items;
+  return new Map(
+    items.map((i) => [i.metadata.name, { renewTime: Date.parse(i.spec.renewTime), createdAt: Date.parse(i.metadata.creationTimestamp) }]),
+  );
 }
 
-t.test('an apiserver no source names blocks the 404 within a discovery interval of its identity Lease', async (t) => {
+t.test('an apiserver no source names blocks the 404 from the creation of its identity Lease', async (t) => {
   await lab.startEtcd();
   for (const s of MEMBERS) await lab.startApiServer(s);
   const gw = await lab.startGateway({ name: 'members', withSkewgate: true, port: await freePort() });
@@ -57,32 +72,50 @@ t.test('an apiserver no source names blocks the 404 within a discovery interval 
   }
   t.equal(before.status, 404, 'a true 404 while every live apiserver is a member');
   t.equal(before.reason, 'resource_not_served');
-  t.same((await leaseNames()).sort(), [...mine].sort(), "the members' own identity Leases, and no other");
+  t.same([...(await leases()).keys()].sort(), [...mine].sort(), "the members' own identity Leases, and no other");
 
-  // The stranger starts; from the moment its Lease is listable, skewgate may never answer 404 for it.
+  // The stranger starts. Each round reads skewgate's log, lists the Leases, then sends the request.
   const stranger = apiserverIdentity(STRANGER.name);
+  const skewgateLog = lab.logFile('skewgate-members');
+  const mark = await logMark(skewgateLog);
   const started = lab.startApiServer(STRANGER);
+  const rounds: MembershipRound[] = [];
+  let transition: Record<string, unknown> | undefined;
   let leaseAt: number | null = null;
-  let blockedAt: number | null = null;
-  const falseAfterLease: string[] = [];
-  for (const deadline = Date.now() + 120_000; blockedAt === null && Date.now() < deadline; await sleep(50)) {
-    if (leaseAt === null && (await leaseNames()).includes(stranger)) leaseAt = Date.now();
+  let refusedAt: number | null = null;
+  for (
+    const deadline = Date.now() + 120_000;
+    Date.now() < deadline && rounds.filter((r) => r.afterTransition).length < MIN_AFTER;
+    await sleep(50)
+  ) {
+    transition ??= (await jsonLinesSince(skewgateLog, mark, UNMATCHED_MSG)).find((o) =>
+      (o['unmatched'] as { identity?: string }[] | undefined)?.some((u) => u.identity === stranger),
+    );
+    const lease = (await leases()).get(stranger) ?? null;
+    if (lease !== null) leaseAt ??= Date.now();
     const r = await get(`${gw.url}${NEW_ONLY}`);
-    if (r.status === 404 && leaseAt !== null)
-      falseAfterLease.push(`${Date.now() - leaseAt} ms after the lease: ${r.reason ?? 'no reason'}`);
-    if (r.status === 503 && r.reason === 'unmatched_apiserver_identity') blockedAt = Date.now();
+    if (r.status === 503 && r.reason === REFUSAL) refusedAt ??= Date.now();
+    rounds.push({ afterTransition: transition !== undefined, lease, status: r.status, reason: r.reason });
   }
   await started;
-  t.ok(leaseAt !== null, `kas-11's identity Lease ${stranger} appeared`);
-  t.ok(blockedAt !== null, 'skewgate refused the 404 (503 unmatched_apiserver_identity)');
-  const lag = (blockedAt ?? Infinity) - (leaseAt ?? 0);
-  t.comment(`lease seen → 404 refused: ${lag} ms (lease polled every ~50 ms; discovery interval 1 s)`);
-  t.ok(lag <= 1000, `within one discovery interval (1 s) of the lease appearing: ${lag} ms`);
-  t.same(falseAfterLease, [], 'never a 404 once the lease was there');
+  const f = membershipFindings(rounds, REFUSAL, IDENTITY_RENEW_MS);
+  t.comment(
+    `lease listed → first refusal: ${refusedAt !== null && leaseAt !== null ? `${refusedAt - leaseAt} ms` : 'n/a'} (a figure); ${rounds.length} rounds, ${f.notFoundBeforeTransition} 404s between the Lease being listable and skewgate's transition`,
+  );
+  t.ok(transition !== undefined, `skewgate logged that ${stranger} matches no member`);
+  t.same(
+    (transition?.['unmatched'] as { identity?: string; hostname?: string }[] | undefined)?.find((u) => u.identity === stranger),
+    { identity: stranger, hostname: STRANGER.name },
+    'naming its identity Lease and the hostname in it',
+  );
+  t.ok(f.afterTransition >= MIN_AFTER, `${f.afterTransition} answers sent after that transition (at least ${MIN_AFTER})`);
+  t.same(f.notRefused, [], `every one of them 503 ${REFUSAL}: never a 404 once skewgate knew`);
+  // kube-apiserver creates the Lease and renews it IDENTITY_RENEW_MS later: skewgate acted on the creation.
+  t.equal(f.renewedByTransition, false, `the transition came before the Lease's first renewal (every ${IDENTITY_RENEW_MS / 1000} s)`);
 
   // It stays refused while the stranger runs, and what the members serve is untouched.
   const again = await get(`${gw.url}${NEW_ONLY}`);
-  t.match(again, { status: 503, reason: 'unmatched_apiserver_identity' });
+  t.match(again, { status: 503, reason: REFUSAL });
   t.match(JSON.parse(again.body), { kind: 'Status', code: 503, reason: 'ServiceUnavailable', message: new RegExp(stranger) });
   t.equal((await get(`${gw.url}/api/v1/namespaces/default/configmaps`)).status, 200);
 
