@@ -15,7 +15,9 @@ import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from './lab/versions.
 export class JaegerNotFoundError extends Error {
   readonly code = 'SKEWGATE_ERR_JAEGER_NOT_FOUND';
   constructor(readonly path: string) {
-    super(`Jaeger not found at ${path}: build it with \`bash lab/build-jaeger.sh\` (into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`);
+    super(
+      `Jaeger not found at ${path}: build it with \`bash lab/build-jaeger.sh\` (into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`,
+    );
     this.name = 'JaegerNotFoundError';
   }
 }
