@@ -91,7 +91,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 t.setTimeout(16 * 60_000);
 /** The apiserver's name in skewgate's config and log: the seed's own, a learnt one by its address. */
 const gatewayName = (name: string): string =>
-  (NEW as readonly string[]).includes(name) ? learntName(`127.0.0.${name.slice(4)}`, 6443) : name;
+  (NEW as readonly string[]).includes(name) ? learntName(slot.loopback(Number(name.slice(4))), 6443) : name;
 
 t.test(
   'replace-style rolling upgrade (new apiservers at new addresses) through skewgate and a load balancer updated the same way',
