@@ -1,8 +1,8 @@
 // Two gateways (each a real Envoy on filesystem xDS and its own skewgate) in front of one fake
 // control plane learn and lose a member at different moments: gateway A reads the control-plane
-// Nodes, gateway B the kubernetes EndpointSlice, and the test changes them seconds apart. Asked
-// every few milliseconds through both Envoys for what only that member serves, neither ever
-// answers 404 while it runs (deploy/replicas.md).
+// Nodes, gateway B the kubernetes EndpointSlice, and the test changes B's only once A has acted on
+// its own. Asked round after round through both Envoys for what only that member serves, neither
+// ever answers 404 while it runs (deploy/replicas.md).
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
