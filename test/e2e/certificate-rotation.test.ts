@@ -20,9 +20,14 @@ import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { createLogger } from '../../src/log.js';
 import { issueCert } from '../../harness/openssl.js';
 import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
-t.setTimeout(180_000);
+/** Requests of each kind (token, certificate) the load must carry through each state of a rotation. */
+const MIN_EACH = 5;
+/** Discovery (1 s) and Envoy's health checks (1 s, 500 ms) bound the waits; file reloads take no set time. */
+const WAIT_MS = waitMs(1000, 1000, 500);
+t.setTimeout(8 * WAIT_MS);
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-e2e-rotation-'));
 // A PKI of this file's own: its files are rewritten below.
@@ -109,7 +114,8 @@ async function status(agent: Agent, token: boolean): Promise<number> {
     const res = await request(`${gateway}${SKEWED}`, {
       dispatcher: agent,
       headers: token ? { authorization: `Bearer ${pki.token}` } : {},
-      signal: AbortSignal.timeout(5_000),
+      // A hang guard: a request not answered by then counts as failed.
+      signal: AbortSignal.timeout(15_000),
     });
     await res.body.dump();
     return res.statusCode;
@@ -131,22 +137,31 @@ function servedSerial(): Promise<string> {
 
 const serialOf = (file: string): string => new X509Certificate(readFileSync(file)).serialNumber.toUpperCase();
 
-await eventually('the gateway to route the skewed API by certificate', async () => (await status(jane, false)) === 200, 20_000);
+await eventually('the gateway to route the skewed API by certificate', async () => (await status(jane, false)) === 200, WAIT_MS);
 
 // A steady load for the whole test: every request must succeed.
 const failures: string[] = [];
-let sent = 0;
+const started: { token: boolean; at: number }[] = [];
 let loading = true;
 const load = Promise.all(
   [true, false].map(async (token) => {
     while (loading) {
-      sent++;
+      started.push({ token, at: performance.now() });
       const s = await status(token ? tokenAgent : jane, token);
       if (s !== 200) failures.push(`${token ? 'token' : 'cert'} ${s}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }),
 );
+/**
+ * Waits until MIN_EACH token and MIN_EACH certificate requests sent since `from` have been answered
+ * (each loop sends one at a time: one more started means the one before it ended), so that every
+ * state a rotation goes through carries load, however slow the machine. None may fail (checked last).
+ */
+async function loadSince(what: string, from: number): Promise<void> {
+  const since = (token: boolean): number => started.filter((s) => s.token === token && s.at > from).length;
+  await eventually(`${MIN_EACH} requests of each kind ${what}`, () => since(true) > MIN_EACH && since(false) > MIN_EACH, WAIT_MS);
+}
 
 await t.test("envoy-config's seed: one SDS file per certificate and CA bundle", async (t) => {
   const sds = written.filter((w) => w.startsWith('sds/'));
@@ -162,16 +177,18 @@ await t.test('the serving certificate, renewed in place (cert first, then key)',
   const before = await servedSerial();
   t.equal(before, serialOf(pki.gatewayCertFile));
   writeFileSync(live('gateway.crt'), readFileSync(renewedGateway.certFile));
-  // kubeadm writes the pair one file after the other: for a moment they do not match.
-  await new Promise((r) => setTimeout(r, 300));
+  // kubeadm writes the pair one file after the other: for a moment they do not match, and the
+  // load goes on through that moment.
+  await loadSince('while the pair on disk does not match', performance.now());
   writeFileSync(live('gateway.key'), readFileSync(renewedGateway.keyFile));
   const ms = await eventually(
     'Envoy to serve the renewed certificate',
     async () => (await servedSerial()) === serialOf(renewedGateway.certFile),
-    20_000,
+    WAIT_MS,
   );
   t.comment(`renewed serving certificate served ${ms} ms after the key was written`);
   t.pass('served without a restart');
+  await loadSince('on the renewed certificate', performance.now());
 });
 
 await t.test('the front-proxy client certificate, renewed in place', async (t) => {
@@ -184,10 +201,11 @@ await t.test('the front-proxy client certificate, renewed in place', async (t) =
       const certs = await (await request(`${envoy.adminUrl}/certs`)).body.text();
       return certs.toUpperCase().includes(want);
     },
-    20_000,
+    WAIT_MS,
   );
   t.comment(`renewed front-proxy certificate loaded ${ms} ms after it was written`);
   t.equal(await status(jane, false), 200, 'certificates are still re-stated with it');
+  await loadSince('with the renewed front-proxy certificate', performance.now());
 });
 
 await t.test('the client CA bundle, a second CA added in place', async (t) => {
@@ -205,9 +223,10 @@ await t.test('the client CA bundle, a second CA added in place', async (t) => {
         await k.close();
       }
     },
-    30_000,
+    WAIT_MS,
   );
   t.comment(`second client CA accepted ${ms} ms after the bundle was written`);
+  await loadSince('with the new bundle', performance.now());
 });
 
 await t.test('one Envoy process throughout, and not one failed request', async (t) => {
@@ -215,6 +234,7 @@ await t.test('one Envoy process throughout, and not one failed request', async (
   await load;
   t.equal(envoy.process.pid, envoyPid);
   t.equal(envoy.process.exitCode, null, 'Envoy still running');
-  t.ok(sent > 100, `${sent} requests during the rotations`);
+  // Each rotation's states carried at least MIN_EACH of each kind (waited for above).
+  t.comment(`${started.length} requests during the rotations`);
   t.same(failures, [], 'no request failed');
 });

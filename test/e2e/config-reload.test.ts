@@ -31,8 +31,10 @@ t.test('SIGHUP with an invalid file, then a valid file with no signal, then SIGT
     apiservers: servers,
     discovery: { interval: '60s', watch: false },
     extproc: { listen: `unix:${socket}`, shutdownGrace: '3s' },
-    // The drain lasts interval × unhealthyThreshold + timeout = 1.2 s: time for a second signal.
-    envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile }, healthCheck: { interval: '500ms', timeout: '200ms' } },
+    // The drain lasts interval × unhealthyThreshold + timeout = 2 × 1 s + 1 s = 3 s (the grace):
+    // the window in which a second signal must be only logged. The test sends it as soon as the
+    // first is logged, which takes a small part of that on the slowest machine.
+    envoy: { tls: { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile }, healthCheck: { interval: '1s', timeout: '1s' } },
     log: { level: 'info' },
     telemetry: { metrics: { prometheus: { listen: '127.0.0.1:0' } } },
   });

@@ -25,16 +25,27 @@ import { packageRoot } from '../../src/package-root.js';
 import { issueCert } from '../../harness/openssl.js';
 import { FakeCluster, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 /** Served by BUILTINS_NEW only: through a skewgate always 200; balanced without one, half 404. */
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
-// Past the first ejection (5 s) of the killed skewgate: by then its health checks must hold it out.
-const LOAD_MS = 10_000;
-const KILL_AT_MS = 2_500;
+/**
+ * The killed skewgate is ejected at its first refused connection for base_ejection_time (5 s),
+ * ended at the outlier detection's next 1 s tick (src/envoy/clusters.ts, PEER_EJECTION): after
+ * that only its failing health checks hold it out. The load goes on past it.
+ */
+const EJECTION_MS = 5000 + 1000;
+/** Answered requests of each kind (token, certificate) the load needs before the kill and after the ejection. */
+const MIN_BEFORE = 5;
+const MIN_AFTER_EJECTION = 25;
 const WORKERS = 4;
+/** A request or probe not answered by then counts as failed: a hang guard, not a latency bound. */
+const HANG_GUARD_MS = 15_000;
+/** Health checks (1 s, 500 ms timeout, 2 failures to mark) and the ejection bound each wait. */
+const WAIT_MS = waitMs(EJECTION_MS, 2 * 1000 + 500);
 
-t.setTimeout(120_000);
+t.setTimeout(4 * WAIT_MS);
 
 const pki = await testPki();
 const cluster = new FakeCluster();
@@ -129,7 +140,7 @@ t.teardown(async () => {
 });
 
 async function ready(): Promise<number> {
-  const res = await request(`http://127.0.0.1:${healthPort}${HEALTH_PATH}`, { signal: AbortSignal.timeout(2_000) });
+  const res = await request(`http://127.0.0.1:${healthPort}${HEALTH_PATH}`, { signal: AbortSignal.timeout(HANG_GUARD_MS) });
   await res.body.dump();
   return res.statusCode;
 }
@@ -148,7 +159,7 @@ async function once(kind: 'token' | 'cert'): Promise<Sent> {
     const res = await request(`${gateway}${SKEWED}`, {
       dispatcher: kind === 'token' ? tokenAgent : certAgent,
       headers: kind === 'token' ? { authorization: `Bearer ${pki.token}` } : {},
-      signal: AbortSignal.timeout(5_000),
+      signal: AbortSignal.timeout(HANG_GUARD_MS),
     });
     await res.body.dump();
     const reason = res.headers[REASON_HEADER];
@@ -159,7 +170,7 @@ async function once(kind: 'token' | 'cert'): Promise<Sent> {
 }
 
 await t.test('both skewgates serving: every request decided, /ready 200', async (t) => {
-  await eventually('the gateway to route the skewed API', async () => (await once('cert')).status === 200, 20_000);
+  await eventually('the gateway to route the skewed API', async () => (await once('cert')).status === 200, WAIT_MS);
   for (const kind of ['token', 'cert'] as const) t.equal((await once(kind)).status, 200, `${kind}: 200`);
   t.equal(await ready(), 200, `GET ${HEALTH_PATH} → 200`);
 });
@@ -195,45 +206,55 @@ await t.test('the peer listener: mutual TLS, a client without a certificate from
 
 await t.test(`SIGKILL of the local skewgate under load: nothing fails`, async (t) => {
   const sent: Sent[] = [];
-  const t0 = performance.now();
   // The kill takes effect between the signal and the exit the parent sees: a request is in flight
   // at the kill when it started before the exit and ended after the signal.
   let killAt = Number.POSITIVE_INFINITY;
   let deadAt = Number.POSITIVE_INFINITY;
-  const killer = new Promise<void>((resolve) =>
-    setTimeout(() => {
-      local.child.once('exit', () => {
-        deadAt = performance.now();
-        resolve();
-      });
-      killAt = performance.now();
-      local.child.kill('SIGKILL');
-    }, KILL_AT_MS),
-  );
+  const count = (kind: Sent['kind'], from: number): number => sent.filter((s) => s.kind === kind && s.start > from).length;
+  const atLeast = (n: number, from: number): boolean => count('token', from) >= n && count('cert', from) >= n;
+  let loading = true;
   const readies: number[] = [];
   const prober = (async () => {
-    while (performance.now() - t0 < LOAD_MS) {
+    while (loading) {
       readies.push(await ready().catch(() => 0));
       await new Promise((r) => setTimeout(r, 250));
     }
   })();
-  await Promise.all([
-    killer,
-    prober,
-    ...Array.from({ length: WORKERS }, async (_, w) => {
-      let i = w;
-      while (performance.now() - t0 < LOAD_MS) sent.push(await once(i++ % 2 === 0 ? 'token' : 'cert'));
+  const workers = Array.from({ length: WORKERS }, async (_, w) => {
+    let i = w;
+    while (loading) sent.push(await once(i++ % 2 === 0 ? 'token' : 'cert'));
+  });
+  await eventually(`${MIN_BEFORE} requests of each kind before the kill`, () => atLeast(MIN_BEFORE, 0), WAIT_MS);
+  const dead = new Promise<void>((resolve) =>
+    local.child.once('exit', () => {
+      deadAt = performance.now();
+      resolve();
     }),
-  ]);
+  );
+  killAt = performance.now();
+  local.child.kill('SIGKILL');
+  await dead;
+  // Past the ejection, by requests sent after it: however slow the machine, the load covers it.
+  await eventually(
+    `${MIN_AFTER_EJECTION} requests of each kind after the ejection ended`,
+    () => atLeast(MIN_AFTER_EJECTION, deadAt + EJECTION_MS),
+    WAIT_MS,
+  ).catch(() => undefined);
+  loading = false;
+  await Promise.all([prober, ...workers]);
   const failed = sent.filter((s) => s.status !== 200);
   const atKill = (s: Sent): boolean => s.start <= deadAt && s.end >= killAt;
   const inFlight = sent.filter(atKill);
-  const after = sent.filter((s) => s.start > deadAt);
+  const afterEjection = sent.filter((s) => s.start > deadAt + EJECTION_MS);
   t.comment(
-    `sent ${sent.length} (${sent.filter((s) => s.kind === 'cert').length} by certificate), ${after.length} after the kill; ` +
+    `sent ${sent.length} (${sent.filter((s) => s.kind === 'cert').length} by certificate), ${sent.filter((s) => s.start > deadAt).length} after the kill; ` +
       `in flight at the kill ${inFlight.length} (signal to exit ${(deadAt - killAt).toFixed(1)} ms); failed ${failed.length} (${failed.map((s) => `${s.kind} ${s.status}${s.reason ? ` ${s.reason}` : ''}`).join(', ') || 'none'})`,
   );
-  t.ok(after.length > 100, `${after.length} requests after the kill`);
+  t.ok(
+    atLeast(MIN_AFTER_EJECTION, deadAt + EJECTION_MS),
+    `${afterEjection.length} requests after the ejection ended (at least ${MIN_AFTER_EJECTION} of each kind)`,
+  );
+  // WORKERS loops send back to back: one is always in flight.
   t.ok(inFlight.length > 0, `${inFlight.length} requests in flight at the kill`);
   // A stream cut before skewgate answered is retried on the peer (retry_on reset): not even the
   // requests in flight at the kill fail open.
@@ -245,6 +266,7 @@ await t.test(`SIGKILL of the local skewgate under load: nothing fails`, async (t
     [],
     'no request failed, not even one in flight at the kill',
   );
+  t.ok(readies.length > 0, `${readies.length} probes of ${HEALTH_PATH}`);
   t.same(
     readies.filter((r) => r !== 200),
     [],
@@ -254,7 +276,7 @@ await t.test(`SIGKILL of the local skewgate under load: nothing fails`, async (t
 
 await t.test('no skewgate anywhere: /ready 503, certificates get the 401 backstop, tokens still balanced', async (t) => {
   peer.child.kill('SIGKILL');
-  const ms = await eventually(`${HEALTH_PATH} to turn 503`, async () => (await ready()) === 503, 10_000);
+  const ms = await eventually(`${HEALTH_PATH} to turn 503`, async () => (await ready()) === 503, WAIT_MS);
   t.comment(`${HEALTH_PATH} 503 ${ms} ms after the peer was killed`);
   const cert = await once('cert');
   t.equal(cert.status, 401, 'a client certificate: 401');

@@ -5,13 +5,14 @@
 // fail-open failure of invariant 4; Envoy answers the overflowing gRPC stream 503 itself, which the
 // ext_proc filter treats as a failed stream); the two reach skewgate at once when it resumes: it
 // routes one and answers the other 429 with Retry-After.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import t from 'tap';
 import { TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { envoyCounter } from '../helpers/envoy-fixtures.js';
 import { createClient } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
+import { waitMs } from '../helpers/waits.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const N = 30;
@@ -49,6 +50,31 @@ s.close();
 `;
 
 const stat = (name: string): Promise<number> => envoyCounter(fixture.stack().envoy.adminUrl, name);
+/** Requests Envoy's listener has taken in (counted as their headers arrive, before ext_proc). */
+const RECEIVED = 'http.skewgate.downstream_rq_total';
+
+/** RECEIVED, read by a child process: this one's event loop may be blocked. */
+function receivedSync(adminUrl: string): number {
+  const url = `${adminUrl}/stats?filter=${encodeURIComponent(`^${RECEIVED.replaceAll('.', '\\.')}$`)}`;
+  const text = execFileSync(
+    process.execPath,
+    ['--input-type=module', '-e', `process.stdout.write(await (await fetch(${JSON.stringify(url)})).text())`],
+    {
+      encoding: 'utf8',
+      timeout: 10_000,
+    },
+  );
+  const m = new RegExp(`^${RECEIVED.replaceAll('.', '\\.')}: (\\d+)$`, 'm').exec(text);
+  if (!m) throw new Error(`Envoy has no stat ${RECEIVED}: ${text}`);
+  return Number(m[1]);
+}
+
+/** Blocks this thread (no event loop turn) until done() or the timeout; whether done() came true. */
+function stalledUntil(done: () => boolean, timeoutMs: number): boolean {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) if (done()) return true;
+  return false;
+}
 
 t.test("a burst beyond Envoy's breaker fails open, counted; every other answer is routed (or skewgate's 429)", async (t) => {
   const stack = fixture.stack();
@@ -62,6 +88,7 @@ t.test("a burst beyond Envoy's breaker fails open, counted; every other answer i
     (await stat('cluster.skewgate-extproc.upstream_rq_pending_overflow'));
   const overflowBefore = await overflows();
   const failOpenBefore = await stat('http.skewgate.ext_proc.failure_mode_allowed');
+  const receivedBefore = await stat(RECEIVED);
   // The burst comes from another process, so that it keeps coming while skewgate (this process)
   // stalls: it says "go" once its connection works, then sends N requests at once.
   const child = spawn(
@@ -79,10 +106,10 @@ t.test("a burst beyond Envoy's breaker fails open, counted; every other answer i
       if (out.startsWith('go\n')) resolve();
     }),
   );
-  const until = Date.now() + 600;
-  while (Date.now() < until) {
-    // busy: the event loop that answers Envoy is blocked while the burst arrives
-  }
+  // Busy: the event loop that answers Envoy stays blocked until Envoy has taken in the whole burst
+  // (its own count, read by another process), however long the burst takes to arrive.
+  const arrived = stalledUntil(() => receivedSync(stack.envoy.adminUrl) - receivedBefore >= N + 1, waitMs());
+  t.ok(arrived, `Envoy took in the warm-up and all ${N} requests while skewgate was stalled`);
   await new Promise<void>((resolve) => child.on('exit', () => resolve()));
   const got = JSON.parse(out.slice('go\n'.length)) as {
     status: number;

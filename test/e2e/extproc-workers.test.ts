@@ -9,9 +9,14 @@ import { join } from 'node:path';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const COMMON = '/api/v1/namespaces/default/configmaps';
+/** Answers the kill test needs before the kill and after the worker is back. */
+const MIN_ANSWERS = 20;
+/** The stack's health checks (1 s, 1 s timeout, 2 to mark) bound each wait, with a worker's restart. */
+const WAIT_MS = waitMs(2 * 1000 + 1000);
 
 let stack: Stack;
 let client: Client;
@@ -60,10 +65,14 @@ const wrong = (answers: readonly Answer[]): Answer[] =>
 t.test('Envoy lists both endpoints and balances streams over them; both decide alike', async (t) => {
   const ports = [stack.config.extproc.listen, ...(stack.skewgate()?.workers?.ports() ?? []).map((p) => `127.0.0.1:${p}`)];
   t.equal(ports.length, 2);
-  await eventually('Envoy sees both endpoints healthy', async () => {
-    const text = await (await fetch(`${stack.envoy.adminUrl}/clusters`)).text();
-    return text.split('\n').filter((l) => /^skewgate-extproc::.*::health_flags::healthy$/.test(l)).length === 2;
-  });
+  await eventually(
+    'Envoy sees both endpoints healthy',
+    async () => {
+      const text = await (await fetch(`${stack.envoy.adminUrl}/clusters`)).text();
+      return text.split('\n').filter((l) => /^skewgate-extproc::.*::health_flags::healthy$/.test(l)).length === 2;
+    },
+    WAIT_MS,
+  );
   const before = await streamsPerEndpoint();
   const answers: Answer[] = [];
   for (let i = 0; i < 100; i++) answers.push(await send(i % 2 === 0 ? SKEWED : COMMON));
@@ -82,19 +91,29 @@ t.test('Envoy lists both endpoints and balances streams over them; both decide a
 t.test('a worker killed under load: no request fails, and it comes back', async (t) => {
   const workers = stack.skewgate()?.workers;
   if (!workers) throw new Error('no workers');
-  const answers: Answer[] = [];
+  const answers: (Answer & { start: number; end: number })[] = [];
   let stop = false;
   const clients = Array.from({ length: 4 }, async (_, c) => {
-    for (let i = 0; !stop; i++) answers.push(await send((i + c) % 2 === 0 ? SKEWED : COMMON));
+    for (let i = 0; !stop; i++) {
+      const start = performance.now();
+      const a = await send((i + c) % 2 === 0 ? SKEWED : COMMON);
+      answers.push({ ...a, start, end: performance.now() });
+    }
   });
-  await new Promise((r) => setTimeout(r, 500));
-  const atKill = answers.length;
+  await eventually('the load under way', () => answers.length >= MIN_ANSWERS, WAIT_MS);
+  const killAt = performance.now();
   await workers.killWorker(1);
-  await eventually('worker 1 serving again', () => workers.ports()[0] !== undefined, 20_000);
-  await new Promise((r) => setTimeout(r, 1500));
+  const deadAt = performance.now();
+  await eventually('worker 1 serving again', () => workers.ports()[0] !== undefined, WAIT_MS);
+  const backAt = performance.now();
+  const after = (): number => answers.filter((a) => a.start > backAt).length;
+  await eventually(`${MIN_ANSWERS} answers sent after it came back`, () => after() >= MIN_ANSWERS, WAIT_MS).catch(() => undefined);
   stop = true;
   await Promise.all(clients);
-  t.ok(answers.length - atKill > 50, `requests went on during and after the kill (${answers.length - atKill} of ${answers.length})`);
+  // Four clients send back to back: some request is always in flight.
+  const inFlight = answers.filter((a) => a.start <= deadAt && a.end >= killAt).length;
+  t.ok(inFlight > 0, `${inFlight} requests in flight at the kill`);
+  t.ok(after() >= MIN_ANSWERS, `${after()} sent after it came back (of ${answers.length})`);
   t.same(wrong(answers), [], 'no request failed or went to the wrong apiserver');
   const streams = await streamsPerEndpoint();
   t.equal(streams.size, 2);
@@ -104,8 +123,8 @@ t.test('a worker killed under load: no request fails, and it comes back', async 
       const b = await streamsPerEndpoint();
       for (let i = 0; i < 10; i++) await send(SKEWED);
       const a = await streamsPerEndpoint();
-      return [...a].every(([ep, n]) => n > (b.get(ep) ?? 0));
+      return a.size === 2 && [...a].every(([ep, n]) => n > (b.get(ep) ?? 0));
     },
-    20_000,
+    WAIT_MS,
   );
 });

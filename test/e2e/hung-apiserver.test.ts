@@ -6,18 +6,27 @@
 // 503 for what only it serves) and logs and counts the fault; Envoy counts the timeouts.
 import t from 'tap';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
+import { REQUEST_TIMEOUT_MS } from '../../src/config.js';
+import { REASON_HEADER } from '../../src/constants.js';
 import { envoyCounter, openWatch, send } from '../helpers/envoy-fixtures.js';
 import { captureLogs } from '../helpers/extproc-client.js';
 import { eventually, within } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
+import { waitMs } from '../helpers/waits.js';
 
-/** envoy.requestTimeout for this file: short, so that the test is (the default is 65 s). */
+/** envoy.requestTimeout for this file: short, so that the test is. */
 const BOUND_MS = 3000;
-/** What Envoy and the client may add to the bound. */
-const SLACK_MS = 1500;
+/**
+ * What tells the bound's 504 apart from any other end: it comes no earlier than BOUND_MS and well
+ * before the default bound (REQUEST_TIMEOUT_MS, 65 s), which would apply had the setting been lost.
+ * Nothing here is timed against the machine's speed.
+ */
+const DEFAULT_BOUND_MS = REQUEST_TIMEOUT_MS;
 /** Served by apiserver-a only: skewgate routes it there, on the bounded route of that cluster. */
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const COMMON = '/api/v1/namespaces/default/configmaps';
+/** The stack's discovery (1 s, 2 s timeout) and health checks (1 s, 1 s timeout) bound each wait. */
+const WAIT_MS = waitMs(1000, 2000, 1000, 1000);
 
 const logs = captureLogs('info');
 const fixture = stackFixture(t, 'hung-apiserver', {
@@ -34,14 +43,33 @@ const fixture = stackFixture(t, 'hung-apiserver', {
 const port = (): number => Number(new URL(fixture.stack().gatewayUrl).port);
 const token = (): Record<string, string> => ({ authorization: `Bearer ${fixture.stack().pki.token}` });
 
-async function timed(method: string, path: string): Promise<{ status: number; body: string; ms: number }> {
-  const started = Date.now();
+interface Timed {
+  readonly status: number;
+  readonly body: string;
+  readonly ms: number;
+  /** Who answered: a fake apiserver's name, or skewgate's reason when it answered itself. */
+  readonly server: string | undefined;
+  readonly reason: string | undefined;
+}
+
+async function timed(method: string, path: string): Promise<Timed> {
+  const started = performance.now();
   const r = await within(
     `${method} ${path}`,
     send(port(), fixture.stack().pki, method, path, { ...token(), 'content-type': 'application/json' }),
-    BOUND_MS * 4,
+    DEFAULT_BOUND_MS + WAIT_MS,
   );
-  return { status: r.status, body: r.body, ms: Date.now() - started };
+  const header = (name: string): string | undefined => {
+    const v = r.headers[name];
+    return typeof v === 'string' ? v : undefined;
+  };
+  return {
+    status: r.status,
+    body: r.body,
+    ms: performance.now() - started,
+    server: header('x-fake-apiserver'),
+    reason: header(REASON_HEADER),
+  };
 }
 
 t.test('an apiserver that never answers: bounded requests end in time, watches stay, the rest goes on', async (t) => {
@@ -67,10 +95,10 @@ t.test('an apiserver that never answers: bounded requests end in time, watches s
     ['read', read],
     ['write', write],
   ] as const) {
-    t.ok(r.ms <= BOUND_MS + SLACK_MS, `${what}: ended after ${r.ms} ms, the bound being ${BOUND_MS} ms`);
+    t.ok(r.ms < DEFAULT_BOUND_MS, `${what}: ended after ${r.ms.toFixed(0)} ms, well before the default bound (${DEFAULT_BOUND_MS} ms)`);
     const body = JSON.parse(r.body) as { message?: string };
     if (r.status === 504) {
-      t.ok(r.ms >= BOUND_MS - 100, `${what}: the route's bound ended it`);
+      t.ok(r.ms >= BOUND_MS - 100, `${what}: not before the route's bound (${BOUND_MS} ms): the bound ended it`);
       t.match(body, { kind: 'Status', reason: 'Timeout', code: 504, message: /response_timeout/ }, `${what}: a Status body`);
     } else {
       t.match(
@@ -97,22 +125,29 @@ t.test('an apiserver that never answers: bounded requests end in time, watches s
       const a = skewgate.discovery.current().servers.find((s) => s.name === 'apiserver-a');
       return a?.ready === false && a.consecutiveFailures > 0;
     },
-    15_000,
+    WAIT_MS,
   );
   const a = skewgate.discovery.current().servers.find((s) => s.name === 'apiserver-a');
   t.ok(a?.view, 'its last good view is kept');
   t.ok(a?.lastError, `and its fault stated: ${a?.lastError}`);
   const skewed = await timed('GET', SKEWED);
   t.equal(skewed.status, 503, `what only apiserver-a serves: 503 (${skewed.body})`);
-  t.ok(skewed.ms < 1000, `at once (${skewed.ms} ms)`);
-  t.ok(skewed.ms < BOUND_MS, 'not after the bound');
-  const common: number[] = [];
+  // skewgate's own answer (an immediate response): nothing was sent to the hung apiserver, so
+  // nothing could wait for it. How fast that answer is, is a benchmark's figure.
+  t.equal(skewed.reason, 'no_healthy_capable_server', 'answered by skewgate itself, at once');
+  // What both serve goes to apiserver-b; one sent to apiserver-a first would have waited at least
+  // envoy.connectTimeout for a handshake that never ends, before any retry elsewhere.
+  const connectTimeoutMs = stack.config.envoy.connectTimeout;
+  const common: string[] = [];
   for (let i = 0; i < 6; i++) {
     const r = await timed('GET', COMMON);
-    t.ok(r.ms < 1000, `common read ${i}: ${r.ms} ms`);
-    common.push(r.status);
+    common.push(`${r.status} ${r.server ?? 'edge'}${r.ms >= connectTimeoutMs ? ` after ${r.ms.toFixed(0)} ms` : ''}`);
   }
-  t.same(common, Array(6).fill(200), 'what both serve: answered by apiserver-b');
+  t.same(
+    common,
+    Array(6).fill('200 apiserver-b'),
+    `what both serve: answered by apiserver-b, none after a ${connectTimeoutMs} ms connect timeout`,
+  );
   const lines = logs.lines.filter((l) => l['server'] === 'apiserver-a');
   t.ok(
     lines.some((l) => l['msg'] === 'discovery failing' && l['keptView'] === true),
@@ -122,10 +157,10 @@ t.test('an apiserver that never answers: bounded requests end in time, watches s
     lines.some((l) => l['msg'] === 'apiserver not ready (/readyz)'),
     'and the failed readiness',
   );
-  t.notOk(watchEnded, `the watch still open after ${BOUND_MS + SLACK_MS} ms and more`);
+  t.notOk(watchEnded, `the watch still open, long after the ${BOUND_MS} ms bound ended the read`);
 
   // Back: the blackholed connections are cut (the watch ends, clients re-watch), new ones answered.
   proxy.setBlackhole(false);
-  await within('the watch ends with its connection', watch.ended, 5000);
-  await eventually('apiserver-a answers again through the gateway', async () => (await timed('GET', SKEWED)).status === 200, 15_000, 250);
+  await within('the watch ends with its connection', watch.ended, WAIT_MS);
+  await eventually('apiserver-a answers again through the gateway', async () => (await timed('GET', SKEWED)).status === 200, WAIT_MS, 250);
 });

@@ -12,6 +12,7 @@ import { packageRoot } from '../../src/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { send } from '../helpers/envoy-fixtures.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
+import { waitMs } from '../helpers/waits.js';
 
 const MONITORING = join(packageRoot(), 'deploy/monitoring');
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
@@ -62,7 +63,8 @@ t.test('the alert rules and the dashboard name only metrics skewgate and Envoy e
   const port = stack.skewgate()?.telemetry?.prometheusPort();
   t.ok(port, 'skewgate serves /metrics');
   let skewgate = new Set<string>();
-  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
+  // Until the stopped apiserver's failed fetch is counted: a discovery round (1 s) and its timeout (2 s).
+  for (const deadline = Date.now() + waitMs(1000, 2000); Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
     skewgate = exposed(await (await request(`http://127.0.0.1:${port}/metrics`)).body.text());
     if (skewgate.has('skewgate_discovery_fetch_errors_total')) break;
   }

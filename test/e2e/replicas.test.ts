@@ -1,8 +1,8 @@
 // Two gateways (each a real Envoy on filesystem xDS and its own skewgate) in front of one fake
 // control plane learn and lose a member at different moments: gateway A reads the control-plane
-// Nodes, gateway B the kubernetes EndpointSlice, and the test changes them seconds apart. Asked
-// every few milliseconds through both Envoys for what only that member serves, neither ever
-// answers 404 while it runs (deploy/replicas.md).
+// Nodes, gateway B the kubernetes EndpointSlice, and the test changes B's only once A has acted on
+// its own. Asked round after round through both Envoys for what only that member serves, neither
+// ever answers 404 while it runs (deploy/replicas.md).
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +20,10 @@ import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { createLogger } from '../../src/log.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { AskRounds, firstRound, transitions, type Round } from '../helpers/ask-rounds.js';
+import { eventually } from '../helpers/http.js';
 import { callWithToken, controlPlaneNode, identityLease, kubernetesSlice } from '../helpers/k8s-objects.js';
+import { waitMs } from '../helpers/waits.js';
 
 const pki = await sharedPki();
 const dir = mkdtempSync(join(tmpdir(), 'sg-replicas-'));
@@ -32,6 +35,9 @@ t.teardown(async () => {
 const call = (url: string, method: string, body?: unknown): Promise<number> => callWithToken(agent, pki.token, url, method, body);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+const [UNMATCHED, ROUTED, DRAINING] = ['503 unmatched_apiserver_identity', '200 from n', '503 no_healthy_capable_server'];
+/** A join takes a discovery round and a health check (500 ms each), a drain drainTimeout (2 s). */
+const WAIT_MS = waitMs(500, 500, 2000);
 
 async function fake(
   name: string,
@@ -101,57 +107,77 @@ t.test('two gateways, staggered sources: a member joins and leaves, and neither 
     return `${r.status}${typeof reason === 'string' ? ` ${reason}` : r.status === 200 ? ' from n' : ''}`;
   };
   for (const g of gws) {
-    let first = await ask(g);
-    for (let i = 0; i < 50 && first !== '404 resource_not_served'; i++) first = (await sleep(100), await ask(g));
+    let first = '';
+    await eventually(
+      `${g.name} to answer for its seed`,
+      async () => (first = await ask(g)) === '404 resource_not_served',
+      WAIT_MS,
+      100,
+    ).catch(() => undefined);
     t.equal(first, '404 resource_not_served', `${g.name} before: a true 404`);
   }
 
-  // The new machine's apiserver is up (its identity Lease); both gateways are asked from here on.
+  // The new machine's apiserver is up (its identity Lease); both gateways are asked from here on,
+  // one round after another, and each step below waits for the round that shows it took effect.
   t.equal(await call(`${a.url}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-n')), 201);
-  const seen = new Map<string, string[]>(gws.map((g) => [g.name, []]));
-  const firstAt = new Map<string, Map<string, number>>(gws.map((g) => [g.name, new Map()]));
+  for (const g of gws) await eventually(`${g.name} to see the new Lease`, async () => (await ask(g)) === UNMATCHED, WAIT_MS);
+  const log = new AskRounds();
   const falseNotFound: string[] = [];
   let asking = true;
   const loop = (async () => {
     while (asking) {
+      const round: Record<string, string> = {};
+      log.begin();
       for (const g of gws) {
         const got = await ask(g);
-        const list = seen.get(g.name) as string[];
-        if (list.at(-1) !== got) list.push(got);
-        const firsts = firstAt.get(g.name) as Map<string, number>;
-        if (!firsts.has(got)) firsts.set(got, Date.now());
+        round[g.name] = got;
         if (got.startsWith('404')) falseNotFound.push(`${g.name}: ${got}`);
       }
+      log.push(round);
       await sleep(10);
     }
   })();
-  await sleep(1000);
-  // Joins: gateway A (Nodes) learns it first, gateway B (EndpointSlice) 4 s later (a join takes
-  // each about a second and a half, varying with the machine: room for the stagger to show).
+  const until = async (what: string, pred: (r: Round) => boolean, from: string): Promise<number> => {
+    let i = -1;
+    await eventually(what, () => (i = firstRound(log.rounds, pred, log.after(from))) >= 0, WAIT_MS);
+    return i;
+  };
+  const [A, B] = ['gw-a', 'gw-b'];
+  const routed = (g: string) => (r: Round) => r[g] === ROUTED;
+
+  // Joins: gateway A (Nodes) learns of the member; only then is the EndpointSlice that B reads
+  // written, so B cannot have learnt it from its own source before.
   t.equal(await call(`${a.url}${NODES_PATH}`, 'POST', controlPlaneNode('cp-n', '127.0.0.8')), 201);
-  await sleep(4000);
+  log.mark('node added');
+  const aJoined = await until('gateway A to route to the member', routed(A), 'node added');
   t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.8', n.port)), 201);
-  await sleep(3000);
-  // Leaves: A loses it first (its Node deleted), B 3 s later.
+  log.mark('slice added');
+  await until('gateway B to route to it too', (r) => routed(A)(r) && routed(B)(r), 'slice added');
+  // Leaves: A loses it first (its Node deleted); the slice goes once A has stopped routing there.
   t.equal(await call(`${a.url}${NODES_PATH}/cp-n`, 'DELETE'), 200);
-  await sleep(3000);
+  log.mark('node deleted');
+  const aLeft = await until('gateway A to stop routing to it', (r) => !routed(A)(r), 'node deleted');
   t.equal(await call(`${a.url}${KUBERNETES_SLICES_PATH}/kubernetes-n`, 'DELETE'), 200);
-  await sleep(3000);
+  log.mark('slice deleted');
+  const members = (): string[][] => gws.map((g) => g.skewgate.discovery.current().servers.map((s) => s.name));
+  await eventually('both gateways to remove the member after its drain', () => members().every((m) => m.length === 1), WAIT_MS);
   asking = false;
   await loop;
-  for (const g of gws) t.comment(`${g.name}: ${(seen.get(g.name) ?? []).join(' → ')}`);
-  t.same(falseNotFound, [], 'no 404 through either gateway while the member ran');
-  for (const g of gws) {
-    const s = seen.get(g.name) ?? [];
-    t.ok(s.includes('200 from n'), `${g.name}: routed to the member once it had learnt it`);
-    t.equal(s[0], '503 unmatched_apiserver_identity', `${g.name}: before learning it, 503 (its Lease matches no member)`);
-  }
-  const at = (gw: string, label: string): number => firstAt.get(gw)?.get(label) ?? Number.NaN;
-  const joinLag = at('gw-b', '200 from n') - at('gw-a', '200 from n');
-  const drainLag = at('gw-b', '503 no_healthy_capable_server') - at('gw-a', '503 no_healthy_capable_server');
-  t.ok(joinLag >= 2000, `staggered: gateway B routed to it ${joinLag} ms after gateway A (A answered 200 while B answered 503)`);
-  t.ok(drainLag >= 2000, `and stopped ${drainLag} ms after A`);
-  const members = gws.map((g) => g.skewgate.discovery.current().servers.map((s) => s.name));
-  t.same(members, [['kas-a'], ['kas-a']], 'both gateways removed the member after its drain');
+
+  for (const g of gws) t.comment(`${g.name}: ${transitions(log.rounds, g.name).join(' → ')}`);
+  t.same(falseNotFound, [], `no 404 through either gateway in ${log.rounds.length} rounds while the member ran`);
+  for (const g of gws)
+    t.same(
+      transitions(log.rounds, g.name).slice(0, 3),
+      [UNMATCHED, ROUTED, DRAINING],
+      `${g.name}: 503 before learning it (its Lease matches no member), routed, then 503 while it drained`,
+    );
+  t.equal(log.rounds[aJoined]?.[B], UNMATCHED, 'staggered: when A first routed to it, B still answered 503 (its slice not yet written)');
+  const bJoined = firstRound(log.rounds, routed(B));
+  t.ok(bJoined >= log.before('slice added'), `B routed to it only once its EndpointSlice was written (round ${bJoined})`);
+  t.equal(log.rounds[aLeft]?.[B], ROUTED, 'when A stopped, B still routed to it (its slice not yet deleted)');
+  const bLeft = firstRound(log.rounds, (r) => !routed(B)(r), bJoined);
+  t.ok(bLeft >= log.before('slice deleted'), `B stopped only once its slice was deleted (round ${bLeft})`);
+  t.same(members(), [['kas-a'], ['kas-a']], 'both gateways removed the member after its drain');
   t.equal(await call(`${a.url}${IDENTITY_LEASES_PATH}/${apiserverIdentity('cp-n')}`, 'DELETE'), 200);
 });

@@ -12,6 +12,10 @@ import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
 import { parseTraceparent } from '../../src/extproc/traceparent.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
+
+/** Spans reach Jaeger in batches: skewgate's every 100 ms here (FAST_EXPORT), Envoy's every 5 s. */
+const WAIT_MS = waitMs(5000);
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const NOWHERE = '/apis/nothing.example/v1/namespaces/x/widgets';
@@ -51,7 +55,7 @@ async function waitForTrace(jaeger: JaegerHandle, traceId: string, done: (tr: Ja
         last = await jaeger.trace(traceId);
         return last !== null && done(last);
       },
-      15_000,
+      WAIT_MS,
       100,
     );
   } catch (err) {
@@ -233,7 +237,7 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
         // The apiservers' first rounds end one by one, so the skew may be reported in steps.
         return spans.length > 0 && events.some((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
       },
-      15_000,
+      WAIT_MS,
       200,
     );
     const e = events.find((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));

@@ -10,6 +10,8 @@ import { parseConfig, type Config } from '../../src/config.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
 import { captureLogs, createExtProcClient, replyHeader, type ProcessExchange } from '../helpers/extproc-client.js';
+import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 /** Served by BUILTINS_NEW only. */
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
@@ -67,8 +69,12 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
     for (let i = 0; i < 5; i++) answers.push(seen(await client.process({ path: SKEWED })));
   };
   const loaders = [load(), load()];
-  await new Promise((r) => setTimeout(r, 30));
+  await eventually('the load under way', () => answers.length > 0, waitMs());
+  // Answers recorded between these two counts were decided while the reload ran (its new
+  // discovery service's first round: TLS round trips to both apiservers, many stream round trips).
+  const atReload = answers.length;
   const r = await app.reload(config([oldServer, newServer]), { trigger: 'test' });
+  const atApplied = answers.length;
   reloading = false;
   await Promise.all(loaders);
 
@@ -80,7 +86,8 @@ t.test('reload(next) with another apiserver: routed once swapped, never a failed
     `every stream answered, by the old config or the new one (${answers.length} requests)`,
   );
   const firstRouted = answers.indexOf('routed apiserver-c');
-  t.ok(firstRouted > 0, 'some requests were decided while the new service started');
+  t.ok(atApplied > atReload, `streams were decided while the new service started (${atApplied - atReload})`);
+  t.ok(firstRouted >= atReload, 'by the old config until the reload');
   t.notOk(answers.slice(firstRouted).includes('404'), 'once routed, never a 404 again');
   t.equal(answers.at(-1), 'routed apiserver-c');
   t.match(

@@ -8,10 +8,20 @@ import { join } from 'node:path';
 import { watchConfigFile } from '../../src/config-watch.js';
 import { fileStamp } from '../../src/file-stamp.js';
 import { captureLogs } from '../helpers/extproc-client.js';
+import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const DEBOUNCE_MS = 50;
-/** Well past the debounce: long enough for a change to be reported if it is going to be. */
+/**
+ * Well past the debounce: where nothing may be reported, a window for a wrong report to show in
+ * (nothing can be waited for; a slow machine can only hide a wrong report, never invent one).
+ */
 const settle = (): Promise<void> => new Promise((r) => setTimeout(r, DEBOUNCE_MS * 10));
+/** Where a change must be reported: waited for, then a settle for any extra report to show. */
+async function reported(calls: readonly number[], n: number): Promise<void> {
+  await eventually(`${n} change(s) reported`, () => calls.length >= n, waitMs(DEBOUNCE_MS)).catch(() => undefined);
+  await settle();
+}
 
 async function watched(t: Tap, file: string) {
   const calls: number[] = [];
@@ -39,12 +49,12 @@ t.test('a plain file: in place, renamed over, and files beside it', async (t) =>
 
   writeFileSync(file, 'log: { level: debug }\n');
   writeFileSync(file, 'log: { level: warn }\n');
-  await settle();
+  await reported(calls, 1);
   t.equal(calls.length, 1, 'writes in quick succession: one change');
 
   writeFileSync(join(dir, '.skewgate.yaml.tmp'), 'log: { level: error }\n');
   renameSync(join(dir, '.skewgate.yaml.tmp'), file);
-  await settle();
+  await reported(calls, 2);
   t.equal(calls.length, 2, 'a new file renamed over it: one change');
 
   writeFileSync(file, 'log: { level: info }\n');
@@ -75,6 +85,6 @@ t.test('a ConfigMap volume: the file is a symlink through ..data, which is swapp
   version('..2026_01_01_00_01_00.2', 'log: { level: debug }\n');
   symlinkSync('..2026_01_01_00_01_00.2', join(dir, '..data_tmp'));
   renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
-  await settle();
+  await reported(calls, 1);
   t.equal(calls.length, 1, 'the swap of ..data is one change of the file');
 });

@@ -9,8 +9,11 @@ import type { ApiServerSettings } from '../../src/discovery/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const pki = await testPki();
+/** A round's timeout (2 s); refresh() starts one at once, and failures are retried within the interval. */
+const WAIT_MS = waitMs(2000);
 
 function service(t: Test, config: DiscoveryConfig, minRetryMs = 50): DiscoveryService {
   const s = new DiscoveryService(config, { minRetryMs });
@@ -109,7 +112,7 @@ t.test('token file rotation is picked up without a restart', async (t) => {
   t.notMatch(st.lastError, /not-the-right-token/, 'the token never appears in errors');
 
   await writeFile(tokenFile, `${pki.token}\n`);
-  const snap = await waitForSnapshot(svc, (x) => server(x, 'rot').view !== null, 3000, 'the rotated token to work');
+  const snap = await waitForSnapshot(svc, (x) => server(x, 'rot').view !== null, WAIT_MS, 'the rotated token to work');
   st = server(snap, 'rot');
   t.equal(st.consecutiveFailures, 0);
   t.ok(st.view?.resources.has('/v1/pods'));
@@ -140,12 +143,12 @@ t.test('a malformed document keeps the last good view and counts a failure', asy
   t.ok(good);
   s.setDiscoveryFault('malformed');
   svc.refresh();
-  const bad = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures >= 1, 3000, 'a failure');
+  const bad = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures >= 1, WAIT_MS, 'a failure');
   t.equal(server(bad, 'mal').view, good, 'last good view kept');
   t.match(server(bad, 'mal').lastError, /malformed discovery document \/apis?: not valid JSON/);
   t.equal(bad.resources.get('/v1/pods')?.has('mal'), true, 'routing still sees the server');
   s.setDiscoveryFault('none');
-  const back = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures === 0, 3000, 'recovery (retry with backoff)');
+  const back = await waitForSnapshot(svc, (x) => server(x, 'mal').consecutiveFailures === 0, WAIT_MS, 'recovery (retry with backoff)');
   t.equal(server(back, 'mal').view, good, 'recovered to the same content: the same view object');
   t.equal(server(back, 'mal').lastError, null);
 });
@@ -165,9 +168,9 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   svc.refresh();
   // The retry schedule itself (50, 100, 200 ms …, capped at the interval) is pinned with a fake
   // clock in test/unit/discovery-watch.test.ts; here the wait only guards against a hang.
-  const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, 15_000, 'four failures');
+  const snap = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures >= 4, WAIT_MS, 'four failures');
   // A round's event follows the snapshot that publishes it (the build is asynchronous).
-  await eventually('the fourth round event', () => rounds.length >= 4, 1000);
+  await eventually('the fourth round event', () => rounds.length >= 4, WAIT_MS);
   const st = server(snap, 'dead');
   t.equal(st.view, good, 'view kept');
   t.equal(st.ready, false);
@@ -183,7 +186,7 @@ t.test('a dead server: failures grow with backoff, its view is kept, readiness f
   );
 
   await s.start(); // same port
-  const back = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures === 0, 3000, 'recovery');
+  const back = await waitForSnapshot(svc, (x) => server(x, 'dead').consecutiveFailures === 0, WAIT_MS, 'recovery');
   t.equal(server(back, 'dead').ready, true);
 });
 
@@ -199,7 +202,7 @@ t.test('/readyz false → ready false, discovery still fine', async (t) => {
   t.ok(st.view);
   s.setReady(true);
   svc.refresh();
-  await waitForSnapshot(svc, (x) => server(x, 'unready').ready === true, 3000, 'ready again');
+  await waitForSnapshot(svc, (x) => server(x, 'unready').ready === true, WAIT_MS, 'ready again');
   t.pass('ready again after /readyz recovers');
 });
 

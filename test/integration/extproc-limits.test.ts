@@ -5,7 +5,7 @@
 import { constants as h2 } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
-import { TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
+import { EXTPROC_LIMIT_DEFAULTS, TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
 import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
 import { createExtProcServer, type ExtProcLimits, type ExtProcServer } from '../../src/extproc/server.js';
 import {
@@ -22,6 +22,8 @@ import {
   rawProcess,
   rawSession,
 } from '../helpers/extproc-client.js';
+import { eventually, within } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -68,9 +70,16 @@ function held(client: ExtProcTestClient): {
 }
 
 const settle = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const FIRST_MESSAGE_TIMEOUT_MS = 300;
+const DEFAULT_FIRST_MESSAGE_TIMEOUT_MS = EXTPROC_LIMIT_DEFAULTS.firstMessageTimeoutMs;
+/** The repeated-warnings test: a burst of this many, and the log interval it is judged by. */
+const BURST = 50;
+const LOG_INTERVAL_MS = 400;
+const LONG_LOG_INTERVAL_MS = 3_600_000;
 
 t.test('maxStreams: routed up to the bound, 429 with Retry-After beyond it, released as streams end', async (t) => {
-  const h = await harness(t, { maxStreams: 2, firstMessageTimeoutMs: 10_000 });
+  // A log interval longer than any run: "logged once" cannot depend on how long the test takes.
+  const h = await harness(t, { maxStreams: 2, firstMessageTimeoutMs: 10_000 }, LONG_LOG_INTERVAL_MS);
   // Two streams that got their headers and a reply, left open (as an old Envoy keeps them).
   const open = [held(h.client), held(h.client)];
   for (const s of open) {
@@ -89,9 +98,15 @@ t.test('maxStreams: routed up to the bound, 429 with Retry-After beyond it, rele
     s.call.cancel();
     await s.ended;
   }
-  await settle(50);
-  const after = await h.client.process({ path: '/api/v1/pods' });
-  t.equal(after.response?.request_headers?.response?.status, 'CONTINUE', 'the two ended: routed again');
+  // The server takes in the two resets on its own time: asked until it has (each 429 meanwhile
+  // frees its own place, as shown above). Never released, this times out and fails.
+  let after: Awaited<ReturnType<ExtProcTestClient['process']>> | undefined;
+  await eventually(
+    'a stream routed once the two have ended',
+    async () => (after = await h.client.process({ path: '/api/v1/pods' })).response?.request_headers?.response?.status === 'CONTINUE',
+    waitMs(),
+  ).catch(() => undefined);
+  t.equal(after?.response?.request_headers?.response?.status, 'CONTINUE', 'the two ended: routed again');
   const lines = h.logs.lines.filter((l) => l['msg'] === 'too many ext_proc streams at once; answering 429');
   t.equal(lines.length, 1, 'the 429s logged once (rate-limited)');
 });
@@ -129,13 +144,20 @@ t.test('maxMessageBytes: a larger message ends its stream; 1 MiB of headers pass
 });
 
 t.test('firstMessageTimeout: a stream that sends no whole message is ended, its partial message dropped', async (t) => {
-  const h = await harness(t, { firstMessageTimeoutMs: 300 });
-  const started = Date.now();
+  const h = await harness(t, { firstMessageTimeoutMs: FIRST_MESSAGE_TIMEOUT_MS });
+  // On the server's clock (the same monotonic clock) the stream arrives after this, and its
+  // deadline is taken in whole milliseconds: it cannot end sooner than the timeout less 1 ms.
+  const started = performance.now();
   const idle = held(h.client);
-  const status = await idle.ended;
-  const ms = Date.now() - started;
+  const status = await within('the idle stream to be ended', idle.ended, waitMs(DEFAULT_FIRST_MESSAGE_TIMEOUT_MS));
+  const ms = performance.now() - started;
   t.equal(status.code, grpc.status.DEADLINE_EXCEEDED, status.details);
-  t.ok(ms >= 250 && ms < 2000, `ended after ${ms} ms (timeout 300 ms)`);
+  t.ok(
+    ms >= FIRST_MESSAGE_TIMEOUT_MS - 1,
+    `not before the timeout: ended after ${ms.toFixed(0)} ms (timeout ${FIRST_MESSAGE_TIMEOUT_MS} ms)`,
+  );
+  // Nothing else ends an idle stream sooner than the default timeout would, had the limit been lost.
+  t.ok(ms < DEFAULT_FIRST_MESSAGE_TIMEOUT_MS, `by the configured timeout, not the default (${DEFAULT_FIRST_MESSAGE_TIMEOUT_MS} ms)`);
   // A partial message: the length prefix says 1 MB, 100 kB follow, then nothing.
   const session = rawSession(h.port);
   t.teardown(() => session.destroy());
@@ -178,21 +200,36 @@ t.test('maxStreamsPerConnection: what the listener tells a connection (Envoy ope
 });
 
 t.test('repeated warnings: one line per kind per interval, the next one counting those held back', async (t) => {
-  const h = await harness(t, {}, 400);
+  const h = await harness(t, {}, LOG_INTERVAL_MS);
   const phaseless = async (): Promise<grpc.StatusObject> => {
     const s = held(h.client);
     s.call.write({ observability_mode: false });
     return s.ended;
   };
-  const statuses = await Promise.all(Array.from({ length: 50 }, phaseless));
+  const statuses = await Promise.all(Array.from({ length: BURST }, phaseless));
+  t.equal(statuses.length, BURST);
   t.ok(
     statuses.every((s) => s.code === grpc.status.INVALID_ARGUMENT),
     'each stream still ends INVALID_ARGUMENT',
   );
   const warned = (): Record<string, unknown>[] => h.logs.lines.filter((l) => l['msg'] === 'ext_proc message without a known phase');
-  t.equal(warned().length, 1, '50 messages, one line');
-  await settle(450);
+  // However long the burst took (one line unless it outlasted the interval), some were held back.
+  const burst = warned().length;
+  t.ok(burst >= 1 && burst < BURST, `${BURST} messages: ${burst} line(s)`);
+  // Past the interval since the last line (a sleep can only make that longer), one more message.
+  await settle(LOG_INTERVAL_MS + 50);
   await phaseless();
-  t.equal(warned().length, 2, 'after the interval, the next one is written');
-  t.equal(warned()[1]?.['suppressed'], 49, 'with the count of the lines held back');
+  const lines = warned();
+  t.equal(lines.length, burst + 1, 'after the interval, the next one is written');
+  // Every message is accounted for: each line stands for itself and those it says it held back.
+  const accounted = lines.reduce((n, l) => n + 1 + Number(l['suppressed'] ?? 0), 0);
+  t.equal(accounted, BURST + 1, `the lines' counts add up to the ${BURST + 1} messages`);
+  t.ok(Number(lines.at(-1)?.['suppressed'] ?? 0) > 0, 'the last line counts those held back since the one before');
+  // One line per interval: each line's time is taken as it is admitted (whole milliseconds).
+  const gaps = lines.slice(1).map((l, i) => Number(l['time']) - Number(lines[i]?.['time']));
+  t.same(
+    gaps.filter((g) => !(g >= LOG_INTERVAL_MS - 1)),
+    [],
+    `consecutive lines at least the ${LOG_INTERVAL_MS} ms interval apart (${gaps.join(', ')} ms)`,
+  );
 });

@@ -28,6 +28,8 @@ import {
 } from '../helpers/extproc-client.js';
 
 const TOKEN = 'sha256~very-secret-bearer-token';
+/** How long the slow route takes: 5 ms. */
+const ROUTE_NS = 5_000_000n;
 
 const table: Record<string, RoutingResult | (() => RoutingResult)> = {
   '/apis/example.com/v1/widgets': resultOf({ outcome: 'routed', reason: 'served_by_subset', candidates: ['kas-new'], upstream: 'kas-new' }),
@@ -56,6 +58,18 @@ const table: Record<string, RoutingResult | (() => RoutingResult)> = {
   '/api/v1/%zz': resultOf({ outcome: 'rejected', reason: 'malformed_path', candidates: [], problem: 'invalid URL escape "%zz"' }),
   '/boom': () => {
     throw new Error('router bug');
+  },
+  // A router that takes ROUTE_NS on the clock the server measures with: the decision's duration
+  // must cover it.
+  '/apis/example.com/v1/slow': () => {
+    const until = process.hrtime.bigint() + ROUTE_NS;
+    while (process.hrtime.bigint() < until) {
+      // routing, slowly
+    }
+    return resultOf(
+      { outcome: 'not_found', reason: 'resource_not_served', candidates: [] },
+      resourceInfo({ resource: 'slow', path: '/apis/example.com/v1/slow' }),
+    );
   },
 };
 
@@ -284,16 +298,23 @@ t.test('observability mode: decision recorded, no reply written', async (t) => {
 
 t.test('observer gets the result, duration, metadata and headers', async (t) => {
   const h = await harness(t, '127.0.0.1:0', { observe: true });
+  // The server runs in this process: its clock (process.hrtime) is the one read around the call.
+  const before = process.hrtime.bigint();
   await h.client.process(
-    { path: '/apis/example.com/v1/gone', headers: { 'user-agent': 'kubectl/v1.34.0' } },
+    { path: '/apis/example.com/v1/slow', headers: { 'user-agent': 'kubectl/v1.34.0' } },
     { metadata: { 'x-request-id': 'r-1' } },
   );
+  const roundTrip = process.hrtime.bigint() - before;
   await h.client.process({ path: '/boom' });
   t.equal(h.decisions.length, 1);
   const d = h.decisions[0];
   t.equal(d?.result.decision.outcome, 'not_found');
-  t.equal(typeof d?.ctx.durationNs, 'bigint');
-  t.ok((d?.ctx.durationNs ?? -1n) >= 0n);
+  const ns = d?.ctx.durationNs;
+  t.equal(typeof ns, 'bigint');
+  // In nanoseconds, from the request's arrival to the decision: it covers the routing and fits in
+  // the client's round trip.
+  t.ok(ns !== undefined && ns >= ROUTE_NS, `the duration (${String(ns)} ns) covers the ${ROUTE_NS} ns of routing`);
+  t.ok(ns !== undefined && ns <= roundTrip, `and fits in the round trip (${roundTrip} ns)`);
   t.same(d?.ctx.metadata.get('traceparent'), [TRACEPARENT]);
   t.same(d?.ctx.metadata.get('x-request-id'), ['r-1']);
   t.equal(d?.ctx.headers.get('user-agent'), 'kubectl/v1.34.0');

@@ -1,8 +1,8 @@
 // Two skewgate replicas over one control plane learn and lose a member at different moments (one
-// reads the control-plane Nodes, the other the kubernetes EndpointSlice, and the test changes them
-// seconds apart, as two replicas' source watches may lag each other). Asked every few milliseconds
-// throughout for what only that member serves, neither ever answers 404 while it runs
-// (deploy/replicas.md). Fake apiservers sharing one store.
+// reads the control-plane Nodes, the other the kubernetes EndpointSlice, and the test changes the
+// second only once the first replica has acted on the first, as two replicas' source watches may lag
+// each other). Asked every few milliseconds throughout for what only that member serves, neither
+// ever answers 404 while it runs (deploy/replicas.md). Fake apiservers sharing one store.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { Agent } from 'undici';
@@ -13,7 +13,10 @@ import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/discovery/member-s
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { createRouter } from '../../src/routing/router.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
+import { AskRounds, firstRound, transitions, type Round } from '../helpers/ask-rounds.js';
+import { eventually } from '../helpers/http.js';
 import { callWithToken, controlPlaneNode, identityLease, kubernetesSlice } from '../helpers/k8s-objects.js';
+import { waitMs } from '../helpers/waits.js';
 
 const pki = await testPki();
 const agent = new Agent({ connect: { ca: await readFile(pki.caFile) } });
@@ -22,6 +25,13 @@ const call = (url: string, method: string, body?: unknown): Promise<number> => c
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 const NEW_ONLY = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
+const [UNMATCHED, ROUTED, DRAINING] = [
+  'unavailable/unmatched_apiserver_identity',
+  'routed/served_by_subset',
+  'unavailable/no_healthy_capable_server',
+];
+/** Discovery rounds (500 ms) and the drain (drainTimeout, 1 s) bound each wait. */
+const WAIT_MS = waitMs(500, 1000);
 
 t.test('two replicas, staggered sources: a member joins and leaves, and neither ever answers 404 for what only it serves', async (t) => {
   const cluster = new FakeCluster();
@@ -53,48 +63,66 @@ t.test('two replicas, staggered sources: a member joins and leaves, and neither 
 
   // The new machine's apiserver is up (its lease), and from here both replicas are asked continuously.
   t.equal(await call(`${base}${IDENTITY_LEASES_PATH}`, 'POST', identityLease('cp-n')), 201);
-  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.membership.unmatched.length === 1, 10_000)));
-  const seen: Record<string, string[]> = { A: [], B: [] };
+  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.membership.unmatched.length === 1, WAIT_MS)));
+  const log = new AskRounds();
   const falseNotFound: string[] = [];
   let asking = true;
   const ask = (async () => {
     while (asking) {
+      // Both asked in one synchronous step: a round is never split by the test's actions.
+      log.begin();
+      const round: Record<string, string> = {};
       for (const [k, r] of Object.entries(routers)) {
         const d = r.route('GET', NEW_ONLY, new Map()).decision;
-        const label = `${d.outcome}/${d.reason}`;
-        if (seen[k]?.at(-1) !== label) seen[k]?.push(label);
-        if (d.outcome === 'not_found') falseNotFound.push(`${k}: ${label}`);
+        round[k] = `${d.outcome}/${d.reason}`;
+        if (d.outcome === 'not_found') falseNotFound.push(`${k}: ${round[k]}`);
       }
+      log.push(round);
       await sleep(5);
     }
   })();
-  // Joins: A (Nodes) learns it first, B (EndpointSlice) 2 s later.
+  const until = async (what: string, pred: (r: Round) => boolean, from: string): Promise<number> => {
+    let i = -1;
+    await eventually(what, () => (i = firstRound(log.rounds, pred, log.after(from))) >= 0, WAIT_MS);
+    return i;
+  };
+  const routed = (k: string) => (r: Round) => r[k] === ROUTED;
+  // Joins: A (Nodes) learns it first; B's EndpointSlice is written once A routes to it.
   t.equal(await call(`${base}${NODES_PATH}`, 'POST', controlPlaneNode('cp-n', '127.0.0.6')), 201);
-  await waitForSnapshot(replicas.A, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'A admits it');
-  await sleep(2000);
+  log.mark('node added');
+  const aJoined = await until('A to route to it', routed('A'), 'node added');
   t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}`, 'POST', kubernetesSlice('kubernetes-n', '127.0.0.6', n.port)), 201);
-  await waitForSnapshot(replicas.B, (s) => s.servers.some((x) => x.name.startsWith('learnt-') && x.view !== null), 10_000, 'B admits it');
-  await sleep(1000);
-  // Leaves: A loses it first (its Node deleted), B 2 s later; the apiserver stops; its lease goes.
+  log.mark('slice added');
+  await until('both to route to it', (r) => routed('A')(r) && routed('B')(r), 'slice added');
+  // Leaves: A loses it first (its Node deleted), B once A has stopped routing there; the
+  // apiserver stops; its lease goes.
   t.equal(await call(`${base}${NODES_PATH}/cp-n`, 'DELETE'), 200);
-  await sleep(2000);
+  log.mark('node deleted');
+  const aLeft = await until('A to stop routing to it', (r) => !routed('A')(r), 'node deleted');
   t.equal(await call(`${base}${KUBERNETES_SLICES_PATH}/kubernetes-n`, 'DELETE'), 200);
-  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.servers.length === 1, 10_000, 'removed')));
+  log.mark('slice deleted');
+  await Promise.all(Object.values(replicas).map((r) => waitForSnapshot(r, (s) => s.servers.length === 1, WAIT_MS, 'removed')));
   await n.close();
   asking = false;
   await ask;
-  t.same(falseNotFound, [], 'no 404 from either replica while the member ran');
-  t.comment(`A: ${seen.A?.join(' → ')}`);
-  t.comment(`B: ${seen.B?.join(' → ')}`);
+  t.same(falseNotFound, [], `no 404 from either replica in ${log.rounds.length} rounds while the member ran`);
+  t.comment(`A: ${transitions(log.rounds, 'A').join(' → ')}`);
+  t.comment(`B: ${transitions(log.rounds, 'B').join(' → ')}`);
   t.same(
-    seen.A?.slice(0, 3),
-    ['unavailable/unmatched_apiserver_identity', 'routed/served_by_subset', 'unavailable/no_healthy_capable_server'],
+    transitions(log.rounds, 'A').slice(0, 3),
+    [UNMATCHED, ROUTED, DRAINING],
     'A: 503 (an unmatched identity), routed once admitted, 503 while draining',
   );
-  t.same(seen.B?.slice(0, 2), ['unavailable/unmatched_apiserver_identity', 'routed/served_by_subset'], 'B: the same, later');
+  t.same(transitions(log.rounds, 'B').slice(0, 3), [UNMATCHED, ROUTED, DRAINING], 'B: the same, later');
+  t.equal(log.rounds[aJoined]?.['B'], UNMATCHED, 'when A first routed to it, B did not yet (its slice not written)');
+  const bJoined = firstRound(log.rounds, routed('B'));
+  t.ok(bJoined >= log.before('slice added'), `B routed to it only once its EndpointSlice was written (round ${bJoined})`);
+  t.equal(log.rounds[aLeft]?.['B'], ROUTED, 'when A stopped, B still routed to it');
+  const bLeft = firstRound(log.rounds, (r) => !routed('B')(r), bJoined);
+  t.ok(bLeft >= log.before('slice deleted'), `B stopped only once its slice was deleted (round ${bLeft})`);
   t.equal(await call(`${base}${IDENTITY_LEASES_PATH}/${apiserverIdentity('cp-n')}`, 'DELETE'), 200);
   for (const [k, r] of Object.entries(replicas)) {
-    await waitForSnapshot(r, (s) => s.membership.unmatched.length === 0, 10_000);
+    await waitForSnapshot(r, (s) => s.membership.unmatched.length === 0, WAIT_MS);
     t.match(routers[k]?.route('GET', NEW_ONLY, new Map()).decision, { outcome: 'not_found' }, `${k}: gone for good: a true 404 again`);
   }
 });

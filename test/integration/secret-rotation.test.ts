@@ -2,14 +2,16 @@
 // folder; serve renames a file into that folder when the files behind a secret change (and on the
 // next two ticks), never for an unchanged one, never for a certificate that does not parse.
 import t from 'tap';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { SecretRotator, writeSecretsSync } from '../../src/envoy/secret-rotation.js';
-import { certificateSecretName, sdsDirectory, triggerDirectory, type SecretSpec } from '../../src/envoy/tls-material.js';
+import { TRIGGER_SUBDIR, certificateSecretName, sdsDirectory, triggerDirectory, type SecretSpec } from '../../src/envoy/tls-material.js';
 import { testPki } from '../helpers/discovery-fixtures.js';
+import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 
 const pki = await testPki();
 const dir = mkdtempSync(join(tmpdir(), 'sg-rotation-'));
@@ -34,6 +36,27 @@ const reloadFile = join(triggerDirectory(sds, spec), 'reload');
 /** The reload file's content: a sequence number and a time, new at every trigger. */
 const reloadStamp = (): string => (existsSync(reloadFile) ? readFileSync(reloadFile, 'utf8') : 'none');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const INTERVAL_MS = 50;
+/**
+ * What nothing may happen in: six ticks' worth. That nothing does cannot be waited for; on a slow
+ * machine fewer ticks fit in it, which can only hide a fault, never invent one.
+ */
+const QUIET_MS = 6 * INTERVAL_MS;
+const sequenceOf = (stamp: string): number => (stamp === 'none' ? 0 : Number(stamp.split(' ')[0]));
+/** The sequence is the rotator's, shared by its secrets: the highest any reload file has. */
+const highestSequence = (): number =>
+  Math.max(
+    0,
+    ...readdirSync(join(sds, TRIGGER_SUBDIR)).map((d) => sequenceOf(readFileSync(join(sds, TRIGGER_SUBDIR, d, 'reload'), 'utf8'))),
+  );
+/**
+ * A new file renamed over the old: one change, whenever the tick comes. Written in place, a tick
+ * between the truncation and the write sees two changes, and rightly reloads for each.
+ */
+function replaceFile(file: string, content: string | Buffer): void {
+  writeFileSync(`${file}.tmp`, content);
+  renameSync(`${file}.tmp`, file);
+}
 
 t.test('envoy-config: one SDS file per secret, file names only', async (t) => {
   const written = writeSecretsSync(config);
@@ -52,33 +75,36 @@ t.test('envoy-config: one SDS file per secret, file names only', async (t) => {
 });
 
 t.test('serve: a reload at start, then only on change (and twice more), never for a bad certificate', async (t) => {
-  const r = new SecretRotator(config, log, { intervalMs: 50 });
+  const r = new SecretRotator(config, log, { intervalMs: INTERVAL_MS });
   t.teardown(() => r.close());
   await r.start();
   const atStart = reloadStamp();
   t.not(atStart, 'none', 'at start: Envoy is made to re-read (a file may have changed while skewgate was down)');
-  await sleep(300);
+  await sleep(QUIET_MS);
   t.equal(reloadStamp(), atStart, 'unchanged files: no reload');
 
-  writeFileSync(certFile, 'not a certificate');
-  await sleep(300);
-  t.equal(reloadStamp(), atStart, 'a certificate that does not parse: no reload');
+  replaceFile(certFile, 'not a certificate');
+  // The line is written by the tick that read the bad file, instead of its reload.
+  await eventually(
+    'the bad certificate to be noticed',
+    () => lines.some((l) => l['msg'] === 'certificate file not usable; Envoy keeps the last good one'),
+    waitMs(INTERVAL_MS),
+  ).catch(() => undefined);
+  // Its follow-up ticks read it again: room for them to reload or log it again, wrongly.
+  await sleep(QUIET_MS);
   t.ok(
     lines.some((l) => l['msg'] === 'certificate file not usable; Envoy keeps the last good one'),
     'logged',
   );
+  t.equal(reloadStamp(), atStart, 'a certificate that does not parse: no reload');
   t.equal(lines.filter((l) => l['msg'] === 'certificate file not usable; Envoy keeps the last good one').length, 1, 'once, not every tick');
 
-  const seen = new Set<string>();
-  writeFileSync(certFile, readFileSync(pki.serverCertFile));
-  // Sampled faster than the ticks until three new reloads are seen (or 5 s, on a slow machine).
-  const until = Date.now() + 5_000;
-  while (Date.now() < until && seen.size < 3) {
-    const now = reloadStamp();
-    if (now !== atStart) seen.add(now);
-    await sleep(10);
-  }
-  t.equal(seen.size, 3, 'the change and two follow-ups (the key may come after its certificate)');
+  const base = highestSequence();
+  replaceFile(certFile, readFileSync(pki.serverCertFile));
+  // Counted by the stamp's sequence number, so that no reload is missed between two looks.
+  const reloads = (): number => sequenceOf(reloadStamp()) - base;
+  await eventually('three reloads', () => reloads() >= 3, waitMs(3 * INTERVAL_MS)).catch(() => undefined);
+  t.equal(reloads(), 3, 'the change and two follow-ups (the key may come after its certificate)');
   const changed = lines.find((l) => l['msg'] === 'certificate files changed; Envoy reads them again');
   t.ok(changed, 'logged with the new serial');
   t.equal(typeof changed?.['serial'], 'string', 'the serial in the log line');
@@ -87,7 +113,7 @@ t.test('serve: a reload at start, then only on change (and twice more), never fo
     'the recovery logged',
   );
   const settled = reloadStamp();
-  await sleep(300);
+  await sleep(QUIET_MS);
   t.equal(reloadStamp(), settled, 'then quiet again');
 });
 

@@ -14,6 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
+import { waitMs } from '../helpers/waits.js';
 import { TRACEPARENT, createExtProcClient, replyHeader, type ExtProcTestClient } from '../helpers/extproc-client.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
@@ -110,7 +111,7 @@ t.test('tracing on: the decision span, its parent, and the traceparent sent upst
   await eventually(
     'a second discovery round',
     () => exporter.getFinishedSpans().filter((s) => s.name === 'skewgate.discovery').length >= 4,
-    5000,
+    waitMs(),
   );
   const later = exporter
     .getFinishedSpans()
