@@ -165,9 +165,8 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
 
 const SEQ_HEADER = 'x-skewgate-test-seq';
 /**
- * Requests sent after publication that must all avoid kas-c: balanced over three apiservers, 20
- * would put about 7 on kas-c were its route not withdrawn (the chance that none lands there by
- * luck is (2/3)^20, under 0.03 %).
+ * Requests sent after publication that must all avoid kas-c: balanced round robin over the three
+ * apiservers, about a third of 20 would reach kas-c were its route not withdrawn.
  */
 const AFTER_PUBLICATION = 20;
 
