@@ -16,7 +16,8 @@ mkdir -p "$LAB_BIN"
 tool_key() {
   local files=() words=() a
   for a in "$@"; do if [ -f "$a" ]; then files+=("$a"); else words+=("$a"); fi; done
-  { cat "${files[@]}"; printf '%s\n' "${words[@]}"; } | sha256sum | cut -c1-16
+  # No file named: hash the words alone (a bare `cat` would read standard input).
+  { [ ${#files[@]} -eq 0 ] || cat "${files[@]}"; printf '%s\n' "${words[@]}"; } | sha256sum | cut -c1-16
 }
 tool_is_current() { [ -x "$1" ] && [ -f "$1.key" ] && [ "$(cat "$1.key")" = "$2" ]; }
 tool_mark() { printf '%s\n' "$2" >"$1.key"; }
