@@ -123,12 +123,13 @@ wait_until() {
     fi
     waited=$(($(now) - started))
     last=$(last_line "$WORK/wait.out")
-    if [ "$waited" -ge "$READY_TIMEOUT" ]; then
-      die 1 "$what: not $state within $READY_TIMEOUT s (READY_TIMEOUT); last answer: ${last:-none}"
-    fi
+    # The first failure always says so, even when that one attempt outlasted READY_TIMEOUT.
     if [ "$waited" -ge "$next_note" ]; then
       say "$what: not $state yet (${waited} s of $READY_TIMEOUT s): ${last:-no answer}"
       next_note=$((waited + 10))
+    fi
+    if [ "$waited" -ge "$READY_TIMEOUT" ]; then
+      die 1 "$what: not $state within $READY_TIMEOUT s (READY_TIMEOUT); last answer: ${last:-none}"
     fi
     sleep 2
   done
