@@ -24,7 +24,7 @@ import type { MemberEntry } from '../../src/discovery/service.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
 import { XdsWriter } from '../../src/envoy/xds-files.js';
 import { account, judge404, total, type Accounting, type AccountingRules } from '../load/accounting.js';
-import { describe503, gatewayGaps, unexplained503s, versionAt } from '../load/gateway-view.js';
+import { describe503, gatewayGaps, skewgateLogRecords, unexplained503s, versionAt } from '../load/gateway-view.js';
 import { readySpans } from '../load/timeline.js';
 import { untilAnswered, untilInEffect } from '../load/wait.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
@@ -427,17 +427,10 @@ interface MembershipEvent {
 /** One skewgate's membership changes from its log, named `<arm>: <change>`. */
 async function membershipTimeline(logFile: string, arm: string): Promise<MembershipEvent[]> {
   const out: MembershipEvent[] = [];
-  for (const line of (await readFile(logFile, 'utf8')).split('\n')) {
-    if (!line.startsWith('{')) continue;
-    let o: { time?: string; msg?: string; server?: string };
-    try {
-      o = JSON.parse(line) as typeof o;
-    } catch {
-      continue;
-    }
-    const what = o.msg === undefined ? undefined : MEMBERSHIP_LINES[o.msg];
-    if (what !== undefined && o.server !== undefined && o.time !== undefined)
-      out.push({ atMs: Date.parse(o.time), server: o.server, what: `${arm}: ${what}` });
+  for (const o of skewgateLogRecords(await readFile(logFile, 'utf8'))) {
+    const what = typeof o['msg'] === 'string' ? MEMBERSHIP_LINES[o['msg']] : undefined;
+    if (what !== undefined && typeof o['server'] === 'string' && typeof o['time'] === 'string')
+      out.push({ atMs: Date.parse(o['time']), server: o['server'], what: `${arm}: ${what}` });
   }
   return out;
 }

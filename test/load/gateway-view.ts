@@ -37,6 +37,18 @@ export const GATEWAY_VIEW_LINES: Readonly<Record<string, GatewayViewWhat>> = {
 /** The lab's supervisor writes this before each start of a process into its (appended) log. */
 const RUN_HEADER = '==== ';
 
+/** The JSON lines of a skewgate log, parsed (other lines and bad JSON skipped). */
+export function skewgateLogRecords(text: string): Record<string, unknown>[] {
+  return text.split('\n').flatMap((line) => {
+    if (!line.startsWith('{')) return [];
+    try {
+      return [JSON.parse(line) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** The view's events in a skewgate log (JSON lines, ISO `time`), from `sinceMs` on. */
 export function gatewayViewFromLog(text: string, sinceMs = Number.NEGATIVE_INFINITY): GatewayViewEvent[] {
   const out: GatewayViewEvent[] = [];
