@@ -2,8 +2,11 @@
 // test owns one part between its own markers inside the cluster section, so a test rewrites only
 // its part, and bench/run.ts (which regenerates the rest of the file) must carry the whole
 // section over verbatim: see extractClusterSection.
+import { createHash } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { withMachineLock } from '../harness/lab/machine-lock.js';
 import { packageRoot } from '../src/package-root.js';
 import { NO_ANSWER, type Accounting } from '../test/load/accounting.js';
 import type { ClientCheck } from '../test/load/clients.js';
@@ -49,11 +52,18 @@ export function resultsFile(): string {
   return join(packageRoot(), 'bench', 'RESULTS.md');
 }
 
+/**
+ * Rewrites part `id` of `file`. Cluster files run side by side (.ci/run), so the read, splice and
+ * rename happen under a machine-wide lock: without it, two writers would each keep only their part.
+ */
 export async function writeClusterPart(id: string, body: string, file = resultsFile()): Promise<void> {
-  const doc = await readFile(file, 'utf8').catch(() => '# skewgate benchmark results\n');
-  const tmp = `${file}.tmp-${process.pid}`;
-  await writeFile(tmp, spliceClusterPart(doc, id, body));
-  await rename(tmp, file);
+  const lock = join(tmpdir(), `skewgate-results-${createHash('sha256').update(file).digest('hex').slice(0, 16)}.lock`);
+  await withMachineLock(lock, async () => {
+    const doc = await readFile(file, 'utf8').catch(() => '# skewgate benchmark results\n');
+    const tmp = `${file}.tmp-${process.pid}`;
+    await writeFile(tmp, spliceClusterPart(doc, id, body));
+    await rename(tmp, file);
+  });
 }
 
 // ---- tables --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import type { Dispatcher } from 'undici';
 import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
 import { ERROR_BODY_BYTES, type Oversize, contentLength, downloadBackoffMs, tooLargeMessage } from './document-bounds.js';
 import type { ResourceCapability, ServerView } from './types.js';
-import type { ServerCredentials } from './credentials.js';
+import type { RequestCredentials, ServerCredentials } from './credentials.js';
 import { parseJsonSteps } from './json-items.js';
 import { runSliced, sliceBudget, type SliceOptions } from './slice-runner.js';
 import { runToEnd, type Sliced } from './sliced.js';
@@ -298,8 +298,13 @@ function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: 
   });
 }
 
-async function send(target: ServerTarget, path: string, opts: GetOptions, deadline: DeadlineSignal): Promise<FetchResponseLike> {
-  const { dispatcher, authorization } = await target.credentials.current();
+async function send(
+  target: ServerTarget,
+  path: string,
+  opts: GetOptions,
+  deadline: DeadlineSignal,
+  { dispatcher, authorization }: RequestCredentials,
+): Promise<FetchResponseLike> {
   const headers: Record<string, string> = { accept: opts.accept, 'user-agent': 'skewgate-discovery' };
   if (authorization) headers.authorization = authorization;
   if (opts.ifNoneMatch) headers['if-none-match'] = opts.ifNoneMatch;
@@ -318,9 +323,10 @@ export async function sendJson(
   signal: AbortSignal,
 ): Promise<{ readonly status: number; readonly text: string }> {
   const url = joinUrl(target.url, path);
+  // Before the clock starts: the timeout is the apiserver's, not the time to read local files.
+  const { dispatcher, authorization } = await target.credentials.current();
   const deadline = new DeadlineSignal(signal, target.timeoutMs);
   try {
-    const { dispatcher, authorization } = await target.credentials.current();
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'skewgate-publisher' };
     if (authorization) headers.authorization = authorization;
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -359,9 +365,10 @@ export interface TextResponse {
 export async function getText(target: ServerTarget, path: string, opts: GetOptions): Promise<TextResponse> {
   const url = joinUrl(target.url, path);
   const limit = target.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES;
+  const credentials = await target.credentials.current();
   const deadline = new DeadlineSignal(opts.signal, target.timeoutMs);
   try {
-    const res = await send(target, path, opts, deadline);
+    const res = await send(target, path, opts, deadline, credentials);
     const etag = res.headers.get('etag');
     if (res.status === 304 && opts.ifNoneMatch) {
       if ((await readBounded(res, ERROR_BODY_BYTES)).over) deadline.cancel();
@@ -406,9 +413,10 @@ export async function getText(target: ServerTarget, path: string, opts: GetOptio
  */
 export async function openStream(target: ServerTarget, path: string, opts: GetOptions): Promise<FetchResponseLike> {
   const url = joinUrl(target.url, path);
+  const credentials = await target.credentials.current();
   const deadline = new DeadlineSignal(opts.signal, target.timeoutMs);
   try {
-    const res = await send(target, path, opts, deadline);
+    const res = await send(target, path, opts, deadline, credentials);
     deadline.stopClock();
     if (res.status < 200 || res.status > 299) {
       const text = await res.text().catch(() => '');

@@ -1,13 +1,15 @@
 // The lab's address plan and its slots: no two slots share an address or a port (so any two labs
 // run side by side), slot 0 keeps `skewgate-lab lab up`'s, and a slot is held by one process at a
-// time, taken over when its owner is gone.
+// time, taken over when its owner is gone; the machine-wide lock the slots and the results file use.
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isLabAlias, LAB_ADDRESSES_PER_SLOT, LAB_MAX_SLOT, labAddresses } from '../../harness/lab/addresses.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
+import { withMachineLock } from '../../harness/lab/machine-lock.js';
+import { writeClusterPart } from '../../bench/cluster-results.js';
 
 t.test('no two slots share a loopback address, an alias address or an etcd port', async (t) => {
   const owner = new Map<string, number>();
@@ -72,4 +74,33 @@ t.test('a slot is held by one process until released; a dead owner loses it', as
   const e = claimLabSlot(dir);
   t.equal(e.slot, 5, "a live owner's slot is not");
   for (const s of [b, c, d, e]) s.release();
+});
+
+t.test('the machine lock: one holder at a time; writers of one results file keep each part', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'skewgate-lock-test-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const events: string[] = [];
+  const holder = (name: string) =>
+    withMachineLock(join(dir, 'lock'), async () => {
+      events.push(`${name} in`);
+      await new Promise((r) => setTimeout(r, 30));
+      events.push(`${name} out`);
+    });
+  await Promise.all([holder('a'), holder('b'), holder('c')]);
+  t.same(
+    events.filter((_, i) => i % 2 === 0).map((e) => e.replace(' in', ' out')),
+    events.filter((_, i) => i % 2 === 1),
+    `no holder entered before the previous one left: ${events.join(', ')}`,
+  );
+  t.notOk(existsSync(join(dir, 'lock')), 'released after the last holder');
+  // Eight cluster files writing their parts of one file at once: every part is there.
+  const file = join(dir, 'RESULTS.md');
+  const ids = Array.from({ length: 8 }, (_, i) => `part-${i}`);
+  await Promise.all(ids.map((id) => writeClusterPart(id, `### ${id}`, file)));
+  const doc = readFileSync(file, 'utf8');
+  t.same(
+    ids.filter((id) => !doc.includes(`### ${id}`)),
+    [],
+    'no part lost',
+  );
 });
