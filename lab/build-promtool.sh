@@ -15,7 +15,7 @@ RELEASE="3.$((10#$minor - 300)).${PROMETHEUS_VERSION##*.}"
 OUT=$LAB/bin/promtool-$PROMETHEUS_VERSION
 MODULE=github.com/prometheus/prometheus
 
-reports_release() { "$1" --version 2>/dev/null | grep -q "version $RELEASE"; }
+reports_release() { grep -q "version $RELEASE" <<<"$("$1" --version 2>/dev/null || true)"; }
 if go_tool_cached promtool "$PROMETHEUS_VERSION" reports_release; then
   log "promtool $PROMETHEUS_VERSION: cached ($OUT)"
   exit 0

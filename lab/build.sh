@@ -66,18 +66,22 @@ kube_module() {
 }
 
 # kube-apiserver answers --version, kubectl `version --client`; both print "… v1.X.Y".
+# Whole outputs are read before matching: `| head -1` or `| grep -q` can close the pipe while the
+# binary still writes, and under pipefail its SIGPIPE made a current binary look stale (rebuilt).
 binary_version() {
+  local text
   case "$(basename "$1")" in
-    kubectl-*) "$1" version --client 2>/dev/null | head -1 ;;
-    *) "$1" --version 2>/dev/null ;;
+    kubectl-*) text=$("$1" version --client 2>/dev/null) || true ;;
+    *) text=$("$1" --version 2>/dev/null) || true ;;
   esac
+  printf '%s\n' "${text%%$'\n'*}"
 }
 
 build_kube() {
   local v=$1 cmd=$2 out=$3
   local key dir start
   key=$(tool_key lab/build.sh "$v" "$cmd")
-  if tool_is_current "$out" "$key" && binary_version "$out" | grep -q "v$v\$"; then log "$(basename "$out") v$v: cached"; return; fi
+  if tool_is_current "$out" "$key" && [[ "$(binary_version "$out")" == *"v$v" ]]; then log "$(basename "$out") v$v: cached"; return; fi
   dir=$(kube_module "$v")
   if [ "$FETCH" = 1 ]; then
     # Loading the packages downloads their modules; nothing is compiled.
@@ -102,7 +106,7 @@ build_etcd_tool() {
   # etcd answers --version ("etcd Version: X"); etcdctl and etcdutl a `version` command.
   local asks=(--version) key; [ "$tool" = etcd ] || asks=(version)
   key=$(tool_key lab/build.sh "$v" "$tool")
-  if tool_is_current "$out" "$key" && "$out" "${asks[@]}" 2>/dev/null | grep -qiE "^$tool version: $v\$"; then log "$tool $v: cached"; return; fi
+  if tool_is_current "$out" "$key" && grep -qiE "^$tool version: $v\$" <<<"$("$out" "${asks[@]}" 2>/dev/null || true)"; then log "$tool $v: cached"; return; fi
   mkdir -p "$dir"
   exec 9>"$dir.lock"; flock 9
   if [ "$FETCH" = 1 ]; then

@@ -146,7 +146,7 @@ parts() {
   [ -x "$TOOLS/envoy/current/envoy/_bin/envoy" ] || scripts/install-envoy.sh >&2
   BIN=$LAB_BIN
   ENVOY_BIN=$TOOLS/envoy/current/envoy/_bin/envoy
-  "$ENVOY_BIN" --version | grep -q "/$ENVOY_VERSION/" || die "$ENVOY_BIN is not Envoy $ENVOY_VERSION"
+  grep -q "/$ENVOY_VERSION/" <<<"$("$ENVOY_BIN" --version 2>&1 || true)" || die "$ENVOY_BIN is not Envoy $ENVOY_VERSION"
   command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
 }
 
