@@ -90,6 +90,11 @@ build_kube() {
   fi
   log "building $cmd v$v (this is the slow part on a cold machine)"
   start=$(date +%s)
+  # The node's commands import packages whose modules the wrapper's go.sum does not list yet
+  # (k8s.io/kubernetes's go.mod is complete; the wrapper's sums are what `go get` of it needed).
+  case "$cmd" in
+    kubelet | kube-proxy | kube-scheduler) (cd "$dir" && { go get "k8s.io/kubernetes/cmd/$cmd@v$v" >/dev/null 2>&1 || go get "k8s.io/kubernetes/cmd/$cmd@v$v"; }) ;;
+  esac
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $(version_ldflags "$v")" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
   mv "$out.tmp" "$out"
   tool_mark "$out" "$key"
@@ -127,11 +132,43 @@ build_etcd_tool() {
   log "  built $(basename "$out")"
 }
 
+# crictl (CRI_TOOLS_VERSION): a CRI client, the runtime's view of the node's pods and images.
+build_crictl() {
+  local v=$CRI_TOOLS_VERSION out=$BIN/crictl-$CRI_TOOLS_VERSION dir=$ROOT/src/cri-tools-$CRI_TOOLS_VERSION key text
+  key=$(tool_key lab/build.sh "$v" crictl)
+  text=$("$out" --version 2>/dev/null || true)
+  if tool_is_current "$out" "$key" && [[ "$text" == *"v$v"* ]]; then log "crictl $v: cached"; return; fi
+  mkdir -p "$dir"
+  exec 9>"$dir.lock"; flock 9
+  (
+    cd "$dir"
+    [ -f go.mod ] || go mod init local/skewgate-lab-cri-tools >/dev/null 2>&1
+    go get "sigs.k8s.io/cri-tools@v$v" >/dev/null 2>&1 || go get "sigs.k8s.io/cri-tools@v$v"
+    [ "$FETCH" = 1 ] && { go list -deps sigs.k8s.io/cri-tools/cmd/crictl >/dev/null; exit 0; }
+    go build -p "$JOBS" -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=v$v" -o "$out.tmp" sigs.k8s.io/cri-tools/cmd/crictl
+  )
+  exec 9>&-
+  [ "$FETCH" = 1 ] && { log "fetched crictl $v"; return; }
+  mv "$out.tmp" "$out"
+  tool_mark "$out" "$key"
+  log "  built crictl-$v: $("$out" --version 2>/dev/null || true)"
+}
+
 build_etcd() { build_etcd_tool "$ETCD_VERSION" etcd "$BIN/etcd-$ETCD_VERSION"; }
 
 # --images: also the programs of the compose demo's etcd image (registry.k8s.io/etcd:$ETCD_IMAGE_TAG
 # is etcd's own release image, v<tag without -N>, with etcd, etcdctl and etcdutl): for
 # scripts/demo-images.sh, which builds the stand-in images.
+# --node: the node's programs (kubelet, kube-proxy) and the scheduler that places pods on it, at
+# KUBE_OLD (kubeadm upgrades the node last), and crictl to look into its container runtime.
+if [ "${1:-}" = "--node" ]; then
+  total=$(date +%s)
+  for cmd in kubelet kube-proxy kube-scheduler; do build_kube "$KUBE_OLD" "$cmd" "$BIN/$cmd-$KUBE_OLD"; done
+  build_crictl
+  log "node parts ready in $(( $(date +%s) - total )) s"
+  exit 0
+fi
+
 if [ "${1:-}" = "--images" ]; then
   v=${ETCD_IMAGE_TAG%-*}
   for tool in etcd etcdctl etcdutl; do build_etcd_tool "$v" "$tool" "$BIN/$tool-$v"; done

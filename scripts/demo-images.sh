@@ -48,6 +48,7 @@ TAGS=(
   "registry.k8s.io/etcd:$ETCD_IMAGE_TAG"
   "envoyproxy/envoy:v$ENVOY_VERSION"
   "jaegertracing/jaeger:$JAEGER_IMAGE_TAG"
+  "registry.k8s.io/pause:$PAUSE_IMAGE_TAG"
 )
 
 # ---- the engine ------------------------------------------------------------------------------
@@ -313,6 +314,12 @@ build_all() {
   build_binary_image "jaegertracing/jaeger:$JAEGER_IMAGE_TAG" "$JAEGER_IMAGE_TAG" jaeger \
     "Jaeger $JAEGER_IMAGE_TAG (Go module v$JAEGER_VERSION, cmd/jaeger) built from the Go module proxy (lab/build-jaeger.sh)" \
     "$jc/jaeger-linux" "$jc/sampling-strategies.json" "$jc/mime.types"
+  # The node's pod sandbox image (containerd's sandbox_image): a static binary, reproducible
+  # (-trimpath), so an unchanged pause.go rebuilds no image.
+  local pc=$WORK/bin-pause; mkdir -p "$pc"
+  (cd lab/images/pause && CGO_ENABLED=0 GOFLAGS= go build -trimpath -ldflags "-s -w -X main.version=v$PAUSE_IMAGE_TAG" -o "$pc/pause" pause.go)
+  build_binary_image "registry.k8s.io/pause:$PAUSE_IMAGE_TAG" "$PAUSE_IMAGE_TAG" pause \
+    "pause v$PAUSE_IMAGE_TAG: lab/images/pause/pause.go built with Go" "$pc/pause"
 }
 
 case "${1:-}" in

@@ -10,17 +10,37 @@ export interface LabVersions {
   readonly kubeOld: string;
   readonly kubeNew: string;
   readonly etcd: string;
+  /** crictl's (cri-tools) version. */
+  readonly criTools: string;
+  /** The node's sandbox image tag, registry.k8s.io/pause:<this>. */
+  readonly pauseImageTag: string;
 }
 
-export type LabBinaryName = 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'etcd';
+export type LabBinaryName =
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'kubectl'
+  | 'etcd'
+  // The node's (lab/build.sh --node).
+  | 'kubelet'
+  | 'kube-proxy'
+  | 'kube-scheduler'
+  | 'crictl';
+
+const NODE_BINARIES: ReadonlySet<LabBinaryName> = new Set(['kubelet', 'kube-proxy', 'kube-scheduler', 'crictl']);
 
 export const VERSIONS_FILE_RELATIVE = 'lab/versions.env';
 
 export class LabBinaryMissingError extends Error {
   readonly code = 'SKEWGATE_ERR_LAB_BINARY';
-  constructor(readonly path: string) {
+  constructor(
+    readonly path: string,
+    node = false,
+  ) {
     super(
-      `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`,
+      node
+        ? `lab binary not found or not executable: ${path}: run \`bash lab/build.sh --node\` (builds kubelet, kube-proxy, kube-scheduler and crictl from the Go module proxy into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`
+        : `lab binary not found or not executable: ${path}: run \`npm run lab:build\` (builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`,
     );
     this.name = 'LabBinaryMissingError';
   }
@@ -48,7 +68,16 @@ export function labVersions(): LabVersions {
       throw new Error(`${file}: ${key} must be a version like 1.36.3 (got ${v ?? 'nothing'})`);
     return v;
   };
-  return { kubeOld: get('KUBE_OLD'), kubeNew: get('KUBE_NEW'), etcd: get('ETCD_VERSION') };
+  const tag = env.get('PAUSE_IMAGE_TAG');
+  if (tag === undefined || !/^\d+\.\d+(\.\d+)?$/.test(tag))
+    throw new Error(`${file}: PAUSE_IMAGE_TAG must be a tag like 3.10.1 (got ${tag ?? 'nothing'})`);
+  return {
+    kubeOld: get('KUBE_OLD'),
+    kubeNew: get('KUBE_NEW'),
+    etcd: get('ETCD_VERSION'),
+    criTools: get('CRI_TOOLS_VERSION'),
+    pauseImageTag: tag,
+  };
 }
 
 /** The lab's run dir (PKI, pid files, logs, configs) unless --dir names another. */
@@ -63,5 +92,5 @@ export function labBinDir(): string {
 
 /** `<bin dir>/<name>-<version>`; throws LabBinaryMissingError when it is not an executable. */
 export function labBinary(name: LabBinaryName, version: string): string {
-  return requireExecutable(join(labBinDir(), `${name}-${version}`), (bin) => new LabBinaryMissingError(bin));
+  return requireExecutable(join(labBinDir(), `${name}-${version}`), (bin) => new LabBinaryMissingError(bin, NODE_BINARIES.has(name)));
 }
