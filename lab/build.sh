@@ -5,10 +5,11 @@
 # KUBE_OLD, and etcd. Idempotent: a binary that reports the pinned version and was built by this
 # script as it is now (its .key) is kept; a version bump rebuilds only that version's binaries. Go's own caches (GOMODCACHE, GOCACHE) make a
 # rebuild on the same machine take minutes instead of the cold build's tens of minutes.
-#   lab/build.sh [--jobs N] [--fetch] [--images]   N = parallel package builds (default: all
-#     cores); --fetch: download what the builds need (wrapper modules, the packages' modules) and
-#     compile nothing, so that a build running beside it finds its downloads done;
-#     --images: only the compose demo's etcd programs (see below)
+#   lab/build.sh [--jobs N] [--fetch] [--images|--node]   N = parallel package builds (default:
+#     all cores); --fetch: download what the builds need (wrapper modules, the packages' modules)
+#     and compile nothing, so that a build running beside it finds its downloads done;
+#     --images: only the compose demo's etcd programs; --node: only the node's programs (kubelet,
+#     kube-proxy, kube-scheduler at KUBE_OLD, crictl; see below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=versions.env
@@ -83,6 +84,11 @@ build_kube() {
   key=$(tool_key lab/build.sh "$v" "$cmd")
   if tool_is_current "$out" "$key" && [[ "$(binary_version "$out")" == *"v$v" ]]; then log "$(basename "$out") v$v: cached"; return; fi
   dir=$(kube_module "$v")
+  # The node's commands import packages whose modules the wrapper's go.sum does not list yet
+  # (k8s.io/kubernetes's go.mod is complete; the wrapper's sums are what `go get` of it needed).
+  case "$cmd" in
+    kubelet | kube-proxy | kube-scheduler) (cd "$dir" && { go get "k8s.io/kubernetes/cmd/$cmd@v$v" >/dev/null 2>&1 || go get "k8s.io/kubernetes/cmd/$cmd@v$v"; }) ;;
+  esac
   if [ "$FETCH" = 1 ]; then
     # Loading the packages downloads their modules; nothing is compiled.
     (cd "$dir" && go list -deps "k8s.io/kubernetes/cmd/$cmd" >/dev/null)
@@ -90,11 +96,6 @@ build_kube() {
   fi
   log "building $cmd v$v (this is the slow part on a cold machine)"
   start=$(date +%s)
-  # The node's commands import packages whose modules the wrapper's go.sum does not list yet
-  # (k8s.io/kubernetes's go.mod is complete; the wrapper's sums are what `go get` of it needed).
-  case "$cmd" in
-    kubelet | kube-proxy | kube-scheduler) (cd "$dir" && { go get "k8s.io/kubernetes/cmd/$cmd@v$v" >/dev/null 2>&1 || go get "k8s.io/kubernetes/cmd/$cmd@v$v"; }) ;;
-  esac
   (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $(version_ldflags "$v")" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
   mv "$out.tmp" "$out"
   tool_mark "$out" "$key"

@@ -49,6 +49,11 @@ export function nodePaths(dir: string) {
 
 const toml = (s: string): string => JSON.stringify(s);
 
+/** The node's cgroup subtree (the kubelet's cgroupRoot), in every hierarchy. */
+export function nodeCgroupRoot(name: string): string {
+  return `/skewgate-lab-${name}`;
+}
+
 /** containerd 1.6 (config version 2): its own root, state and sockets, so it runs beside Docker's. */
 export function containerdConfig(spec: NodeSpec): string {
   const p = nodePaths(spec.dir);
@@ -132,6 +137,8 @@ export function kubeletConfiguration(spec: NodeSpec): object {
     failCgroupV1: false,
     // No systemd as PID 1.
     cgroupDriver: 'cgroupfs',
+    // Its own subtree (cgroups.ts): kubelets sharing one would kill each other's pods as orphans.
+    cgroupRoot: nodeCgroupRoot(spec.name),
     failSwapOn: false,
     containerRuntimeEndpoint: `unix://${p.containerdSocket}`,
     staticPodPath: p.staticPods,

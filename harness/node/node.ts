@@ -1,7 +1,9 @@
 // A lab node: containerd (with runc and the CNI bridge) and a kubelet, started detached under
 // the lab's supervisor (their own run dir, logs and records), so a node outlives the command that
-// started it and `down` from another shell stops it. What runs inside (pods, their shims, mounts,
-// the bridge) is cleaned up on down as well: nothing of a node is left on the machine.
+// started it and `down` from another shell stops it. What runs inside (pods, their shims, its
+// cgroups, mounts, the bridge) is cleaned up on down as well. Left, as on any machine that ran a
+// kubelet: its host-wide iptables chains (KUBE-FIREWALL drops packets to 127/8 from other
+// sources, which the lab never sends; KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT).
 import { execFile, spawn } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,7 +12,8 @@ import { stringify } from 'yaml';
 import { issueCert, type KeyPairFiles } from '../openssl.js';
 import { LabError } from '../lab/errors.js';
 import { Supervisor, logTail, type ProcRecord } from '../lab/supervisor.js';
-import { containerdConfig, cniConflist, kubeletArgs, kubeletConfiguration, nodePaths, type NodeSpec } from './config.js';
+import { ensureCgroupRoot, removeCgroupRoot } from './cgroups.js';
+import { containerdConfig, cniConflist, kubeletArgs, kubeletConfiguration, nodeCgroupRoot, nodePaths, type NodeSpec } from './config.js';
 
 const run = promisify(execFile);
 
@@ -95,6 +98,7 @@ export class LabNode {
       return r.stdout.includes('Server:') ? null : 'containerd not answering yet';
     });
     await this.importImages();
+    await ensureCgroupRoot(nodeCgroupRoot(s.name));
     const kubelet = await this.procs.spawn({
       name: `${s.name}-kubelet`,
       kind: 'kubelet',
@@ -167,6 +171,8 @@ export class LabNode {
     }
     await this.procs.kill(`${this.spec.name}-containerd`);
     await this.killShims();
+    // Whatever a pod still runs (its shim gone before it): every process in the node's cgroups.
+    await removeCgroupRoot(nodeCgroupRoot(this.spec.name));
     await this.unmountAll();
     await run('ip', ['link', 'delete', this.spec.bridge]).catch(() => undefined);
     this.procs.close();

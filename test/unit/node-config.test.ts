@@ -2,7 +2,16 @@
 // its own (its folder, its address), so that nodes and the machine's Docker run side by side; and
 // what these machines need is set (cgroup v1 with cgroupfs, oom_score_adj, no registry).
 import t from 'tap';
-import { containerdConfig, cniConflist, kubeletArgs, kubeletConfiguration, nodePaths, type NodeSpec } from '../../harness/node/config.js';
+import { cgroupMounts } from '../../harness/node/cgroups.js';
+import {
+  containerdConfig,
+  cniConflist,
+  kubeletArgs,
+  kubeletConfiguration,
+  nodeCgroupRoot,
+  nodePaths,
+  type NodeSpec,
+} from '../../harness/node/config.js';
 
 const spec: NodeSpec = {
   name: 'node-1',
@@ -68,4 +77,21 @@ t.test("the pod network: the node's bridge and range, addresses recorded in its 
   t.equal(bridge.ipMasq, false, 'no NAT chains left behind');
   t.same((bridge.ipam as Record<string, unknown>).ranges, [[{ subnet: '10.244.3.0/24' }]]);
   t.equal((bridge.ipam as Record<string, unknown>).dataDir, nodePaths(spec.dir).cniIpam);
+});
+
+t.test("the node's cgroups: its own subtree in every cgroup v1 hierarchy", async (t) => {
+  t.equal((kubeletConfiguration(spec) as Record<string, unknown>).cgroupRoot, nodeCgroupRoot('node-1'));
+  t.equal(nodeCgroupRoot('node-1'), '/skewgate-lab-node-1', 'not the default root another kubelet uses');
+  const mountinfo = [
+    '35 25 0:30 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory',
+    '36 25 0:31 / /sys/fs/cgroup/cpuset rw,nosuid - cgroup cgroup rw,cpuset',
+    '30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw',
+    '24 1 0:22 / /sys rw - sysfs sysfs rw',
+  ].join('\n');
+  t.same(cgroupMounts(mountinfo), ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/cpuset'], 'v1 hierarchies: where the root is made');
+  t.same(
+    cgroupMounts(mountinfo, true),
+    ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/cpuset', '/sys/fs/cgroup/unified'],
+    'and the unified one: where it is removed from too',
+  );
 });
