@@ -640,6 +640,7 @@ export class DiscoveryService {
     });
     const want = new Set(desired.map((d) => d.spec.name));
     let changed = false;
+    let drained = false;
     for (const d of desired) {
       const p = this.pollers.get(d.spec.name);
       if (p === undefined) {
@@ -697,11 +698,18 @@ export class DiscoveryService {
           'apiserver left every source: draining',
         );
         changed = true;
+        drained = true;
       }
     }
     if (!changed) return false;
-    void this.publish();
-    this.emitMembers();
+    // A draining member loses its Envoy route (envoy/xds.ts routes members and joiners only):
+    // routing must stop naming it first, or a request routed by the snapshot still published
+    // meets a route already gone (503 upstream_unknown_to_envoy instead of the drain's own 503).
+    if (drained) void this.publish().then(() => this.emitMembers());
+    else {
+      void this.publish();
+      this.emitMembers();
+    }
     return true;
   }
 

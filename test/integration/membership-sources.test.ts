@@ -55,7 +55,12 @@ t.test(
     );
     t.teardown(() => svc.close());
     const roles: string[] = [];
-    svc.onMembers((ms: readonly MemberEntry[]) => roles.push(ms.map((m) => `${m.spec.name}:${m.role}`).join(' ')));
+    // What routing decides at the moment Envoy is told a member drains (its route goes then).
+    const atDrainNotice: unknown[] = [];
+    svc.onMembers((ms: readonly MemberEntry[]) => {
+      roles.push(ms.map((m) => `${m.spec.name}:${m.role}`).join(' '));
+      if (ms.some((m) => m.role === 'draining') && atDrainNotice.length === 0) atDrainNotice.push(decide(NEW_ONLY));
+    });
     await svc.start();
     const router = createRouter(svc, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
     const decide = (path: string): unknown => router.route('GET', path, new Map()).decision;
@@ -89,6 +94,12 @@ t.test(
       'draining: no new request to it, and no 404 either',
     );
     t.match(decide('/api/v1/namespaces/default/configmaps'), { outcome: 'routed', upstream: 'a' }, 'never balanced onto a draining member');
+    await eventually('the members listener to be told it drains', () => atDrainNotice.length > 0, waitMs());
+    t.match(
+      atDrainNotice,
+      [{ outcome: 'unavailable', reason: 'no_healthy_capable_server' }],
+      'when Envoy is told it drains (and drops its route), routing had already stopped naming it',
+    );
     const removed = await waitForSnapshot(svc, (s) => s.servers.length === 1, 10_000, 'removal after drainTimeout');
     t.same(
       removed.servers.map((s) => s.name),
