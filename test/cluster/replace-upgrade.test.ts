@@ -23,10 +23,9 @@ import { learntName } from '../../src/discovery/members.js';
 import type { MemberEntry } from '../../src/discovery/service.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
 import { XdsWriter } from '../../src/envoy/xds-files.js';
-import { account, judge404, total, type Accounting, type AccountingRules } from '../load/accounting.js';
+import { account, total, type Accounting, type AccountingRules } from '../load/accounting.js';
 import { describe503, gatewayGaps, skewgateLogRecords, unexplained503s, versionAt } from '../load/gateway-view.js';
-import { readySpans } from '../load/timeline.js';
-import { untilAnswered, untilInEffect } from '../load/wait.js';
+import { phaseEvidence as untilPhaseEvidence, untilInEffect } from '../load/wait.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
@@ -74,6 +73,8 @@ const MIN_BASELINE_FALSE_404 = 10;
 /** Acknowledged creates per skewgate arm over the run, for the lost and duplicated writes check. */
 const MIN_ACKED_CREATES = 50;
 const MIXED = ['P1', 'P2'];
+/** What each phase waits for before it ends (test/load/wait.ts phaseEvidence). */
+const EVIDENCE = { arms: SKEWGATE_ARMS, minSkewed: MIN_SKEWED_PER_PHASE, mixedPhases: MIXED, minFalse404: MIN_BASELINE_FALSE_404 };
 /** Looks at the baseline's Envoy (100 ms apart) for a pool change it was given before giving up. */
 const POOL_TRIES = 600;
 const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
@@ -169,28 +170,7 @@ t.test(
         const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
         const waits = { requests: () => run.log.requests, clock, progress };
         /** Until every skewgate arm has MIN_SKEWED_PER_PHASE skewed answers sent since it routed by the new member (and the baseline its false 404s, in a mixed phase). */
-        const phaseEvidence = async (phase: string, since: Readonly<Record<string, number>>, phaseAt: number): Promise<void> => {
-          for (const arm of SKEWGATE_ARMS)
-            await untilAnswered(
-              `skewed answers through ${arm} in ${phase}`,
-              waits,
-              (r) => r.arm === arm && r.kind === 'skewed' && r.startMs >= (since[arm] ?? phaseAt),
-              MIN_SKEWED_PER_PHASE,
-              (r) => r.arm === arm,
-            );
-          if (!MIXED.includes(phase)) return;
-          await untilAnswered(
-            `false 404s through the baseline in ${phase}`,
-            waits,
-            (r) => {
-              if (r.arm !== 'baseline' || r.status !== 404 || r.startMs < phaseAt) return false;
-              const tl = timeline.snapshot();
-              return judge404(r, tl, readySpans(tl), rules, new Map()) !== null;
-            },
-            MIN_BASELINE_FALSE_404,
-            (r) => r.arm === 'baseline',
-          );
-        };
+        const phaseEvidence = untilPhaseEvidence({ waits, timeline, rules, ...EVIDENCE });
         /** Until the baseline's Envoy has (or has not) the machine among its balanced endpoints: the load balancer's pool as it runs it. */
         const baselinePool = async (name: string, present: boolean): Promise<void> => {
           const endpoint = new RegExp(`^default::${spec(name, v.kubeNew).ip.replaceAll('.', '\\.')}:6443::`, 'm');

@@ -12,10 +12,9 @@ import { claimLabSlot } from '../../harness/lab/slots.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { account, judge404, total, type Accounting, type AccountingRules } from '../load/accounting.js';
+import { account, total, type Accounting, type AccountingRules } from '../load/accounting.js';
 import { describe503, gatewayGaps, unexplained503s, versionAt } from '../load/gateway-view.js';
-import { readySpans } from '../load/timeline.js';
-import { untilAnswered, untilInEffect } from '../load/wait.js';
+import { phaseEvidence as untilPhaseEvidence, untilInEffect } from '../load/wait.js';
 import { LoadRun, freeLoopbackPort, seededRng } from '../load/run.js';
 import { ensureNamespace, listFinal } from '../load/verify.js';
 import { configMaps, labNamespace, mutatingAdmissionPolicies, type Workload } from '../load/workload.js';
@@ -65,6 +64,8 @@ const MIN_ACKED_CREATES = 50;
 const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
 const ARMS = [...SKEWGATE_ARMS, 'baseline'] as const;
 const MIXED = ['P1', 'P2'];
+/** What each phase waits for before it ends (test/load/wait.ts phaseEvidence). */
+const EVIDENCE = { arms: SKEWGATE_ARMS, minSkewed: MIN_SKEWED_PER_PHASE, mixedPhases: MIXED, minFalse404: MIN_BASELINE_FALSE_404 };
 
 t.setTimeout(14 * 60_000);
 
@@ -121,28 +122,7 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
       const rules: AccountingRules = { serves: { skewed: (_s, version) => version === v.kubeNew, common: () => true }, graceMs: 1000 };
       const waits = { requests: () => run.log.requests, clock, progress };
       /** Until every skewgate arm has MIN_SKEWED_PER_PHASE skewed answers sent since `sinceMs` (and the baseline its false 404s, in a mixed phase). */
-      const phaseEvidence = async (phase: string, since: Readonly<Record<string, number>>, phaseAt: number): Promise<void> => {
-        for (const arm of SKEWGATE_ARMS)
-          await untilAnswered(
-            `skewed answers through ${arm} in ${phase}`,
-            waits,
-            (r) => r.arm === arm && r.kind === 'skewed' && r.startMs >= (since[arm] ?? phaseAt),
-            MIN_SKEWED_PER_PHASE,
-            (r) => r.arm === arm,
-          );
-        if (!MIXED.includes(phase)) return;
-        await untilAnswered(
-          `false 404s through the baseline in ${phase}`,
-          waits,
-          (r) => {
-            if (r.arm !== 'baseline' || r.status !== 404 || r.startMs < phaseAt) return false;
-            const tl = timeline.snapshot();
-            return judge404(r, tl, readySpans(tl), rules, new Map()) !== null;
-          },
-          MIN_BASELINE_FALSE_404,
-          (r) => r.arm === 'baseline',
-        );
-      };
+      const phaseEvidence = untilPhaseEvidence({ waits, timeline, rules, ...EVIDENCE });
 
       timeline.phase('P0');
       progress(`P0: 3 × v${v.kubeOld}; load ${RATE_PER_ARM} req/s per arm through ${ARMS.join(' and ')}`);

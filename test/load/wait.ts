@@ -4,8 +4,10 @@
 // long a step took. What never comes gives up on a count of requests instead (GIVE_UP_AFTER: the
 // load sent that many and it still did not happen), so that the test fails saying what it awaited
 // rather than running into its timeout. A progress line every 15 s says what is still awaited.
+import { judge404, type AccountingRules } from './accounting.js';
 import type { Clock } from './clock.js';
 import { capableGaps, readGatewayView, usableFrom, usableSpans } from './gateway-view.js';
+import { readySpans, type TimelineRecorder } from './timeline.js';
 import type { RequestRecord, ResourceKind } from './types.js';
 
 const STEP_MS = 100;
@@ -56,6 +58,45 @@ export function untilAnswered(
     },
     () => o.requests().filter(among).length - from >= GIVE_UP_AFTER,
   );
+}
+
+/**
+ * The evidence an upgrade phase needs before it ends, as a wait per phase: `minSkewed` skewed
+ * answers through each skewgate arm sent since it routed by the new apiserver (`since[arm]`, else
+ * the phase's start), and in a mixed phase `minFalse404` of the baseline's 404s sent in the phase
+ * that are false by the timeline recorded so far (accounting.ts judge404).
+ */
+export function phaseEvidence(o: {
+  readonly waits: { readonly requests: () => readonly RequestRecord[]; readonly clock: Clock; readonly progress: (line: string) => void };
+  readonly arms: readonly string[];
+  readonly minSkewed: number;
+  readonly mixedPhases: readonly string[];
+  readonly minFalse404: number;
+  readonly timeline: TimelineRecorder;
+  readonly rules: AccountingRules;
+}): (phase: string, since: Readonly<Record<string, number>>, phaseAt: number) => Promise<void> {
+  const isFalse404 = (r: RequestRecord): boolean => {
+    const tl = o.timeline.snapshot();
+    return judge404(r, tl, readySpans(tl), o.rules, new Map()) !== null;
+  };
+  return async (phase, since, phaseAt) => {
+    for (const arm of o.arms)
+      await untilAnswered(
+        `skewed answers through ${arm} in ${phase}`,
+        o.waits,
+        (r) => r.arm === arm && r.kind === 'skewed' && r.startMs >= (since[arm] ?? phaseAt),
+        o.minSkewed,
+        (r) => r.arm === arm,
+      );
+    if (!o.mixedPhases.includes(phase)) return;
+    await untilAnswered(
+      `false 404s through the baseline in ${phase}`,
+      o.waits,
+      (r) => r.arm === 'baseline' && r.status === 404 && r.startMs >= phaseAt && isFalse404(r),
+      o.minFalse404,
+      (r) => r.arm === 'baseline',
+    );
+  };
 }
 
 export interface InEffect {
