@@ -82,7 +82,8 @@ async function kubeletPods(): Promise<Pod[]> {
   const res = await request(`https://${ip}:10250/pods`, { dispatcher: agent });
   const body = await res.body.text();
   if (res.statusCode !== 200) throw new Error(`GET /pods: ${res.statusCode} ${body.slice(0, 200)}`);
-  return (JSON.parse(body) as { items: Pod[] }).items;
+  // A kubelet with no pod yet answers `"items": null`.
+  return (JSON.parse(body) as { items: Pod[] | null }).items ?? [];
 }
 
 t.test('containerd, runc, CNI and kubelet run a static pod on the pod network', async (t) => {
