@@ -5,12 +5,13 @@
 // kubelet: its host-wide iptables chains (KUBE-FIREWALL drops packets to 127/8 from other
 // sources, which the lab never sends; KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT).
 import { execFile, spawn } from 'node:child_process';
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { issueCert, type KeyPairFiles } from '../openssl.js';
 import { LabError } from '../lab/errors.js';
+import { findProcesses } from '../lab/procfs.js';
 import { Supervisor, logTail, type ProcRecord } from '../lab/supervisor.js';
 import { ensureCgroupRoot, removeCgroupRoot } from './cgroups.js';
 import { containerdConfig, cniConflist, kubeletArgs, kubeletConfiguration, nodeCgroupRoot, nodePaths, type NodeSpec } from './config.js';
@@ -180,15 +181,12 @@ export class LabNode {
 
   /** containerd-shim processes of this node (their -address is its socket). */
   private async killShims(): Promise<void> {
-    for (const pid of await readdir('/proc').catch(() => [] as string[])) {
-      if (!/^\d+$/.test(pid)) continue;
-      const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
-      if (argv.some((a) => a.includes('containerd-shim')) && argv.includes(this.paths.containerdSocket)) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          // already gone
-        }
+    const socket = this.paths.containerdSocket;
+    for (const shim of await findProcesses((argv) => argv.some((a) => a.includes('containerd-shim')) && argv.includes(socket))) {
+      try {
+        process.kill(shim.pid, 'SIGKILL');
+      } catch {
+        // already gone
       }
     }
     await sleep(100);
