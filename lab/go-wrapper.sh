@@ -11,9 +11,9 @@
 #   go_tool_cached NAME VERSION CHECK...   true when $LAB/bin/NAME-VERSION was built by the
 #     caller's script as it is now (its .key: the script, lab/go-wrapper.sh, the version) and the
 #     command CHECK... (run with the binary as its last argument) passes
-#   go_tool_build NAME VERSION MODULE PKG [LDFLAGS]   builds PKG in that wrapper module
-#     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION, logging how long it took; with --fetch
-#     only downloads what that needs
+#   go_tool_build NAME VERSION MODULE PKG [LDFLAGS [TAGS]]   builds PKG in that wrapper module
+#     ($LAB/src/NAME-VERSION) into $LAB/bin/NAME-VERSION with the build tags TAGS (comma-separated),
+#     logging how long it took; with --fetch only downloads what that needs
 # shellcheck source=versions.env
 source lab/versions.env
 LAB_TOOL=${1:?go-wrapper.sh needs the tool name}
@@ -60,16 +60,16 @@ go_tool_cached() {
 }
 
 go_tool_build() {
-  local name=$1 version=$2 module=$3 pkg=$4 ldflags=${5:-}
+  local name=$1 version=$2 module=$3 pkg=$4 ldflags=${5:-} tags=${6:-}
   local dir=$LAB/src/$name-$version out=$LAB/bin/$name-$version start
   start=$(date +%s)
   go_wrapper_module "$module" "$version" "$dir" "$name"
   if [ "$FETCH" = 1 ]; then
-    (cd "$dir" && go list -deps "$pkg" >/dev/null)
+    (cd "$dir" && go list -tags "$tags" -deps "$pkg" >/dev/null)
     log "fetched what $pkg v$version needs"; return 0
   fi
   log "building $pkg v$version"
-  (cd "$dir" && go build -p "$JOBS" -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  (cd "$dir" && go build -p "$JOBS" -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
   tool_mark "$out" "$(go_tool_key "$name" "$version")"
   log "built $name-$version in $(( $(date +%s) - start )) s ($(du -h "$out" | cut -f1))"
