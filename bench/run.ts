@@ -1,4 +1,4 @@
-// `node dist/bench/run.js [--quick] [a] [b] [c]`: runs the chosen benchmarks (all by default), prints
+// `node dist/bench/run.js [--quick] [a] … [h]`: runs the chosen benchmarks (all by default), prints
 // progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed. --quick runs
 // the benchmarks that have a quick shape (b, c) with far fewer rounds, for iterating on the bench
 // itself, and writes .cache/RESULTS.quick.md instead (its numbers are not results).
@@ -16,6 +16,7 @@ import { keptSections, renderResults, type Failure, type Section } from './repor
 import { benchRoute } from './route-bench.js';
 import { benchWorkers, DEFAULT_WORKERS_OPTIONS, QUICK_WORKERS_OPTIONS } from './workers-bench.js';
 import { benchStall } from './stall-bench.js';
+import { DEFAULT_MVP_OPTIONS, QUICK_MVP_OPTIONS, benchMvp } from './mvp-bench.js';
 
 interface Benchmark {
   readonly id: string;
@@ -42,6 +43,11 @@ const BENCHMARKS: readonly Benchmark[] = [
     id: 'g',
     title: 'decided requests per second against extproc.workers',
     run: (p, quick) => benchWorkers(p, quick ? QUICK_WORKERS_OPTIONS : DEFAULT_WORKERS_OPTIONS),
+  },
+  {
+    id: 'h',
+    title: "latency next to Kubernetes' built-in Mixed Version Proxy (real apiservers)",
+    run: (p, quick) => benchMvp(p, quick ? QUICK_MVP_OPTIONS : DEFAULT_MVP_OPTIONS),
   },
 ];
 

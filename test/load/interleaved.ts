@@ -8,7 +8,10 @@ import type { Op, RequestRecord, ResourceKind } from './types.js';
 import { armSelector, collectionPath, objectManifest, objectPath, type Workload } from './workload.js';
 
 /** One timed request of the interleaved run: the load generator's record, minus the write bookkeeping. */
-export type TimedRequest = Pick<RequestRecord, 'arm' | 'kind' | 'op' | 'startMs' | 'endMs' | 'status' | 'error' | 'auditId'>;
+export type TimedRequest = Pick<RequestRecord, 'arm' | 'kind' | 'op' | 'startMs' | 'endMs' | 'status' | 'error' | 'auditId'> & {
+  /** The round it belongs to (0-based): the same request through every arm shares it (paired comparisons). */
+  readonly round: number;
+};
 
 const ROUND: readonly { readonly kind: ResourceKind; readonly op: Op }[] = [
   { kind: 'skewed', op: 'get' },
@@ -52,6 +55,7 @@ export async function interleavedRun(o: {
           const res = await o.http.send(method, `${arm.baseUrl}${path}`, body);
           const auditId = headerValue(res.headers, 'audit-id');
           out.push({
+            round,
             arm: arm.arm,
             kind: step.kind,
             op: step.op,
@@ -61,7 +65,7 @@ export async function interleavedRun(o: {
             ...(auditId !== undefined ? { auditId } : {}),
           });
         } catch (err) {
-          out.push({ arm: arm.arm, kind: step.kind, op: step.op, startMs, endMs: o.clock(), status: null, error: errorCode(err) });
+          out.push({ round, arm: arm.arm, kind: step.kind, op: step.op, startMs, endMs: o.clock(), status: null, error: errorCode(err) });
         }
       }
     }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # skewgate's scripted demo, played with kubectl only. POSIX sh: dash in the client image, and
-# any sh (dash, bash) outside containers, e.g. against `skewgate-lab lab up` (test/cluster/compose-demo).
+# any sh (dash, bash) outside containers, e.g. against `skewgate-lab lab up` (test/cluster/suites/compose-demo.ts).
 #
 #   demo.sh setup  wait until $SETUP_URL answers /readyz, then `kubectl apply -f $RBAC_FILE`
 #   demo.sh demo   wait for both gateways; create a MutatingAdmissionPolicy (served by
