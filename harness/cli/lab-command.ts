@@ -1,6 +1,6 @@
-// `skewgate-lab lab …`: the subcommands and their options. The work lives in ./lab.js, loaded only
-// when a lab command runs, so that other commands (an exec probe runs `health` every few seconds)
-// do not pay for the lab's modules.
+// `skewgate-lab lab …` and `skewgate-lab node …`: the subcommands and their options. The work lives
+// in ./lab.js and ./node.js, loaded only when such a command runs, so that other commands (an exec
+// probe runs `health` every few seconds) do not pay for the lab's modules.
 import type { Command } from 'commander';
 import { defaultLabDir } from '../lab/versions.js';
 
@@ -59,4 +59,31 @@ export function registerLabCommand(program: Command): void {
     .action(async (o: { dir: string }) => {
       process.exitCode = await (await import('./lab.js')).runLabStatus(o.dir);
     });
+
+  const node = program
+    .command('node')
+    .description(
+      "a real node beside the lab: containerd and a kubelet registered through the lab's gateway, with scheduler and controller manager",
+    );
+  const nodeOptions = (c: Command): Command =>
+    c
+      .option(...dirOption)
+      .option('--name <name>', "the Node's name", 'node-1')
+      .option('--index <n>', "which of the lab's four node places (address 10.215.0.4n+2, pods 10.244.0.64n/26)", '0')
+      .option('--server <url>', "the lab's gateway, for the scheduler and the controller manager", `https://127.0.0.1:${LAB_GATEWAY_PORT}`);
+  type NodeFlags = { dir: string; name: string; index: string; server: string };
+  const parsed = (o: NodeFlags) => ({ dir: o.dir, name: o.name, index: Number(o.index), controlPlaneServer: o.server });
+  nodeOptions(node.command('up').description('start the node (and the scheduler and controller manager); returns once it is Ready')).action(
+    async (o: NodeFlags) => {
+      process.exitCode = await (await import('./node.js')).runNodeUp(parsed(o));
+    },
+  );
+  nodeOptions(node.command('down').description('stop the node: kubelet, pods, containerd, its mounts and bridge')).action(
+    async (o: NodeFlags) => {
+      process.exitCode = await (await import('./node.js')).runNodeDown(parsed(o));
+    },
+  );
+  nodeOptions(node.command('status').description("the node's processes and its Node's Ready condition")).action(async (o: NodeFlags) => {
+    process.exitCode = await (await import('./node.js')).runNodeStatus(parsed(o));
+  });
 }

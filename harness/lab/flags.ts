@@ -125,7 +125,17 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: st
     `--tls-private-key-file=${pki.serverKeyFile}`,
     `--client-ca-file=${pki.caFile}`,
     `--token-auth-file=${pki.tokenAuthFile}`,
-    '--authorization-mode=RBAC',
+    // As kubeadm: the Node authorizer and NodeRestriction hold a kubelet (system:node:<name>) to its
+    // own Node, Lease and pods.
+    '--authorization-mode=Node,RBAC',
+    '--enable-admission-plugins=NodeRestriction',
+    // logs, exec, attach, port-forward: the apiserver is the kubelet's client, with its own
+    // certificate, and verifies the kubelet's serving certificate (lab CA) at its InternalIP (the
+    // lab's node names resolve nowhere).
+    `--kubelet-client-certificate=${pki.kubeletClientCertFile}`,
+    `--kubelet-client-key=${pki.kubeletClientKeyFile}`,
+    `--kubelet-certificate-authority=${pki.caFile}`,
+    '--kubelet-preferred-address-types=InternalIP,Hostname',
     `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
     `--service-account-signing-key-file=${pki.saKeyFile}`,
     `--service-account-key-file=${pki.saPubFile}`,

@@ -28,11 +28,13 @@ import {
 } from './flags.js';
 import { labAddresses, type LabAddresses } from './addresses.js';
 import { controllerManagerArgs, type ControllerManagerSpec } from './controller-manager.js';
+import { certKubeconfig } from './kubeconfig.js';
+import { schedulerArgs } from './scheduler.js';
 import { LabError } from './errors.js';
 import { gatewayConfigDocument, gatewayKubeconfig, type GatewayApiServer, type GatewayConfigInput } from './gateway-config.js';
 import { assertPortFree, canConnect, ensureLoopbackAlias, freePort } from './net.js';
 import { issuePeerChannelPki, PEER_SERVER_NAME } from './peer-pki.js';
-import { createLabPki, type LabPki, type LabPkiFiles } from './pki.js';
+import { SCHEDULER_USER, createLabPki, type LabPki, type LabPkiFiles } from './pki.js';
 import { ensureLabRbac } from './rbac.js';
 import { Supervisor, errorText, seconds, type ProcRecord } from './supervisor.js';
 import { defaultLabDir, labBinary, labVersions } from './versions.js';
@@ -126,7 +128,7 @@ export interface LabProcessStatus {
   readonly detail: string;
 }
 
-type ProcKind = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'skewgate' | 'envoy';
+type ProcKind = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'skewgate' | 'envoy';
 
 /** A lab process's record: the supervisor's, plus what the lab needs to find and describe it again. */
 interface LabProcRecord extends ProcRecord {
@@ -492,6 +494,42 @@ export class Lab {
   }
 
   /**
+   * Starts kube-scheduler (scheduler.ts) as system:kube-scheduler (its certificate of the lab PKI)
+   * against `server`, e.g. a gateway's URL. Resolves once it has started its informers.
+   */
+  async startScheduler(o: { readonly name: string; readonly version: string; readonly server: string }): Promise<void> {
+    if (await this.procs.alive(o.name)) throw new LabError(`${o.name} is already running`);
+    const kubeconfig = join(this.runDir, `${o.name}.kubeconfig`);
+    const doc = certKubeconfig({
+      cluster: 'lab',
+      server: o.server,
+      caFile: this.pki.caFile,
+      user: SCHEDULER_USER,
+      certFile: this.pki.schedulerCertFile,
+      keyFile: this.pki.schedulerKeyFile,
+    });
+    await writeFile(kubeconfig, stringify(doc));
+    const rec = await this.procs.spawn({
+      name: o.name,
+      kind: 'kube-scheduler',
+      cmd: labBinary('kube-scheduler', o.version),
+      args: schedulerArgs({ name: o.name, version: o.version, kubeconfig }),
+      marker: `--kubeconfig=${kubeconfig}`,
+      extra: {},
+    });
+    await this.procs.waitFor(rec, 30_000, async () => {
+      const all = await readFile(this.logFile(o.name), 'utf8').catch(() => '');
+      return all.slice(Math.max(0, all.lastIndexOf('\n==== '))).includes('Starting Kubernetes Scheduler')
+        ? null
+        : 'scheduler not started yet';
+    });
+  }
+
+  async stopScheduler(name: string): Promise<void> {
+    await this.procs.stop(name, 10_000);
+  }
+
+  /**
    * Stops only the gateway's skewgate: its Envoy keeps running and, with the lab's fail-open
    * config, keeps balancing (docs/design.md, invariant 4). Resolves once Envoy's health check marks it down.
    */
@@ -578,6 +616,10 @@ export class Lab {
           : `ext_proc ${rec.gateway?.extprocListen ?? ''}`;
       rows.push({ name: rec.name, pid: ok ? rec.pid : null, alive: ok !== undefined, detail });
     }
+    for (const rec of this.procs.records().filter((p) => p.kind === 'kube-controller-manager' || p.kind === 'kube-scheduler')) {
+      const ok = await this.procs.alive(rec.name);
+      rows.push({ name: rec.name, pid: ok ? rec.pid : null, alive: ok !== undefined, detail: `${rec.kind} log ${this.logFile(rec.name)}` });
+    }
     return rows;
   }
 
@@ -590,6 +632,7 @@ export class Lab {
    */
   async down(o: { readonly kill?: boolean } = {}): Promise<void> {
     const order = [
+      { kind: 'kube-scheduler', graceMs: 10_000 },
       { kind: 'kube-controller-manager', graceMs: 10_000 },
       { kind: 'envoy', graceMs: 5000 },
       { kind: 'skewgate', graceMs: 10_000 },

@@ -1,6 +1,7 @@
 // The lab's PKI, laid out like kubeadm's /etc/kubernetes/pki: cluster CA, apiserver serving cert,
-// front-proxy CA and client, service-account key pair, admin client cert, the gateway's serving
-// cert and a static token file; plus the client certificates the identity tests present (a
+// front-proxy CA and client, service-account key pair, admin client cert, the apiservers' client
+// cert for kubelets, the scheduler's and kube-proxy's, the gateway's serving cert and a static
+// token file; plus the client certificates the identity tests present (a
 // limited user, a UID, a hard subject, and two that must not authenticate). Made once per run dir
 // and reused while complete.
 import { createHash, randomBytes } from 'node:crypto';
@@ -49,6 +50,18 @@ export interface LabPkiFiles {
   readonly foreignCaFile: string;
   readonly foreignCertFile: string;
   readonly foreignKeyFile: string;
+  /**
+   * CN=kube-apiserver-kubelet-client, O=system:masters: what an apiserver presents to a kubelet
+   * (--kubelet-client-certificate) for logs, exec, attach and port-forward.
+   */
+  readonly kubeletClientCertFile: string;
+  readonly kubeletClientKeyFile: string;
+  /** CN=system:kube-scheduler: the scheduler's identity (the apiservers' bootstrap RBAC binds it). */
+  readonly schedulerCertFile: string;
+  readonly schedulerKeyFile: string;
+  /** CN=system:kube-proxy: kube-proxy's identity (bound to system:node-proxier by bootstrap RBAC). */
+  readonly kubeProxyCertFile: string;
+  readonly kubeProxyKeyFile: string;
   /** Envoy's downstream serving certificate (same SANs as the apiservers'). */
   readonly gatewayCertFile: string;
   readonly gatewayKeyFile: string;
@@ -77,6 +90,10 @@ export const KUBERNETES_UID_OID = '1.3.6.1.4.1.57683.2';
  */
 export const TRICKY_SUBJECT = "/C=DE/O=zz-team+O=aa-team/O=Ünïcødé Örg/OU=not-a-group/O=dev-viewers/CN=Zoë O'Brien, Jr. \\+ 1";
 export const FRONT_PROXY_CLIENT_CN = 'front-proxy-client';
+export const KUBELET_CLIENT_CN = 'kube-apiserver-kubelet-client';
+/** The users kube-apiserver's bootstrap RBAC binds: system:kube-scheduler, system:kube-proxy (system:node-proxier). */
+export const SCHEDULER_USER = 'system:kube-scheduler';
+export const KUBE_PROXY_USER = 'system:kube-proxy';
 /** First address of --service-cluster-ip-range (10.96.0.0/16): the `kubernetes` Service IP. */
 export const KUBERNETES_SERVICE_IP = '10.96.0.1';
 /** Lab apiservers and gateways may use 127.0.0.1 up to this address's last byte. */
@@ -106,7 +123,7 @@ const MARKER = '.complete';
  * Written into the marker: a set made by an older layout (other SANs, fewer certificates) is
  * made again even when every file it had is present.
  */
-const LAYOUT = 'skewgate-lab-pki/3';
+const LAYOUT = 'skewgate-lab-pki/4';
 
 /** The file paths of a set in dir (nothing is read or written). */
 export function labPkiFiles(dir: string): LabPkiFiles {
@@ -135,6 +152,12 @@ export function labPkiFiles(dir: string): LabPkiFiles {
     foreignCaFile: f('foreign-ca.crt'),
     foreignCertFile: f('foreign.crt'),
     foreignKeyFile: f('foreign.key'),
+    kubeletClientCertFile: f('apiserver-kubelet-client.crt'),
+    kubeletClientKeyFile: f('apiserver-kubelet-client.key'),
+    schedulerCertFile: f('kube-scheduler.crt'),
+    schedulerKeyFile: f('kube-scheduler.key'),
+    kubeProxyCertFile: f('kube-proxy.crt'),
+    kubeProxyKeyFile: f('kube-proxy.key'),
     gatewayCertFile: f('gateway.crt'),
     gatewayKeyFile: f('gateway.key'),
     tokenAuthFile: f('tokens.csv'),
@@ -170,6 +193,12 @@ export const LAB_PKI_FILES: readonly string[] = Object.freeze([
   'foreign-ca.key',
   'foreign.crt',
   'foreign.key',
+  'apiserver-kubelet-client.crt',
+  'apiserver-kubelet-client.key',
+  'kube-scheduler.crt',
+  'kube-scheduler.key',
+  'kube-proxy.crt',
+  'kube-proxy.key',
   'gateway.crt',
   'gateway.key',
   'tokens.csv',
@@ -278,6 +307,15 @@ async function generate(tmp: string, extraSans: readonly string[]): Promise<void
   await issueCert({ dir: tmp, name: 'tricky', subject: TRICKY_SUBJECT, usage: 'client', ca, utf8Config: subjectCertOpensslConfig() });
   await issueCert({ dir: tmp, name: 'server-only', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'server', ca });
   await issueCert({ dir: tmp, name: 'foreign', subject: `/O=system:masters/CN=${ADMIN_USER}`, usage: 'client', ca: foreignCa });
+  await issueCert({
+    dir: tmp,
+    name: 'apiserver-kubelet-client',
+    subject: `/O=system:masters/CN=${KUBELET_CLIENT_CN}`,
+    usage: 'client',
+    ca,
+  });
+  await issueCert({ dir: tmp, name: 'kube-scheduler', subject: `/CN=${SCHEDULER_USER}`, usage: 'client', ca });
+  await issueCert({ dir: tmp, name: 'kube-proxy', subject: `/CN=${KUBE_PROXY_USER}`, usage: 'client', ca });
   await generateRsaKeyPair(join(tmp, 'sa.key'), join(tmp, 'sa.pub'));
   const tokens = {
     admin: randomBytes(24).toString('hex'),

@@ -118,9 +118,13 @@ export class Supervisor<R extends ProcRecord> {
     return rec;
   }
 
-  /** Takes over the records in the run dir whose process still runs; drops the others. */
+  /** Takes over the records in the run dir whose process still runs; drops the others. None: nothing to adopt. */
   async adopt(): Promise<void> {
-    for (const entry of await readdir(this.o.runDir)) {
+    const entries = await readdir(this.o.runDir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    for (const entry of entries) {
       if (!entry.endsWith('.json')) continue;
       let rec: R;
       try {

@@ -9,15 +9,19 @@ export interface NodeSpec {
   readonly name: string;
   /** Where everything of this node lives: configs, containerd's root and state, the kubelet's root. */
   readonly dir: string;
-  /** The node's address (kubelet --node-ip, its serving address). */
+  /** The node's address (kubelet --node-ip, its serving address): its eth0 in its own network namespace. */
   readonly ip: string;
+  /** The node's network namespace and the link to this machine (netns.ts). */
+  readonly netns: string;
+  readonly hostIf: string;
+  readonly hostIp: string;
   /** The kubelet's HTTPS port (exec, logs, port-forward); healthz is on the next one. */
   readonly kubeletPort: number;
   /** containerd's streaming server port (exec/attach/port-forward between kubelet and runtime). */
   readonly streamPort: number;
   /** The pod network of this node, e.g. 10.244.1.0/24; pods get addresses from it on a bridge. */
   readonly podCidr: string;
-  /** The Linux bridge's name (≤ 15 characters). */
+  /** The pods' Linux bridge (≤ 15 characters), inside the node's namespace. */
   readonly bridge: string;
   /** The pod sandbox image, e.g. registry.k8s.io/pause:3.10.1 (imported, never pulled). */
   readonly sandboxImage: string;

@@ -1,9 +1,8 @@
-// A lab node: containerd (with runc and the CNI bridge) and a kubelet, started detached under
-// the lab's supervisor (their own run dir, logs and records), so a node outlives the command that
-// started it and `down` from another shell stops it. What runs inside (pods, their shims, its
-// cgroups, mounts, the bridge) is cleaned up on down as well. Left, as on any machine that ran a
-// kubelet: its host-wide iptables chains (KUBE-FIREWALL drops packets to 127/8 from other
-// sources, which the lab never sends; KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT).
+// A lab node: containerd (with runc and the CNI bridge) and a kubelet in a network namespace of
+// their own (netns.ts), started detached under the lab's supervisor (their own run dir, logs and
+// records), so a node outlives the command that started it and `down` from another shell stops
+// it. What runs inside (pods, their shims, its cgroups, mounts, its network with the bridge and
+// the kubelet's iptables chains) is removed on down as well: nothing of the node is left.
 import { execFile, spawn } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -11,15 +10,24 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { issueCert, type KeyPairFiles } from '../openssl.js';
 import { LabError } from '../lab/errors.js';
+import { certKubeconfig } from '../lab/kubeconfig.js';
 import { findProcesses } from '../lab/procfs.js';
 import { Supervisor, logTail, type ProcRecord } from '../lab/supervisor.js';
 import { ensureCgroupRoot, removeCgroupRoot } from './cgroups.js';
+import { createNodeNetwork, deleteNodeNetwork, inNodeNetwork } from './netns.js';
+import { KUBE_PROXY_HEALTHZ_PORT, kubeProxyArgs, kubeProxyConfiguration, kubeProxyPaths } from './kube-proxy.js';
+import { KUBE_PROXY_USER } from '../lab/pki.js';
 import { containerdConfig, cniConflist, kubeletArgs, kubeletConfiguration, nodeCgroupRoot, nodePaths, type NodeSpec } from './config.js';
 
 const run = promisify(execFile);
 
+/** The group every kubelet's certificate names (the Node authorizer's). */
+export const NODES_GROUP = 'system:nodes';
+/** The user a node's kubelet is: system:node:<name>. */
+export const nodeUser = (name: string): string => `system:node:${name}`;
+
 export interface NodeProcRecord extends ProcRecord {
-  readonly kind: 'containerd' | 'kubelet';
+  readonly kind: 'containerd' | 'kubelet' | 'kube-proxy';
 }
 
 export interface NodeBinaries {
@@ -30,7 +38,24 @@ export interface NodeBinaries {
 }
 
 export interface NodeOptions {
-  readonly spec: Omit<NodeSpec, 'servingCertFile' | 'servingKeyFile'>;
+  readonly spec: Omit<NodeSpec, 'servingCertFile' | 'servingKeyFile' | 'kubeconfig'>;
+  /**
+   * Registers the node with this server (a gateway's URL, or an apiserver's), as kubeadm's
+   * kubelet.conf does: a client certificate of the lab CA, CN=system:node:<name>, O=system:nodes.
+   * Absent: a standalone kubelet (static pods only).
+   */
+  readonly server?: string;
+  /**
+   * The name the server's certificate is checked against when its address is not in it: "kubernetes"
+   * for a gateway on an alias address (the lab certificate's DNS name), as a kubeadm node checks
+   * its control-plane endpoint's name.
+   */
+  readonly serverName?: string;
+  /**
+   * Runs kube-proxy (kube-proxy.ts) on the node, talking to `server` as system:kube-proxy (this
+   * certificate of the lab PKI). Needs server.
+   */
+  readonly kubeProxy?: { readonly binary: string; readonly certFile: string; readonly keyFile: string };
   /** The lab CA: signs the kubelet's serving certificate. */
   readonly ca: KeyPairFiles;
   readonly binaries: NodeBinaries;
@@ -50,7 +75,12 @@ export class LabNode {
 
   constructor(private readonly o: NodeOptions) {
     const dir = o.spec.dir;
-    this.spec = { ...o.spec, servingCertFile: join(dir, 'pki', 'kubelet.crt'), servingKeyFile: join(dir, 'pki', 'kubelet.key') };
+    this.spec = {
+      ...o.spec,
+      servingCertFile: join(dir, 'pki', 'kubelet.crt'),
+      servingKeyFile: join(dir, 'pki', 'kubelet.key'),
+      ...(o.server === undefined ? {} : { kubeconfig: join(dir, 'kubelet.kubeconfig') }),
+    };
     this.paths = nodePaths(dir);
     this.log = o.log ?? (() => undefined);
     this.procs = new Supervisor<NodeProcRecord>({
@@ -58,7 +88,10 @@ export class LabNode {
       logDir: join(dir, 'logs'),
       cwd: dir,
       log: this.log,
-      carriesMarker: (argv) => argv.includes(`--config=${this.paths.kubeletConfig}`) || argv.includes(this.paths.containerdConfig),
+      carriesMarker: (argv) =>
+        argv.includes(`--config=${this.paths.kubeletConfig}`) ||
+        argv.includes(this.paths.containerdConfig) ||
+        argv.includes(`--config=${kubeProxyPaths(dir).config}`),
       killOnExit: o.killOnExit === true,
     });
   }
@@ -74,6 +107,9 @@ export class LabNode {
     for (const d of [join(s.dir, 'run'), join(s.dir, 'logs'), join(s.dir, 'pki'), p.cniConfDir, p.staticPods, p.podLogs, p.kubeletRoot])
       await mkdir(d, { recursive: true });
     await this.procs.adopt();
+    // Its network is made anew below: never under a running node.
+    for (const kind of ['containerd', 'kubelet', 'kube-proxy'] as const)
+      if (await this.procs.alive(`${s.name}-${kind}`)) throw new LabError(`node ${s.name} is already running (its ${kind}): down first`);
     await issueCert({
       dir: join(s.dir, 'pki'),
       name: 'kubelet',
@@ -82,6 +118,27 @@ export class LabNode {
       ca: this.o.ca,
       sans: [`IP:${s.ip}`, `DNS:${s.name}`],
     });
+    if (this.o.server !== undefined && s.kubeconfig !== undefined) {
+      const user = nodeUser(s.name);
+      const client = await issueCert({
+        dir: join(s.dir, 'pki'),
+        name: 'kubelet-client',
+        subject: `/O=${NODES_GROUP}/CN=${user}`,
+        usage: 'client',
+        ca: this.o.ca,
+      });
+      const doc = certKubeconfig({
+        cluster: 'lab',
+        server: this.o.server,
+        caFile: s.clientCaFile,
+        ...(this.o.serverName === undefined ? {} : { tlsServerName: this.o.serverName }),
+        user,
+        certFile: client.certFile,
+        keyFile: client.keyFile,
+      });
+      await writeFile(s.kubeconfig, stringify(doc));
+    }
+    await createNodeNetwork({ netns: s.netns, hostIf: s.hostIf, hostIp: s.hostIp, nodeIp: s.ip, podCidr: s.podCidr });
     await writeFile(p.containerdConfig, containerdConfig(s));
     await writeFile(join(p.cniConfDir, '10-skewgate-lab.conflist'), `${JSON.stringify(cniConflist(s), null, 2)}\n`);
     await writeFile(p.kubeletConfig, stringify(kubeletConfiguration(s)));
@@ -89,8 +146,7 @@ export class LabNode {
     const containerd = await this.procs.spawn({
       name: `${s.name}-containerd`,
       kind: 'containerd',
-      cmd: this.o.binaries.containerd,
-      args: ['--config', p.containerdConfig],
+      ...inNodeNetwork(s.netns, this.o.binaries.containerd, ['--config', p.containerdConfig]),
       marker: p.containerdConfig,
       extra: {},
     });
@@ -103,8 +159,7 @@ export class LabNode {
     const kubelet = await this.procs.spawn({
       name: `${s.name}-kubelet`,
       kind: 'kubelet',
-      cmd: this.o.binaries.kubelet,
-      args: kubeletArgs(s),
+      ...inNodeNetwork(s.netns, this.o.binaries.kubelet, kubeletArgs(s)),
       marker: `--config=${p.kubeletConfig}`,
       extra: {},
     });
@@ -112,7 +167,49 @@ export class LabNode {
       const r = await fetch(`http://${s.ip}:${s.kubeletPort + 1}/healthz`).catch(() => null);
       return r?.status === 200 ? null : `kubelet healthz ${r?.status ?? 'not answering'}`;
     });
-    this.log(`node ${s.name}: containerd and kubelet up (${s.ip}, pods ${s.podCidr})`);
+    if (this.o.kubeProxy !== undefined) await this.startKubeProxy(this.o.kubeProxy, timeoutMs);
+    this.log(`node ${s.name}: containerd, kubelet${this.o.kubeProxy ? ', kube-proxy' : ''} up (${s.ip}, pods ${s.podCidr})`);
+  }
+
+  /** kube-proxy in the node's namespace; resolves once its healthz answers 200 (its first sync done). */
+  private async startKubeProxy(kp: NonNullable<NodeOptions['kubeProxy']>, timeoutMs: number): Promise<void> {
+    const s = this.spec;
+    if (this.o.server === undefined) throw new LabError(`node ${s.name}: kube-proxy needs the node registered (server)`);
+    const paths = kubeProxyPaths(s.dir);
+    const doc = certKubeconfig({
+      cluster: 'lab',
+      server: this.o.server,
+      caFile: s.clientCaFile,
+      ...(this.o.serverName === undefined ? {} : { tlsServerName: this.o.serverName }),
+      user: KUBE_PROXY_USER,
+      certFile: kp.certFile,
+      keyFile: kp.keyFile,
+    });
+    await writeFile(paths.kubeconfig, stringify(doc));
+    await writeFile(paths.config, stringify(kubeProxyConfiguration(s)));
+    const rec = await this.procs.spawn({
+      name: `${s.name}-kube-proxy`,
+      kind: 'kube-proxy',
+      ...inNodeNetwork(s.netns, kp.binary, kubeProxyArgs(s)),
+      marker: `--config=${paths.config}`,
+      extra: {},
+    });
+    await this.procs.waitFor(rec, timeoutMs, async () => {
+      const r = await fetch(`http://${s.ip}:${KUBE_PROXY_HEALTHZ_PORT}/healthz`).catch(() => null);
+      return r?.status === 200 ? null : `kube-proxy healthz ${r?.status ?? 'not answering'}`;
+    });
+  }
+
+  /** The node's processes, each with its pid when it runs (from any shell: adopts the records). */
+  async status(): Promise<{ readonly name: string; readonly pid: number | null; readonly log: string }[]> {
+    await this.procs.adopt();
+    const rows: { name: string; pid: number | null; log: string }[] = [];
+    for (const kind of ['containerd', 'kubelet', ...(this.o.kubeProxy ? (['kube-proxy'] as const) : [])] as const) {
+      const name = `${this.spec.name}-${kind}`;
+      rows.push({ name, pid: (await this.procs.alive(name))?.pid ?? null, log: this.logFile(kind) });
+    }
+    this.procs.close();
+    return rows;
   }
 
   /** `ctr` against this node's containerd, in the kubelet's namespace. */
@@ -163,6 +260,7 @@ export class LabNode {
    */
   async down(): Promise<void> {
     await this.procs.adopt();
+    await this.procs.kill(`${this.spec.name}-kube-proxy`);
     await this.procs.kill(`${this.spec.name}-kubelet`);
     // Pods first, while containerd still answers: their shims and runc containers are not its children.
     try {
@@ -175,7 +273,8 @@ export class LabNode {
     // Whatever a pod still runs (its shim gone before it): every process in the node's cgroups.
     await removeCgroupRoot(nodeCgroupRoot(this.spec.name));
     await this.unmountAll();
-    await run('ip', ['link', 'delete', this.spec.bridge]).catch(() => undefined);
+    // Its bridge, the pods' veths and every iptables rule the kubelet wrote go with the namespace.
+    await deleteNodeNetwork(this.spec);
     this.procs.close();
   }
 
@@ -210,7 +309,8 @@ export class LabNode {
 
   async logTails(lines = 30): Promise<string> {
     const parts: string[] = [];
-    for (const kind of ['containerd', 'kubelet'] as const) parts.push(`--- ${kind} ---\n${await logTail(this.logFile(kind), lines)}`);
+    for (const kind of ['containerd', 'kubelet', 'kube-proxy'] as const)
+      parts.push(`--- ${kind} ---\n${await logTail(this.logFile(kind), lines)}`);
     return parts.join('\n');
   }
 }

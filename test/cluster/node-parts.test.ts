@@ -14,9 +14,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
 import { createLabPki } from '../../harness/lab/pki.js';
-import { ensureLoopbackAlias, removeLoopbackAlias } from '../../harness/lab/net.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { LabNode } from '../../harness/node/node.js';
+import { ipv4InCidr, labNodeSpec } from '../../harness/node/placement.js';
 import { cgroupPids } from '../../harness/node/cgroups.js';
 import { nodeCgroupRoot } from '../../harness/node/config.js';
 import { requireNodeParts } from '../helpers/lab-parts.js';
@@ -36,22 +36,18 @@ const progress = (line: string): void => t.comment(`[node-parts +${((performance
 const slot = claimLabSlot();
 const dir = await mkdtemp(join(tmpdir(), 'skewgate-node-parts-'));
 const pki = await createLabPki(join(dir, 'pki'));
-const ip = slot.alias(12);
-const podCidr = `10.244.${slot.slot}.0/24`;
-await ensureLoopbackAlias(ip);
+const spec = labNodeSpec({
+  addresses: slot,
+  index: 0,
+  name: 'node-parts',
+  labDir: dir,
+  sandboxImage: parts.pauseImage,
+  cniBinDir: parts.cniBinDir,
+  clientCaFile: pki.caFile,
+});
+const { ip, podCidr } = spec;
 const node = new LabNode({
-  spec: {
-    name: 'node-parts',
-    dir: join(dir, 'node'),
-    ip,
-    kubeletPort: 10250,
-    streamPort: 10010,
-    podCidr,
-    bridge: `sglab${slot.slot}`,
-    sandboxImage: parts.pauseImage,
-    cniBinDir: parts.cniBinDir,
-    clientCaFile: pki.caFile,
-  },
+  spec,
   ca: { certFile: pki.caFile, keyFile: pki.caKeyFile },
   binaries: { kubelet: parts.kubelet, containerd: parts.containerd, ctr: parts.ctr },
   images: [parts.pauseImage, DEBIAN],
@@ -60,7 +56,6 @@ const node = new LabNode({
 });
 t.teardown(async () => {
   await node.down().catch((err: Error) => progress(`down: ${err.message}`));
-  await removeLoopbackAlias(ip);
   slot.release();
   await rm(dir, { recursive: true, force: true });
 });
@@ -125,8 +120,7 @@ t.test('containerd, runc, CNI and kubelet run a static pod on the pod network', 
     return;
   }
   progress(`pod running at ${pod.status.podIP}`);
-  const prefix = podCidr.replace(/0\/24$/, '');
-  t.ok(pod.status.podIP?.startsWith(prefix), `its address ${pod.status.podIP} is from the node's range ${podCidr} (CNI bridge)`);
+  t.ok(ipv4InCidr(pod.status.podIP ?? '', podCidr), `its address ${pod.status.podIP} is from the node's range ${podCidr} (CNI bridge)`);
   t.ok(pod.status.containerStatuses?.[0]?.state?.running, 'its container is running');
 
   // Its output, where the kubelet keeps container logs (podLogsDir/<ns>_<pod>_<uid>/<container>/0.log).

@@ -23,6 +23,7 @@ export function requireLabParts(): LabParts {
 
 export interface NodeParts {
   readonly kubelet: string;
+  readonly kubeProxy: string;
   readonly crictl: string;
   readonly containerd: string;
   readonly ctr: string;
@@ -47,6 +48,7 @@ export function requireNodeParts(): NodeParts {
   debian('/usr/sbin/runc', 'runc');
   return {
     kubelet: labBinary('kubelet', versions.kubeOld),
+    kubeProxy: labBinary('kube-proxy', versions.kubeOld),
     crictl: labBinary('crictl', versions.criTools),
     containerd: debian('/usr/bin/containerd', 'containerd'),
     ctr: debian('/usr/bin/ctr', 'containerd'),

@@ -16,7 +16,10 @@ import {
 const spec: NodeSpec = {
   name: 'node-1',
   dir: '/tmp/lab/node-node-1',
-  ip: '10.213.3.12',
+  ip: '10.215.3.2',
+  netns: 'skewgate-lab-3-0',
+  hostIf: 'sgn3-0',
+  hostIp: '10.215.3.1',
   kubeletPort: 10250,
   streamPort: 10010,
   podCidr: '10.244.3.0/24',
@@ -42,7 +45,7 @@ t.test('containerd: its own root, state and sockets; the CRI as these machines n
   t.match(text, /sandbox_image = "registry\.k8s\.io\/pause:3\.10\.1"/, 'the imported sandbox image, never a pull');
   t.match(text, /SystemdCgroup = false/, 'cgroupfs');
   t.match(text, /netns_mounts_under_state_dir = true/, "pods' network namespaces under the node's state");
-  t.match(text, /stream_server_address = "10\.213\.3\.12"\n\s*stream_server_port = "10010"/, "streaming on the node's own address");
+  t.match(text, /stream_server_address = "10\.215\.3\.2"\n\s*stream_server_port = "10010"/, "streaming on the node's own address");
   t.match(text, new RegExp(`conf_dir = "${nodePaths(spec.dir).cniConfDir}"`), "the node's own CNI folder");
 });
 
@@ -61,7 +64,7 @@ t.test('the kubelet: cgroup v1 with cgroupfs, its own folders, standalone or wit
   const args = kubeletArgs({ ...spec, kubeconfig: '/tmp/k' });
   t.ok(args.includes(`--config=${nodePaths(spec.dir).kubeletConfig}`), 'its config (also the supervisor marker)');
   t.ok(args.includes(`--root-dir=${nodePaths(spec.dir).kubeletRoot}`), 'not /var/lib/kubelet');
-  t.ok(args.includes('--node-ip=10.213.3.12'));
+  t.ok(args.includes('--node-ip=10.215.3.2'));
   t.ok(args.includes('--kubeconfig=/tmp/k'));
   t.notOk(
     kubeletArgs(spec).some((a) => a.startsWith('--kubeconfig')),
