@@ -148,7 +148,7 @@ export async function runNodeDown(o: NodeCommandOptions): Promise<number> {
   try {
     const node = labNode(lab, o, (l) => out(`  ${l}`));
     await node.down();
-    out(`skewgate-lab node: ${o.name} stopped (kubelet, pods, containerd; its mounts and network namespace removed)`);
+    out(`skewgate-lab node: ${o.name} stopped (kube-proxy, kubelet, pods, containerd; its mounts and network namespace removed)`);
     return EXIT_OK;
   } finally {
     await lab.close();
