@@ -24,6 +24,7 @@ import { claimLabSlot } from '../../harness/lab/slots.js';
 import { LabNode, NODES_GROUP, nodeUser } from '../../harness/node/node.js';
 import { ipv4InCidr, labNodeSpec } from '../../harness/node/placement.js';
 import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
+import { waitMs } from '../helpers/waits.js';
 import { packageRoot } from '../../src/package-root.js';
 import { join } from 'node:path';
 
@@ -33,7 +34,7 @@ const parts = requireNodeParts();
 await run('docker', ['image', 'inspect', parts.pauseImage]).catch(() => {
   throw new Error(`image ${parts.pauseImage} is not in the local Docker engine: run scripts/demo-images.sh`);
 });
-t.setTimeout(10 * 60_000);
+t.setTimeout(12 * 60_000);
 
 const started = performance.now();
 const progress = (line: string): void => t.comment(`[node-registration +${((performance.now() - started) / 1000).toFixed(1)}s] ${line}`);
@@ -41,6 +42,9 @@ const slot = claimLabSlot();
 const NODE = `node-${slot.slot}`;
 /** The kubelet's defaults (harness/node/config.ts states them): Lease of 40 s, renewed every quarter of it. */
 const LEASE_SECONDS = 40;
+/** The kubelet renews its Lease every quarter of it, and reports its status every 10 s (its defaults). */
+const RENEW_MS = (LEASE_SECONDS * 1000) / 4;
+const NODE_STATUS_MS = 10_000;
 const DEPLOYMENT = 'pause';
 const NS = 'node-registration';
 
@@ -162,7 +166,7 @@ await t.test(`${NODE} registers through the gateway with its own certificate and
   const kubeconfig = await readFile(node.spec.kubeconfig ?? '', 'utf8');
   t.match(kubeconfig, `server: ${nodeGw.url}`, "the kubelet's kubeconfig names the node's gateway, nothing else");
   t.notMatch(kubeconfig, /token/, 'and a client certificate, no token');
-  const ready = await until('the Node Ready', 120_000, async () => {
+  const ready = await until('the Node Ready', waitMs(NODE_STATUS_MS), async () => {
     const r = await api(kas1, 'GET', `/api/v1/nodes/${NODE}`);
     const cond = (r.json as NodeObject).status?.conditions?.find((c) => c.type === 'Ready');
     return r.status === 200 && cond?.status === 'True' ? (r.json as NodeObject) : undefined;
@@ -182,7 +186,7 @@ await t.test("the node's Lease: renewed by the node itself, through the gateway,
   const renewals = new Set<string>();
   const holders = new Set<string>();
   // Three renewals seen (each a distinct renewTime the apiserver stored): about 20–30 s of the kubelet's 10 s period.
-  await until('three Lease renewals', 120_000, async () => {
+  await until('three Lease renewals', waitMs(3 * RENEW_MS), async () => {
     const r = await api(kas1, 'GET', leasePath);
     const lease = r.json as LeaseObject;
     if (r.status === 200 && lease.spec?.renewTime !== undefined) renewals.add(lease.spec.renewTime);
