@@ -20,6 +20,9 @@ export interface AuditEvent {
   readonly impersonatedUser?: AuditUser;
   readonly responseStatus?: { readonly code?: number };
   readonly userAgent?: string;
+  /** When the apiserver received the request and when this stage was reached (RFC 3339, microseconds). */
+  readonly requestReceivedTimestamp?: string;
+  readonly stageTimestamp?: string;
 }
 
 /** An event and the apiserver whose log held it. */

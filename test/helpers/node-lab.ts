@@ -17,7 +17,7 @@ import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import type { LabAddresses } from '../../harness/lab/addresses.js';
 import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import type { LabVersions } from '../../harness/lab/versions.js';
-import { LabNode } from '../../harness/node/node.js';
+import { LabNode, type NodeOptions } from '../../harness/node/node.js';
 import { labNodeSpec } from '../../harness/node/placement.js';
 import { packageRoot } from '../../src/package-root.js';
 import { requireLabParts, requireNodeParts, type NodeParts } from './lab-parts.js';
@@ -87,55 +87,17 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
   await (await Lab.open({ dir: labDir, addresses: slot })).down({ kill: true });
   const lab = await Lab.open({ dir: labDir, killOnExit: true, addresses: slot, log: progress });
   const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
-  const nodeOptions = {
-    spec: labNodeSpec({
-      addresses: slot,
-      index: 0,
-      name: nodeName,
-      labDir: lab.dir,
-      sandboxImage: parts.pauseImage,
-      cniBinDir: parts.cniBinDir,
-      clientCaFile: lab.pki.caFile,
-    }),
-    serverName: 'kubernetes',
-    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
-    binaries: { kubelet: parts.kubelet, containerd: parts.containerd, ctr: parts.ctr },
+  const nodeOptions = labNodeOptions(lab, parts, {
+    addresses: slot,
+    index: 0,
+    name: nodeName,
     images: [parts.pauseImage, parts.workloadImage],
-    kubeProxy: { binary: parts.kubeProxy, certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
     log: progress,
-  };
+  });
   let node: LabNode | undefined;
   try {
-    const api = async (base: string, method: string, path: string, body?: unknown): Promise<ApiAnswer> => {
-      const res = await request(`${base}${path}`, {
-        method: method as 'GET',
-        dispatcher: agent,
-        headers: {
-          authorization: `Bearer ${lab.pki.adminToken}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(10_000),
-      });
-      const text = await res.body.text();
-      let json: unknown = text;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        // not JSON: kept as text
-      }
-      return { status: res.statusCode, json };
-    };
-    const until = async <T>(what: string, limitMs: number, probe: () => Promise<T | undefined>): Promise<T> => {
-      const deadline = Date.now() + limitMs;
-      for (;;) {
-        const v = await probe().catch(() => undefined);
-        if (v !== undefined) return v;
-        if (Date.now() > deadline) throw new Error(`${what}: not within ${limitMs / 1000} s\n${(await node?.logTails(20)) ?? ''}`);
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    };
+    const api = labApi(lab, agent);
+    const until = poller(async () => (await node?.logTails(20)) ?? '');
 
     const servers = shape.specs(versions, slot);
     await lab.startEtcd();
@@ -181,8 +143,81 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
   }
 }
 
+/**
+ * A node of the lab's slot (index 0…3: its addresses, pod range, namespace), with kube-proxy, its
+ * kubelet's serving certificate and client certificates from the lab CA, talking to a server
+ * checked by the name `kubernetes` (add `server`).
+ */
+export function labNodeOptions(
+  lab: Lab,
+  parts: NodeParts,
+  o: {
+    readonly addresses: LabAddresses;
+    readonly index: number;
+    readonly name: string;
+    readonly images: readonly string[];
+    readonly log: (line: string) => void;
+  },
+): Omit<NodeOptions, 'server'> {
+  return {
+    spec: labNodeSpec({
+      addresses: o.addresses,
+      index: o.index,
+      name: o.name,
+      labDir: lab.dir,
+      sandboxImage: parts.pauseImage,
+      cniBinDir: parts.cniBinDir,
+      clientCaFile: lab.pki.caFile,
+    }),
+    serverName: 'kubernetes',
+    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
+    binaries: { kubelet: parts.kubelet, containerd: parts.containerd, ctr: parts.ctr },
+    images: o.images,
+    kubeProxy: { binary: parts.kubeProxy, certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
+    log: o.log,
+  };
+}
+
+/** Requests with the admin token to a gateway's or an apiserver's URL (`agent` trusts the lab CA). */
+export function labApi(lab: Lab, agent: Agent): NodeLab['api'] {
+  return async (base, method, path, body) => {
+    const res = await request(`${base}${path}`, {
+      method: method as 'GET',
+      dispatcher: agent,
+      headers: {
+        authorization: `Bearer ${lab.pki.adminToken}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.body.text();
+    let json: unknown = text;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not JSON: kept as text
+    }
+    return { status: res.statusCode, json };
+  };
+}
+
+/** NodeLab['until'], whose failure message ends with `context()` (e.g. the node's log tails). */
+export function poller(context: () => Promise<string>): NodeLab['until'] {
+  return async (what, limitMs, probe) => {
+    const deadline = Date.now() + limitMs;
+    for (;;) {
+      const v = await probe().catch(() => undefined);
+      if (v !== undefined) return v;
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${limitMs / 1000} s\n${await context()}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  };
+}
+
 /** The image the pods of the node tests run: the Node.js image the skewgate Dockerfile builds on. */
-async function workloadImage(): Promise<string> {
+export async function workloadImage(): Promise<string> {
   const dockerfile = await readFile(join(packageRoot(), 'Dockerfile'), 'utf8');
   const tag = /^FROM node:(\S+) AS build$/m.exec(dockerfile)?.[1];
   if (tag === undefined) throw new Error('Dockerfile: no `FROM node:<tag> AS build` line');

@@ -10,22 +10,16 @@
 // new sessions open at once through the gateway.
 import type { Test as Tap } from 'tap';
 import { readFile } from 'node:fs/promises';
-import { request } from 'undici';
 import { readAuditEvents } from '../../../harness/lab/audit-events.js';
 import { APISERVER_STOP_GRACE_MS, SHUTDOWN_DELAY_MS } from '../../../harness/lab/flags.js';
-import { KubectlSession } from '../../helpers/kubectl-session.js';
+import type { KubectlSession } from '../../helpers/kubectl-session.js';
 import type { NodeLab, NodeSuite } from '../../helpers/node-lab.js';
-import { ECHO_PORT, TICK_MS, echoPod, tickTime } from '../../helpers/node-workload.js';
+import { TICK_MS, echoPod, tickTime } from '../../helpers/node-workload.js';
+import { PROTOCOLS, kubectlAt, streamChecks, type Protocol } from '../../helpers/stream-checks.js';
 import { waitMs } from '../../helpers/waits.js';
 
 const NS = 'node-sessions';
 const POD = 'echo';
-/** kubectl's switches back to SPDY/3.1 (WebSocket is its default for these verbs since 1.30/1.31). */
-const SPDY_ENV = { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'false', KUBECTL_PORT_FORWARD_WEBSOCKETS: 'false' };
-const PROTOCOLS = [
-  { name: 'WebSocket', env: {}, verb: 'GET' },
-  { name: 'SPDY/3.1', env: SPDY_ENV, verb: 'POST' },
-] as const;
 /** kubeconfig contexts of the lab gateway: the admin token, the admin's client certificate. */
 const CREDENTIALS = [
   { context: 'admin-token', what: 'a token' },
@@ -76,18 +70,8 @@ export const nodeSessionsSuite: NodeSuite = {
   },
 };
 
-function kubectl(l: NodeLab, context: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): KubectlSession {
-  return new KubectlSession(l.kubectl, ['--kubeconfig', l.gw.kubeconfigFile, '--context', context, '-n', NS, '-v=6', ...args], env);
-}
-
-/** kubectl's own -v=6 record of the streaming request: its verb and the status it got. */
-function upgradeAnswer(s: KubectlSession, subresource: string): { verb: string; status: string; url: string } | undefined {
-  for (const line of s.lines) {
-    const m = /"Response" verb="(\w+)" url="([^"]+)" status="([^"]+)"/.exec(line.text);
-    if (m !== null && new URL(m[2] ?? '').pathname.endsWith(`/${subresource}`))
-      return { verb: m[1] ?? '', url: m[2] ?? '', status: m[3] ?? '' };
-  }
-  return undefined;
+function kubectl(l: NodeLab, context: string, args: readonly string[]): KubectlSession {
+  return kubectlAt({ kubectl: l.kubectl, kubeconfig: l.gw.kubeconfigFile, context, namespace: NS, pod: POD }, args);
 }
 
 /** Envoy's access-log lines (written when a stream ends) of the lab gateway for `pathPart`. */
@@ -100,50 +84,11 @@ async function gatewayLines(l: NodeLab, pathPart: string, sinceMs = 0): Promise<
     .filter((x) => Date.parse(x.start) >= sinceMs);
 }
 
-async function oneShots(t: Tap, l: NodeLab, context: string, proto: (typeof PROTOCOLS)[number]): Promise<void> {
+async function oneShots(t: Tap, l: NodeLab, context: string, proto: Protocol): Promise<void> {
   const mark = `${context}-${proto.verb.toLowerCase()}-${Date.now()}`;
   const limit = waitMs(TICK_MS);
-
-  const logs = kubectl(l, context, ['logs', POD, '--tail=2']);
-  await logs.ended(limit);
-  t.ok(
-    logs.lines.some((x) => tickTime(x.text) !== undefined),
-    `logs: the pod's lines (${logs.lines.find((x) => tickTime(x.text) !== undefined)?.text ?? 'none'})`,
-  );
-
-  const exec = kubectl(l, context, ['exec', POD, '--', 'sh', '-c', `echo "$0 from $(hostname)"`, mark], proto.env);
-  const execEnd = await exec.ended(limit);
-  t.equal(execEnd.code, 0, 'exec: kubectl exits 0');
-  t.ok(
-    exec.lines.some((x) => x.text === `${mark} from ${POD}`),
-    `exec: the command ran in the pod and printed "${mark} from ${POD}"`,
-  );
-  const execAnswer = upgradeAnswer(exec, 'exec');
-  t.same(
-    [execAnswer?.verb, execAnswer?.status],
-    [proto.verb, '101 Switching Protocols'],
-    `exec: ${proto.verb} answered 101 (${proto.name})`,
-  );
-  t.ok(execAnswer?.url.startsWith(l.gw.url), `exec: through the gateway ${l.gw.url}`);
-
-  const attach = kubectl(l, context, ['attach', '-i', POD], proto.env);
-  await attach.waitFor(/"Response" verb="\w+" url="[^"]+\/attach\?/, limit);
-  attach.send(mark);
-  const echoed = await attach.waitFor(new RegExp(`^echo: ${mark}$`), limit);
-  t.ok(echoed, `attach -i: a line sent to the container's stdin came back from its stdout`);
-  const attachAnswer = upgradeAnswer(attach, 'attach');
-  t.same([attachAnswer?.verb, attachAnswer?.status], [proto.verb, '101 Switching Protocols'], `attach: ${proto.verb} answered 101`);
-  await attach.stop();
-
-  const pf = kubectl(l, context, ['port-forward', `pod/${POD}`, `:${ECHO_PORT}`], proto.env);
-  const fwd = await pf.waitFor(/^Forwarding from 127\.0\.0\.1:(\d+) -> /, limit);
-  const port = Number(/127\.0\.0\.1:(\d+)/.exec(fwd.text)?.[1]);
-  const res = await request(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(limit) });
-  t.equal(await res.body.text(), `hello from ${POD}\n`, `port-forward: the pod's port ${ECHO_PORT} answered through it`);
-  const pfAnswer = upgradeAnswer(pf, 'portforward');
-  t.same([pfAnswer?.verb, pfAnswer?.status], [proto.verb, '101 Switching Protocols'], `port-forward: ${proto.verb} answered 101`);
-  await pf.stop();
-
+  const target = { kubectl: l.kubectl, kubeconfig: l.gw.kubeconfigFile, context, namespace: NS, pod: POD };
+  for (const c of await streamChecks(target, proto, mark, limit)) t.ok(c.ok, `${c.what}${c.ok ? '' : `: ${c.detail}`}`);
   // Envoy writes a stream's line when it ends: the exec's (its command carries the mark) must be there.
   const lines = await l.until('the exec in the gateway access log', limit, async () => {
     const found = await gatewayLines(l, mark);

@@ -1,0 +1,424 @@
+// A rolling upgrade of three real kube-apiservers (KUBE_OLD → KUBE_NEW, one at a time on the same
+// address) with two real nodes running throughout (issue 26, item 4): node-sg reaches the control
+// plane through Envoy + skewgate, node-rr through a plain TCP balancer (round robin, TLS passed
+// through: kubeadm's HAProxy recipe, harness/lab/tcp-balancer.ts) — the same kubelet, kube-proxy,
+// containerd and pod on each, side by side. kube-controller-manager keeps its defaults (a node
+// NotReady after 40 s without a Lease renewal) and kube-scheduler runs, both through the skewgate
+// gateway. In every phase: both Nodes' Ready condition and taints, and kubectl's logs, exec,
+// attach and port-forward (WebSocket and SPDY) to each node's pod through that node's front; an
+// open `logs -f` and `exec -i` per front the whole run, reopened when one ends. Phases end on
+// counts of Lease renewals stored after the phase's apiserver was ready, never on a clock.
+// Asserted for skewgate (the round-robin node is measured beside it, not judged): Ready in every
+// phase and never flipped; every Lease renewal within the 40 s lease (distribution reported);
+// the pod never restarted, evicted or moved; no 404 to the kubelet; every streaming check
+// passes; every open session that ended, ended after its own apiserver's SIGTERM.
+import t from 'tap';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Agent } from 'undici';
+import { readAuditEvents } from '../../harness/lab/audit-events.js';
+import type { ApiServerSpec } from '../../harness/lab/flags.js';
+import { Lab, freePort } from '../../harness/lab/lab.js';
+import { claimLabSlot } from '../../harness/lab/slots.js';
+import { TcpBalancer } from '../../harness/lab/tcp-balancer.js';
+import { LabNode, nodeUser } from '../../harness/node/node.js';
+import { packageRoot } from '../../src/package-root.js';
+import { render, writeClusterPart } from '../../bench/cluster-results.js';
+import type { KubectlSession } from './../helpers/kubectl-session.js';
+import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
+import { lagSummary, leaseRenewals, type LagSummary } from '../helpers/lease-renewals.js';
+import { LEASE_SECONDS, NODE_STATUS_MS, RENEW_MS, labApi, labNodeOptions, poller, workloadImage } from '../helpers/node-lab.js';
+import { TICK_MS, echoPod } from '../helpers/node-workload.js';
+import { PROTOCOLS, kubectlAt, streamChecks, type StreamCheck, type StreamTarget } from '../helpers/stream-checks.js';
+import { waitMs } from '../helpers/waits.js';
+
+t.setTimeout(20 * 60_000);
+const slot = claimLabSlot();
+const { versions: v, kubectl } = requireLabParts();
+const parts = { ...requireNodeParts(), workloadImage: await workloadImage() };
+const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
+const NS = 'node-upgrade';
+/** Lease renewals each node must have stored after a phase's apiserver was ready before the phase ends. */
+const RENEWALS_PER_PHASE = 2;
+const ARMS = ['skewgate', 'round-robin'] as const;
+type Arm = (typeof ARMS)[number];
+const JUDGED: Arm = 'skewgate';
+
+const started = performance.now();
+const progress = (line: string): void => t.comment(`[node-upgrade +${((performance.now() - started) / 1000).toFixed(1)}s] ${line}`);
+const labDir = join(packageRoot(), '.cache', 'lab-node-upgrade');
+await (await Lab.open({ dir: labDir, addresses: slot })).down({ kill: true });
+const lab = await Lab.open({ dir: labDir, killOnExit: true, addresses: slot, log: progress });
+const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
+const api = labApi(lab, agent);
+const nodes = new Map<Arm, LabNode>();
+const until = poller(async () => (await Promise.all([...nodes.values()].map((n) => n.logTails(15)))).join('\n'));
+const balancer = new TcpBalancer({
+  name: 'node-balancer',
+  address: slot.alias(2),
+  port: 6443,
+  upstreams: SERVERS.map((s, i) => ({ ip: slot.loopback(i + 1), port: 6443 })),
+  dir: join(lab.dir, 'tcp-balancer'),
+  log: progress,
+  killOnExit: true,
+});
+const sessions: OpenSession[] = [];
+t.teardown(async () => {
+  for (const s of sessions) await s.session.stop();
+  for (const n of nodes.values()) await n.down().catch((err: Error) => progress(`node down: ${err.message}`));
+  await balancer.stop().catch(() => undefined);
+  await lab.down({ kill: true }).catch((err: Error) => progress(`lab down: ${err.message}`));
+  await agent.close();
+  slot.release();
+});
+
+interface OpenSession {
+  readonly arm: Arm;
+  readonly kind: 'logs -f' | 'exec -i';
+  readonly session: KubectlSession;
+  /** A piece of its request URI only it has: finds its apiserver in the audit logs. */
+  readonly uriPart: string;
+}
+interface Restart {
+  readonly server: string;
+  readonly sigterm: number;
+  readonly gone: number;
+  readonly ready: number;
+}
+interface NodeView {
+  readonly ready: string;
+  readonly since: string;
+  readonly taints: string[];
+}
+interface PodView {
+  readonly uid: string;
+  readonly nodeName: string;
+  readonly phase: string;
+  readonly restarts: number;
+  readonly deleting: boolean;
+}
+
+/** Set-up before the claims: a failure throws (the file fails) with what went wrong. */
+function must(ok: boolean, problem: string): void {
+  if (!ok) throw new Error(problem);
+}
+const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: slot.loopback(Number(name.slice(-1))), port: 6443 });
+const nodeName = (arm: Arm): string => `node-${arm === 'skewgate' ? 'sg' : 'rr'}-${slot.slot}`;
+const podName = (arm: Arm): string => `echo-${arm === 'skewgate' ? 'sg' : 'rr'}`;
+
+async function nodeView(arm: Arm): Promise<NodeView> {
+  const r = await api(gw.url, 'GET', `/api/v1/nodes/${nodeName(arm)}`);
+  const n = r.json as {
+    spec?: { taints?: { key: string }[] };
+    status?: { conditions?: { type: string; status: string; lastTransitionTime: string }[] };
+  };
+  const ready = n.status?.conditions?.find((c) => c.type === 'Ready');
+  return {
+    ready: ready?.status ?? `GET ${r.status}`,
+    since: ready?.lastTransitionTime ?? '',
+    taints: (n.spec?.taints ?? []).map((x) => x.key),
+  };
+}
+async function podView(arm: Arm): Promise<PodView> {
+  const r = await api(gw.url, 'GET', `/api/v1/namespaces/${NS}/pods/${podName(arm)}`);
+  const p = r.json as {
+    metadata?: { uid?: string; deletionTimestamp?: string };
+    spec?: { nodeName?: string };
+    status?: { phase?: string; containerStatuses?: { restartCount: number }[] };
+  };
+  return {
+    uid: p.metadata?.uid ?? `GET ${r.status}`,
+    nodeName: p.spec?.nodeName ?? '',
+    phase: p.status?.phase ?? '',
+    restarts: (p.status?.containerStatuses ?? []).reduce((s, c) => s + c.restartCount, 0),
+    deleting: p.metadata?.deletionTimestamp !== undefined,
+  };
+}
+
+// ---- the lab ----
+await lab.startEtcd();
+await Promise.all(SERVERS.map((s) => lab.startApiServer(spec(s, v.kubeOld))));
+const { gw, nodeGw } = await lab.startGateways({
+  gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
+  nodeGw: { name: 'node-gateway', withSkewgate: true, xds: true, port: 6443, address: slot.alias(1) },
+});
+await balancer.start();
+await lab.startControllerManager({
+  name: 'kcm',
+  version: v.kubeOld,
+  kubeconfig: gw.kubeconfigFile,
+  controllers: ['*'],
+  serviceAccountKeyFile: lab.pki.saKeyFile,
+  rootCaFile: lab.pki.caFile,
+});
+await lab.startScheduler({ name: 'kube-scheduler', version: v.kubeOld, server: gw.url });
+const front: Record<Arm, { readonly url: string; readonly target: StreamTarget }> = {
+  skewgate: { url: nodeGw.url, target: target('skewgate') },
+  'round-robin': { url: balancer.url, target: target('round-robin') },
+};
+function target(arm: Arm): StreamTarget {
+  // kubectl reaches the pod as the node's own clients reach the control plane: skewgate's gateway, or the balancer.
+  const base = { kubectl, kubeconfig: gw.kubeconfigFile, context: 'admin-token', namespace: NS, pod: podName(arm) };
+  return arm === 'skewgate' ? base : { ...base, server: { url: balancer.url, tlsServerName: 'kubernetes' } };
+}
+for (const [i, arm] of ARMS.entries()) {
+  const options = {
+    ...labNodeOptions(lab, parts, {
+      addresses: slot,
+      index: i,
+      name: nodeName(arm),
+      images: [parts.pauseImage, parts.workloadImage],
+      log: progress,
+    }),
+    server: front[arm].url,
+  };
+  await new LabNode(options).down();
+  const node = new LabNode({ ...options, killOnExit: true });
+  nodes.set(arm, node);
+  await node.start();
+}
+for (const arm of ARMS)
+  await until(`${nodeName(arm)} Ready`, waitMs(NODE_STATUS_MS), async () => ((await nodeView(arm)).ready === 'True' ? true : undefined));
+must((await api(gw.url, 'POST', '/api/v1/namespaces', { metadata: { name: NS } })).status === 201, `namespace ${NS} not created`);
+for (const arm of ARMS) {
+  const r = await api(
+    gw.url,
+    'POST',
+    `/api/v1/namespaces/${NS}/pods`,
+    echoPod({ name: podName(arm), namespace: NS, image: parts.workloadImage, nodeName: nodeName(arm) }),
+  );
+  must(r.status === 201, `pod ${podName(arm)} not created: ${r.status} ${JSON.stringify(r.json)}`);
+}
+for (const arm of ARMS)
+  await until(`${podName(arm)} ticking`, 120_000, async () => {
+    const r = await api(gw.url, 'GET', `/api/v1/namespaces/${NS}/pods/${podName(arm)}/log?tailLines=1`);
+    return r.status === 200 && String(r.json).startsWith('tick ') ? true : undefined;
+  });
+// Registration ends with the node's Lease created (the kubelet's GETs of it answer 404 until then):
+// from here on, a 404 to the kubelet is not one of registration's own.
+for (const arm of ARMS)
+  await until(`${nodeName(arm)}'s Lease`, waitMs(RENEW_MS), async () =>
+    (await api(gw.url, 'GET', `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${nodeName(arm)}`)).status === 200
+      ? true
+      : undefined,
+  );
+const first = new Map<Arm, { node: NodeView; pod: PodView }>();
+for (const arm of ARMS) first.set(arm, { node: await nodeView(arm), pod: await podView(arm) });
+progress(`both nodes Ready, their pods running: ${ARMS.map((a) => `${nodeName(a)} through ${front[a].url}`).join(', ')}`);
+
+// ---- the phases ----
+const origin = Date.now();
+const restarts: Restart[] = [];
+const ended: { readonly open: OpenSession; readonly at: number; readonly code: number | null; readonly error: string }[] = [];
+const rows: { phase: string; arm: Arm; node: NodeView; checks: StreamCheck[] }[] = [];
+let opened = 0;
+function open(arm: Arm, kind: OpenSession['kind']): void {
+  const stamp = `${Date.now()}${++opened}`;
+  const pod = podName(arm);
+  sessions.push(
+    kind === 'logs -f'
+      ? {
+          arm,
+          kind,
+          session: kubectlAt(front[arm].target, ['logs', '-f', pod, '--tail=1', `--limit-bytes=${stamp}`]),
+          uriPart: `limitBytes=${stamp}`,
+        }
+      : {
+          arm,
+          kind,
+          session: kubectlAt(front[arm].target, ['exec', '-i', pod, '--', 'sh', '-c', 'exec cat', `s${stamp}`]),
+          uriPart: `command=s${stamp}`,
+        },
+  );
+}
+/** Records the sessions that ended and opens new ones in their place. */
+function tend(): void {
+  for (const s of sessions.filter((x) => x.session.done !== undefined && !ended.some((e) => e.open === x))) {
+    const error = s.session.lines.filter((x) => x.stream === 'stderr' && /error/i.test(x.text)).at(-1)?.text ?? '';
+    ended.push({ open: s, at: s.session.done?.at ?? 0, code: s.session.done?.code ?? null, error: error.trim() });
+    open(s.arm, s.kind);
+  }
+}
+async function phase(name: string, readyAt: number): Promise<void> {
+  for (const arm of ARMS) {
+    const checks: StreamCheck[] = [];
+    for (const proto of PROTOCOLS)
+      checks.push(...(await streamChecks(front[arm].target, proto, `${arm}-${name}-${proto.verb}`, waitMs(TICK_MS))));
+    rows.push({ phase: name, arm, node: await nodeView(arm), checks });
+  }
+  tend();
+  // The phase lasts until each node has stored RENEWALS_PER_PHASE Lease renewals since its apiserver was ready.
+  await until(`${name}: ${RENEWALS_PER_PHASE} Lease renewals of each node`, waitMs(RENEWALS_PER_PHASE * RENEW_MS), async () => {
+    const events = [...(await auditEvents()).values()].flat();
+    return ARMS.every((arm) => leaseRenewals(events, nodeName(arm), readyAt).renewals.length >= RENEWALS_PER_PHASE) ? true : undefined;
+  });
+  progress(
+    `${name}: done (${rows
+      .filter((r) => r.phase === name)
+      .map((r) => `${r.arm} Ready=${r.node.ready}, ${r.checks.filter((c) => c.ok).length}/${r.checks.length} streaming checks`)
+      .join('; ')})`,
+  );
+}
+const auditEvents = (): ReturnType<typeof readAuditEvents> =>
+  readAuditEvents(SERVERS.map((s) => ({ server: s, file: lab.auditLogFile(s) })));
+
+for (const arm of ARMS) for (const kind of ['logs -f', 'exec -i'] as const) open(arm, kind);
+await Promise.all(
+  sessions.map((s) => s.session.waitFor(s.kind === 'logs -f' ? /^tick / : /"Response" verb="GET" url="[^"]+\/exec\?/, waitMs(TICK_MS))),
+);
+await phase('P0', origin);
+for (const [i, name] of SERVERS.entries()) {
+  progress(`P${i + 1}: replacing ${name} v${v.kubeOld} → v${v.kubeNew}`);
+  const sigterm = Date.now();
+  await lab.stopApiServer(name);
+  const gone = Date.now();
+  await lab.startApiServer(spec(name, v.kubeNew));
+  restarts.push({ server: name, sigterm, gone, ready: Date.now() });
+  await phase(`P${i + 1}`, Date.now());
+}
+tend();
+const end = Date.now();
+
+// ---- what happened ----
+const events = [...(await auditEvents()).values()].flat();
+const servedBy = (s: OpenSession): string | undefined =>
+  events.find((e) => e.event.stage === 'ResponseStarted' && (e.event.requestURI ?? '').includes(s.uriPart))?.server;
+const lags = new Map<Arm, LagSummary>();
+for (const arm of ARMS) {
+  const r = leaseRenewals(events, nodeName(arm), origin);
+  lags.set(arm, lagSummary(r.renewals, r.failed, end));
+}
+const last = new Map<Arm, { node: NodeView; pod: PodView }>();
+for (const arm of ARMS) last.set(arm, { node: await nodeView(arm), pod: await podView(arm) });
+const kubelet404 = (arm: Arm): string[] =>
+  events
+    .filter(
+      (e) =>
+        e.event.stage === 'ResponseComplete' &&
+        e.event.user.username === nodeUser(nodeName(arm)) &&
+        e.event.responseStatus?.code === 404 &&
+        Date.parse(e.event.stageTimestamp ?? '') >= origin,
+    )
+    .map((e) => `${e.server} ${e.event.verb ?? ''} ${e.event.requestURI ?? ''}`);
+const envoy404 = (await readFile(lab.logFile('envoy-node-gateway'), 'utf8'))
+  .split('\n')
+  .filter((l) => l.startsWith('{') && l.includes('"status":404'))
+  .map((l) => JSON.parse(l) as { start: string; method: string; path: string })
+  .filter((x) => Date.parse(x.start) >= origin);
+const sessionEnds = ended.map((e) => {
+  const server = servedBy(e.open);
+  const own = restarts.find((r) => r.server === server && r.sigterm <= e.at);
+  return { ...e, server, own };
+});
+const survived = (arm: Arm): number =>
+  sessions
+    .filter((s) => s.arm === arm)
+    .reduce(
+      (n, s) =>
+        n +
+        restarts.filter(
+          (r) => r.server !== servedBy(s) && r.sigterm > (s.session.lines[0]?.at ?? end) && r.ready < (s.session.done?.at ?? end),
+        ).length,
+      0,
+    );
+
+const sec = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+const phases = ['P0', ...SERVERS.map((_, i) => `P${i + 1}`)];
+const md = [
+  `### Rolling upgrade with real nodes: skewgate beside a TCP round robin (test/cluster/node-upgrade.test.ts)`,
+  '',
+  `**Method.** etcd and kube-apiservers kas-1..3 (v${v.kubeOld}, replaced one at a time in place by v${v.kubeNew}: P1–P3), kube-controller-manager (default controllers: NotReady after ${LEASE_SECONDS} s without a Lease renewal) and kube-scheduler v${v.kubeOld} through Envoy + skewgate. Two nodes, each a kubelet, kube-proxy v${v.kubeOld} and containerd in a network namespace of its own, with one pod: \`${nodeName('skewgate')}\` reaches the control plane through Envoy + skewgate, \`${nodeName('round-robin')}\` through a TCP round robin (Envoy tcp_proxy, TLS passed through, connect check every 2 s: kubeadm's HAProxy recipe). In each phase, kubectl (v${v.kubeNew}) runs logs, exec, attach -i and port-forward over WebSocket and SPDY to each node's pod through that node's front; a \`logs -f\` and an \`exec -i\` per front stay open the whole run (reopened when one ends). A phase lasts until each node has stored ${RENEWALS_PER_PHASE} Lease renewals after its apiserver was ready. Lease lags are the apiservers' own timestamps of consecutive renewals (audit logs), the last to the end of the run included.`,
+  '',
+  render({
+    headers: [
+      'node through',
+      'Ready (P0–P3)',
+      'Ready flipped',
+      'renewals',
+      'failed',
+      'lag p50',
+      'lag p90',
+      'lag max',
+      'pod restarts',
+      'pod moved or evicted',
+      '404 to the kubelet',
+      'streaming checks',
+      "open sessions ended (at their apiserver's stop)",
+      "open sessions over another's restart",
+    ],
+    rows: ARMS.map((arm) => {
+      const l = lags.get(arm);
+      const f = first.get(arm);
+      const z = last.get(arm);
+      const checks = rows.filter((r) => r.arm === arm).flatMap((r) => r.checks);
+      const ends = sessionEnds.filter((e) => e.open.arm === arm);
+      return [
+        arm === 'skewgate' ? 'Envoy + skewgate' : 'TCP round robin',
+        rows
+          .filter((r) => r.arm === arm)
+          .map((r) => r.node.ready)
+          .join(' '),
+        f?.node.since === z?.node.since ? 'no' : `yes (${z?.node.since ?? ''})`,
+        String(l?.renewals ?? 0),
+        String(l?.failed ?? 0),
+        sec(l?.p50Ms ?? 0),
+        sec(l?.p90Ms ?? 0),
+        sec(l?.maxMs ?? 0),
+        String(z?.pod.restarts ?? '?'),
+        f?.pod.uid === z?.pod.uid && z?.pod.nodeName === nodeName(arm) && z?.pod.deleting === false ? 'no' : 'yes',
+        String(kubelet404(arm).length),
+        `${checks.filter((c) => c.ok).length}/${checks.length}`,
+        `${ends.length} (${ends.filter((e) => e.own !== undefined).length})`,
+        String(survived(arm)),
+      ];
+    }),
+  }),
+  '',
+  `Sessions that ended: ${sessionEnds.map((e) => `${e.open.arm} ${e.open.kind} on ${e.server ?? '?'}, ${e.own === undefined ? "not during its apiserver's stop" : `${sec(e.at - e.own.sigterm)} after its SIGTERM`}: exit ${e.code} \`${e.error}\``).join('; ') || 'none'}.`,
+  '',
+  `Restarts: ${restarts.map((r) => `${r.server} gone ${sec(r.gone - r.sigterm)} after SIGTERM, ready ${sec(r.ready - r.sigterm)}`).join('; ')}. Longest Lease lag ended at ${ARMS.map((a) => `${a} +${sec((lags.get(a)?.maxEndedAt ?? origin) - origin)}`).join(', ')} (t from P0). Run time ${sec(end - origin)} from P0.`,
+].join('\n');
+await writeClusterPart('node-upgrade', md);
+
+// ---- the claims ----
+await t.test('the node through skewgate over the whole upgrade', async (t) => {
+  t.comment(md);
+  t.equal(
+    rows.find((r) => r.phase === 'P0' && r.arm === 'round-robin')?.node.ready,
+    'True',
+    'the round-robin node ran too: Ready in P0 (its row is a real comparison)',
+  );
+  const arm = JUDGED;
+  for (const p of phases) {
+    const r = rows.find((x) => x.phase === p && x.arm === arm);
+    t.equal(r?.node.ready, 'True', `${p}: ${nodeName(arm)} Ready`);
+    t.same(r?.node.taints, [], `${p}: no taint on ${nodeName(arm)}`);
+    for (const c of r?.checks ?? []) t.ok(c.ok, `${p}: ${c.what} through skewgate${c.ok ? '' : `: ${c.detail}`}`);
+  }
+  t.equal(last.get(arm)?.node.since, first.get(arm)?.node.since, `${nodeName(arm)}'s Ready condition never changed (lastTransitionTime)`);
+  const lag = lags.get(arm);
+  t.ok((lag?.renewals ?? 0) >= RENEWALS_PER_PHASE * phases.length, `${lag?.renewals ?? 0} Lease renewals stored over the run`);
+  t.ok(
+    (lag?.maxMs ?? Infinity) < LEASE_SECONDS * 1000,
+    `every Lease renewal within the ${LEASE_SECONDS} s lease: longest lag ${sec(lag?.maxMs ?? 0)}`,
+  );
+  const f = first.get(arm)?.pod;
+  const z = last.get(arm)?.pod;
+  t.same(
+    [z?.uid, z?.nodeName, z?.phase, z?.restarts, z?.deleting],
+    [f?.uid, nodeName(arm), 'Running', 0, false],
+    `pod ${podName(arm)}: the same pod, on its node, Running, never restarted, not evicted`,
+  );
+  t.same(kubelet404(arm), [], `no 404 to ${nodeUser(nodeName(arm))} (the apiservers' audit logs)`);
+  t.same(
+    envoy404.map((x) => `${x.method} ${x.path}`),
+    [],
+    "no 404 in the node gateway's access log (kubelet and kube-proxy)",
+  );
+  for (const e of sessionEnds.filter((x) => x.open.arm === arm))
+    t.ok(
+      e.own !== undefined,
+      `${e.open.kind} ended ${e.own === undefined ? 'while its apiserver ran' : `${sec(e.at - e.own.sigterm)} after its apiserver ${e.server ?? ''}'s SIGTERM`} (exit ${e.code})`,
+    );
+  t.ok(survived(arm) > 0, `open sessions carried on over ${survived(arm)} restarts of another apiserver`);
+});
