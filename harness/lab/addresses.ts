@@ -19,7 +19,11 @@ export interface LabAddresses {
   loopback(n: number): string;
   /** The slot's n-th alias address (n in 1…16): 10.213.<slot>.n, not 127/8 (an Endpoints address). */
   alias(n: number): string;
-  /** The serving certificate's IP SANs for the slot's loopback addresses. */
+  /**
+   * The serving certificate's IP SANs for the slot's loopback and alias addresses: as kubeadm's
+   * apiserver.crt names each apiserver's advertise address, a client of an apiserver placed on an
+   * alias address can check it by that address (a config as an operator writes it).
+   */
   readonly sans: readonly string[];
 }
 
@@ -37,7 +41,7 @@ export function labAddresses(slot: number): LabAddresses {
     etcdPeerPort: slot === 0 ? 23800 : 24001 + 2 * slot,
     loopback,
     alias: (n) => `${LAB_ALIAS_NET}${slot}.${nth(n)}`,
-    sans: Array.from({ length: LAB_ADDRESSES_PER_SLOT }, (_, i) => `IP:${loopback(i + 1)}`),
+    sans: Array.from({ length: LAB_ADDRESSES_PER_SLOT }, (_, i) => [`IP:${loopback(i + 1)}`, `IP:${LAB_ALIAS_NET}${slot}.${i + 1}`]).flat(),
   };
 }
 

@@ -170,7 +170,7 @@ export class Lab {
     this.readyTimeoutMs = opts.apiServerReadyTimeoutMs ?? 90_000;
     const addresses = opts.addresses ?? labAddresses(0);
     this.etcdPorts = { client: addresses.etcdClientPort, peer: addresses.etcdPeerPort };
-    // An alias address is not in the serving certificate (its IP SANs are 127.0.0.1-16): such an
+    // An alias address is not in slot 0's serving certificate (its IP SANs are 127.0.0.1-16): such an
     // apiserver is verified by the DNS SAN `kubernetes`, as kubeadm's apiservers are.
     this.agent = new Agent({
       connect: {

@@ -238,9 +238,11 @@ export class LabNode {
     this.log(`node ${this.spec.name}: imported ${this.o.images.join(', ')}`);
   }
 
-  /** Places a static pod manifest in the kubelet's folder. */
+  /** Places a static pod manifest in the kubelet's folder (before start too: the kubelet runs it first). */
   async addStaticPod(fileName: string, manifest: object): Promise<void> {
-    await writeFile(join(this.paths.staticPods, fileName), stringify(manifest));
+    await mkdir(this.paths.staticPods, { recursive: true });
+    // As the recipes install it (install -m 0600): the kubelet reads it as root.
+    await writeFile(join(this.paths.staticPods, fileName), stringify(manifest), { mode: 0o600 });
   }
 
   /** The pod sandboxes and containers containerd runs for the kubelet, as `ctr` lists them. */

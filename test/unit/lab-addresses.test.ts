@@ -39,8 +39,12 @@ t.test("slot 0 is `lab up`'s: 127.0.0.N, 10.213.0.N, etcd 23790/23800", async (t
   const b = labAddresses(3);
   t.same([b.loopback(2), b.alias(14)], ['127.0.3.2', '10.213.3.14']);
   t.ok(isLabAlias(b.alias(1)) && !isLabAlias(b.loopback(1)), 'an alias address is known as one, a loopback one is not');
-  t.same(b.sans.slice(0, 2), ['IP:127.0.3.1', 'IP:127.0.3.2'], "the certificate names the slot's loopback addresses");
-  t.equal(b.sans.length, LAB_ADDRESSES_PER_SLOT);
+  t.same(
+    b.sans.slice(0, 4),
+    ['IP:127.0.3.1', 'IP:10.213.3.1', 'IP:127.0.3.2', 'IP:10.213.3.2'],
+    "the certificate names the slot's loopback and alias addresses",
+  );
+  t.equal(b.sans.length, 2 * LAB_ADDRESSES_PER_SLOT);
 });
 
 t.test('out-of-range slots and addresses are refused', async (t) => {
