@@ -36,6 +36,12 @@ export interface ApiServerSpec {
   /** Kubernetes' built-in Mixed Version Proxy: --peer-ca-file and the peer advertise address. */
   readonly peerProxy?: boolean;
   readonly tracingConfigFile?: string;
+  /**
+   * The ServiceAccount admission plugin on, as in every real cluster: pods get their account's
+   * token mounted (in-cluster config). Needs kube-controller-manager's serviceaccount controller
+   * (it makes each namespace's `default`); off by default in the lab, which mostly runs none.
+   */
+  readonly serviceAccountAdmission?: boolean;
   /** Appended last (a later flag wins), for experiments such as another --shutdown-delay-duration. */
   readonly extraArgs?: readonly string[];
 }
@@ -155,8 +161,9 @@ export function apiServerArgs(spec: ApiServerSpec, pki: LabPkiFiles, etcdUrl: st
     // bad entry poisons the shared master-lease list: the lab publishes no `kubernetes` endpoints,
     // except at alias addresses, where each apiserver publishes itself as in a real cluster.
     `--endpoint-reconciler-type=${(spec.placement ?? 'loopback') === 'alias' ? 'lease' : 'none'}`,
-    // No kube-controller-manager creates ServiceAccounts, so the admission plugin would reject every Pod.
-    '--disable-admission-plugins=ServiceAccount',
+    // Without a kube-controller-manager nothing creates ServiceAccounts, and the admission plugin
+    // would reject every Pod; a lab that runs one (with pods using in-cluster config) turns it on.
+    ...(spec.serviceAccountAdmission === true ? [] : ['--disable-admission-plugins=ServiceAccount']),
     '--profiling=false',
     // Without it a stopping apiserver waits for its open watches (Envoy keeps them open) up to
     // 60 s; with it they end a few seconds after the delay below, as in a real rollout.

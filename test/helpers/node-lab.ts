@@ -30,6 +30,8 @@ export const LEASE_SECONDS = 40;
 /** The kubelet renews its Lease every quarter of it. */
 export const RENEW_MS = (LEASE_SECONDS * 1000) / 4;
 export const NODE_STATUS_MS = 10_000;
+/** How long kube-controller-manager takes to give a new namespace its account and CA ConfigMap (a wait bound). */
+const NAMESPACE_SETUP_MS = 5000;
 
 export interface ApiAnswer {
   readonly status: number;
@@ -40,7 +42,11 @@ export interface NodeLab {
   readonly lab: Lab;
   readonly versions: LabVersions;
   readonly kubectl: string;
-  readonly parts: NodeParts & { readonly workloadImage: string };
+  readonly parts: NodeParts & {
+    readonly workloadImage: string;
+    /** registry.k8s.io/kubectl at KUBE_NEW: the in-cluster client's image. */
+    readonly kubectlImage: string;
+  };
   readonly servers: readonly ApiServerSpec[];
   /** The control plane's gateway (loopback): kcm, scheduler, the tests' requests and kubectl. */
   readonly gw: GatewayInfo;
@@ -51,6 +57,12 @@ export interface NodeLab {
   readonly progress: (line: string) => void;
   /** A request with the admin token to `base` (a gateway's or an apiserver's URL). */
   readonly api: (base: string, method: string, path: string, body?: unknown) => Promise<ApiAnswer>;
+  /**
+   * Waits until namespace `name` (made by the caller) has what kube-controller-manager gives every
+   * namespace: the `default` ServiceAccount, without which the ServiceAccount admission plugin
+   * refuses pods, and the kube-root-ca.crt ConfigMap in-cluster clients verify the server with.
+   */
+  readonly namespaceReady: (name: string) => Promise<void>;
   /** Polls `probe` every 500 ms until it returns a value (not undefined), at most `limitMs`. */
   readonly until: <T>(what: string, limitMs: number, probe: () => Promise<T | undefined>) => Promise<T>;
 }
@@ -73,8 +85,13 @@ interface NodeObject {
 
 export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly NodeSuite[]): Promise<void> {
   const { versions, kubectl } = requireLabParts();
-  const parts = { ...requireNodeParts(), workloadImage: await workloadImage() };
-  for (const image of [parts.pauseImage, parts.workloadImage])
+  const parts = {
+    ...requireNodeParts(),
+    workloadImage: await workloadImage(),
+    kubectlImage: `registry.k8s.io/kubectl:v${versions.kubeNew}`,
+  };
+  const images = [parts.pauseImage, parts.workloadImage, parts.kubectlImage];
+  for (const image of images)
     await run('docker', ['image', 'inspect', image]).catch(() => {
       throw new Error(`image ${image} is not in the local Docker engine: run scripts/demo-images.sh`);
     });
@@ -91,7 +108,7 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     addresses: slot,
     index: 0,
     name: nodeName,
-    images: [parts.pauseImage, parts.workloadImage],
+    images,
     log: progress,
   });
   let node: LabNode | undefined;
@@ -99,12 +116,21 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     const api = labApi(lab, agent);
     const until = poller(async () => (await node?.logTails(20)) ?? '');
 
-    const servers = shape.specs(versions, slot);
+    // kube-controller-manager runs (its serviceaccount controller): pods get their tokens, as in a cluster.
+    const servers = shape.specs(versions, slot).map((s) => ({ ...s, serviceAccountAdmission: true }));
     await lab.startEtcd();
     await Promise.all(servers.map((s) => lab.startApiServer(s)));
     const { gw, nodeGw } = await lab.startGateways({
       gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
-      nodeGw: { name: 'node-gateway', withSkewgate: true, xds: true, port: 6443, address: slot.alias(1) },
+      // kubernetesService.publish: the `kubernetes` Service points at this gateway (in-cluster clients).
+      nodeGw: {
+        name: 'node-gateway',
+        withSkewgate: true,
+        xds: true,
+        port: 6443,
+        address: slot.alias(1),
+        publishService: { leaseDuration: '15s' },
+      },
     });
     await lab.startControllerManager({
       name: 'kcm',
@@ -131,7 +157,14 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     });
     progress(`node ${nodeName} Ready; ${suites.length} suites`);
 
-    const ctx: NodeLab = { lab, versions, kubectl, parts, servers, gw, nodeGw, node, nodeName, progress, api, until };
+    const namespaceReady = async (name: string): Promise<void> => {
+      await until(`${name}/default ServiceAccount and kube-root-ca.crt`, waitMs(NAMESPACE_SETUP_MS), async () => {
+        const sa = await api(gw.url, 'GET', `/api/v1/namespaces/${name}/serviceaccounts/default`);
+        const ca = await api(gw.url, 'GET', `/api/v1/namespaces/${name}/configmaps/kube-root-ca.crt`);
+        return sa.status === 200 && ca.status === 200 ? true : undefined;
+      });
+    };
+    const ctx: NodeLab = { lab, versions, kubectl, parts, servers, gw, nodeGw, node, nodeName, progress, api, namespaceReady, until };
     for (const suite of suites) {
       progress(`suite: ${suite.title}`);
       await t.test(suite.title, (st) => suite.run(st, ctx));

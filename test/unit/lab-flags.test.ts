@@ -46,6 +46,11 @@ t.test('the lab: loopback address bound and advertised; the flags as they were',
     apiServerArgs(lab, pki, 'u', { certDir: 'c' }),
     'loopback is the default placement',
   );
+  t.same(
+    apiServerArgs({ ...lab, serviceAccountAdmission: true }, pki, 'u', { certDir: 'c' }),
+    apiServerArgs(lab, pki, 'u', { certDir: 'c' }).filter((a) => a !== '--disable-admission-plugins=ServiceAccount'),
+    'serviceAccountAdmission: the ServiceAccount plugin left on, nothing else changed',
+  );
   for (const ip of ['10.0.0.2', '0.0.0.0', 'kas-1'])
     t.throws(() => apiServerArgs({ ...lab, ip }, pki, 'u', { certDir: 'c' }), /not a loopback IPv4 address/, `the lab refuses ${ip}`);
 });

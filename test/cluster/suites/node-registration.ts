@@ -102,6 +102,7 @@ async function registration(t: Tap, l: NodeLab): Promise<void> {
       stderr: err.stderr ?? String(err),
     }));
     t.match(apply.stdout, /created/, `kubectl create namespace ${NS} through the gateway`);
+    await l.namespaceReady(NS);
     const dep = await api(gw.url, 'POST', `/apis/apps/v1/namespaces/${NS}/deployments`, {
       apiVersion: 'apps/v1',
       kind: 'Deployment',

@@ -36,6 +36,7 @@ export const nodeSessionsSuite: NodeSuite = {
     const began = Date.now();
     const created = await l.api(l.gw.url, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     t.equal(created.status, 201, `namespace ${NS} created through the gateway`);
+    await l.namespaceReady(NS);
     const pod = await l.api(
       l.gw.url,
       'POST',
