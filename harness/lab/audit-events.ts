@@ -23,6 +23,15 @@ export interface AuditEvent {
   /** When the apiserver received the request and when this stage was reached (RFC 3339, microseconds). */
   readonly requestReceivedTimestamp?: string;
   readonly stageTimestamp?: string;
+  /** The client's address first (as the gateway forwarded it), then the connection's. */
+  readonly sourceIPs?: readonly string[];
+  /** Absent for a non-resource request (/api, /healthz, …). */
+  readonly objectRef?: {
+    readonly resource?: string;
+    readonly subresource?: string;
+    readonly apiGroup?: string;
+    readonly apiVersion?: string;
+  };
 }
 
 /** An event and the apiserver whose log held it. */

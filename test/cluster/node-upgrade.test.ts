@@ -20,16 +20,19 @@ import { readAuditEvents } from '../../harness/lab/audit-events.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { Lab, freePort } from '../../harness/lab/lab.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
+import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import { TcpBalancer } from '../../harness/lab/tcp-balancer.js';
 import { LabNode, nodeUser } from '../../harness/node/node.js';
 import { packageRoot } from '../../src/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
-import type { KubectlSession } from './../helpers/kubectl-session.js';
+import { HeldExecs, type HeldSession } from '../helpers/held-sessions.js';
 import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
 import { lagSummary, leaseRenewals, type LagSummary } from '../helpers/lease-renewals.js';
 import { LEASE_SECONDS, NODE_STATUS_MS, RENEW_MS, labApi, labNodeOptions, poller, workloadImage } from '../helpers/node-lab.js';
 import { TICK_MS, echoPod } from '../helpers/node-workload.js';
-import { PROTOCOLS, kubectlAt, streamChecks, type StreamCheck, type StreamTarget } from '../helpers/stream-checks.js';
+import { PROTOCOLS, streamChecks, type StreamCheck, type StreamTarget } from '../helpers/stream-checks.js';
+import { trafficMix, writeTrafficMix, type MixWindowResult } from '../helpers/traffic-mix.js';
+import { nodeView, podView, type NodeView, type PodView } from '../helpers/node-views.js';
 import { waitMs } from '../helpers/waits.js';
 
 t.setTimeout(20 * 60_000);
@@ -40,15 +43,14 @@ const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
 const NS = 'node-upgrade';
 /** Lease renewals each node must have stored after a phase's apiserver was ready before the phase ends. */
 const RENEWALS_PER_PHASE = 2;
+/** P0, the steady window of the traffic mix, lasts six renewals (about a minute). */
+const RENEWALS_STEADY = 6;
 const ARMS = ['skewgate', 'round-robin'] as const;
 type Arm = (typeof ARMS)[number];
 const JUDGED: Arm = 'skewgate';
-/**
- * The sessions held open through the whole run. Not `logs -f`: an open one holds its stopping
- * apiserver until the SIGKILL (node-sessions measures it, docs/design.md states it), which would
- * add 30 s to each phase here and tell nothing more.
- */
-const OPEN_KINDS = ['exec -i'] as const;
+// Held open through the whole run: `exec -i`, not `logs -f` — an open one holds its stopping
+// apiserver until the SIGKILL (node-sessions measures it, docs/design.md states it), which would
+// add 30 s to each phase here and tell nothing more.
 
 const started = performance.now();
 const progress = (line: string): void => t.comment(`[node-upgrade +${((performance.now() - started) / 1000).toFixed(1)}s] ${line}`);
@@ -68,9 +70,10 @@ const balancer = new TcpBalancer({
   log: progress,
   killOnExit: true,
 });
-const sessions: OpenSession[] = [];
+// The kubectl exec sessions held open (the target is read when one opens, after the fronts exist).
+const held = new HeldExecs<Arm>((arm) => front[arm].target);
 t.teardown(async () => {
-  for (const s of sessions) await s.session.stop();
+  await held.stopAll();
   for (const n of nodes.values()) await n.down().catch((err: Error) => progress(`node down: ${err.message}`));
   await balancer.stop().catch(() => undefined);
   await lab.down({ kill: true }).catch((err: Error) => progress(`lab down: ${err.message}`));
@@ -78,33 +81,12 @@ t.teardown(async () => {
   slot.release();
 });
 
-interface OpenSession {
-  readonly arm: Arm;
-  readonly kind: 'logs -f' | 'exec -i';
-  readonly session: KubectlSession;
-  /** A piece of its request URI only it has: finds its apiserver in the audit logs. */
-  readonly uriPart: string;
-  readonly openedAt: number;
-}
 interface Restart {
   readonly server: string;
   readonly sigterm: number;
   readonly gone: number;
   readonly ready: number;
 }
-interface NodeView {
-  readonly ready: string;
-  readonly since: string;
-  readonly taints: string[];
-}
-interface PodView {
-  readonly uid: string;
-  readonly nodeName: string;
-  readonly phase: string;
-  readonly restarts: number;
-  readonly deleting: boolean;
-}
-
 /** Set-up before the claims: a failure throws (the file fails) with what went wrong. */
 function must(ok: boolean, problem: string): void {
   if (!ok) throw new Error(problem);
@@ -113,34 +95,8 @@ const spec = (name: string, version: string): ApiServerSpec => ({ name, version,
 const nodeName = (arm: Arm): string => `node-${arm === 'skewgate' ? 'sg' : 'rr'}-${slot.slot}`;
 const podName = (arm: Arm): string => `echo-${arm === 'skewgate' ? 'sg' : 'rr'}`;
 
-async function nodeView(arm: Arm): Promise<NodeView> {
-  const r = await api(gw.url, 'GET', `/api/v1/nodes/${nodeName(arm)}`);
-  const n = r.json as {
-    spec?: { taints?: { key: string }[] };
-    status?: { conditions?: { type: string; status: string; lastTransitionTime: string }[] };
-  };
-  const ready = n.status?.conditions?.find((c) => c.type === 'Ready');
-  return {
-    ready: ready?.status ?? `GET ${r.status}`,
-    since: ready?.lastTransitionTime ?? '',
-    taints: (n.spec?.taints ?? []).map((x) => x.key),
-  };
-}
-async function podView(arm: Arm): Promise<PodView> {
-  const r = await api(gw.url, 'GET', `/api/v1/namespaces/${NS}/pods/${podName(arm)}`);
-  const p = r.json as {
-    metadata?: { uid?: string; deletionTimestamp?: string };
-    spec?: { nodeName?: string };
-    status?: { phase?: string; containerStatuses?: { restartCount: number }[] };
-  };
-  return {
-    uid: p.metadata?.uid ?? `GET ${r.status}`,
-    nodeName: p.spec?.nodeName ?? '',
-    phase: p.status?.phase ?? '',
-    restarts: (p.status?.containerStatuses ?? []).reduce((s, c) => s + c.restartCount, 0),
-    deleting: p.metadata?.deletionTimestamp !== undefined,
-  };
-}
+const viewNode = (arm: Arm): Promise<NodeView> => nodeView(api, gw.url, nodeName(arm));
+const viewPod = (arm: Arm): Promise<PodView> => podView(api, gw.url, NS, podName(arm));
 
 // ---- the lab ----
 await lab.startEtcd();
@@ -185,7 +141,7 @@ for (const [i, arm] of ARMS.entries()) {
   await node.start();
 }
 for (const arm of ARMS)
-  await until(`${nodeName(arm)} Ready`, waitMs(NODE_STATUS_MS), async () => ((await nodeView(arm)).ready === 'True' ? true : undefined));
+  await until(`${nodeName(arm)} Ready`, waitMs(NODE_STATUS_MS), async () => ((await viewNode(arm)).ready === 'True' ? true : undefined));
 must((await api(gw.url, 'POST', '/api/v1/namespaces', { metadata: { name: NS } })).status === 201, `namespace ${NS} not created`);
 for (const arm of ARMS) {
   const r = await api(
@@ -210,56 +166,25 @@ for (const arm of ARMS)
       : undefined,
   );
 const first = new Map<Arm, { node: NodeView; pod: PodView }>();
-for (const arm of ARMS) first.set(arm, { node: await nodeView(arm), pod: await podView(arm) });
+for (const arm of ARMS) first.set(arm, { node: await viewNode(arm), pod: await viewPod(arm) });
 progress(`both nodes Ready, their pods running: ${ARMS.map((a) => `${nodeName(a)} through ${front[a].url}`).join(', ')}`);
 
 // ---- the phases ----
 const origin = Date.now();
 const restarts: Restart[] = [];
-const ended: { readonly open: OpenSession; readonly at: number; readonly code: number | null; readonly error: string }[] = [];
 const rows: { phase: string; arm: Arm; node: NodeView; checks: StreamCheck[] }[] = [];
-let opened = 0;
-function open(arm: Arm, kind: OpenSession['kind']): void {
-  const stamp = `${Date.now()}${++opened}`;
-  const pod = podName(arm);
-  sessions.push(
-    kind === 'logs -f'
-      ? {
-          arm,
-          kind,
-          session: kubectlAt(front[arm].target, ['logs', '-f', pod, '--tail=1', `--limit-bytes=${stamp}`]),
-          uriPart: `limitBytes=${stamp}`,
-          openedAt: Date.now(),
-        }
-      : {
-          arm,
-          kind,
-          session: kubectlAt(front[arm].target, ['exec', '-i', pod, '--', 'sh', '-c', 'exec cat', `s${stamp}`]),
-          uriPart: `command=s${stamp}`,
-          openedAt: Date.now(),
-        },
-  );
-}
-/** Records the sessions that ended and opens new ones in their place. */
-function tend(): void {
-  for (const s of sessions.filter((x) => x.session.done !== undefined && !ended.some((e) => e.open === x))) {
-    const error = s.session.lines.filter((x) => x.stream === 'stderr' && /error/i.test(x.text)).at(-1)?.text ?? '';
-    ended.push({ open: s, at: s.session.done?.at ?? 0, code: s.session.done?.code ?? null, error: error.trim() });
-    open(s.arm, s.kind);
-  }
-}
-async function phase(name: string, readyAt: number): Promise<void> {
+async function phase(name: string, readyAt: number, renewals: number): Promise<void> {
   for (const arm of ARMS) {
     const checks: StreamCheck[] = [];
     for (const proto of PROTOCOLS)
       checks.push(...(await streamChecks(front[arm].target, proto, `${arm}-${name}-${proto.verb}`, waitMs(TICK_MS))));
-    rows.push({ phase: name, arm, node: await nodeView(arm), checks });
+    rows.push({ phase: name, arm, node: await viewNode(arm), checks });
   }
-  tend();
-  // The phase lasts until each node has stored RENEWALS_PER_PHASE Lease renewals since its apiserver was ready.
-  await until(`${name}: ${RENEWALS_PER_PHASE} Lease renewals of each node`, waitMs(RENEWALS_PER_PHASE * RENEW_MS), async () => {
+  held.tend();
+  // The phase lasts until each node has stored `renewals` Lease renewals since its apiserver was ready.
+  await until(`${name}: ${renewals} Lease renewals of each node`, waitMs(renewals * RENEW_MS), async () => {
     const events = [...(await auditEvents()).values()].flat();
-    return ARMS.every((arm) => leaseRenewals(events, nodeName(arm), readyAt).renewals.length >= RENEWALS_PER_PHASE) ? true : undefined;
+    return ARMS.every((arm) => leaseRenewals(events, nodeName(arm), readyAt).renewals.length >= renewals) ? true : undefined;
   });
   progress(
     `${name}: done (${rows
@@ -271,11 +196,9 @@ async function phase(name: string, readyAt: number): Promise<void> {
 const auditEvents = (): ReturnType<typeof readAuditEvents> =>
   readAuditEvents(SERVERS.map((s) => ({ server: s, file: lab.auditLogFile(s) })));
 
-for (const arm of ARMS) for (const kind of OPEN_KINDS) open(arm, kind);
-await Promise.all(
-  sessions.map((s) => s.session.waitFor(s.kind === 'logs -f' ? /^tick / : /"Response" verb="GET" url="[^"]+\/exec\?/, waitMs(TICK_MS))),
-);
-await phase('P0', origin);
+for (const arm of ARMS) held.open(arm);
+await Promise.all(held.all.map((s) => s.session.waitFor(/"Response" verb="GET" url="[^"]+\/exec\?/, waitMs(TICK_MS))));
+await phase('P0', origin, RENEWALS_STEADY);
 for (const [i, name] of SERVERS.entries()) {
   progress(`P${i + 1}: replacing ${name} v${v.kubeOld} → v${v.kubeNew}`);
   const sigterm = Date.now();
@@ -283,22 +206,21 @@ for (const [i, name] of SERVERS.entries()) {
   const gone = Date.now();
   await lab.startApiServer(spec(name, v.kubeNew));
   restarts.push({ server: name, sigterm, gone, ready: Date.now() });
-  await phase(`P${i + 1}`, Date.now());
+  await phase(`P${i + 1}`, Date.now(), RENEWALS_PER_PHASE);
 }
-tend();
+held.tend();
 const end = Date.now();
 
 // ---- what happened ----
 const events = [...(await auditEvents()).values()].flat();
-const servedBy = (s: OpenSession): string | undefined =>
-  events.find((e) => e.event.stage === 'ResponseStarted' && (e.event.requestURI ?? '').includes(s.uriPart))?.server;
+const servedBy = (s: HeldSession<Arm>): string | undefined => held.servedBy(events, s);
 const lags = new Map<Arm, LagSummary>();
 for (const arm of ARMS) {
   const r = leaseRenewals(events, nodeName(arm), origin);
   lags.set(arm, lagSummary(r.renewals, r.failed, end));
 }
 const last = new Map<Arm, { node: NodeView; pod: PodView }>();
-for (const arm of ARMS) last.set(arm, { node: await nodeView(arm), pod: await podView(arm) });
+for (const arm of ARMS) last.set(arm, { node: await viewNode(arm), pod: await viewPod(arm) });
 const kubelet404 = (arm: Arm): string[] =>
   events
     .filter(
@@ -314,14 +236,14 @@ const envoy404 = (await readFile(lab.logFile('envoy-node-gateway'), 'utf8'))
   .filter((l) => l.startsWith('{') && l.includes('"status":404'))
   .map((l) => JSON.parse(l) as { start: string; method: string; path: string })
   .filter((x) => Date.parse(x.start) >= origin);
-const sessionEnds = ended.map((e) => {
-  const server = servedBy(e.open);
+const sessionEnds = held.ended.map((e) => {
+  const server = servedBy(e.held);
   // Its own apiserver's stop: that server's SIGTERM while the session was open, before it ended.
-  const own = restarts.find((r) => r.server === server && r.sigterm >= e.open.openedAt && r.sigterm <= e.at);
+  const own = restarts.find((r) => r.server === server && r.sigterm >= e.held.openedAt && r.sigterm <= e.at);
   return { ...e, server, own };
 });
 const survived = (arm: Arm): number =>
-  sessions
+  held.all
     .filter((s) => s.arm === arm)
     .reduce(
       (n, s) =>
@@ -331,6 +253,38 @@ const survived = (arm: Arm): number =>
 
 const sec = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 const phases = ['P0', ...SERVERS.map((_, i) => `P${i + 1}`)];
+// The skewgate node's own traffic (issue 26, item 6): its kubelet and its kube-proxy (the address
+// the gateway forwarded tells it from the other node's, which shares the identity), steady and
+// through the upgrade, as bench/node-traffic-mix.json for the benchmarks to replay and scale.
+const sgIp = nodes.get('skewgate')?.spec.ip;
+const mix = trafficMix(
+  events,
+  [
+    { name: 'kubelet', matches: (e) => e.user.username === nodeUser(nodeName('skewgate')) },
+    { name: 'kube-proxy', matches: (e) => e.user.username === KUBE_PROXY_USER && e.sourceIPs?.[0] === sgIp },
+  ],
+  [
+    { name: 'steady (P0)', fromMs: origin, toMs: restarts[0]?.sigterm ?? end },
+    { name: 'upgrade (P1–P3: three apiserver restarts)', fromMs: restarts[0]?.sigterm ?? end, toMs: end },
+  ],
+);
+await writeTrafficMix(join(packageRoot(), 'bench', 'node-traffic-mix.json'), {
+  source: 'test/cluster/node-upgrade.test.ts',
+  kubelet: v.kubeOld,
+  kubeProxy: v.kubeOld,
+  apiservers: `${v.kubeOld} → ${v.kubeNew}`,
+  pods: 1,
+  windows: mix,
+});
+const mixLine = (w: MixWindowResult): string =>
+  ['kubelet', 'kube-proxy']
+    .map((c) => {
+      const rows = w.rows.filter((r) => r.client === c);
+      const perMin = rows.reduce((s, r) => s + r.perMinute, 0);
+      return `${c} ${perMin.toFixed(1)} requests/min in ${rows.length} kinds (watches started ${w.watchesStarted[c] ?? 0}, open at the end ${w.watchesOpenAtEnd[c] ?? 0})`;
+    })
+    .join('; ');
+
 const md = [
   `### Rolling upgrade with real nodes: skewgate beside a TCP round robin (test/cluster/node-upgrade.test.ts)`,
   '',
@@ -358,7 +312,7 @@ const md = [
       const f = first.get(arm);
       const z = last.get(arm);
       const checks = rows.filter((r) => r.arm === arm).flatMap((r) => r.checks);
-      const ends = sessionEnds.filter((e) => e.open.arm === arm);
+      const ends = sessionEnds.filter((e) => e.held.arm === arm);
       return [
         arm === 'skewgate' ? 'Envoy + skewgate' : 'TCP round robin',
         rows
@@ -381,7 +335,9 @@ const md = [
     }),
   }),
   '',
-  `Sessions that ended: ${sessionEnds.map((e) => `${e.open.arm} ${e.open.kind} on ${e.server ?? '?'}, ${e.own === undefined ? "not during its apiserver's stop" : `${sec(e.at - e.own.sigterm)} after its SIGTERM`}: exit ${e.code} \`${e.error}\``).join('; ') || 'none'}.`,
+  `Sessions that ended: ${sessionEnds.map((e) => `${e.held.arm} exec -i on ${e.server ?? '?'}, ${e.own === undefined ? "not during its apiserver's stop" : `${sec(e.at - e.own.sigterm)} after its SIGTERM`}: exit ${e.code} \`${e.error}\``).join('; ') || 'none'}.`,
+  '',
+  `The skewgate node's traffic (bench/node-traffic-mix.json): ${mix.map((w) => `${w.name}, ${w.seconds} s: ${mixLine(w)}`).join('. ')}.`,
   '',
   `Restarts: ${restarts.map((r) => `${r.server} gone ${sec(r.gone - r.sigterm)} after SIGTERM, ready ${sec(r.ready - r.sigterm)}`).join('; ')}. Longest Lease lag ended at ${ARMS.map((a) => `${a} +${sec((lags.get(a)?.maxEndedAt ?? origin) - origin)}`).join(', ')} (t from P0). Run time ${sec(end - origin)} from P0.`,
 ].join('\n');
@@ -416,16 +372,22 @@ await t.test('the node through skewgate over the whole upgrade', async (t) => {
     [f?.uid, nodeName(arm), 'Running', 0, false],
     `pod ${podName(arm)}: the same pod, on its node, Running, never restarted, not evicted`,
   );
+  const steady = mix[0];
+  t.ok(
+    steady?.rows.some((r) => r.client === 'kubelet' && r.verb === 'update' && r.resource === 'coordination.k8s.io/v1/leases'),
+    "the traffic mix holds the kubelet's Lease renewals",
+  );
+  t.ok((steady?.watchesOpenAtEnd['kube-proxy'] ?? 0) > 0, `and kube-proxy's open watches (${steady?.watchesOpenAtEnd['kube-proxy'] ?? 0})`);
   t.same(kubelet404(arm), [], `no 404 to ${nodeUser(nodeName(arm))} (the apiservers' audit logs)`);
   t.same(
     envoy404.map((x) => `${x.method} ${x.path}`),
     [],
     "no 404 in the node gateway's access log (kubelet and kube-proxy)",
   );
-  for (const e of sessionEnds.filter((x) => x.open.arm === arm))
+  for (const e of sessionEnds.filter((x) => x.held.arm === arm))
     t.ok(
       e.own !== undefined,
-      `${e.open.kind} ended ${e.own === undefined ? 'while its apiserver ran' : `${sec(e.at - e.own.sigterm)} after its apiserver ${e.server ?? ''}'s SIGTERM`} (exit ${e.code})`,
+      `exec -i ended ${e.own === undefined ? 'while its apiserver ran' : `${sec(e.at - e.own.sigterm)} after its apiserver ${e.server ?? ''}'s SIGTERM`} (exit ${e.code})`,
     );
   // Which apiserver a session lands on is the balancer's choice: how many other restarts one spanned is reported, not required (node-sessions proves it on purpose).
   t.comment(`open sessions through skewgate carried on over ${survived(arm)} restarts of another apiserver`);
