@@ -330,13 +330,13 @@ export class Lab {
   }
 
   /**
-   * SIGTERM, then SIGKILL after APISERVER_STOP_GRACE_MS; resolves once the process is gone (the
+   * SIGTERM, then SIGKILL after graceMs (APISERVER_STOP_GRACE_MS); resolves once the process is gone (the
    * --shutdown-delay-duration window included: a stop takes at least SHUTDOWN_DELAY_MS). It stays
    * in the gateway's list.
    */
-  async stopApiServer(name: string): Promise<void> {
+  async stopApiServer(name: string, graceMs = APISERVER_STOP_GRACE_MS): Promise<void> {
     if (!this.apiservers.has(name)) throw new LabError(`no apiserver named ${name} in this lab`);
-    await this.procs.stop(name, APISERVER_STOP_GRACE_MS);
+    await this.procs.stop(name, graceMs);
   }
 
   /** SIGKILL, as a crash would (no --shutdown-delay-duration window); resolves once the process is gone. */

@@ -6,12 +6,15 @@
 // NotReady after 40 s without a Lease renewal) and kube-scheduler runs, both through the skewgate
 // gateway. In every phase: both Nodes' Ready condition and taints, and kubectl's logs, exec,
 // attach and port-forward (WebSocket and SPDY) to each node's pod through that node's front; an
-// open `exec -i` per front the whole run, reopened when one ends. Phases end on
-// counts of Lease renewals stored after the phase's apiserver was ready, never on a clock.
-// Asserted for skewgate (the round-robin node is measured beside it, not judged): Ready in every
-// phase and never flipped; every Lease renewal within the 40 s lease (distribution reported);
-// the pod never restarted, evicted or moved; no 404 to the kubelet; every streaming check
-// passes; every open session that ended, ended after its own apiserver's SIGTERM.
+// open `exec -i` per front the whole run, reopened when one ends; an in-cluster kubectl Job on the
+// skewgate node listing what only KUBE_NEW serves through the `kubernetes` Service (the node's
+// gateway publishes itself). Phases end on counts of Lease renewals stored after the phase's
+// apiserver was ready, never on a clock. The skewgate node's traffic is written as a mix
+// (bench/node-traffic-mix.json). Asserted for skewgate (the round-robin node is measured beside
+// it, not judged): Ready in every phase and never flipped; every Lease renewal within the 40 s
+// lease (distribution reported); the pod never restarted, evicted or moved; no 404 to the
+// kubelet; every streaming check passes; every in-cluster list 200 once an apiserver serves the resource; every open session that
+// ended, ended after its own apiserver's SIGTERM.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -26,23 +29,36 @@ import { LabNode, nodeUser } from '../../harness/node/node.js';
 import { packageRoot } from '../../src/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import { HeldExecs, type HeldSession } from '../helpers/held-sessions.js';
+import { allowList, runInClusterJob, type JobRun } from '../helpers/in-cluster-job.js';
 import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
 import { lagSummary, leaseRenewals, type LagSummary } from '../helpers/lease-renewals.js';
-import { LEASE_SECONDS, NODE_STATUS_MS, RENEW_MS, labApi, labNodeOptions, poller, workloadImage } from '../helpers/node-lab.js';
+import {
+  LEASE_SECONDS,
+  NODE_STATUS_MS,
+  RENEW_MS,
+  labApi,
+  labNodeOptions,
+  poller,
+  waitNamespaceReady,
+  workloadImage,
+} from '../helpers/node-lab.js';
 import { TICK_MS, echoPod } from '../helpers/node-workload.js';
 import { PROTOCOLS, streamChecks, type StreamCheck, type StreamTarget } from '../helpers/stream-checks.js';
-import { trafficMix, writeTrafficMix, type MixWindowResult } from '../helpers/traffic-mix.js';
+import { mixSummary, trafficMix, writeTrafficMix } from '../helpers/traffic-mix.js';
+import { nodeArmTable } from '../helpers/node-upgrade-table.js';
 import { nodeView, podView, type NodeView, type PodView } from '../helpers/node-views.js';
 import { waitMs } from '../helpers/waits.js';
 
 t.setTimeout(20 * 60_000);
 const slot = claimLabSlot();
 const { versions: v, kubectl } = requireLabParts();
-const parts = { ...requireNodeParts(), workloadImage: await workloadImage() };
+const parts = { ...requireNodeParts(), workloadImage: await workloadImage(), kubectlImage: `registry.k8s.io/kubectl:v${v.kubeNew}` };
 const SERVERS = ['kas-1', 'kas-2', 'kas-3'] as const;
 const NS = 'node-upgrade';
 /** Lease renewals each node must have stored after a phase's apiserver was ready before the phase ends. */
 const RENEWALS_PER_PHASE = 2;
+/** What only KUBE_NEW serves: the in-cluster client lists it in every phase. */
+const SKEWED = { group: 'admissionregistration.k8s.io', version: 'v1', resource: 'mutatingadmissionpolicies' };
 /** P0, the steady window of the traffic mix, lasts six renewals (about a minute). */
 const RENEWALS_STEADY = 6;
 const ARMS = ['skewgate', 'round-robin'] as const;
@@ -91,7 +107,14 @@ interface Restart {
 function must(ok: boolean, problem: string): void {
   if (!ok) throw new Error(problem);
 }
-const spec = (name: string, version: string): ApiServerSpec => ({ name, version, ip: slot.loopback(Number(name.slice(-1))), port: 6443 });
+// With the ServiceAccount admission plugin (kube-controller-manager runs): pods get their tokens.
+const spec = (name: string, version: string): ApiServerSpec => ({
+  name,
+  version,
+  ip: slot.loopback(Number(name.slice(-1))),
+  port: 6443,
+  serviceAccountAdmission: true,
+});
 const nodeName = (arm: Arm): string => `node-${arm === 'skewgate' ? 'sg' : 'rr'}-${slot.slot}`;
 const podName = (arm: Arm): string => `echo-${arm === 'skewgate' ? 'sg' : 'rr'}`;
 
@@ -103,7 +126,15 @@ await lab.startEtcd();
 await Promise.all(SERVERS.map((s) => lab.startApiServer(spec(s, v.kubeOld))));
 const { gw, nodeGw } = await lab.startGateways({
   gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
-  nodeGw: { name: 'node-gateway', withSkewgate: true, xds: true, port: 6443, address: slot.alias(1) },
+  // kubernetesService.publish: in-cluster clients reach the control plane through this gateway.
+  nodeGw: {
+    name: 'node-gateway',
+    withSkewgate: true,
+    xds: true,
+    port: 6443,
+    address: slot.alias(1),
+    publishService: { leaseDuration: '15s' },
+  },
 });
 await balancer.start();
 await lab.startControllerManager({
@@ -130,7 +161,7 @@ for (const [i, arm] of ARMS.entries()) {
       addresses: slot,
       index: i,
       name: nodeName(arm),
-      images: [parts.pauseImage, parts.workloadImage],
+      images: [parts.pauseImage, parts.workloadImage, ...(arm === 'skewgate' ? [parts.kubectlImage] : [])],
       log: progress,
     }),
     server: front[arm].url,
@@ -143,6 +174,8 @@ for (const [i, arm] of ARMS.entries()) {
 for (const arm of ARMS)
   await until(`${nodeName(arm)} Ready`, waitMs(NODE_STATUS_MS), async () => ((await viewNode(arm)).ready === 'True' ? true : undefined));
 must((await api(gw.url, 'POST', '/api/v1/namespaces', { metadata: { name: NS } })).status === 201, `namespace ${NS} not created`);
+await waitNamespaceReady(api, gw.url, until, NS);
+must(await allowList(api, gw.url, NS, SKEWED), `RBAC for ${NS}:default not created`);
 for (const arm of ARMS) {
   const r = await api(
     gw.url,
@@ -173,6 +206,8 @@ progress(`both nodes Ready, their pods running: ${ARMS.map((a) => `${nodeName(a)
 const origin = Date.now();
 const restarts: Restart[] = [];
 const rows: { phase: string; arm: Arm; node: NodeView; checks: StreamCheck[] }[] = [];
+/** Per phase: the in-cluster kubectl Job on the skewgate node (through the published gateway). */
+const inCluster: { phase: string; run: JobRun }[] = [];
 async function phase(name: string, readyAt: number, renewals: number): Promise<void> {
   for (const arm of ARMS) {
     const checks: StreamCheck[] = [];
@@ -180,6 +215,11 @@ async function phase(name: string, readyAt: number, renewals: number): Promise<v
       checks.push(...(await streamChecks(front[arm].target, proto, `${arm}-${name}-${proto.verb}`, waitMs(TICK_MS))));
     rows.push({ phase: name, arm, node: await viewNode(arm), checks });
   }
+  const job = { namespace: NS, name: `in-cluster-${name.toLowerCase()}`, nodeName: nodeName(JUDGED), image: parts.kubectlImage };
+  inCluster.push({
+    phase: name,
+    run: await runInClusterJob(api, gw.url, { ...job, runs: 2, parallelism: 2, list: SKEWED }, until, 120_000),
+  });
   held.tend();
   // The phase lasts until each node has stored `renewals` Lease renewals since its apiserver was ready.
   await until(`${name}: ${renewals} Lease renewals of each node`, waitMs(renewals * RENEW_MS), async () => {
@@ -276,68 +316,41 @@ await writeTrafficMix(join(packageRoot(), 'bench', 'node-traffic-mix.json'), {
   pods: 1,
   windows: mix,
 });
-const mixLine = (w: MixWindowResult): string =>
-  ['kubelet', 'kube-proxy']
-    .map((c) => {
-      const rows = w.rows.filter((r) => r.client === c);
-      const perMin = rows.reduce((s, r) => s + r.perMinute, 0);
-      return `${c} ${perMin.toFixed(1)} requests/min in ${rows.length} kinds (watches started ${w.watchesStarted[c] ?? 0}, open at the end ${w.watchesOpenAtEnd[c] ?? 0})`;
-    })
-    .join('; ');
-
 const md = [
   `### Rolling upgrade with real nodes: skewgate beside a TCP round robin (test/cluster/node-upgrade.test.ts)`,
   '',
   `**Method.** etcd and kube-apiservers kas-1..3 (v${v.kubeOld}, replaced one at a time in place by v${v.kubeNew}: P1–P3), kube-controller-manager (default controllers: NotReady after ${LEASE_SECONDS} s without a Lease renewal) and kube-scheduler v${v.kubeOld} through Envoy + skewgate. Two nodes, each a kubelet, kube-proxy v${v.kubeOld} and containerd in a network namespace of its own, with one pod: \`${nodeName('skewgate')}\` reaches the control plane through Envoy + skewgate, \`${nodeName('round-robin')}\` through a TCP round robin (Envoy tcp_proxy, TLS passed through, connect check every 2 s: kubeadm's HAProxy recipe). In each phase, kubectl (v${v.kubeNew}) runs logs, exec, attach -i and port-forward over WebSocket and SPDY to each node's pod through that node's front; an \`exec -i\` per front stays open the whole run (reopened when it ends; not \`logs -f\`, which holds its stopping apiserver until the SIGKILL: see node-sessions). A phase lasts until each node has stored ${RENEWALS_PER_PHASE} Lease renewals after its apiserver was ready. Lease lags are the apiservers' own timestamps of consecutive renewals (audit logs), the last to the end of the run included.`,
   '',
-  render({
-    headers: [
-      'node through',
-      'Ready (P0–P3)',
-      'Ready flipped',
-      'renewals',
-      'failed',
-      'lag p50',
-      'lag p90',
-      'lag max',
-      'pod restarts',
-      'pod moved or evicted',
-      '404 to the kubelet',
-      'streaming checks',
-      "open sessions ended (at their apiserver's stop)",
-      "open sessions over another's restart",
-    ],
-    rows: ARMS.map((arm) => {
-      const l = lags.get(arm);
-      const f = first.get(arm);
-      const z = last.get(arm);
-      const checks = rows.filter((r) => r.arm === arm).flatMap((r) => r.checks);
-      const ends = sessionEnds.filter((e) => e.held.arm === arm);
-      return [
-        arm === 'skewgate' ? 'Envoy + skewgate' : 'TCP round robin',
-        rows
-          .filter((r) => r.arm === arm)
-          .map((r) => r.node.ready)
-          .join(' '),
-        f?.node.since === z?.node.since ? 'no' : `yes (${z?.node.since ?? ''})`,
-        String(l?.renewals ?? 0),
-        String(l?.failed ?? 0),
-        sec(l?.p50Ms ?? 0),
-        sec(l?.p90Ms ?? 0),
-        sec(l?.maxMs ?? 0),
-        String(z?.pod.restarts ?? '?'),
-        f?.pod.uid === z?.pod.uid && z?.pod.nodeName === nodeName(arm) && z?.pod.deleting === false ? 'no' : 'yes',
-        String(kubelet404(arm).length),
-        `${checks.filter((c) => c.ok).length}/${checks.length}`,
-        `${ends.length} (${ends.filter((e) => e.own !== undefined).length})`,
-        String(survived(arm)),
-      ];
-    }),
-  }),
+  render(
+    nodeArmTable(
+      ARMS.map((arm) => {
+        const f = first.get(arm);
+        const z = last.get(arm);
+        const checks = rows.filter((r) => r.arm === arm).flatMap((r) => r.checks);
+        const ends = sessionEnds.filter((e) => e.held.arm === arm);
+        return {
+          label: arm === 'skewgate' ? 'Envoy + skewgate' : 'TCP round robin',
+          readyByPhase: rows.filter((r) => r.arm === arm).map((r) => r.node.ready),
+          flippedAt: f?.node.since === z?.node.since ? undefined : (z?.node.since ?? '?'),
+          lag: lags.get(arm),
+          podRestarts: z?.pod.restarts,
+          podMovedOrEvicted: !(f?.pod.uid === z?.pod.uid && z?.pod.nodeName === nodeName(arm) && z?.pod.deleting === false),
+          kubelet404: kubelet404(arm).length,
+          checksOk: checks.filter((c) => c.ok).length,
+          checks: checks.length,
+          sessionsEnded: ends.length,
+          sessionsEndedAtOwnStop: ends.filter((e) => e.own !== undefined).length,
+          restartsSurvived: survived(arm),
+        };
+      }),
+    ),
+  ),
   '',
   `Sessions that ended: ${sessionEnds.map((e) => `${e.held.arm} exec -i on ${e.server ?? '?'}, ${e.own === undefined ? "not during its apiserver's stop" : `${sec(e.at - e.own.sigterm)} after its SIGTERM`}: exit ${e.code} \`${e.error}\``).join('; ') || 'none'}.`,
   '',
-  `The skewgate node's traffic (bench/node-traffic-mix.json): ${mix.map((w) => `${w.name}, ${w.seconds} s: ${mixLine(w)}`).join('. ')}.`,
+  `The skewgate node's traffic (bench/node-traffic-mix.json): ${mix.map((w) => `${w.name}, ${w.seconds} s: ${mixSummary(w, ['kubelet', 'kube-proxy'])}`).join('. ')}.`,
+  '',
+  `In-cluster client (a Job of two unmodified kubectl pods on \`${nodeName(JUDGED)}\`, in-cluster config, listing \`${SKEWED.resource}\` through the \`kubernetes\` Service, which the skewgate gateway publishes; the round-robin node's pods would use the same Service): ${inCluster.map((j) => `${j.phase} ${j.run.outcome === 'Complete' ? `Complete, ${j.run.answers.map((a) => a.status.split(' ')[0]).join('/')}` : `${j.run.outcome}: kubectl says the server has no such resource type (none serves it yet)`}`).join(', ')}.`,
   '',
   `Restarts: ${restarts.map((r) => `${r.server} gone ${sec(r.gone - r.sigterm)} after SIGTERM, ready ${sec(r.ready - r.sigterm)}`).join('; ')}. Longest Lease lag ended at ${ARMS.map((a) => `${a} +${sec((lags.get(a)?.maxEndedAt ?? origin) - origin)}`).join(', ')} (t from P0). Run time ${sec(end - origin)} from P0.`,
 ].join('\n');
@@ -378,6 +391,25 @@ await t.test('the node through skewgate over the whole upgrade', async (t) => {
     "the traffic mix holds the kubelet's Lease renewals",
   );
   t.ok((steady?.watchesOpenAtEnd['kube-proxy'] ?? 0) > 0, `and kube-proxy's open watches (${steady?.watchesOpenAtEnd['kube-proxy'] ?? 0})`);
+  for (const j of inCluster)
+    if (j.phase === 'P0')
+      // No apiserver serves it yet: kubectl's true answer is that the server has no such resource.
+      t.ok(
+        j.run.outcome === 'Failed' &&
+          j.run.answers.every((a) => a.status.includes(`the server doesn't have a resource type "${SKEWED.resource}"`)),
+        `P0 (none serves ${SKEWED.resource}): the in-cluster kubectl says the server has no such resource type`,
+      );
+    else
+      t.same(
+        [j.run.outcome, ...j.run.answers.map((a) => `${a.server}${a.path} ${a.status}`)],
+        ['Complete', ...j.run.answers.map(() => `https://10.96.0.1:443/apis/${SKEWED.group}/${SKEWED.version}/${SKEWED.resource} 200 OK`)],
+        `${j.phase}: the in-cluster kubectl Job listed ${SKEWED.resource} through the kubernetes Service, every pod 200`,
+      );
+  t.same(
+    inCluster.map((j) => j.run.answers.length),
+    phases.map(() => 2),
+    'two in-cluster pods per phase',
+  );
   t.same(kubelet404(arm), [], `no 404 to ${nodeUser(nodeName(arm))} (the apiservers' audit logs)`);
   t.same(
     envoy404.map((x) => `${x.method} ${x.path}`),

@@ -157,13 +157,7 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     });
     progress(`node ${nodeName} Ready; ${suites.length} suites`);
 
-    const namespaceReady = async (name: string): Promise<void> => {
-      await until(`${name}/default ServiceAccount and kube-root-ca.crt`, waitMs(NAMESPACE_SETUP_MS), async () => {
-        const sa = await api(gw.url, 'GET', `/api/v1/namespaces/${name}/serviceaccounts/default`);
-        const ca = await api(gw.url, 'GET', `/api/v1/namespaces/${name}/configmaps/kube-root-ca.crt`);
-        return sa.status === 200 && ca.status === 200 ? true : undefined;
-      });
-    };
+    const namespaceReady = (name: string): Promise<void> => waitNamespaceReady(api, gw.url, until, name);
     const ctx: NodeLab = { lab, versions, kubectl, parts, servers, gw, nodeGw, node, nodeName, progress, api, namespaceReady, until };
     for (const suite of suites) {
       progress(`suite: ${suite.title}`);
@@ -209,6 +203,15 @@ export function labNodeOptions(
     kubeProxy: { binary: parts.kubeProxy, certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
     log: o.log,
   };
+}
+
+/** NodeLab['namespaceReady'] for a lab of one's own. */
+export async function waitNamespaceReady(api: NodeLab['api'], base: string, until: NodeLab['until'], name: string): Promise<void> {
+  await until(`${name}/default ServiceAccount and kube-root-ca.crt`, waitMs(NAMESPACE_SETUP_MS), async () => {
+    const sa = await api(base, 'GET', `/api/v1/namespaces/${name}/serviceaccounts/default`);
+    const ca = await api(base, 'GET', `/api/v1/namespaces/${name}/configmaps/kube-root-ca.crt`);
+    return sa.status === 200 && ca.status === 200 ? true : undefined;
+  });
 }
 
 /** Requests with the admin token to a gateway's or an apiserver's URL (`agent` trusts the lab CA). */

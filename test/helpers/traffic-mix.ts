@@ -118,3 +118,14 @@ export async function writeTrafficMix(file: string, mix: MixFile): Promise<void>
     "One node's requests to the control plane, from the apiservers' audit logs: per client, the identity it used, verb and resource, a count and a rate per minute in each window, and its watches (started in the window, open at its end). A load generator replays a window's rows at perMinute × nodes and holds watchesOpenAtEnd × nodes watches open.";
   await writeFile(file, `${JSON.stringify({ about, ...mix }, null, 2)}\n`);
 }
+
+/** One line per window: each client's requests per minute, kinds, watches started and open. */
+export function mixSummary(w: MixWindowResult, clients: readonly string[]): string {
+  return clients
+    .map((c) => {
+      const rows = w.rows.filter((r) => r.client === c);
+      const perMin = rows.reduce((s, r) => s + r.perMinute, 0);
+      return `${c} ${perMin.toFixed(1)} requests/min in ${rows.length} kinds (watches started ${w.watchesStarted[c] ?? 0}, open at the end ${w.watchesOpenAtEnd[c] ?? 0})`;
+    })
+    .join('; ');
+}

@@ -11,6 +11,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import type { NodeLab, NodeSuite } from '../../helpers/node-lab.js';
+import { allowList, listPath, runInClusterJob } from '../../helpers/in-cluster-job.js';
 import { waitMs } from '../../helpers/waits.js';
 
 const run = promisify(execFile);
@@ -20,11 +21,7 @@ const RUNS = 5;
 /** The node gateway publishes itself every third of its 15 s Lease (test/helpers/node-lab.ts). */
 const PUBLISH_TICK_MS = 5000;
 const SKEWED = { group: 'admissionregistration.k8s.io', version: 'v1', resource: 'mutatingadmissionpolicies' };
-const SKEWED_PATH = `/apis/${SKEWED.group}/${SKEWED.version}/${SKEWED.resource}`;
-
-interface JobStatus {
-  status?: { succeeded?: number; failed?: number; conditions?: { type: string; status: string }[] };
-}
+const SKEWED_PATH = listPath(SKEWED);
 
 export const inClusterClientSuite: NodeSuite = {
   title:
@@ -54,62 +51,21 @@ async function serviceRules(t: Tap, l: NodeLab): Promise<void> {
 async function job(t: Tap, l: NodeLab): Promise<void> {
   t.equal((await l.api(l.gw.url, 'POST', '/api/v1/namespaces', { metadata: { name: NS } })).status, 201, `namespace ${NS}`);
   await l.namespaceReady(NS);
-  const role = await l.api(l.gw.url, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-    metadata: { name: `${NS}-list-skewed` },
-    rules: [{ apiGroups: [SKEWED.group], resources: [SKEWED.resource], verbs: ['get', 'list'] }],
-  });
-  const binding = await l.api(l.gw.url, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-    metadata: { name: `${NS}-list-skewed` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${NS}-list-skewed` },
-    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: NS }],
-  });
-  t.same([role.status, binding.status], [201, 201], `${NS}:default may list ${SKEWED.resource}`);
+  t.ok(await allowList(l.api, l.gw.url, NS, SKEWED), `${NS}:default may list ${SKEWED.resource}`);
   const started = Date.now();
-  const created = await l.api(l.gw.url, 'POST', `/apis/batch/v1/namespaces/${NS}/jobs`, {
-    metadata: { name: JOB },
-    spec: {
-      completions: RUNS,
-      parallelism: 1,
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          nodeName: l.nodeName,
-          containers: [
-            {
-              name: 'kubectl',
-              image: l.parts.kubectlImage,
-              imagePullPolicy: 'Never',
-              // No kubeconfig: kubectl's in-cluster config. -v=6 logs each request's URL and status.
-              args: ['get', `${SKEWED.resource}.${SKEWED.version}.${SKEWED.group}`, '-o', 'name', '-v=6'],
-            },
-          ],
-        },
-      },
-    },
-  });
-  t.equal(created.status, 201, `Job ${JOB}: ${RUNS} pods, one after the other, no failure allowed`);
-  const done = await l.until(`Job ${JOB} complete`, 120_000, async () => {
-    const j = (await l.api(l.gw.url, 'GET', `/apis/batch/v1/namespaces/${NS}/jobs/${JOB}`)).json as JobStatus;
-    const finished = j.status?.conditions?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
-    return finished === undefined ? undefined : { type: finished.type, succeeded: j.status?.succeeded ?? 0, failed: j.status?.failed ?? 0 };
-  });
-  t.same(done, { type: 'Complete', succeeded: RUNS, failed: 0 }, `the Job completed: ${RUNS} in-cluster lists succeeded, none failed`);
-
-  const pods = (await l.api(l.gw.url, 'GET', `/api/v1/namespaces/${NS}/pods?labelSelector=job-name%3D${JOB}`)).json as {
-    items: { metadata: { name: string } }[];
-  };
-  for (const p of pods.items) {
-    const log = String((await l.api(l.gw.url, 'GET', `/api/v1/namespaces/${NS}/pods/${p.metadata.name}/log`)).json);
-    const answer = /"Response" verb="GET" url="(https:\/\/[^/"]+)([^"?]*)[^"]*" status="([^"]+)"/.exec(
-      log.split('\n').find((x) => x.includes(SKEWED_PATH)) ?? '',
-    );
+  const spec = { namespace: NS, name: JOB, nodeName: l.nodeName, image: l.parts.kubectlImage, runs: RUNS, parallelism: 1, list: SKEWED };
+  const done = await runInClusterJob(l.api, l.gw.url, spec, l.until, 120_000);
+  t.same(
+    [done.outcome, done.succeeded, done.failed],
+    ['Complete', RUNS, 0],
+    `Job ${JOB} (${RUNS} pods, one after the other, no failure allowed) completed: ${RUNS} in-cluster lists succeeded`,
+  );
+  for (const a of done.answers)
     t.same(
-      [answer?.[1], answer?.[2], answer?.[3]],
+      [a.server, a.path, a.status],
       ['https://10.96.0.1:443', SKEWED_PATH, '200 OK'],
-      `${p.metadata.name}: GET ${SKEWED_PATH} through the kubernetes Service → 200 (kubectl's in-cluster config)`,
+      `${a.pod}: GET ${SKEWED_PATH} through the kubernetes Service → 200 (kubectl's in-cluster config)`,
     );
-  }
   const envoy = (await readFile(l.lab.logFile('envoy-node-gateway'), 'utf8'))
     .split('\n')
     .filter((x) => x.includes(`"path":"${SKEWED_PATH}?`))
