@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { readAuditEvents } from '../../harness/lab/audit-events.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { Lab, freePort } from '../../harness/lab/lab.js';
+import { Lab } from '../../harness/lab/lab.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import { TcpBalancer } from '../../harness/lab/tcp-balancer.js';
@@ -39,6 +39,7 @@ import {
   labApi,
   labNodeOptions,
   poller,
+  startNodeControlPlane,
   waitNamespaceReady,
   workloadImage,
 } from '../helpers/node-lab.js';
@@ -124,28 +125,8 @@ const viewPod = (arm: Arm): Promise<PodView> => podView(api, gw.url, NS, podName
 // ---- the lab ----
 await lab.startEtcd();
 await Promise.all(SERVERS.map((s) => lab.startApiServer(spec(s, v.kubeOld))));
-const { gw, nodeGw } = await lab.startGateways({
-  gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
-  // kubernetesService.publish: in-cluster clients reach the control plane through this gateway.
-  nodeGw: {
-    name: 'node-gateway',
-    withSkewgate: true,
-    xds: true,
-    port: 6443,
-    address: slot.alias(1),
-    publishService: { leaseDuration: '15s' },
-  },
-});
+const { gw, nodeGw } = await startNodeControlPlane(lab, slot, v);
 await balancer.start();
-await lab.startControllerManager({
-  name: 'kcm',
-  version: v.kubeOld,
-  kubeconfig: gw.kubeconfigFile,
-  controllers: ['*'],
-  serviceAccountKeyFile: lab.pki.saKeyFile,
-  rootCaFile: lab.pki.caFile,
-});
-await lab.startScheduler({ name: 'kube-scheduler', version: v.kubeOld, server: gw.url });
 const front: Record<Arm, { readonly url: string; readonly target: StreamTarget }> = {
   skewgate: { url: nodeGw.url, target: target('skewgate') },
   'round-robin': { url: balancer.url, target: target('round-robin') },

@@ -120,27 +120,7 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     const servers = shape.specs(versions, slot).map((s) => ({ ...s, serviceAccountAdmission: true }));
     await lab.startEtcd();
     await Promise.all(servers.map((s) => lab.startApiServer(s)));
-    const { gw, nodeGw } = await lab.startGateways({
-      gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
-      // kubernetesService.publish: the `kubernetes` Service points at this gateway (in-cluster clients).
-      nodeGw: {
-        name: 'node-gateway',
-        withSkewgate: true,
-        xds: true,
-        port: 6443,
-        address: slot.alias(1),
-        publishService: { leaseDuration: '15s' },
-      },
-    });
-    await lab.startControllerManager({
-      name: 'kcm',
-      version: versions.kubeOld,
-      kubeconfig: gw.kubeconfigFile,
-      controllers: ['*'],
-      serviceAccountKeyFile: lab.pki.saKeyFile,
-      rootCaFile: lab.pki.caFile,
-    });
-    await lab.startScheduler({ name: 'kube-scheduler', version: versions.kubeOld, server: gw.url });
+    const { gw, nodeGw } = await startNodeControlPlane(lab, slot, versions);
     progress(
       `control plane up (${servers.map((s) => `${s.name} v${s.version}`).join(', ')}); gateways ${gw.url}, for the node ${nodeGw.url}`,
     );
@@ -203,6 +183,40 @@ export function labNodeOptions(
     kubeProxy: { binary: parts.kubeProxy, certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
     log: o.log,
   };
+}
+
+/**
+ * What runs beside the apiservers of a lab with nodes: the control plane's gateway (loopback), the
+ * nodes' gateway on the slot's first alias address with kubernetesService.publish (the `kubernetes`
+ * Service points at it: in-cluster clients), and kube-controller-manager (its default controllers:
+ * node lifecycle, ServiceAccounts, Jobs) and kube-scheduler through the first.
+ */
+export async function startNodeControlPlane(
+  lab: Lab,
+  slot: LabAddresses,
+  versions: LabVersions,
+): Promise<{ readonly gw: GatewayInfo; readonly nodeGw: GatewayInfo }> {
+  const gateways = await lab.startGateways({
+    gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
+    nodeGw: {
+      name: 'node-gateway',
+      withSkewgate: true,
+      xds: true,
+      port: 6443,
+      address: slot.alias(1),
+      publishService: { leaseDuration: '15s' },
+    },
+  });
+  await lab.startControllerManager({
+    name: 'kcm',
+    version: versions.kubeOld,
+    kubeconfig: gateways.gw.kubeconfigFile,
+    controllers: ['*'],
+    serviceAccountKeyFile: lab.pki.saKeyFile,
+    rootCaFile: lab.pki.caFile,
+  });
+  await lab.startScheduler({ name: 'kube-scheduler', version: versions.kubeOld, server: gateways.gw.url });
+  return gateways;
 }
 
 /** NodeLab['namespaceReady'] for a lab of one's own. */
