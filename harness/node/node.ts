@@ -277,7 +277,21 @@ export class LabNode {
     await this.unmountAll();
     // Its bridge, the pods' veths and every iptables rule the kubelet wrote go with the namespace.
     await deleteNodeNetwork(this.spec);
+    await this.forgetPods();
     this.procs.close();
+  }
+
+  /**
+   * What the runtime and the kubelet kept of their pods: a lab node is never restarted with them,
+   * and a static pod's UID is the same from run to run, so a next start would count its restarts
+   * on from an earlier run's containers. Never through a mount (a hostPath's source would go too).
+   */
+  private async forgetPods(): Promise<void> {
+    const left = (await mountsUnder(this.spec.dir)).length;
+    if (left > 0) throw new LabError(`node ${this.spec.name}: ${left} mounts remain under ${this.spec.dir}; its pods' state kept`);
+    const p = this.paths;
+    for (const d of [p.containerdRoot, p.containerdState, p.kubeletRoot, p.podLogs, p.cniIpam])
+      await rm(d, { recursive: true, force: true });
   }
 
   /** containerd-shim processes of this node (their -address is its socket). */
@@ -295,12 +309,7 @@ export class LabNode {
 
   /** Every mount under the node's folder (pod volumes, sandbox shm, overlay rootfs), deepest first. */
   private async unmountAll(): Promise<void> {
-    const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
-      .split('\n')
-      .map((l) => l.split(' ')[4] ?? '')
-      .filter((m) => m.startsWith(`${this.spec.dir}/`))
-      .sort((a, b) => b.length - a.length);
-    for (const m of mounts) await run('umount', ['-l', m]).catch(() => undefined);
+    for (const m of await mountsUnder(this.spec.dir)) await run('umount', ['-l', m]).catch(() => undefined);
   }
 
   /** Removes the node's folder after down(). */
@@ -315,4 +324,13 @@ export class LabNode {
       parts.push(`--- ${kind} ---\n${await logTail(this.logFile(kind), lines)}`);
     return parts.join('\n');
   }
+}
+
+/** The mount points under `dir`, deepest first. */
+async function mountsUnder(dir: string): Promise<string[]> {
+  return (await readFile('/proc/self/mountinfo', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
 }

@@ -12,7 +12,10 @@
 // mirror pod shows the init container done and both containers ready, never restarted; the
 // kubelet's Lease renewals pass through that Envoy (its access log, the container's log) as
 // system:node:<name> (the audit logs); kube-proxy syncs through it; skewgate writes the xDS
-// folder on the node. Fails, never skips, when a part is missing.
+// folder on the node. Then SIGKILL of its skewgate, then its Envoy (item 5: what the kubelet sees),
+// and the Helm chart installed through that gateway onto the node (item 3b,
+// suites/helm-chart-on-node.ts): kube-controller-manager (its default set) and kube-scheduler run
+// beside kas-1, as on a kubeadm control-plane node. Fails, never skips, when a part is missing.
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
@@ -27,18 +30,21 @@ import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { LabNode, NODES_GROUP, nodeUser } from '../../harness/node/node.js';
 import { packageRoot } from '../../src/package-root.js';
+import { requireHelm } from '../helpers/helm.js';
 import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
 import { LEASE_SECONDS, NODE_STATUS_MS, RENEW_MS, labApi, labNodeOptions, poller } from '../helpers/node-lab.js';
 import { lagSummary, leaseRenewals } from '../helpers/lease-renewals.js';
 import { installStaticPodGateway } from '../helpers/static-pod-install.js';
 import { waitMs } from '../helpers/waits.js';
 import { writeClusterPart } from '../../bench/cluster-results.js';
+import { helmChartOnNode } from './suites/helm-chart-on-node.js';
 
 const run = promisify(execFile);
 t.setTimeout(12 * 60_000);
 const slot = claimLabSlot();
 const { versions: v, kubectl } = requireLabParts();
 const parts = requireNodeParts();
+const helm = requireHelm();
 const root = packageRoot();
 const RECIPE = join(root, 'deploy', 'static-pods');
 const version = (JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { version: string }).version;
@@ -85,16 +91,31 @@ t.teardown(async () => {
   slot.release();
 });
 
-// Apiservers on alias addresses: the node's network namespace reaches them there, as a
-// control-plane node reaches its peers' advertise addresses.
+// Apiservers on alias addresses: the node's network namespace (and its pods) reach them there, as
+// a control-plane node reaches its peers' advertise addresses. The ServiceAccount admission plugin
+// as kubeadm runs it: the chart's pods get their tokens.
 const servers = [
-  { name: 'kas-1', version: v.kubeOld, ip: slot.alias(1), port: 6443, placement: 'alias' as const },
-  { name: 'kas-2', version: v.kubeOld, ip: slot.alias(2), port: 6443, placement: 'alias' as const },
-  { name: 'kas-3', version: v.kubeNew, ip: slot.alias(3), port: 6443, placement: 'alias' as const },
+  { name: 'kas-1', version: v.kubeOld, ip: slot.alias(1), port: 6443, placement: 'alias' as const, serviceAccountAdmission: true },
+  { name: 'kas-2', version: v.kubeOld, ip: slot.alias(2), port: 6443, placement: 'alias' as const, serviceAccountAdmission: true },
+  { name: 'kas-3', version: v.kubeNew, ip: slot.alias(3), port: 6443, placement: 'alias' as const, serviceAccountAdmission: true },
 ];
 await lab.startEtcd();
 await Promise.all(servers.map((s) => lab.startApiServer(s)));
 const kas1 = lab.apiServerUrl('kas-1');
+// The admin's certificate straight to kas-1: the RBAC step, and kube-controller-manager and
+// kube-scheduler, which on a kubeadm control-plane node talk to their own apiserver.
+const adminKubeconfig = join(lab.dir, 'admin-kas-1.kubeconfig');
+const adminDoc = { cluster: 'lab', caFile: lab.pki.caFile, user: 'admin', certFile: lab.pki.adminCertFile, keyFile: lab.pki.adminKeyFile };
+await writeFile(adminKubeconfig, stringify(certKubeconfig({ ...adminDoc, server: kas1 })));
+await lab.startControllerManager({
+  name: 'kcm',
+  version: v.kubeOld,
+  kubeconfig: adminKubeconfig,
+  controllers: ['*'],
+  serviceAccountKeyFile: lab.pki.saKeyFile,
+  rootCaFile: lab.pki.caFile,
+});
+await lab.startScheduler({ name: 'kube-scheduler', version: v.kubeOld, server: kas1 });
 
 const options = {
   ...labNodeOptions(lab, parts, { addresses: slot, index: 0, name: NODE, images: [parts.pauseImage, ...images], log: progress }),
@@ -105,20 +126,6 @@ const onNode = (path: string): string => join(nodeRoot, path);
 
 await t.test('the operator steps of deploy/static-pods/README.md, on the node', async (t) => {
   // Once: the RBAC, from a machine with kubectl (here straight to kas-1 with the admin certificate).
-  const adminKubeconfig = join(lab.dir, 'admin-kas-1.kubeconfig');
-  await writeFile(
-    adminKubeconfig,
-    stringify(
-      certKubeconfig({
-        cluster: 'lab',
-        server: kas1,
-        caFile: lab.pki.caFile,
-        user: 'admin',
-        certFile: lab.pki.adminCertFile,
-        keyFile: lab.pki.adminKeyFile,
-      }),
-    ),
-  );
   const applied = await run(kubectl, ['--kubeconfig', adminKubeconfig, 'apply', '-f', join(root, 'deploy', 'kubernetes', 'rbac.yaml')]);
   t.match(applied.stdout, /created|configured|unchanged/, 'kubectl apply -f deploy/kubernetes/rbac.yaml');
 
@@ -257,7 +264,7 @@ const crictl = (args: readonly string[]): Promise<{ stdout: string }> =>
   run(parts.crictl, ['--runtime-endpoint', `unix://${options.spec.dir}/containerd/containerd.sock`, ...args], { timeout: 30_000 });
 /** The running container of the static pod named `name`: its id and its main process. */
 async function runningContainer(name: string): Promise<{ id: string; pid: number }> {
-  const { stdout } = await crictl(['ps', '--name', `^${name}$`, '--state', 'Running', '-q']);
+  const { stdout } = await crictl(['ps', '--label', `io.kubernetes.pod.name=${POD}`, '--name', `^${name}$`, '--state', 'Running', '-q']);
   const id = stdout.trim().split('\n')[0] ?? '';
   if (id === '') throw new Error(`no running container ${name}`);
   const info = JSON.parse((await crictl(['inspect', id])).stdout) as { info?: { pid?: number } };
@@ -352,4 +359,31 @@ await t.test('the faults, recorded', async (t) => {
   t.equal(faults.length, 2, 'both faults measured');
   await writeClusterPart('static-pod-faults', md);
   t.comment(md);
+});
+
+// ---- the Helm chart through that gateway onto the node (issue 26, item 3b) ----
+
+await t.test('the Helm chart installed with helm through the gateway, run by the node', async (t) => {
+  if (node === undefined) {
+    t.fail('the node did not start');
+    return;
+  }
+  // The operator's kubectl and helm reach the control plane through the node's static-pod gateway.
+  const viaGateway = join(lab.dir, 'admin-gateway.kubeconfig');
+  const server = `https://${nodeIp}:${GATEWAY_PORT}`;
+  await writeFile(viaGateway, stringify(certKubeconfig({ ...adminDoc, server, tlsServerName: 'kubernetes' })));
+  await helmChartOnNode(t, {
+    lab,
+    kubectl,
+    helm,
+    adminKubeconfig: viaGateway,
+    api,
+    apiBase: kas1,
+    until,
+    nodeName: NODE,
+    nodeIp,
+    apiservers: servers.map((x) => ({ name: x.name, url: lab.apiServerUrl(x.name) })),
+    crictl,
+    progress,
+  });
 });

@@ -271,6 +271,29 @@ t.test('telemetry: tracing off when the endpoint is empty; config merged into th
   t.equal(arr(merged.apiservers).length, 3, 'the seed unchanged');
 });
 
+t.test(
+  'workers: nodeSelector null removes the control-plane selector ({} keeps it: Helm merges maps), tolerations [] the toleration',
+  async (t) => {
+    const podSpec = async (values: string): Promise<Obj> => {
+      const file = join(dir, 'placement.yaml');
+      writeFileSync(file, values);
+      const objects = await renderKubeadmExample(helm, ['-f', file]);
+      return obj(
+        at(
+          objects.find((o) => o.kind === 'Deployment'),
+          'spec.template.spec',
+        ),
+        'pod spec',
+      );
+    };
+    const workers = await podSpec('nodeSelector: null\ntolerations: []\n');
+    t.equal(workers.nodeSelector, undefined, 'nodeSelector: null: no nodeSelector');
+    t.equal(workers.tolerations, undefined, 'tolerations: []: no tolerations');
+    const empty = await podSpec('nodeSelector: {}\n');
+    t.same(empty.nodeSelector, { 'node-role.kubernetes.io/control-plane': '' }, 'nodeSelector: {}: the default selector stays');
+  },
+);
+
 t.test("the ConfigMap's skewgate.yaml passes the real `skewgate validate` (pod paths mapped to this machine)", async (t) => {
   const pki = await createPki(join(root, '.cache/fake-pki'));
   const cluster = new FakeCluster();
