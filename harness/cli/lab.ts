@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
 import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../../src/constants.js';
 import { Lab } from '../lab/lab.js';
+import { LAB_MAX_SLOT, labAddresses, type LabAddresses } from '../lab/addresses.js';
 import type { ApiServerSpec } from '../lab/flags.js';
 import { LAB_USERS } from '../lab/gateway-config.js';
 import { LAB_MAX_LOOPBACK, LAB_PKI_FILES, LAB_SANS, createLabPki } from '../lab/pki.js';
@@ -16,13 +17,15 @@ const APISERVER_PORT = 6443;
 
 export interface LabUpOptions {
   readonly dir: string;
+  /** The lab's slot (harness/lab/addresses.ts): its addresses and etcd ports (default 0). */
+  readonly slot?: number;
   readonly mixed: boolean;
   readonly port: number;
   readonly baselinePort?: number | undefined;
-  /** kas-N listens on this address + N - 1 (default 127.0.0.1). */
-  readonly firstIp?: string;
-  /** etcd's client port; its peer port is this + 10 (default 23790). */
-  readonly etcdPort?: number;
+  /** kas-N listens on this address + N - 1 (default: the slot's first loopback address, 127.0.<slot>.1). */
+  readonly firstIp?: string | undefined;
+  /** etcd's client port; its peer port is this + 10 (default: the slot's, 23790 for slot 0). */
+  readonly etcdPort?: number | undefined;
 }
 
 const out = (s: string): void => {
@@ -52,9 +55,18 @@ export function labUpSpecs(mixed: boolean, firstIp = '127.0.0.1'): ApiServerSpec
 
 export async function runLabUp(o: LabUpOptions): Promise<number> {
   const started = Date.now();
-  const specs = labUpSpecs(o.mixed, o.firstIp);
+  let addresses: LabAddresses;
+  let specs: ApiServerSpec[];
+  try {
+    addresses = slotAddresses(o.slot ?? 0);
+    specs = labUpSpecs(o.mixed, o.firstIp ?? addresses.loopback(1));
+  } catch (err) {
+    process.stderr.write(`skewgate-lab lab up: ${(err as Error).message}\n`);
+    return EXIT_BAD_CONFIG;
+  }
   const lab = await Lab.open({
     dir: o.dir,
+    addresses,
     log: (l) => out(`  ${l}`),
     ...(o.etcdPort === undefined ? {} : { etcdClientPort: o.etcdPort, etcdPeerPort: o.etcdPort + 10 }),
   });
@@ -81,7 +93,9 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} api-resources`);
     out(`  ${k} --kubeconfig ${rel(gw.kubeconfigFile)} get mutatingadmissionpolicies`);
     out(`  node dist/src/cli/main.js skew --discover --config ${rel(gw.configFile)}`);
-    out(`  node dist/harness/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}`);
+    out(
+      `  node dist/harness/cli/main.js lab down${o.dir === defaultLabDir() ? '' : ` --dir ${rel(o.dir)}`}${o.slot ? ` --slot ${o.slot}` : ''}`,
+    );
     return EXIT_OK;
   } catch (err) {
     process.stderr.write(`skewgate-lab lab up: ${(err as Error).message}\n`);
@@ -92,16 +106,22 @@ export async function runLabUp(o: LabUpOptions): Promise<number> {
   }
 }
 
-export async function runLabDown(dir: string): Promise<number> {
-  const lab = await Lab.open({ dir, log: (l) => out(`  ${l}`) });
+/** The addresses of slot `slot`; a clear error for one out of range. */
+export function slotAddresses(slot: number): LabAddresses {
+  if (!Number.isInteger(slot) || slot < 0 || slot > LAB_MAX_SLOT) throw new Error(`--slot must be 0…${LAB_MAX_SLOT}, got ${slot}`);
+  return labAddresses(slot);
+}
+
+export async function runLabDown(dir: string, slot = 0): Promise<number> {
+  const lab = await Lab.open({ dir, addresses: slotAddresses(slot), log: (l) => out(`  ${l}`) });
   const before = (await lab.status()).filter((r) => r.alive).map((r) => r.name);
   await lab.down();
   out(before.length === 0 ? 'skewgate-lab lab: nothing was running' : `skewgate-lab lab: stopped ${before.join(', ')}`);
   return EXIT_OK;
 }
 
-export async function runLabStatus(dir: string): Promise<number> {
-  const lab = await Lab.open({ dir });
+export async function runLabStatus(dir: string, slot = 0): Promise<number> {
+  const lab = await Lab.open({ dir, addresses: slotAddresses(slot) });
   try {
     out(formatTable(statusRows(await lab.status())).trimEnd());
     return EXIT_OK;

@@ -6,16 +6,19 @@
 // running through the lab's gateway, so that pods are scheduled, reconciled and evicted as in a
 // cluster. Started detached: the node outlives this command; `node down` from another shell stops
 // it (and only it: `lab down` stops the control plane).
-import { relative } from 'node:path';
+import { join, relative } from 'node:path';
+import { parse } from 'yaml';
 import { Agent, request } from 'undici';
 import { readFile } from 'node:fs/promises';
 import { EXIT_OK, EXIT_PROBLEMS } from '../../src/constants.js';
 import { formatTable } from '../../src/cli/one-shot.js';
 import { Lab } from '../lab/lab.js';
 import { labAddresses } from '../lab/addresses.js';
-import { labBinary, labVersions } from '../lab/versions.js';
+import { slotAddresses } from './lab.js';
+import { labVersions } from '../lab/versions.js';
+import { labNodeOptions, requireNodeParts } from '../node/lab-node.js';
 import { LabNode } from '../node/node.js';
-import { NODES_PER_SLOT, labNodeSpec } from '../node/placement.js';
+import { NODES_PER_SLOT } from '../node/placement.js';
 
 export interface NodeCommandOptions {
   /** The lab's run dir (`lab up --dir`). */
@@ -24,8 +27,13 @@ export interface NodeCommandOptions {
   readonly name: string;
   /** Which of the slot's node places (addresses, pod range, bridge): 0…3. */
   readonly index: number;
-  /** The lab's gateway (on 127.0.0.1): the scheduler and the controller manager talk to it. */
-  readonly controlPlaneServer: string;
+  /** The lab's slot (`lab up --slot`): the node's addresses and its gateway's. */
+  readonly slot: number;
+  /**
+   * The lab's gateway (on 127.0.0.1): the scheduler and the controller manager talk to it, and
+   * `status` reads the Node through it. Default: the one `lab up` started (its kubeconfig's).
+   */
+  readonly controlPlaneServer?: string | undefined;
 }
 
 /**
@@ -34,7 +42,7 @@ export interface NodeCommandOptions {
  */
 const NODE_GATEWAY = 'node-gateway';
 const NODE_GATEWAY_PORT = 16444;
-const nodeGatewayUrl = (): string => `https://${labAddresses(0).alias(11)}:${NODE_GATEWAY_PORT}`;
+const nodeGatewayUrl = (slot: number): string => `https://${labAddresses(slot).alias(11)}:${NODE_GATEWAY_PORT}`;
 
 const KCM = 'kube-controller-manager';
 const SCHEDULER = 'kube-scheduler';
@@ -49,33 +57,49 @@ const rel = (p: string): string => {
 function labNode(lab: Lab, o: NodeCommandOptions, log: (l: string) => void): LabNode {
   if (!Number.isInteger(o.index) || o.index < 0 || o.index >= NODES_PER_SLOT)
     throw new Error(`--index must be 0…${NODES_PER_SLOT - 1}, got ${o.index}`);
-  const v = labVersions();
-  const pauseImage = `registry.k8s.io/pause:${v.pauseImageTag}`;
-  return new LabNode({
-    spec: labNodeSpec({
-      addresses: labAddresses(0),
-      index: o.index,
-      name: o.name,
-      labDir: lab.dir,
-      sandboxImage: pauseImage,
-      cniBinDir: '/usr/lib/cni',
-      clientCaFile: lab.pki.caFile,
-    }),
-    server: nodeGatewayUrl(),
-    serverName: 'kubernetes',
-    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
-    binaries: { kubelet: labBinary('kubelet', v.kubeOld), containerd: '/usr/bin/containerd', ctr: '/usr/bin/ctr' },
-    images: [pauseImage],
-    kubeProxy: { binary: labBinary('kube-proxy', v.kubeOld), certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
+  const parts = requireNodeParts();
+  const options = labNodeOptions(lab, parts, {
+    addresses: labAddresses(o.slot),
+    index: o.index,
+    name: o.name,
+    images: [parts.pauseImage],
     log,
   });
+  return new LabNode({ ...options, server: nodeGatewayUrl(o.slot) });
+}
+
+/** The lab of the run dir, at its slot's addresses. */
+function openLab(dir: string, slot: number, log?: (l: string) => void): Promise<Lab> {
+  return Lab.open({ dir, addresses: slotAddresses(slot), ...(log === undefined ? {} : { log }) });
+}
+
+/** The kubeconfig `lab up` writes for its gateway: its current context's server is the gateway. */
+const gatewayKubeconfig = (lab: Lab): string => join(lab.dir, 'run', 'gateway-gateway', 'kubeconfig');
+
+async function controlPlaneServer(lab: Lab, o: NodeCommandOptions): Promise<string> {
+  if (o.controlPlaneServer !== undefined) return o.controlPlaneServer;
+  const file = gatewayKubeconfig(lab);
+  const text = await readFile(file, 'utf8').catch(() => {
+    throw new Error(`no gateway of the lab in ${rel(lab.dir)} (${rel(file)} is missing): \`skewgate-lab lab up\` first, or --server`);
+  });
+  const doc = parse(text) as {
+    'current-context'?: string;
+    contexts?: { name: string; context: { cluster: string } }[];
+    clusters?: { name: string; cluster: { server: string } }[];
+  };
+  const cluster = doc.contexts?.find((c) => c.name === doc['current-context'])?.context.cluster;
+  const server = doc.clusters?.find((c) => c.name === cluster)?.cluster.server;
+  if (server === undefined) throw new Error(`${rel(file)}: no server for its current context: --server`);
+  return server;
 }
 
 /** The Node object as the apiservers have it, read through the gateway with the admin token. */
 async function nodeCondition(lab: Lab, o: NodeCommandOptions): Promise<string> {
+  const server = await controlPlaneServer(lab, o).catch((err: Error) => err);
+  if (server instanceof Error) return server.message;
   const agent = new Agent({ connect: { ca: await readFile(lab.pki.caFile, 'utf8') } });
   try {
-    const res = await request(`${o.controlPlaneServer}/api/v1/nodes/${encodeURIComponent(o.name)}`, {
+    const res = await request(`${server}/api/v1/nodes/${encodeURIComponent(o.name)}`, {
       dispatcher: agent,
       headers: { authorization: `Bearer ${lab.pki.adminToken}`, accept: 'application/json' },
       signal: AbortSignal.timeout(5000),
@@ -96,30 +120,36 @@ async function nodeCondition(lab: Lab, o: NodeCommandOptions): Promise<string> {
 
 export async function runNodeUp(o: NodeCommandOptions): Promise<number> {
   const started = Date.now();
-  const lab = await Lab.open({ dir: o.dir, log: (l) => out(`  ${l}`) });
+  let lab: Lab;
+  try {
+    lab = await openLab(o.dir, o.slot, (l) => out(`  ${l}`));
+  } catch (err) {
+    process.stderr.write(`skewgate-lab node up: ${(err as Error).message}\n`);
+    return EXIT_PROBLEMS;
+  }
   try {
     const v = labVersions();
     const running = new Map((await lab.status()).map((r) => [r.name, r.alive]));
     if (![...running.entries()].some(([name, alive]) => name.startsWith('kas-') && alive))
       throw new Error(`no apiserver of the lab in ${rel(lab.dir)} runs: \`skewgate-lab lab up\` first`);
-    const gatewayKubeconfig = `${lab.dir}/run/gateway-gateway/kubeconfig`;
+    const server = await controlPlaneServer(lab, o);
     if (running.get(KCM) !== true)
       await lab.startControllerManager({
         name: KCM,
         version: v.kubeOld,
-        kubeconfig: gatewayKubeconfig,
+        kubeconfig: gatewayKubeconfig(lab),
         controllers: ['*'],
         serviceAccountKeyFile: lab.pki.saKeyFile,
         rootCaFile: lab.pki.caFile,
       });
-    if (running.get(SCHEDULER) !== true) await lab.startScheduler({ name: SCHEDULER, version: v.kubeOld, server: o.controlPlaneServer });
+    if (running.get(SCHEDULER) !== true) await lab.startScheduler({ name: SCHEDULER, version: v.kubeOld, server });
     if (running.get(`envoy-${NODE_GATEWAY}`) !== true)
       await lab.startGateway({
         name: NODE_GATEWAY,
         withSkewgate: true,
         xds: true,
         port: NODE_GATEWAY_PORT,
-        address: labAddresses(0).alias(11),
+        address: labAddresses(o.slot).alias(11),
       });
     const node = labNode(lab, o, (l) => out(`  ${l}`));
     await node.start();
@@ -130,9 +160,9 @@ export async function runNodeUp(o: NodeCommandOptions): Promise<number> {
     }
     out(`\nnode ${o.name} up in ${((Date.now() - started) / 1000).toFixed(1)} s: ${condition}`);
     out(`  address ${node.spec.ip} (network namespace ${node.spec.netns}), pods ${node.spec.podCidr}`);
-    out(`  kubelet through ${nodeGatewayUrl()} (gateway ${NODE_GATEWAY}) as system:node:${o.name}`);
+    out(`  kubelet through ${nodeGatewayUrl(o.slot)} (gateway ${NODE_GATEWAY}) as system:node:${o.name}`);
     out(`  kubelet kubeconfig ${rel(node.spec.kubeconfig ?? '')}, logs ${rel(node.logFile('kubelet'))}`);
-    out(`  stop it: node dist/harness/cli/main.js node down --name ${o.name}`);
+    out(`  stop it: node dist/harness/cli/main.js node down --name ${o.name}${o.slot === 0 ? '' : ` --slot ${o.slot}`}`);
     return condition.startsWith('Ready=True') ? EXIT_OK : EXIT_PROBLEMS;
   } catch (err) {
     process.stderr.write(`skewgate-lab node up: ${(err as Error).message}\n`);
@@ -144,7 +174,7 @@ export async function runNodeUp(o: NodeCommandOptions): Promise<number> {
 }
 
 export async function runNodeDown(o: NodeCommandOptions): Promise<number> {
-  const lab = await Lab.open({ dir: o.dir });
+  const lab = await openLab(o.dir, o.slot);
   try {
     const node = labNode(lab, o, (l) => out(`  ${l}`));
     await node.down();
@@ -156,7 +186,7 @@ export async function runNodeDown(o: NodeCommandOptions): Promise<number> {
 }
 
 export async function runNodeStatus(o: NodeCommandOptions): Promise<number> {
-  const lab = await Lab.open({ dir: o.dir });
+  const lab = await openLab(o.dir, o.slot);
   try {
     const node = labNode(lab, o, () => undefined);
     const rows = await node.status();

@@ -14,6 +14,7 @@ import { certKubeconfig } from '../lab/kubeconfig.js';
 import { findProcesses } from '../lab/procfs.js';
 import { Supervisor, logTail, type ProcRecord } from '../lab/supervisor.js';
 import { ensureCgroupRoot, removeCgroupRoot } from './cgroups.js';
+import { ensureInotifyInstances } from './host-limits.js';
 import { createNodeNetwork, deleteNodeNetwork, inNodeNetwork } from './netns.js';
 import { KUBE_PROXY_HEALTHZ_PORT, kubeProxyArgs, kubeProxyConfiguration, kubeProxyPaths } from './kube-proxy.js';
 import { KUBE_PROXY_USER } from '../lab/pki.js';
@@ -107,6 +108,7 @@ export class LabNode {
     for (const d of [join(s.dir, 'run'), join(s.dir, 'logs'), join(s.dir, 'pki'), p.cniConfDir, p.staticPods, p.podLogs, p.kubeletRoot])
       await mkdir(d, { recursive: true });
     await this.procs.adopt();
+    await ensureInotifyInstances(this.o.log ?? (() => undefined));
     // Its network is made anew below: never under a running node.
     for (const kind of ['containerd', 'kubelet', 'kube-proxy'] as const)
       if (await this.procs.alive(`${s.name}-${kind}`)) throw new LabError(`node ${s.name} is already running (its ${kind}): down first`);

@@ -19,7 +19,7 @@ import { LabNode } from '../../harness/node/node.js';
 import { ipv4InCidr, labNodeSpec } from '../../harness/node/placement.js';
 import { cgroupPids } from '../../harness/node/cgroups.js';
 import { nodeCgroupRoot } from '../../harness/node/config.js';
-import { requireNodeParts } from '../helpers/lab-parts.js';
+import { requireNodeParts } from '../../harness/node/lab-node.js';
 import { waitMs } from '../helpers/waits.js';
 
 const run = promisify(execFile);

@@ -30,14 +30,14 @@ import { packageRoot } from '../../src/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import { HeldExecs, type HeldSession } from '../helpers/held-sessions.js';
 import { allowList, runInClusterJob, type JobRun } from '../helpers/in-cluster-job.js';
-import { requireLabParts, requireNodeParts } from '../helpers/lab-parts.js';
+import { labNodeOptions, requireNodeParts } from '../../harness/node/lab-node.js';
+import { requireLabParts } from '../helpers/lab-parts.js';
 import { lagSummary, leaseRenewals, type LagSummary } from '../helpers/lease-renewals.js';
 import {
   LEASE_SECONDS,
   NODE_STATUS_MS,
   RENEW_MS,
   labApi,
-  labNodeOptions,
   poller,
   startNodeControlPlane,
   waitNamespaceReady,

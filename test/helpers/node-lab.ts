@@ -17,10 +17,10 @@ import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import type { LabAddresses } from '../../harness/lab/addresses.js';
 import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import type { LabVersions } from '../../harness/lab/versions.js';
-import { LabNode, type NodeOptions } from '../../harness/node/node.js';
-import { labNodeSpec } from '../../harness/node/placement.js';
+import { LabNode } from '../../harness/node/node.js';
+import { labNodeOptions, requireNodeParts, type NodeParts } from '../../harness/node/lab-node.js';
 import { packageRoot } from '../../src/package-root.js';
-import { requireLabParts, requireNodeParts, type NodeParts } from './lab-parts.js';
+import { requireLabParts } from './lab-parts.js';
 import { waitMs } from './waits.js';
 
 const run = promisify(execFile);
@@ -148,41 +148,6 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
     await lab.down({ kill: true }).catch((err: Error) => progress(`lab down: ${err.message}`));
     await agent.close();
   }
-}
-
-/**
- * A node of the lab's slot (index 0…3: its addresses, pod range, namespace), with kube-proxy, its
- * kubelet's serving certificate and client certificates from the lab CA, talking to a server
- * checked by the name `kubernetes` (add `server`).
- */
-export function labNodeOptions(
-  lab: Lab,
-  parts: NodeParts,
-  o: {
-    readonly addresses: LabAddresses;
-    readonly index: number;
-    readonly name: string;
-    readonly images: readonly string[];
-    readonly log: (line: string) => void;
-  },
-): Omit<NodeOptions, 'server'> {
-  return {
-    spec: labNodeSpec({
-      addresses: o.addresses,
-      index: o.index,
-      name: o.name,
-      labDir: lab.dir,
-      sandboxImage: parts.pauseImage,
-      cniBinDir: parts.cniBinDir,
-      clientCaFile: lab.pki.caFile,
-    }),
-    serverName: 'kubernetes',
-    ca: { certFile: lab.pki.caFile, keyFile: lab.pki.caKeyFile },
-    binaries: { kubelet: parts.kubelet, containerd: parts.containerd, ctr: parts.ctr },
-    images: o.images,
-    kubeProxy: { binary: parts.kubeProxy, certFile: lab.pki.kubeProxyCertFile, keyFile: lab.pki.kubeProxyKeyFile },
-    log: o.log,
-  };
 }
 
 /**
