@@ -3,6 +3,17 @@
 // probe runs `health` every few seconds) do not pay for the lab's modules.
 import type { Command } from 'commander';
 import { defaultLabDir } from '../lab/versions.js';
+import { EXIT_PROBLEMS } from '../../src/constants.js';
+
+/** Runs a command's work; an error it throws (a bad --slot, a missing part, a mount left) is one line and exit 1, never a stack. */
+async function guarded(what: string, work: () => Promise<number>): Promise<number> {
+  try {
+    return await work();
+  } catch (err) {
+    process.stderr.write(`skewgate-lab ${what}: ${(err as Error).message}\n`);
+    return EXIT_PROBLEMS;
+  }
+}
 
 export const LAB_GATEWAY_PORT = 16443;
 
@@ -52,7 +63,7 @@ export function registerLabCommand(program: Command): void {
     .option(...dirOption)
     .option(...slotOption)
     .action(async (o: { dir: string; slot: string }) => {
-      process.exitCode = await (await import('./lab.js')).runLabDown(o.dir, Number(o.slot));
+      process.exitCode = await guarded('lab down', async () => (await import('./lab.js')).runLabDown(o.dir, Number(o.slot)));
     });
   lab
     .command('pki')
@@ -73,7 +84,7 @@ export function registerLabCommand(program: Command): void {
     .option(...dirOption)
     .option(...slotOption)
     .action(async (o: { dir: string; slot: string }) => {
-      process.exitCode = await (await import('./lab.js')).runLabStatus(o.dir, Number(o.slot));
+      process.exitCode = await guarded('lab status', async () => (await import('./lab.js')).runLabStatus(o.dir, Number(o.slot)));
     });
 
   const node = program
@@ -98,15 +109,15 @@ export function registerLabCommand(program: Command): void {
   });
   nodeOptions(node.command('up').description('start the node (and the scheduler and controller manager); returns once it is Ready')).action(
     async (o: NodeFlags) => {
-      process.exitCode = await (await import('./node.js')).runNodeUp(parsed(o));
+      process.exitCode = await guarded('node up', async () => (await import('./node.js')).runNodeUp(parsed(o)));
     },
   );
   nodeOptions(node.command('down').description('stop the node: kubelet, pods, containerd, its mounts and bridge')).action(
     async (o: NodeFlags) => {
-      process.exitCode = await (await import('./node.js')).runNodeDown(parsed(o));
+      process.exitCode = await guarded('node down', async () => (await import('./node.js')).runNodeDown(parsed(o)));
     },
   );
   nodeOptions(node.command('status').description("the node's processes and its Node's Ready condition")).action(async (o: NodeFlags) => {
-    process.exitCode = await (await import('./node.js')).runNodeStatus(parsed(o));
+    process.exitCode = await guarded('node status', async () => (await import('./node.js')).runNodeStatus(parsed(o)));
   });
 }

@@ -119,6 +119,10 @@ await t.test('bad input: an out-of-range --slot refused with the range', async (
   const r = await cli(['node', 'up', '--dir', dir, '--slot', String(LAB_MAX_SLOT + 1), '--name', NODE]);
   t.equal(r.code, 1, 'node up --slot 16: exit 1');
   t.match(r.stderr, `--slot must be 0…${LAB_MAX_SLOT}, got ${LAB_MAX_SLOT + 1}`, 'says the range');
+  const down = await cli(['node', 'down', '--dir', dir, '--slot', String(LAB_MAX_SLOT + 1), '--name', NODE]);
+  t.equal(down.code, 1, 'node down --slot 16: exit 1');
+  t.match(down.stderr, `skewgate-lab node down: --slot must be 0…${LAB_MAX_SLOT}`, 'one line that says the range, no stack');
+  t.notMatch(down.stderr, /\n\s+at /, 'no stack trace');
   const lab = await cli(['lab', 'up', '--dir', dir, '--slot', '-1']);
   t.not(lab.code, 0, 'lab up --slot -1: refused');
   t.match(lab.stderr, `--slot must be 0…${LAB_MAX_SLOT}`, 'says the range');

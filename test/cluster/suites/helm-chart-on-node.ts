@@ -77,10 +77,15 @@ export async function helmChartOnNode(t: Tap, c: ChartNode): Promise<void> {
   const gatewayUrl = `https://${c.nodeIp}:${NODE_PORT}`;
   const agent = new Agent({ connect: { ca: await readFile(c.lab.pki.caFile, 'utf8') } });
   t.teardown(() => agent.close());
-  /** One GET with the admin token through the chart's Service: its status, or the error's code. */
+  /**
+   * One GET with the admin token through the chart's Service, on a connection of its own (an open
+   * one keeps its conntrack entry to the pod whatever kube-proxy's rules become): its status, or
+   * the error's code.
+   */
   const viaService = async (path: string): Promise<number | string> =>
     request(`${gatewayUrl}${path}`, {
       dispatcher: agent,
+      reset: true,
       headers: { authorization: `Bearer ${c.lab.pki.adminToken}`, accept: 'application/json' },
       signal: AbortSignal.timeout(5000),
     }).then(
