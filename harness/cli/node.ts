@@ -133,6 +133,8 @@ export async function runNodeUp(o: NodeCommandOptions): Promise<number> {
     if (![...running.entries()].some(([name, alive]) => name.startsWith('kas-') && alive))
       throw new Error(`no apiserver of the lab in ${rel(lab.dir)} runs: \`skewgate-lab lab up\` first`);
     const server = await controlPlaneServer(lab, o);
+    // Its parts checked before anything starts: a missing one leaves nothing running.
+    const node = labNode(lab, o, (l) => out(`  ${l}`));
     if (running.get(KCM) !== true)
       await lab.startControllerManager({
         name: KCM,
@@ -151,7 +153,6 @@ export async function runNodeUp(o: NodeCommandOptions): Promise<number> {
         port: NODE_GATEWAY_PORT,
         address: labAddresses(o.slot).alias(11),
       });
-    const node = labNode(lab, o, (l) => out(`  ${l}`));
     await node.start();
     let condition = await nodeCondition(lab, o);
     for (const deadline = Date.now() + 60_000; !condition.startsWith('Ready=True') && Date.now() < deadline;) {
