@@ -153,20 +153,25 @@ export async function withNodeLab(t: Test, shape: NodeShape, suites: readonly No
 /**
  * What runs beside the apiservers of a lab with nodes: the control plane's gateway (loopback), the
  * nodes' gateway on the slot's first alias address with kubernetesService.publish (the `kubernetes`
- * Service points at it: in-cluster clients), and kube-controller-manager (its default controllers:
+ * Service points at it: in-cluster clients), both learning apiservers from `membershipSources` when
+ * given, and kube-controller-manager (its default controllers:
  * node lifecycle, ServiceAccounts, Jobs) and kube-scheduler through the first.
  */
 export async function startNodeControlPlane(
   lab: Lab,
   slot: LabAddresses,
   versions: LabVersions,
+  membershipSources?: readonly 'nodes'[],
 ): Promise<{ readonly gw: GatewayInfo; readonly nodeGw: GatewayInfo }> {
+  // Both gateways learn apiservers the same way (the seed alone, or the control-plane Nodes too).
+  const learn = membershipSources === undefined ? {} : { membershipSources };
   const gateways = await lab.startGateways({
-    gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort() },
+    gw: { name: 'gateway', withSkewgate: true, xds: true, port: await freePort(), ...learn },
     nodeGw: {
       name: 'node-gateway',
       withSkewgate: true,
       xds: true,
+      ...learn,
       port: 6443,
       address: slot.alias(1),
       publishService: { leaseDuration: '15s' },
