@@ -37,7 +37,6 @@ const PURE = [
   'src/identity/client-identity.ts',
   'src/identity/front-proxy-headers.ts',
   'src/extproc/responses.ts',
-  'src/extproc/listen-addresses.ts',
   'src/workers/snapshot-transfer.ts',
   'src/extproc/headers.ts',
   'src/extproc/wire.ts',
@@ -53,18 +52,25 @@ const PURE = [
   'src/envoy/tracing.ts',
   'src/envoy/json.ts',
   'src/envoy/xds.ts',
-  'src/envoy/requirements.ts',
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
-  // Which config changes a running skewgate can take (src/reload.ts acts on it).
-  'src/config-diff.ts',
-  'src/config-files.ts',
+  // The config's fields, units, checks and the rules its consumers share (listen addresses,
+  // Envoy's needs), and which changes a running skewgate can take (src/reload.ts acts on it).
+  'src/config/units.ts',
+  'src/config/sections.ts',
+  'src/config/schema.ts',
+  'src/config/checks.ts',
+  'src/config/problems.ts',
+  'src/config/files.ts',
+  'src/config/diff.ts',
+  'src/config/envoy-rules.ts',
+  'src/config/admin-address.ts',
+  'src/config/extproc-listen.ts',
   // gateway-cert's certificate: keys, clock and serial come in, DER goes out.
   'src/pki/der.ts',
   'src/pki/serving-certificate.ts',
-  // What status, skew and explain report, and where the admin endpoint may listen.
+  // What status, skew and explain report.
   'src/inspect/*.ts',
-  'src/admin/address.ts',
   'src/admin/paths.ts',
 ];
 
@@ -104,7 +110,9 @@ const IO_MODULES = {
     '**/telemetry/*',
     '**/cli/*',
     '**/envoy/process.js',
-    '**/envoy/tls-check.js',
+    '**/config/tls.js',
+    '**/config/load.js',
+    '**/config/check.js',
     '**/identity/client-ca.js',
     '**/log.js',
     '**/app.js',

@@ -9,7 +9,7 @@ import { parse } from 'yaml';
 import { startStack, type Stack } from '../harness/demo/stack.js';
 import { withoutExtProc } from '../harness/baseline-envoy.js';
 import { packageRoot } from '../src/package-root.js';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/config/load.js';
 import { runningRoutesVersion } from '../src/envoy/admin-routes.js';
 import { renderBootstrap } from '../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../src/envoy/fast-routes.js';

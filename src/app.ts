@@ -1,6 +1,6 @@
 // Composition root: config → logger → telemetry → discovery → router → ext_proc server, with one
 // lifecycle. Discovery and the router are rebuilt from a reloaded config (src/reload.ts).
-import type { Config } from './config.js';
+import type { Config } from './config/schema.js';
 import type { Logger } from './log.js';
 import { DiscoveryService } from './discovery/service.js';
 import { combineObservers, createLogObserver } from './extproc/observer.js';

@@ -4,7 +4,7 @@
 // given its cluster and routes, not yet the pool) → member → draining (left every source: no new
 // requests, open ones may finish) → removed. Pure.
 import { isIP } from 'node:net';
-import type { ApiServerConfig, Config } from '../config.js';
+import type { ApiServerConfig, Config } from '../config/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import type { Candidate } from './member-sources.js';
 

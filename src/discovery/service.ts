@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
-import type { Config, MembershipSource } from '../config.js';
+import type { Config, MembershipSource } from '../config/schema.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
 import { type FetchLike, type ServerTarget, DiscoveryClient, countedResponse, defaultFetch, getText } from './client.js';
 import { type ServerCredentials, createCredentials } from './credentials.js';

@@ -10,7 +10,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../config/schema.js';
 import { fileStamp } from '../file-stamp.js';
 import { parsePemCertificates } from '../identity/client-identity.js';
 import { renderPath } from './json.js';

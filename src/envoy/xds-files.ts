@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from '
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ApiServerConfig, Config } from '../config.js';
+import type { ApiServerConfig, Config } from '../config/schema.js';
 import type { MemberEntry } from '../discovery/service.js';
 import { renderPath, type JsonObject } from './json.js';
 import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';

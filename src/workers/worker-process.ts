@@ -2,7 +2,7 @@
 // (copied in over IPC, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
 // logs on the stderr it shares, exports its own decision spans, and hands its decision counts to
 // the main process's metrics. It ends when told to, or when the main process is gone.
-import type { Config } from '../config.js';
+import type { Config } from '../config/schema.js';
 import type { Snapshot } from '../discovery/types.js';
 import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';

@@ -13,7 +13,7 @@ import { connect } from 'node:tls';
 import { Agent, request } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { createSkewgate } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';

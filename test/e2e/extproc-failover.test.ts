@@ -16,7 +16,7 @@ import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { freePort } from '../../harness/lab/net.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { EXTPROC_SERVICE_NAME, HEALTH_PATH, REASON_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy/process.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { createSkewgate } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy/admin-routes.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';

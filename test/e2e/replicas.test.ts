@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { FakeApiServer, FakeCluster, BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { createSkewgate, type Skewgate } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';

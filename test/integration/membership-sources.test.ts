@@ -6,7 +6,7 @@ import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { Agent } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/schema.js';
 import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
 import { IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
 import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/discovery/member-sources.js';

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { composeApiServers } from '../../harness/compose/layout.js';
 import { renderComposeFiles } from '../../harness/compose/render.js';
 import { readComposeVersions } from '../../harness/compose/versions.js';

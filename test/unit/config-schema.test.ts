@@ -3,7 +3,8 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { configJsonSchema, parseConfig } from '../../src/config.js';
+import { configJsonSchema } from '../../src/config/schema.js';
+import { parseConfig } from '../../src/config/load.js';
 import { packageRoot } from '../../src/package-root.js';
 
 const published = JSON.parse(readFileSync(join(packageRoot(), 'docs/skewgate-config.schema.json'), 'utf8')) as Record<string, unknown>;

@@ -12,7 +12,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
-import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
 import {
   DEFAULT_CLUSTER,
   EXTPROC_CLUSTER,

@@ -1,7 +1,8 @@
 // Structure of the rendered Envoy bootstrap (the real binary is exercised in test/integration).
 import t from 'tap';
 import { join } from 'node:path';
-import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
 import {
   BOUNDED_HEADER,
   extprocStreamCeiling,

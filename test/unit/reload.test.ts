@@ -1,7 +1,9 @@
 // LiveConfig with hand-written discovery fakes: what a reload swaps and when, what it refuses,
 // how reloads asked for during one are merged, and shutting down in the middle of one.
 import t from 'tap';
-import { ConfigError, parseConfig, type Config } from '../../src/config.js';
+import { ConfigError } from '../../src/config/problems.js';
+import { parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
 import type { RoundListener } from '../../src/discovery/service.js';
 import { initialSnapshot } from '../../src/discovery/snapshot.js';
 import type { Snapshot } from '../../src/discovery/types.js';
