@@ -21,10 +21,7 @@ export type ReloadResult =
   | { readonly result: 'restart_required'; readonly generation: number; readonly fields: readonly string[] }
   | { readonly result: 'failed'; readonly generation: number; readonly error: string };
 
-export type ReloadResultName = ReloadResult['result'];
-
-/** A new config, or how to read it: called when the reload runs, a ConfigError making it `invalid`. */
-/** A config, or how to read it (src/config/check.ts: the same check as at start). */
+/** A new config, or how to read it (src/config/check.ts, the check of the start): called when the reload runs, a ConfigError making it `invalid`. */
 export type ReloadInput = Config | (() => Config | Promise<Config>);
 
 export interface ReloadOptions {

@@ -23,9 +23,9 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
-  sameOpenApiIndex,
   sameViewSteps,
 } from './parse.js';
+import { sameOpenApiIndex } from './types.js';
 
 export interface FetchInit {
   readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';

@@ -5,7 +5,7 @@ import type { DiscoveryRoundEvent } from '../discovery/service.js';
 import { liveUnmatched } from '../discovery/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
-import type { ReloadResultName } from '../reload.js';
+import type { ReloadResultName } from './names.js';
 import { METRIC } from './names.js';
 import { fastResourceCount, type FastTable } from '../routing/fast-path.js';
 import type { SkewTracker } from './skew-diff.js';

@@ -8,7 +8,7 @@ import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
 import { ProcessMetrics } from './process-metrics.js';
-import type { ReloadResultName } from '../reload.js';
+import type { ReloadResultName } from './names.js';
 import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
