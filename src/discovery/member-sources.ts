@@ -4,7 +4,7 @@
 // module parses them into candidate addresses. Pure.
 import { isIP } from 'node:net';
 import type { MembershipSource } from '../config/schema.js';
-import type { WatchChange } from './watch.js';
+import type { WatchChange } from '../kube/watch.js';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../kubernetes-service/publication.js';
 
 export const NODES_PATH = '/api/v1/nodes';

@@ -7,15 +7,18 @@ import { performance } from 'node:perf_hooks';
 import { pino, type Logger } from 'pino';
 import type { Config, MembershipSource } from '../config/schema.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
-import { type FetchLike, type ServerTarget, DiscoveryClient, countedResponse, defaultFetch, getText } from './client.js';
-import { type ServerCredentials, createCredentials } from './credentials.js';
+import { type FetchLike, type ServerTarget, countedResponse, defaultFetch } from '../kube/transport.js';
+import { DiscoveryClient } from './fetcher.js';
+import { getText } from '../kube/requests.js';
+import { type ServerCredentials, createCredentials } from '../kube/credentials.js';
 import { diffViewsSteps } from './parse.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
-import { MAX_DOCUMENT_BYTES_KEY, bloatChange, bloatThreshold } from './document-bounds.js';
+import { MAX_DOCUMENT_BYTES_KEY } from '../kube/bounds.js';
+import { bloatChange, bloatThreshold } from './document-bounds.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import { buildSnapshotSteps, initialSnapshot, unprobedState, type SnapshotOptions } from './snapshot.js';
 import { runSliced, sliceBudget } from './slice-runner.js';
-import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from './watch.js';
+import { ApiWatcher, WATCHED_KINDS, type WatchCandidate, type WatchChange } from '../kube/watch.js';
 import {
   applyLeaseChange,
   EMPTY_LEASE_TABLE,

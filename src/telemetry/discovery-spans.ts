@@ -81,7 +81,7 @@ export function recordRoundSpan(tracer: Tracer, e: DiscoveryRoundEvent, server: 
       at,
     );
   }
-  // The error names the URL and what failed, never a credential (src/discovery/client.ts).
+  // The error names the URL and what failed, never a credential (src/kube/requests.ts).
   if (e.after.consecutiveFailures > 0) span.setStatus({ code: SpanStatusCode.ERROR, message: e.after.lastError ?? 'discovery failed' });
   span.end(at);
 }

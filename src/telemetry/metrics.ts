@@ -45,7 +45,7 @@ export type FetchErrorReason = (typeof FETCH_ERROR_REASONS)[number];
 
 /**
  * The reason of a failed round, from its requests' statuses and the error discovery recorded
- * (messages written by src/discovery/client.ts and parse.ts). Pure.
+ * (messages written by src/kube/requests.ts, src/discovery/fetcher.ts and parse.ts). Pure.
  */
 export function fetchErrorReason(e: DiscoveryRoundEvent): FetchErrorReason {
   const failed = e.requests.find((r) => r.status !== null && r.status >= 400 && r.status !== 404);

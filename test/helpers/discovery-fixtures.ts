@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { type Pki, type FakeResource, createPki, FakeApiServer, FakeCluster } from '../../harness/fake/index.js';
-import type { ApiServerSettings } from '../../src/discovery/credentials.js';
+import type { ApiServerSettings } from '../../src/kube/credentials.js';
 import type { DiscoveryConfig } from '../../src/discovery/service.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { type DiscoveryConfig, DiscoveryService } from '../../src/discovery/service.js';
-import type { ApiServerSettings } from '../../src/discovery/credentials.js';
+import type { ApiServerSettings } from '../../src/kube/credentials.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
