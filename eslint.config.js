@@ -14,6 +14,10 @@ const NOT_THE_HARNESS = {
 
 const PURE = [
   'src/k8s/**/*.ts',
+  // Where apiservers join and leave: the whole room.
+  'src/membership/**/*.ts',
+  'src/discovery/members-view.ts',
+  'src/discovery/events.ts',
   'src/routing/**/*.ts',
   'src/discovery/parse.ts',
   'src/discovery/merge.ts',
@@ -23,10 +27,6 @@ const PURE = [
   'src/discovery/types.ts',
   'src/discovery/freeze.ts',
   'src/discovery/relative-order.ts',
-  'src/discovery/apiserver-identity.ts',
-  'src/discovery/identity-leases.ts',
-  'src/discovery/member-sources.ts',
-  'src/discovery/members.ts',
   'src/discovery/document-bounds.ts',
   'src/kube/bounds.ts',
   'src/kubernetes-service/publication.ts',
@@ -101,6 +101,11 @@ const IO_MODULES = {
     '@opentelemetry/*',
     '**/discovery/fetcher.js',
     '**/discovery/service.js',
+    '**/discovery/poller.js',
+    '**/discovery/member-pollers.js',
+    '**/discovery/publisher.js',
+    '**/discovery/lists.js',
+    '**/discovery/log-lines.js',
     '**/kube/transport.js',
     '**/kube/requests.js',
     '**/kube/credentials.js',

@@ -12,7 +12,7 @@ import { createRouter, type ClientIdentityOf, type RequestRouter } from './routi
 import type { SdkOptions } from './telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
-import { knownMemberSpec } from './discovery/members.js';
+import { knownMemberSpec } from './membership/members.js';
 import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from './envoy/xds-files.js';
 import { adminRoutesConfirm, adminUrlOf } from './envoy/admin-routes.js';
 import { FastPathSync } from './envoy/fast-path-sync.js';

@@ -8,7 +8,7 @@ import type { Logger } from './log.js';
 import { ConfigError, type ConfigProblem } from './config/problems.js';
 import { type Config } from './config/schema.js';
 import { changesEnvoyUpstreams, reloadPlan } from './config/diff.js';
-import type { RoundListener } from './discovery/service.js';
+import type { RoundListener } from './discovery/events.js';
 import type { Snapshot } from './discovery/types.js';
 import type { RequestRouter } from './routing/router.js';
 import type { DiscoverySource } from './telemetry/telemetry.js';

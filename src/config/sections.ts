@@ -67,13 +67,22 @@ export const apiserver = z
  */
 export const membershipSource = z.enum(['nodes', 'endpointSlice']);
 
+/** The membership section's defaults: the schema's, and the discovery service's when it is given none (tests). */
+export const MEMBERSHIP_DEFAULTS = Object.freeze({
+  sources: Object.freeze([]) as readonly never[],
+  port: 6443,
+  nodeSelector: 'node-role.kubernetes.io/control-plane',
+  template: Object.freeze({}),
+  drainTimeout: 30_000,
+});
+
 export const membership = z
   .object({
     sources: z.array(membershipSource).default([]),
     /** The apiservers' port on a control-plane Node (the nodes source). */
-    port: z.number().int().min(1).max(65535).default(6443),
+    port: z.number().int().min(1).max(65535).default(MEMBERSHIP_DEFAULTS.port),
     /** Which Nodes run an apiserver: a label selector. */
-    nodeSelector: z.string().min(1).default('node-role.kubernetes.io/control-plane'),
+    nodeSelector: z.string().min(1).default(MEMBERSHIP_DEFAULTS.nodeSelector),
     /** How to reach (and verify) a learnt apiserver: as in apiservers[], without name and url. */
     template: z
       .object({
@@ -85,10 +94,10 @@ export const membership = z
       .strict()
       .default({}),
     /** How long an apiserver that left every source keeps its open requests before it is removed. */
-    drainTimeout: duration.default(30_000),
+    drainTimeout: duration.default(MEMBERSHIP_DEFAULTS.drainTimeout),
   })
   .strict()
-  .default({ sources: [], port: 6443, nodeSelector: 'node-role.kubernetes.io/control-plane', template: {}, drainTimeout: 30_000 });
+  .default({ ...MEMBERSHIP_DEFAULTS, sources: [], template: {} });
 
 /**
  * The gateways publish themselves as the `kubernetes` Service's endpoints (docs/design.md, "The

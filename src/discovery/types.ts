@@ -1,5 +1,5 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
-import type { Membership } from './identity-leases.js';
+import type { Membership } from '../membership/identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
 export interface ResourceCapability {

@@ -10,7 +10,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ApiServerConfig, Config } from '../config/schema.js';
-import type { MemberEntry } from '../discovery/service.js';
+import type { MemberEntry } from '../membership/members.js';
 import { renderPath, type JsonObject } from './json.js';
 import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
 import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';

@@ -1,7 +1,7 @@
 // One span per discovery round per apiserver, with events when its view or the skew changed: how
 // an upgrade shows up in Jaeger. Spans are written after the fact, with the round's own times.
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/service.js';
+import type { DiscoveryRoundEvent } from '../discovery/events.js';
 import { diffViews } from '../discovery/parse.js';
 import type { ServerAddress } from './decision-spans.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './names.js';

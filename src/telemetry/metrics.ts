@@ -1,8 +1,8 @@
 // skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
 // are names from the config; no per-resource or per-path label.
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/service.js';
-import { liveUnmatched } from '../discovery/identity-leases.js';
+import type { DiscoveryRoundEvent } from '../discovery/events.js';
+import { liveUnmatched } from '../membership/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
 import type { ReloadResultName } from './names.js';

@@ -1,7 +1,7 @@
 // skewgate's telemetry as the app sees it: a decision observer, a discovery listener, start and
 // shutdown. The SDK (./sdk.js) is imported only on start, and only when something is enabled.
 import type { Logger } from 'pino';
-import type { DiscoveryRoundEvent, RoundListener } from '../discovery/service.js';
+import type { DiscoveryRoundEvent, RoundListener } from '../discovery/events.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';

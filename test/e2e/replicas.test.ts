@@ -12,9 +12,9 @@ import { FakeApiServer, FakeCluster, BUILTINS_NEW, BUILTINS_OLD } from '../../ha
 import { createSkewgate, type Skewgate } from '../../src/app.js';
 import { parseConfig } from '../../src/config/load.js';
 import { REASON_HEADER } from '../../src/constants.js';
-import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
-import { IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
-import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/discovery/member-sources.js';
+import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
+import { IDENTITY_LEASES_PATH } from '../../src/membership/identity-leases.js';
+import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/membership/sources.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';

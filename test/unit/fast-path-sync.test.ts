@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { syntheticPlane } from '../../bench/synthetic.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type ApiServerConfig, type Config } from '../../src/config/schema.js';
-import type { MemberEntry } from '../../src/discovery/service.js';
+import type { MemberEntry } from '../../src/membership/members.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ServerState, Snapshot } from '../../src/discovery/types.js';
 import { FastPathSync } from '../../src/envoy/fast-path-sync.js';

@@ -2,8 +2,8 @@
 // addresses, and the seed and the candidates merged into the members skewgate should poll.
 import t from 'tap';
 import type { ApiServerConfig } from '../../src/config/schema.js';
-import { applySourceChange, candidatesOf, emptySourceTable, parseKubernetesSlice, parseNode } from '../../src/discovery/member-sources.js';
-import { addressOf, desiredMembers, knownMemberSpec, learntName } from '../../src/discovery/members.js';
+import { applySourceChange, candidatesOf, emptySourceTable, parseKubernetesSlice, parseNode } from '../../src/membership/sources.js';
+import { addressOf, desiredMembers, knownMemberSpec, learntName } from '../../src/membership/members.js';
 
 const SETTINGS = { nodePort: 6443 };
 

@@ -4,7 +4,7 @@ import t from 'tap';
 import { ConfigError } from '../../src/config/problems.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type Config } from '../../src/config/schema.js';
-import type { RoundListener } from '../../src/discovery/service.js';
+import type { RoundListener } from '../../src/discovery/events.js';
 import { initialSnapshot } from '../../src/discovery/snapshot.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/reload.js';

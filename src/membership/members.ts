@@ -6,7 +6,7 @@
 import { isIP } from 'node:net';
 import type { ApiServerConfig, Config } from '../config/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import type { Candidate } from './member-sources.js';
+import type { Candidate } from './sources.js';
 
 export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';
 
@@ -107,3 +107,15 @@ export function knownMemberSpec(
     ...(template.credentials !== undefined ? { credentials: template.credentials } : {}),
   } as MemberSpec);
 }
+
+/** One apiserver skewgate polls, and where it stands in the membership. */
+export interface MemberEntry {
+  readonly spec: MemberSpec;
+  readonly role: MemberRole;
+  /** Configured in apiservers[]. */
+  readonly seed: boolean;
+  /** The sources naming it ("config" for a seed no source contradicts). */
+  readonly sources: readonly string[];
+}
+
+export type MembersListener = (members: readonly MemberEntry[]) => void;
