@@ -31,7 +31,7 @@ const PURE = [
   'src/kube/bounds.ts',
   'src/kubernetes-service/publication.ts',
   'src/discovery/aggregated-model.ts',
-  'src/discovery/sliced.ts',
+  'src/util/sliced.ts',
   'src/discovery/json-items.ts',
   'src/identity/xfcc.ts',
   'src/identity/x509-subject.ts',
@@ -41,7 +41,7 @@ const PURE = [
   'src/workers/snapshot-transfer.ts',
   'src/extproc/headers.ts',
   'src/extproc/wire.ts',
-  'src/log-throttle.ts',
+  'src/util/log-throttle.ts',
   // The Envoy bootstrap renderer: config in, JSON out (paths rewritten, never read).
   'src/envoy/bootstrap.ts',
   'src/envoy/listener.ts',
@@ -56,7 +56,7 @@ const PURE = [
   'src/envoy/upstreams.ts',
   'src/envoy/render.ts',
   // The config's fields, units, checks and the rules its consumers share (listen addresses,
-  // Envoy's needs), and which changes a running skewgate can take (src/reload.ts acts on it).
+  // Envoy's needs), and which changes a running skewgate can take (src/app/reload.ts acts on it).
   'src/config/units.ts',
   'src/config/sections.ts',
   'src/config/schema.ts',
@@ -72,7 +72,6 @@ const PURE = [
   'src/pki/serving-certificate.ts',
   // What status, skew and explain report.
   'src/inspect/*.ts',
-  'src/admin/paths.ts',
 ];
 
 /** node:net's address parsers are string functions; its sockets are not. */
@@ -123,10 +122,8 @@ const IO_MODULES = {
     '**/config/check.js',
     '**/identity/client-ca.js',
     '**/log.js',
-    '**/app.js',
+    '**/app/*',
     '**/file-stamp.js',
-    '**/config-watch.js',
-    '**/reload.js',
     '**/package-root.js',
     '**/find-binary.js',
   ],

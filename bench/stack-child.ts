@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { startStack, type Stack } from '../harness/demo/stack.js';
 import { withoutExtProc } from '../harness/baseline-envoy.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/util/package-root.js';
 import { parseConfig } from '../src/config/load.js';
 import { runningRoutesVersion } from '../src/envoy/admin-routes.js';
 import { renderBootstrap } from '../src/envoy/bootstrap.js';

@@ -4,7 +4,7 @@
 import { pino } from 'pino';
 import { parseConfig } from '../src/config/load.js';
 import { createExtProcServer, extprocLimits } from '../src/extproc/server.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/util/log.js';
 import { createRouter } from '../src/routing/router.js';
 import { ExtProcWorkers } from '../src/workers/pool.js';
 import { serveParent } from './child-ipc.js';

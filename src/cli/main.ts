@@ -6,9 +6,9 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../config/problems.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
-import { LOG_FORMATS, type LogFormat } from '../log.js';
+import { LOG_FORMATS, type LogFormat } from '../util/log.js';
 import type { GatewaySource, OutputFormat } from './one-shot.js';
-import { skewgateVersion } from '../version.js';
+import { skewgateVersion } from '../util/version.js';
 
 const program = new Command()
   .name('skewgate')

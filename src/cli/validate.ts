@@ -4,7 +4,7 @@ import { accessSync, constants as fsc } from 'node:fs';
 import { checkConfig } from '../config/check.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { membershipView } from '../inspect/membership-view.js';
-import type { LogFormat } from '../log.js';
+import type { LogFormat } from '../util/log.js';
 import { formatTable, oneShotLogger, structured, withOneShotDiscovery } from './one-shot.js';
 
 /** What `validate -o json|yaml` prints. */

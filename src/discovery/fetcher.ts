@@ -9,8 +9,8 @@ import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transpo
 import { downloadBackoffMs } from './document-bounds.js';
 import type { ResourceCapability, ServerView } from './types.js';
 import { parseJsonSteps } from './json-items.js';
-import { runSliced, sliceBudget, type SliceOptions } from './slice-runner.js';
-import { runToEnd, type Sliced } from './sliced.js';
+import { runSliced, sliceBudget, type SliceOptions } from '../util/slice-runner.js';
+import { runToEnd, type Sliced } from '../util/sliced.js';
 import {
   DiscoveryDocumentError,
   type LegacyGroupVersion,

@@ -7,7 +7,7 @@ import { MAX_DOCUMENT_BYTES_KEY } from '../kube/bounds.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
 import { bloatChange, bloatThreshold } from './document-bounds.js';
 import { diffViewsSteps } from './parse.js';
-import { runSliced, sliceBudget } from './slice-runner.js';
+import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
 
 /** One line per change of an apiserver's readiness or failures, and its view's changes. */

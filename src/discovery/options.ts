@@ -1,5 +1,5 @@
 // What the discovery service is built from: the parts of the config it reads, and the options its
-// owner (src/app.ts, the one-shot commands, the tests) may give it.
+// owner (src/app/skewgate.ts, the one-shot commands, the tests) may give it.
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { FetchLike } from '../kube/transport.js';

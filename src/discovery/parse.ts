@@ -3,7 +3,7 @@
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
 import { type ResourceCapability, type ServerView, gvKey, gvrKey, sameOpenApiIndex } from './types.js';
 import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
-import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 
 export class DiscoveryDocumentError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT';

@@ -5,7 +5,7 @@
 // awaited (Envoy's fast-path routes withdrawn where it no longer allows them).
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { runSliced, sliceBudget } from './slice-runner.js';
+import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import { buildSnapshotSteps, type SnapshotOptions } from './snapshot.js';
 import type { ServerState, Snapshot } from './types.js';
 

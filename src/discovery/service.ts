@@ -21,15 +21,8 @@ import {
   type Membership,
 } from '../membership/identity-leases.js';
 import { reconcile } from '../membership/lifecycle.js';
-import { desiredMembers, type MemberEntry, type MembersListener } from '../membership/members.js';
-import {
-  emptySourceTable,
-  membershipInput,
-  sourceWatch,
-  withSourceChange,
-  type SourceSettings,
-  type SourceTable,
-} from '../membership/sources.js';
+import { desiredMembers, membershipInput, type MemberEntry, type MembersListener } from '../membership/members.js';
+import { emptySourceTable, sourceWatch, withSourceChange, type SourceSettings, type SourceTable } from '../membership/sources.js';
 import type { DiscoveryRoundEvent, RoundListener, SnapshotListener } from './events.js';
 import { Listeners } from './listeners.js';
 import { healthyFirst, listThroughMembers, watchedKinds } from './lists.js';

@@ -6,7 +6,7 @@ import { buildDocumentIndexSteps } from './document-index.js';
 import { mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
 import { NO_MEMBERSHIP, type Membership } from '../membership/identity-leases.js';
 import { peerDiscoveryOfSteps } from './peer-discovery.js';
-import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 
 export interface SnapshotOptions {
   /**

@@ -11,7 +11,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import { fileStamp } from '../file-stamp.js';
+import { fileStamp } from '../util/file-stamp.js';
 import { parsePemCertificates } from '../identity/client-identity.js';
 import { renderPath } from './json.js';
 import { renderSecret, sdsDirectory, secretsOf, triggerDirectory, type SecretSpec } from './tls-material.js';

@@ -14,7 +14,7 @@ import type { MemberEntry } from '../membership/members.js';
 import { renderPath, type JsonObject } from './json.js';
 import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
 import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
-import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
+import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import { fastPathRoutesSteps } from './fast-routes.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */

@@ -6,7 +6,8 @@
 import { isIP } from 'node:net';
 import type { ApiServerConfig, Config } from '../config/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import type { Candidate } from './sources.js';
+import type { MembershipSource } from '../config/schema.js';
+import { candidatesOf, type Candidate, type SourceTable } from './sources.js';
 
 export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';
 
@@ -119,3 +120,13 @@ export interface MemberEntry {
 }
 
 export type MembersListener = (members: readonly MemberEntry[]) => void;
+
+/** What desiredMembers() needs of the sources: their candidates, and whether they are on and listed. */
+export function membershipInput(
+  tables: ReadonlyMap<MembershipSource, SourceTable>,
+  seeds: MembershipInput['seeds'],
+  template: MembershipInput['template'],
+): MembershipInput {
+  const all = [...tables.values()];
+  return { seeds, candidates: candidatesOf(all), enabled: all.length > 0, synced: all.every((t) => t.synced), template };
+}

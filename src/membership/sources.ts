@@ -5,7 +5,6 @@
 import { isIP } from 'node:net';
 import type { MembershipSource } from '../config/schema.js';
 import type { WatchChange } from '../kube/watch.js';
-import type { MembershipInput } from './members.js';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../kubernetes-service/publication.js';
 
 export const NODES_PATH = '/api/v1/nodes';
@@ -161,14 +160,4 @@ export function withSourceChange(
   const next = new Map(tables);
   next.set(source, table);
   return { tables: next, skipped };
-}
-
-/** What members.ts desiredMembers() needs of the sources: their candidates, and whether they are on and listed. */
-export function membershipInput(
-  tables: ReadonlyMap<MembershipSource, SourceTable>,
-  seeds: MembershipInput['seeds'],
-  template: MembershipInput['template'],
-): MembershipInput {
-  const all = [...tables.values()];
-  return { seeds, candidates: candidatesOf(all), enabled: all.length > 0, synced: all.every((t) => t.synced), template };
 }

@@ -200,7 +200,7 @@ export interface ConfigState {
   readonly lastReloadSucceeded: boolean;
 }
 
-/** Config reloads (src/reload.ts): counted by result; the generation and the last result as gauges. */
+/** Config reloads (src/app/reload.ts): counted by result; the generation and the last result as gauges. */
 export class ConfigMetrics {
   private readonly reloads: Counter;
 

@@ -13,7 +13,7 @@ import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } 
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
-import { runSliced } from '../discovery/slice-runner.js';
+import { runSliced } from '../util/slice-runner.js';
 import type { FastTable } from '../routing/fast-path.js';
 
 /** What telemetry reads from discovery; DiscoveryService implements it. */
@@ -41,7 +41,7 @@ export interface Telemetry {
   /** Bound port of the Prometheus endpoint, once started. */
   prometheusPort(): number | null;
   forceFlush(): Promise<void>;
-  /** A config reload ended (src/reload.ts): counted, and the generation now running. */
+  /** A config reload ended (src/app/reload.ts): counted, and the generation now running. */
   recordReload(result: ReloadResultName, generation: number): void;
   /** Decisions made in ext_proc worker processes (workers/), counted as the main process's are. */
   recordTallies(tallies: readonly DecisionTally[], routeErrors: number): void;

@@ -8,7 +8,7 @@ import { combineObservers, createLogObserver, type DecisionObserver } from '../e
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
 import { stateClientIdentity } from '../identity/client-identity.js';
-import { createLogger } from '../log.js';
+import { createLogger } from '../util/log.js';
 import { createRouter, type RequestRouter } from '../routing/router.js';
 import { createDecisionSpans, serverAddresses } from '../telemetry/decision-spans.js';
 import type { DecisionTally } from '../telemetry/metrics.js';

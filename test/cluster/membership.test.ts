@@ -14,7 +14,7 @@ import { freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/membership/identity-leases.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 import { ownLab } from '../helpers/cluster-lab.js';
 import { jsonLinesSince, logMark } from '../helpers/log-since.js';

@@ -26,7 +26,7 @@ import { claimLabSlot } from '../../harness/lab/slots.js';
 import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import { TcpBalancer } from '../../harness/lab/tcp-balancer.js';
 import { LabNode, nodeUser } from '../../harness/node/node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import { HeldExecs, type HeldSession } from '../helpers/held-sessions.js';
 import { allowList, runInClusterJob, type JobRun } from '../helpers/in-cluster-job.js';

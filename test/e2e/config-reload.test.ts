@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';

@@ -21,7 +21,7 @@ import { EXTPROC_SERVICE_NAME, HEALTH_PATH, REASON_HEADER } from '../../src/cons
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy/process.js';
 import { loadProtos } from '../../src/extproc/proto.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { issueCert } from '../../harness/openssl.js';
 import { FakeCluster, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { FakeApiServer, FakeCluster, BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { createSkewgate, type Skewgate } from '../../src/app.js';
+import { createSkewgate, type Skewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
@@ -18,7 +18,7 @@ import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/membership/sources
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/util/log.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
 import { AskRounds, firstRound, transitions, type Round } from '../helpers/ask-rounds.js';
 import { eventually } from '../helpers/http.js';

@@ -11,7 +11,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { parseConfig } from '../../src/config/load.js';
 import { type Config } from '../../src/config/schema.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { createExtProcServer } from '../../src/extproc/server.js';
 import { createPki, type Pki } from '../../harness/fake/pki.js';
 import type { RequestRouter } from '../../src/routing/router.js';

@@ -5,7 +5,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
-import { createSkewgate } from '../../src/app.js';
+import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type Config } from '../../src/config/schema.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';

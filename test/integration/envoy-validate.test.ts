@@ -13,7 +13,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { scratchDir, sharedPki, testConfig } from '../helpers/envoy-fixtures.js';
 
 const execFileP = promisify(execFile);

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { createSkewgate, type Skewgate } from '../../src/app.js';
+import { createSkewgate, type Skewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type Config } from '../../src/config/schema.js';
 import { EXTPROC_SERVICE_NAME, UPSTREAM_HEADER } from '../../src/constants.js';

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { parseDays, sanEntry } from '../../src/cli/gateway-cert.js';
 import { certificateNames } from '../../src/pki/der.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { checkServingTls } from '../../src/config/tls.js';
 import { parseConfig } from '../../src/config/load.js';
 import { issueCert } from '../../harness/openssl.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configJsonSchema } from '../../src/config/schema.js';
 import { parseConfig } from '../../src/config/load.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 
 const published = JSON.parse(readFileSync(join(packageRoot(), 'docs/skewgate-config.schema.json'), 'utf8')) as Record<string, unknown>;
 const fresh = configJsonSchema();

@@ -23,7 +23,7 @@ import {
   renderBootstrap,
 } from '../../src/envoy/bootstrap.js';
 import { CDS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers } from '../../src/envoy/xds.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { skewgateRbac } from '../../harness/lab/rbac.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import {

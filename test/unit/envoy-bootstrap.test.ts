@@ -35,7 +35,7 @@ import {
 } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { arr, at, obj, type Obj } from '../helpers/json.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 
 interface Opts {
   failureMode?: 'open' | 'closed';

@@ -7,7 +7,7 @@ import { type Config } from '../../src/config/schema.js';
 import type { RoundListener } from '../../src/discovery/events.js';
 import { initialSnapshot } from '../../src/discovery/snapshot.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/reload.js';
+import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/app/reload.js';
 import { captureLogs, resultOf } from '../helpers/extproc-client.js';
 
 /** A discovery service whose start is released by the test (or at once). */

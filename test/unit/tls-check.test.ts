@@ -10,7 +10,7 @@ import { stringify } from 'yaml';
 import { ConfigError } from '../../src/config/problems.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type Config } from '../../src/config/schema.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { checkConfig } from '../../src/config/check.js';
 import { checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems, tlsProblems } from '../../src/config/tls.js';
 import { issueCert, type KeyPairFiles } from '../../harness/openssl.js';

@@ -4,14 +4,14 @@
 // once. Until then, and whenever a reload is refused or fails, the running pair keeps deciding: a
 // request is never without a router. The ext_proc server and telemetry hold the stable facades
 // below and never see the swap.
-import type { Logger } from './log.js';
-import { ConfigError, type ConfigProblem } from './config/problems.js';
-import { type Config } from './config/schema.js';
-import { changesEnvoyUpstreams, reloadPlan } from './config/diff.js';
-import type { RoundListener } from './discovery/events.js';
-import type { Snapshot } from './discovery/types.js';
-import type { RequestRouter } from './routing/router.js';
-import type { DiscoverySource } from './telemetry/telemetry.js';
+import type { Logger } from '../util/log.js';
+import { ConfigError, type ConfigProblem } from '../config/problems.js';
+import { type Config } from '../config/schema.js';
+import { changesEnvoyUpstreams, reloadPlan } from '../config/diff.js';
+import type { RoundListener } from '../discovery/events.js';
+import type { Snapshot } from '../discovery/types.js';
+import type { RequestRouter } from '../routing/router.js';
+import type { DiscoverySource } from '../telemetry/telemetry.js';
 
 /** What a reload did; `generation` is the config generation running afterwards (1 at start). */
 export type ReloadResult =

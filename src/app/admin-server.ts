@@ -5,13 +5,13 @@
 import { chmod, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import { ExplainInputError, type Explanation, type ExplainRequest } from '../inspect/explanation.js';
 import type { GatewayStatus } from '../inspect/status.js';
 import type { SkewReport } from '../inspect/skew-report.js';
-import { clearStaleSocket } from '../unix-socket.js';
+import { clearStaleSocket } from '../util/unix-socket.js';
 import { formatAdminAddress, parseAdminAddress } from '../config/admin-address.js';
-import { ADMIN_PATHS } from './paths.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 
 export interface AdminHandlers {
   status(): GatewayStatus;

@@ -1,4 +1,4 @@
-// Asks a running gateway's admin endpoint (admin/server.ts): `skewgate status|skew|explain`.
+// Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain`.
 import { Agent, request } from 'undici';
 import { adminTarget, parseAdminAddress } from '../config/admin-address.js';
 
