@@ -7,7 +7,7 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { withMachineLock } from '../harness/lab/machine-lock.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/util/package-root.js';
 import { NO_ANSWER, type Accounting } from '../test/load/accounting.js';
 import type { ClientCheck } from '../test/load/clients.js';
 import type { FaultRow } from '../test/load/faults.js';

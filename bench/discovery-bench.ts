@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MEDIA_AGGREGATED_V2 } from '../src/constants.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/util/package-root.js';
 import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../src/discovery/merge.js';
 import { deepFreezeJson } from '../src/discovery/freeze.js';
 import { parseAggregatedDiscovery } from '../src/discovery/parse.js';

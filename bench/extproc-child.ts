@@ -2,7 +2,7 @@
 // its process so that its CPU time (process.cpuUsage) is skewgate's and nothing else's.
 import { pino } from 'pino';
 import { createExtProcServer } from '../src/extproc/server.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/util/log.js';
 import { createRouter } from '../src/routing/router.js';
 import { serveParent } from './child-ipc.js';
 import type { CpuSample, ExtProcChildReady } from './protocol.js';

@@ -3,7 +3,7 @@
 // verification of a certificate skewgate has not seen yet.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/util/package-root.js';
 import { responseFor } from '../src/extproc/responses.js';
 import { ClientIdentityVerifier, parsePemCertificates, stateClientIdentity, type ClientTrust } from '../src/identity/client-identity.js';
 import { createRouter } from '../src/routing/router.js';

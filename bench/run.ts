@@ -4,7 +4,7 @@
 // itself, and writes .cache/RESULTS.quick.md instead (its numbers are not results).
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot } from '../src/util/package-root.js';
 import { stopAllChildren } from './child-ipc.js';
 import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';

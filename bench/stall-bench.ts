@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createPki, type Pki } from '../harness/fake/index.js';
 import { MEDIA_AGGREGATED_V2 } from '../src/constants.js';
-import { DEFAULT_SLICE_BUDGET_MS } from '../src/discovery/slice-runner.js';
+import { DEFAULT_SLICE_BUDGET_MS } from '../src/util/slice-runner.js';
 import { createExtProcClient, requestHeadersMessage, type ExtProcTestClient } from '../test/helpers/extproc-client.js';
 import { forkChild } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';

@@ -2,11 +2,11 @@
 // alone in their process, so that a stall of its event loop shows in the parent's probe.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pino } from 'pino';
-import type { ApiServerSettings } from '../src/discovery/credentials.js';
+import type { ApiServerSettings } from '../src/kube/credentials.js';
 import { DiscoveryService } from '../src/discovery/service.js';
-import { runSliced } from '../src/discovery/slice-runner.js';
+import { runSliced } from '../src/util/slice-runner.js';
 import { createExtProcServer, type ExtProcServer } from '../src/extproc/server.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/util/log.js';
 import { createRouter } from '../src/routing/router.js';
 import { SkewTracker } from '../src/telemetry/skew-diff.js';
 import { serveParent } from './child-ipc.js';

@@ -2,9 +2,9 @@
 // the main process's server and the worker processes (src/workers/pool.ts), all deciding on the
 // synthetic snapshot, which reaches the workers the way every published snapshot does.
 import { pino } from 'pino';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/config/load.js';
 import { createExtProcServer, extprocLimits } from '../src/extproc/server.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/util/log.js';
 import { createRouter } from '../src/routing/router.js';
 import { ExtProcWorkers } from '../src/workers/pool.js';
 import { serveParent } from './child-ipc.js';

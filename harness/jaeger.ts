@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { requireExecutable } from '../src/find-binary.js';
-import { packageRoot } from '../src/package-root.js';
-import { TOOLS_DIR_ENV } from '../src/tools-dir.js';
+import { requireExecutable } from '../src/util/find-binary.js';
+import { packageRoot } from '../src/util/package-root.js';
+import { TOOLS_DIR_ENV } from '../src/util/tools-dir.js';
 import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from './lab/versions.js';
 
 export class JaegerNotFoundError extends Error {

@@ -3,7 +3,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { EXIT_OK } from '../../src/constants.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { renderComposeFiles } from '../compose/render.js';
 import { readComposeVersions } from '../compose/versions.js';
 

@@ -1,5 +1,5 @@
 // `skewgate-lab envoy-baseline --config F [--service-name N]`: the baseline Envoy's bootstrap on stdout.
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { EXIT_OK } from '../../src/constants.js';
 import { renderBaselineYaml } from '../compose/baseline.js';
 

@@ -3,9 +3,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { parseConfig, type Config } from '../../src/config.js';
-import { createLogger, type Logger } from '../../src/log.js';
-import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app.js';
+import { parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
+import { createLogger, type Logger } from '../../src/util/log.js';
+import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app/skewgate.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';

@@ -9,12 +9,12 @@ import { dirname, join, resolve } from 'node:path';
 import { checkServerIdentity } from 'node:tls';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { HEALTH_PATH } from '../../src/constants.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { findEnvoyBinary } from '../../src/envoy/process.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 import {
   APISERVER_STOP_GRACE_MS,

@@ -2,9 +2,9 @@
 // puts the binaries built from them.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { requireExecutable } from '../../src/find-binary.js';
-import { packageRoot } from '../../src/package-root.js';
-import { TOOLS_DIR_ENV, toolsDir } from '../../src/tools-dir.js';
+import { requireExecutable } from '../../src/util/find-binary.js';
+import { packageRoot } from '../../src/util/package-root.js';
+import { TOOLS_DIR_ENV, toolsDir } from '../../src/util/tools-dir.js';
 
 export interface LabVersions {
   readonly kubeOld: string;

@@ -1,6 +1,6 @@
 // `skewgate envoy-config`: the Envoy bootstrap for a config, on stdout; with envoy.xds, also the
 // seed cluster and route files Envoy starts from, where none are yet.
-import { checkConfig } from '../config-check.js';
+import { checkConfig } from '../config/check.js';
 import { renderBootstrapYaml } from '../envoy/render.js';
 import { writeSeedXds } from '../envoy/xds-files.js';
 import { EXIT_OK } from '../constants.js';

@@ -4,7 +4,7 @@
 // function over a discovery round of this command's own (inspect/explanation.ts).
 import { readFile } from 'node:fs/promises';
 import { EXIT_BAD_CONFIG, EXIT_OK } from '../constants.js';
-import { ADMIN_PATHS } from '../admin/paths.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import { ClientCaError, loadClientTrust } from '../identity/client-ca.js';
 import { ClientIdentityVerifier, stateClientIdentity } from '../identity/client-identity.js';
 import { explainRequest, ExplainInputError, requestHeaders, type Explanation, type ExplainRequest } from '../inspect/explanation.js';

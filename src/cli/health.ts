@@ -3,7 +3,7 @@
 // socket) or an operator. With --envoy, also Envoy's own readiness (GET /ready on its admin
 // address, which may listen on loopback only). Exit 0 when all is well, 1 otherwise.
 import * as grpc from '@grpc/grpc-js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/load.js';
 import { EXIT_OK, EXIT_PROBLEMS, EXTPROC_SERVICE_NAME } from '../constants.js';
 import { loadProtos } from '../extproc/proto.js';
 

@@ -1,12 +1,13 @@
 // Shared by the inspection commands: the running gateway's answer (its admin endpoint), or one
 // round of discovery of their own, no watch, then close; and how they print.
 import { stringify as stringifyYaml } from 'yaml';
-import { loadConfig, type Config } from '../config.js';
-import { createLogger, type LogFormat, type Logger } from '../log.js';
+import { loadConfig } from '../config/load.js';
+import { type Config } from '../config/schema.js';
+import { createLogger, type LogFormat, type Logger } from '../util/log.js';
 import { DiscoveryService } from '../discovery/service.js';
 import type { Snapshot } from '../discovery/types.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
-import { AdminRefusedError, AdminUnreachableError, askGateway } from '../admin/client.js';
+import { AdminRefusedError, AdminUnreachableError, askGateway } from './admin-client.js';
 
 export interface OneShot {
   readonly config: Config;

@@ -1,16 +1,15 @@
 // `skewgate serve`: run until SIGTERM, SIGINT or SIGQUIT, then shut down gracefully and exit 0.
-// SIGHUP, or a change of the config file, reloads the config without a restart (src/reload.ts).
+// SIGHUP, or a change of the config file, reloads the config without a restart (src/app/reload.ts).
 import { resolve } from 'node:path';
-import { loadConfig } from '../config.js';
-import { checkConfig } from '../config-check.js';
-import { watchConfigFile } from '../config-watch.js';
-import { createLogger } from '../log.js';
-import { createSkewgate, drainTime } from '../app.js';
+import { checkConfig } from '../config/check.js';
+import { watchConfigFile } from '../app/config-watch.js';
+import { createLogger } from '../util/log.js';
+import { createSkewgate, drainTime } from '../app/skewgate.js';
 import { EXIT_OK } from '../constants.js';
-import { fileStamp } from '../file-stamp.js';
-import type { Config } from '../config.js';
-import type { LogFormat } from '../log.js';
-import { skewgateVersion } from '../version.js';
+import { fileStamp } from '../util/file-stamp.js';
+import type { Config } from '../config/schema.js';
+import type { LogFormat } from '../util/log.js';
+import { skewgateVersion } from '../util/version.js';
 
 /** Each of these drains (never an immediate exit); a second one during the drain is only logged. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT'];
@@ -31,7 +30,8 @@ export async function runServe(configFile: string, logFormat?: LogFormat): Promi
   logger.info({ version: skewgateVersion(), node: process.version, pid: process.pid, config: config.source }, 'skewgate starting');
   const app = createSkewgate(config, logger);
   // The file is read again when the reload runs: reloads asked for meanwhile merge into one.
-  const reload = (trigger: string): void => void app.reload(() => withLogFormat(loadConfig(config.source), logFormat), { trigger });
+  const reload = (trigger: string): void =>
+    void app.reload(async () => withLogFormat(await checkConfig(config.source, 'serve'), logFormat), { trigger });
   const watch = watchConfigFile(config.source, { stamp, logger, onChange: () => reload('file changed') });
   process.on('SIGHUP', () => void watch.markSeen().then(() => reload('SIGHUP')));
   let stopping = false;

@@ -6,7 +6,7 @@
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import type { SkewRow } from '../routing/skew.js';
 import { skewReport, type SkewReport } from '../inspect/skew-report.js';
-import { ADMIN_PATHS } from '../admin/paths.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import { membershipLines } from './membership-lines.js';
 import {
   formatTable,

@@ -3,7 +3,7 @@
 // config generations, the skew. Exit 0: every member ready with a fresh view and nothing
 // unaccounted for; 1: a problem listed (or the gateway does not answer); 2: bad usage or config.
 import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
-import { ADMIN_PATHS } from '../admin/paths.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import type { GatewayStatus } from '../inspect/status.js';
 import { membershipLines } from './membership-lines.js';
 import { formatTable, fromGatewayOrDiscovery, structured, type GatewaySource } from './one-shot.js';

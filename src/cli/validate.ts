@@ -1,10 +1,10 @@
 // `skewgate validate`: the config with every check serve and envoy-config run, Envoy's TLS files
 // included (exit 2), then files, reachability, TLS and credentials per apiserver (exit 1).
 import { accessSync, constants as fsc } from 'node:fs';
-import { checkConfig } from '../config-check.js';
+import { checkConfig } from '../config/check.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { membershipView } from '../inspect/membership-view.js';
-import type { LogFormat } from '../log.js';
+import type { LogFormat } from '../util/log.js';
 import { formatTable, oneShotLogger, structured, withOneShotDiscovery } from './one-shot.js';
 
 /** What `validate -o json|yaml` prints. */

@@ -4,7 +4,7 @@
 // empty one, unknown fields are dropped, and the struct field order decides the output order.
 // Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
 // meta/v1 at v0.36. Pure.
-import { runToEnd, type Sliced } from './sliced.js';
+import { runToEnd, type Sliced } from '../util/sliced.js';
 
 export interface GroupVersionKind {
   readonly group: string;

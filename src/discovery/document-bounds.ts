@@ -2,17 +2,11 @@
 // of a document whose download failed, and which documents are flagged as bloated. Pure: numbers
 // in, numbers and messages out (the client and the service do the I/O and the logging).
 
-/** The config key of the cap, named in every error and log line about it. */
-export const MAX_DOCUMENT_BYTES_KEY = 'discovery.maxDocumentBytes';
-
 /**
  * A document above this share of the cap is flagged: at half the cap, a cluster that doubles its
  * APIs would start failing discovery, and the operator should hear of it before that.
  */
 export const BLOAT_SHARE = 0.5;
-
-/** Error answers are read only for their Status message (200 characters of it are kept). */
-export const ERROR_BODY_BYTES = 64 * 1024;
 
 /** The size above which a document is flagged as bloated. */
 export function bloatThreshold(maxDocumentBytes: number): number {
@@ -28,24 +22,6 @@ export function bloatThreshold(maxDocumentBytes: number): number {
 export function downloadBackoffMs(failures: number, intervalMs: number, maxMs: number): number {
   if (failures <= 1) return 0;
   return Math.max(intervalMs, Math.min(maxMs, intervalMs * 2 ** Math.min(failures - 2, 30)));
-}
-
-/** What showed a body too large: its Content-Length (nothing read), or the bytes read before stopping. */
-export type Oversize = { readonly contentLength: number } | { readonly read: number };
-
-export function tooLargeMessage(method: string, url: string, limit: number, seen: Oversize): string {
-  const how =
-    'contentLength' in seen
-      ? `its Content-Length is ${seen.contentLength} bytes, not read`
-      : `the download was stopped after ${seen.read} bytes`;
-  return `${method} ${url}: the body is larger than ${MAX_DOCUMENT_BYTES_KEY} (${limit} bytes): ${how}; raise ${MAX_DOCUMENT_BYTES_KEY} if the document is genuine`;
-}
-
-/** A Content-Length header as a byte count; null when absent or not a plain decimal. */
-export function contentLength(header: string | null): number | null {
-  if (header === null || !/^\s*\d+\s*$/.test(header)) return null;
-  const n = Number(header);
-  return Number.isSafeInteger(n) ? n : null;
 }
 
 export interface BloatChange {

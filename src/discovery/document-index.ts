@@ -4,9 +4,16 @@
 // serves, and an OpenAPI document whose hash matches the index it came from
 // (docs/design.md, "Discovery-like documents"). Built from the views alone, with the snapshot.
 import { frozenMap, frozenSet } from './freeze.js';
-import { sameOpenApiIndex } from './parse.js';
-import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
-import { gvKey, type ResourceCapability, type ServerState, type ServerView } from './types.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import {
+  gvKey,
+  sameOpenApiIndex,
+  type DocumentIndex,
+  type ScopeCoverage,
+  type ResourceCapability,
+  type ServerState,
+  type ServerView,
+} from './types.js';
 
 /** Every group/version and every resource, verb and subresource: /openapi/v2, the OpenAPI v3 index, /apis in any aggregated form. */
 export const SCOPE_ALL = 'all';
@@ -21,25 +28,6 @@ export function groupScope(group: string): string {
 /** The resources of one group/version: /api/v1, /apis/<g>/<v> (APIResourceList), /openapi/v3/apis/<g>/<v>. */
 export function groupVersionScope(group: string, version: string): string {
   return `gv:${gvKey(group, version)}`;
-}
-
-/** How the servers' views compare within one scope. */
-export interface ScopeCoverage {
-  /** Servers whose view has anything in the scope. */
-  readonly serving: ReadonlySet<string>;
-  /** Server → the servers whose content in the scope it holds entirely (itself included). */
-  readonly covers: ReadonlyMap<string, ReadonlySet<string>>;
-  /** Server → how many items of the scope it holds: the fullest is taken when none holds all. */
-  readonly items: ReadonlyMap<string, number>;
-}
-
-export interface DocumentIndex {
-  /** Scope key (SCOPE_ALL, SCOPE_GROUPS, groupScope(), groupVersionScope()) → coverage. */
-  readonly scopes: ReadonlyMap<string, ScopeCoverage>;
-  /** OpenAPI v3 document path ("api/v1") → hash → the servers whose index lists that hash. */
-  readonly openapi: ReadonlyMap<string, ReadonlyMap<string, ReadonlySet<string>>>;
-  /** Every server with a view lists the same OpenAPI v3 index (same paths, same hashes). */
-  readonly openapiIdentical: boolean;
 }
 
 export const EMPTY_DOCUMENT_INDEX: DocumentIndex = Object.freeze({

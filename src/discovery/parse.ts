@@ -1,9 +1,9 @@
 // Pure parsing of kube-apiserver discovery documents into a ServerView. Documents come from the
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
-import { type ResourceCapability, type ServerView, gvKey, gvrKey } from './types.js';
+import { type ResourceCapability, type ServerView, gvKey, gvrKey, sameOpenApiIndex } from './types.js';
 import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
-import { runToEnd, STEP_EVERY, type Sliced } from './sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 
 export class DiscoveryDocumentError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT';
@@ -346,14 +346,6 @@ export function parseOpenApiV3Index(doc: unknown): ReadonlyMap<string, string> {
     out.set(path, hash);
   }
   return frozenMap(out);
-}
-
-/** Same OpenAPI v3 index: the same paths with the same hashes (both absent counts as the same). */
-export function sameOpenApiIndex(a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined): boolean {
-  if (a === b) return true;
-  if (!a || !b || a.size !== b.size) return false;
-  for (const [path, hash] of a) if (b.get(path) !== hash) return false;
-  return true;
 }
 
 /**

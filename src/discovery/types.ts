@@ -1,6 +1,5 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
-import type { DocumentIndex } from './document-index.js';
-import type { Membership } from './identity-leases.js';
+import type { Membership } from '../membership/identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
 export interface ResourceCapability {
@@ -104,4 +103,31 @@ export function gvKey(group: string, version: string): string {
 
 export function gvrKey(group: string, version: string, resource: string): string {
   return `${group}/${version}/${resource}`;
+}
+
+/** How the servers' views compare within one scope. */
+export interface ScopeCoverage {
+  /** Servers whose view has anything in the scope. */
+  readonly serving: ReadonlySet<string>;
+  /** Server → the servers whose content in the scope it holds entirely (itself included). */
+  readonly covers: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Server → how many items of the scope it holds: the fullest is taken when none holds all. */
+  readonly items: ReadonlyMap<string, number>;
+}
+
+export interface DocumentIndex {
+  /** Scope key (SCOPE_ALL, SCOPE_GROUPS, groupScope(), groupVersionScope()) → coverage. */
+  readonly scopes: ReadonlyMap<string, ScopeCoverage>;
+  /** OpenAPI v3 document path ("api/v1") → hash → the servers whose index lists that hash. */
+  readonly openapi: ReadonlyMap<string, ReadonlyMap<string, ReadonlySet<string>>>;
+  /** Every server with a view lists the same OpenAPI v3 index (same paths, same hashes). */
+  readonly openapiIdentical: boolean;
+}
+
+/** Same OpenAPI v3 index: the same paths with the same hashes (both absent counts as the same). */
+export function sameOpenApiIndex(a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.size !== b.size) return false;
+  for (const [path, hash] of a) if (b.get(path) !== hash) return false;
+  return true;
 }

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { Snapshot } from '../discovery/types.js';
 import { compileFastPath, FAST_PATH_MARGIN_MS, fastBodyHolds, fastBodySteps, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
-import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
+import { runSliced, sliceBudget } from '../util/slice-runner.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
 export interface FastPathWriter {

@@ -6,8 +6,8 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { findBinary } from '../find-binary.js';
-import { TOOLS_DIR_ENV, toolsDir } from '../tools-dir.js';
+import { findBinary } from '../util/find-binary.js';
+import { TOOLS_DIR_ENV, toolsDir } from '../util/tools-dir.js';
 
 /** Where scripts/install-envoy.sh puts the binary, relative to the tools directory. */
 export const ENVOY_BIN_IN_TOOLS = 'envoy/current/envoy/_bin/envoy';

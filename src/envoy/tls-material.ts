@@ -6,8 +6,8 @@
 // reads them again — a renewal served with no restart, and skewgate never reads a private key. Pure.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { Config } from '../config.js';
-import type { FileFields } from '../config-files.js';
+import type { Config } from '../config/schema.js';
+import { servingPair } from '../config/files.js';
 import type { JsonObject, PathFn } from './json.js';
 
 export const SDS_SUBDIR = 'sds';
@@ -34,12 +34,6 @@ export function caSecretName(caFile: string): string {
 /** The folder of the SDS files, or null when Envoy reads the files itself (no envoy.xds). */
 export function sdsDirectory(config: Config): string | null {
   return config.envoy.xds ? join(config.envoy.xds.directory, SDS_SUBDIR) : null;
-}
-
-/** The gateway's serving certificate and key (envoy.tls), when both are given: `serve` needs neither. */
-export function servingPair(config: Pick<FileFields, 'envoy'>): CertificatePair | undefined {
-  const { certFile, keyFile } = config.envoy.tls;
-  return certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile };
 }
 
 /** Every certificate and CA bundle the bootstrap and the xDS files reference, each once. */

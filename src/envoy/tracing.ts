@@ -1,9 +1,9 @@
 // Envoy's own tracer (OpenTelemetry): the connection manager's tracing section and the cluster of
 // the OTLP collector it exports to, rendered from the config's telemetry.tracing. Pure.
 import { isIP } from 'node:net';
-import type { Config } from '../config.js';
+import type { Config } from '../config/schema.js';
 import { BootstrapError, type JsonObject, type PathFn } from './json.js';
-import { ENVOY_TRACING_CA_REQUIRED } from './requirements.js';
+import { ENVOY_TRACING_CA_REQUIRED, tracesEnvoy } from '../config/envoy-rules.js';
 
 /** The OTLP collector Envoy's own tracer exports to (rendered only when tracing is configured). */
 export const OTEL_CLUSTER = 'skewgate-otel';
@@ -20,11 +20,6 @@ const OTLP_DEFAULT_ENDPOINT = { grpc: 'http://localhost:4317', http: 'http://loc
 export function envoyTracing(config: Config): TracingConfig | null {
   const t = config.telemetry.tracing;
   return tracesEnvoy(t) ? t : null;
-}
-
-/** The rule of envoyTracing, also for the config's validation (which sees the fields unparsed). */
-export function tracesEnvoy(t: { readonly envoy?: unknown; readonly enabled?: unknown }): boolean {
-  return (t.envoy ?? t.enabled === true) === true;
 }
 
 interface OtlpEndpoint {

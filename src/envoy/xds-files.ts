@@ -9,12 +9,12 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from '
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ApiServerConfig, Config } from '../config.js';
-import type { MemberEntry } from '../discovery/service.js';
+import type { ApiServerConfig, Config } from '../config/schema.js';
+import type { MemberEntry } from '../membership/members.js';
 import { renderPath, type JsonObject } from './json.js';
 import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
 import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
-import { runSliced, sliceBudget } from '../discovery/slice-runner.js';
+import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import { fastPathRoutesSteps } from './fast-routes.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { packageRoot } from '../package-root.js';
+import { packageRoot } from '../util/package-root.js';
 
 export const EXTPROC_PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto';
 export const HEALTH_PROTO_FILE = 'grpc/health/v1/health.proto';

@@ -3,7 +3,7 @@
 import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { LogThrottle } from '../log-throttle.js';
+import type { LogThrottle } from '../util/log-throttle.js';
 import { isLongRunning } from '../k8s/long-running.js';
 import type { RequestRouter, RoutingResult } from '../routing/router.js';
 import { headerMapToMap } from './headers.js';

@@ -2,8 +2,8 @@
 // against, re-read when the file changes so that a CA rotation needs no restart. A bundle that no
 // longer parses is logged and the last good one kept. The only I/O of the identity module.
 import { readFile } from 'node:fs/promises';
-import type { Logger } from '../log.js';
-import { fileStamp } from '../file-stamp.js';
+import type { Logger } from '../util/log.js';
+import { fileStamp } from '../util/file-stamp.js';
 import { ClientIdentityVerifier, parsePemCertificates, type ClientTrust } from './client-identity.js';
 
 export class ClientCaError extends Error {

@@ -1,7 +1,7 @@
 // Pure: how status, explain and skew describe the membership: the members learnt and draining,
 // the apiservers being probed, and the live apiservers no member matches. The same object on the
 // admin endpoint and in `-o json`.
-import { liveUnmatched } from '../discovery/identity-leases.js';
+import { liveUnmatched } from '../membership/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 
 export interface MembershipView {

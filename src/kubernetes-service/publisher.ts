@@ -6,8 +6,9 @@
 import { hostname } from 'node:os';
 import { request } from 'undici';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import { sendJson, type ServerTarget } from '../discovery/client.js';
+import type { Config } from '../config/schema.js';
+import { sendJson } from '../kube/requests.js';
+import { type ServerTarget } from '../kube/transport.js';
 import type { Snapshot } from '../discovery/types.js';
 import { isHealthy } from '../routing/freshness.js';
 import {

@@ -10,7 +10,7 @@
 // it over the rendered Envoy routes.
 import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
 import { isFresh, isHealthy } from './freshness.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
 /**
@@ -158,7 +158,7 @@ export function fastBody(snap: Snapshot): FastBody {
   return runToEnd(fastBodySteps(snap));
 }
 
-/** fastBody as a sliced computation (discovery/sliced.ts): a walk over every resource pauses. */
+/** fastBody as a sliced computation (util/sliced.ts): a walk over every resource pauses. */
 export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
   let n = 0;
   const servers = Object.freeze(snap.servers.map((s) => s.name));

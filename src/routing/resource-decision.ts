@@ -6,7 +6,7 @@ import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/types.js';
 import { pickAtRandom, type DecideOptions, type Decision } from './decision.js';
 import { isFresh, isHealthy } from './freshness.js';
-import { liveUnmatched } from '../discovery/identity-leases.js';
+import { liveUnmatched } from '../membership/identity-leases.js';
 
 const NO_CANDIDATES: readonly string[] = Object.freeze([]);
 

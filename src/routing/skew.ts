@@ -1,5 +1,5 @@
 // Which resources are not served by every apiserver: the table behind `skewgate skew`. Pure.
-import { runToEnd, STEP_EVERY, type Sliced } from '../discovery/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 import type { Snapshot } from '../discovery/types.js';
 
 export interface SkewRow {

@@ -1,7 +1,7 @@
 // One span per discovery round per apiserver, with events when its view or the skew changed: how
 // an upgrade shows up in Jaeger. Spans are written after the fact, with the round's own times.
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/service.js';
+import type { DiscoveryRoundEvent } from '../discovery/events.js';
 import { diffViews } from '../discovery/parse.js';
 import type { ServerAddress } from './decision-spans.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './names.js';
@@ -81,7 +81,7 @@ export function recordRoundSpan(tracer: Tracer, e: DiscoveryRoundEvent, server: 
       at,
     );
   }
-  // The error names the URL and what failed, never a credential (src/discovery/client.ts).
+  // The error names the URL and what failed, never a credential (src/kube/requests.ts).
   if (e.after.consecutiveFailures > 0) span.setStatus({ code: SpanStatusCode.ERROR, message: e.after.lastError ?? 'discovery failed' });
   span.end(at);
 }

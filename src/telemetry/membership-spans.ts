@@ -3,7 +3,7 @@
 // member changes — a machine added at a new address, or the members catching up — with the sets
 // before and after.
 import { SpanKind, type Tracer } from '@opentelemetry/api';
-import { liveUnmatched } from '../discovery/identity-leases.js';
+import { liveUnmatched } from '../membership/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import { ATTR, ATTR_MEMBERSHIP, EVENT_MEMBERSHIP_CHANGED, SPAN_MEMBERSHIP } from './names.js';
 

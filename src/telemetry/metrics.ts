@@ -1,11 +1,11 @@
 // skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
 // are names from the config; no per-resource or per-path label.
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/service.js';
-import { liveUnmatched } from '../discovery/identity-leases.js';
+import type { DiscoveryRoundEvent } from '../discovery/events.js';
+import { liveUnmatched } from '../membership/identity-leases.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { RoutingResult } from '../routing/router.js';
-import type { ReloadResultName } from '../reload.js';
+import type { ReloadResultName } from './names.js';
 import { METRIC } from './names.js';
 import { fastResourceCount, type FastTable } from '../routing/fast-path.js';
 import type { SkewTracker } from './skew-diff.js';
@@ -45,7 +45,7 @@ export type FetchErrorReason = (typeof FETCH_ERROR_REASONS)[number];
 
 /**
  * The reason of a failed round, from its requests' statuses and the error discovery recorded
- * (messages written by src/discovery/client.ts and parse.ts). Pure.
+ * (messages written by src/kube/requests.ts, src/discovery/fetcher.ts and parse.ts). Pure.
  */
 export function fetchErrorReason(e: DiscoveryRoundEvent): FetchErrorReason {
   const failed = e.requests.find((r) => r.status !== null && r.status >= 400 && r.status !== 404);
@@ -200,7 +200,7 @@ export interface ConfigState {
   readonly lastReloadSucceeded: boolean;
 }
 
-/** Config reloads (src/reload.ts): counted by result; the generation and the last result as gauges. */
+/** Config reloads (src/app/reload.ts): counted by result; the generation and the last result as gauges. */
 export class ConfigMetrics {
   private readonly reloads: Counter;
 

@@ -103,3 +103,6 @@ export const ATTR_MEMBERSHIP = {
 
 /** Samples listed in span events are capped: an upgrade may add hundreds of resources at once. */
 export const SAMPLE_LIMIT = 25;
+
+/** What a config reload did (src/app/reload.ts's results): the skewgate_config_reloads_total label. */
+export type ReloadResultName = 'applied' | 'unchanged' | 'invalid' | 'restart_required' | 'failed';

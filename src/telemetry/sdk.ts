@@ -27,7 +27,7 @@ import { OTLPTraceExporter as OtlpHttpTraceExporter } from '@opentelemetry/expor
 import { OTLPMetricExporter as OtlpGrpcMetricExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { OTLPMetricExporter as OtlpHttpMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { skewgateVersion } from '../version.js';
+import { skewgateVersion } from '../util/version.js';
 import { ATTR, SCOPE } from './names.js';
 import type { OtlpTarget, SamplerSpec, TelemetrySettings } from './settings.js';
 

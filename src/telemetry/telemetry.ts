@@ -1,19 +1,19 @@
 // skewgate's telemetry as the app sees it: a decision observer, a discovery listener, start and
 // shutdown. The SDK (./sdk.js) is imported only on start, and only when something is enabled.
 import type { Logger } from 'pino';
-import type { DiscoveryRoundEvent, RoundListener } from '../discovery/service.js';
+import type { DiscoveryRoundEvent, RoundListener } from '../discovery/events.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
 import { ProcessMetrics } from './process-metrics.js';
-import type { ReloadResultName } from '../reload.js';
+import type { ReloadResultName } from './names.js';
 import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
 import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
 import { SkewTracker } from './skew-diff.js';
-import { runSliced } from '../discovery/slice-runner.js';
+import { runSliced } from '../util/slice-runner.js';
 import type { FastTable } from '../routing/fast-path.js';
 
 /** What telemetry reads from discovery; DiscoveryService implements it. */
@@ -41,7 +41,7 @@ export interface Telemetry {
   /** Bound port of the Prometheus endpoint, once started. */
   prometheusPort(): number | null;
   forceFlush(): Promise<void>;
-  /** A config reload ended (src/reload.ts): counted, and the generation now running. */
+  /** A config reload ended (src/app/reload.ts): counted, and the generation now running. */
   recordReload(result: ReloadResultName, generation: number): void;
   /** Decisions made in ext_proc worker processes (workers/), counted as the main process's are. */
   recordTallies(tallies: readonly DecisionTally[], routeErrors: number): void;

@@ -1,7 +1,7 @@
 // The messages between the main process and its ext_proc worker processes (workers/pool.ts and
 // workers/worker-process.ts). Plain data only: everything crosses the IPC channel by structured
 // clone (Node's 'advanced' serialization).
-import type { Config } from '../config.js';
+import type { Config } from '../config/schema.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
 import type { TelemetrySettings } from '../telemetry/settings.js';
 import type { SnapshotMessage } from './snapshot-transfer.js';

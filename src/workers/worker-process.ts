@@ -2,13 +2,13 @@
 // (copied in over IPC, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
 // logs on the stderr it shares, exports its own decision spans, and hands its decision counts to
 // the main process's metrics. It ends when told to, or when the main process is gone.
-import type { Config } from '../config.js';
+import type { Config } from '../config/schema.js';
 import type { Snapshot } from '../discovery/types.js';
 import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
 import { stateClientIdentity } from '../identity/client-identity.js';
-import { createLogger } from '../log.js';
+import { createLogger } from '../util/log.js';
 import { createRouter, type RequestRouter } from '../routing/router.js';
 import { createDecisionSpans, serverAddresses } from '../telemetry/decision-spans.js';
 import type { DecisionTally } from '../telemetry/metrics.js';

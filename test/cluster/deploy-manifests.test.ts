@@ -19,7 +19,7 @@ import { join, relative } from 'node:path';
 import { Agent, request } from 'undici';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { Lab, freePort, logTail } from '../../harness/lab/lab.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { issueCert } from '../../harness/openssl.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import { obj, type Obj } from '../helpers/json.js';

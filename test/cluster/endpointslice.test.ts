@@ -10,10 +10,10 @@ import { claimLabSlot } from '../../harness/lab/slots.js';
 import { readFile } from 'node:fs/promises';
 import { freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
-import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/discovery/identity-leases.js';
-import { KUBERNETES_SLICES_PATH, KUBERNETES_SLICES_SELECTOR } from '../../src/discovery/member-sources.js';
-import { learntName } from '../../src/discovery/members.js';
+import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
+import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../../src/membership/identity-leases.js';
+import { KUBERNETES_SLICES_PATH, KUBERNETES_SLICES_SELECTOR } from '../../src/membership/sources.js';
+import { learntName } from '../../src/membership/members.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 import { ownLab } from '../helpers/cluster-lab.js';
 

@@ -30,7 +30,7 @@ import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { removeLoopbackAlias } from '../../harness/lab/net.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { faultTable, phaseTable, problemsTable, render, timelineTable, writeClusterPart } from '../../bench/cluster-results.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { account, isProblem, judge404, UNAVAILABLE_REASON, total, type AccountingRules } from '../load/accounting.js';
 import { faultRows, type FaultMark, type FaultRow } from '../load/faults.js';
 import { certainlyInGap, describe503, gatewayGaps, skewgateLogRecords, unexplained503s } from '../load/gateway-view.js';
@@ -168,7 +168,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       );
       const marks: FaultMark[] = [];
       const notes: string[] = [];
-      // The bounds the verdicts use, read from the gateway's own config (src/config.ts defaults).
+      // The bounds the verdicts use, read from the gateway's own config (src/config/schema.ts defaults).
       const config = loadConfig(gw.configFile);
       const connectTimeoutMs = config.envoy.connectTimeout;
       const localLog = lab.logFile(`skewgate-${GATEWAY}`);

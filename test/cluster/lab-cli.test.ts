@@ -15,7 +15,7 @@ import { freePort } from '../../harness/lab/net.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { LAB_MAX_SLOT } from '../../harness/lab/addresses.js';
 import { requireNodeParts } from '../../harness/node/lab-node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 
 t.setTimeout(8 * 60_000);

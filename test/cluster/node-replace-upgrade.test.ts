@@ -10,7 +10,7 @@
 // and what is judged: test/helpers/node-upgrade-run.ts and node-upgrade-results.ts.
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
-import { learntName } from '../../src/discovery/members.js';
+import { learntName } from '../../src/membership/members.js';
 import { skewgateLogRecords } from '../load/gateway-view.js';
 import { controlPlaneNode } from '../helpers/k8s-objects.js';
 import { LEASE_SECONDS } from '../helpers/node-lab.js';

@@ -16,7 +16,7 @@ import { Agent, request } from 'undici';
 import { Lab, type GatewayInfo, freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
-import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discovery/merge.js';
 import { negotiateApis } from '../../src/routing/discovery-accept.js';
 import { requireLabParts } from '../helpers/lab-parts.js';

@@ -29,7 +29,7 @@ import { Lab } from '../../harness/lab/lab.js';
 import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import { claimLabSlot } from '../../harness/lab/slots.js';
 import { LabNode, NODES_GROUP, nodeUser } from '../../harness/node/node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { requireHelm } from '../helpers/helm.js';
 import { labNodeOptions, requireNodeParts } from '../../harness/node/lab-node.js';
 import { requireLabParts } from '../helpers/lab-parts.js';

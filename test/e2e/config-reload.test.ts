@@ -1,5 +1,6 @@
 // `skewgate serve` as an operator runs it, reloading its config without a restart: an invalid
-// file and SIGHUP keep the running config (an error line, the metrics say so); a valid file
+// file and SIGHUP keep the running config (an error line, the metrics say so), and so does a file
+// whose TLS material the start would refuse (the same check runs at start and on reload); a valid file
 // written in place of it, with no signal, is picked up by the file watch; SIGTERM still drains
 // and exits 0, a second signal during the drain only logged.
 import t from 'tap';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { createExtProcClient, replyHeader } from '../helpers/extproc-client.js';
@@ -91,6 +92,31 @@ t.test('SIGHUP with an invalid file, then a valid file with no signal, then SIGT
   t.match(text, /skewgate_config_reloads_total\{[^}]*result="invalid"[^}]*\} [1-9]/);
   t.match(text, /skewgate_config_last_reload_success 0/);
   t.match(text, /skewgate_config_generation 1/);
+
+  // Fields that pass, TLS material that does not: a reload runs the same check as the start, so a
+  // front-proxy certificate that is not one is refused before any identity could be stated with it.
+  const tlsRefused = (l: Record<string, unknown>): boolean => l['msg'] === 'config reload refused' && l['generation'] === 1;
+  const firstRefusals = lines.filter(tlsRefused).length;
+  const front = doc([tokenServer(a, pki)]) as { envoy: Record<string, unknown> };
+  writeFileSync(
+    file,
+    stringify({
+      ...front,
+      envoy: {
+        ...front.envoy,
+        tls: { ...(front.envoy['tls'] as object), clientCaFile: pki.caFile },
+        upstreamClientCert: { certFile: pki.tokenFile, keyFile: pki.tokenFile },
+      },
+    }),
+  );
+  child.kill('SIGHUP');
+  await eventually('the TLS refusal to be logged', () => lines.filter(tlsRefused).length > firstRefusals);
+  const tlsProblems = (lines.filter(tlsRefused).at(-1)?.['problems'] ?? []) as string[];
+  t.ok(
+    tlsProblems.some((x) => x.startsWith('envoy.upstreamClientCert.certFile:')),
+    `a reload is checked as the start is: the front-proxy certificate refused (${tlsProblems.join('; ')})`,
+  );
+  t.equal(await decide(), '404', 'the old config still decides');
 
   // A valid, changed file written the way editors do (a new file renamed over the old), no signal.
   const tmp = join(dir, '.skewgate.yaml.swp');

@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { MEDIA_AGGREGATED_V2, REASON_HEADER } from '../../src/constants.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { send } from '../helpers/envoy-fixtures.js';
 import { stackFixture } from '../helpers/stack-fixture.js';

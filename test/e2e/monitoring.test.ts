@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { request } from 'undici';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { send } from '../helpers/envoy-fixtures.js';
 import { stackFixture } from '../helpers/stack-fixture.js';

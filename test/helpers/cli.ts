@@ -1,7 +1,7 @@
 // The `skewgate` command as an operator runs it: a child process, its output and exit code.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 
 export const CLI = join(packageRoot(), 'dist/src/cli/main.js');
 

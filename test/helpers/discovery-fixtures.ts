@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { type Pki, type FakeResource, createPki, FakeApiServer, FakeCluster } from '../../harness/fake/index.js';
-import type { ApiServerSettings } from '../../src/discovery/credentials.js';
-import type { DiscoveryConfig } from '../../src/discovery/service.js';
+import type { ApiServerSettings } from '../../src/kube/credentials.js';
+import type { DiscoveryConfig } from '../../src/discovery/options.js';
 import type { Snapshot } from '../../src/discovery/types.js';
 
 /** One PKI for every discovery test process (createPki reuses a complete set and locks while generating). */

@@ -5,9 +5,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { requireExecutable } from '../../src/find-binary.js';
-import { packageRoot } from '../../src/package-root.js';
-import { TOOLS_DIR_ENV } from '../../src/tools-dir.js';
+import { requireExecutable } from '../../src/util/find-binary.js';
+import { packageRoot } from '../../src/util/package-root.js';
+import { TOOLS_DIR_ENV } from '../../src/util/tools-dir.js';
 import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
 import { obj, type Obj } from './json.js';
 

@@ -3,7 +3,7 @@
 // `kubernetes` Service as the endpoint reconciler writes it; and one admin call to a fake.
 import type { Agent } from 'undici';
 import { request } from 'undici';
-import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 
 /** kube-apiserver's identity Lease for `hostname`, renewed at `renewTime` (Go's RFC 3339 with microseconds). */
 export function identityLease(hostname: string, renewTime: Date = new Date()): unknown {

@@ -5,7 +5,7 @@
 // to see an apiserver change is not guessed here: the tests read its own log lines
 // (test/load/gateway-view.ts) and wait for them (test/load/wait.ts).
 import { join } from 'node:path';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import type { Lab } from '../../harness/lab/lab.js';
 import { wallClockMs, type Clock } from '../load/clock.js';
 import { LoadHttp } from '../load/http.js';

@@ -19,7 +19,7 @@ import { Lab, freePort, type GatewayInfo } from '../../harness/lab/lab.js';
 import type { LabVersions } from '../../harness/lab/versions.js';
 import { LabNode } from '../../harness/node/node.js';
 import { labNodeOptions, requireNodeParts, type NodeParts } from '../../harness/node/lab-node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { requireLabParts } from './lab-parts.js';
 import { waitMs } from './waits.js';
 

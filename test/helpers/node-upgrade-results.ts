@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { KUBE_PROXY_USER } from '../../harness/lab/pki.js';
 import type { ServerAuditEvent } from '../../harness/lab/audit-events.js';
 import { nodeUser } from '../../harness/node/node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import type { HeldSession, SessionEnd } from './held-sessions.js';
 import { lagSummary, leaseRenewals, type LagSummary } from './lease-renewals.js';

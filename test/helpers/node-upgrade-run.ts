@@ -23,7 +23,7 @@ import { TcpBalancer } from '../../harness/lab/tcp-balancer.js';
 import type { LabVersions } from '../../harness/lab/versions.js';
 import { labNodeOptions, requireNodeParts } from '../../harness/node/lab-node.js';
 import { LabNode } from '../../harness/node/node.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { HeldExecs } from './held-sessions.js';
 import { allowList, runInClusterJob, type JobRun, type Listed } from './in-cluster-job.js';
 import { requireLabParts } from './lab-parts.js';

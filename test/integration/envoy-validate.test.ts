@@ -1,6 +1,6 @@
-// Rendered bootstraps pass the REAL Envoy's `--mode validate`; the golden rendering of
-// examples/skewgate.yaml (test/fixtures/envoy/example-bootstrap.yaml) is current and validates.
-// The golden file is the one committed bootstrap: a renderer change shows as one diff of real
+// Rendered bootstraps pass the REAL Envoy's `--mode validate`; envoy/envoy.yaml, the rendering of
+// examples/skewgate.yaml, is current and validates. It is the one committed bootstrap: a reader
+// finds what Envoy is given without a build, and a renderer change shows as one diff of real
 // Envoy config in review (the deployments render theirs at start).
 import t from 'tap';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,12 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { writeSeedXds } from '../../src/envoy/xds-files.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { scratchDir, sharedPki, testConfig } from '../helpers/envoy-fixtures.js';
 
 const execFileP = promisify(execFile);
@@ -126,9 +126,11 @@ t.test('validation really loads the files the bootstrap names', async (t) => {
   t.match(res.output, /missing-ca\.crt/);
 });
 
-const GOLDEN = 'test/fixtures/envoy/example-bootstrap.yaml';
+const EXAMPLE = 'envoy/envoy.yaml';
+/** The command that regenerates it: package.json's envoy:render, which runs the build and then the command below. */
+const REGENERATE = `npm run envoy:render (npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > ${EXAMPLE})`;
 
-t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewgate.yaml`, async (t) => {
+t.test(`${EXAMPLE} is the output of \`skewgate envoy-config\` for examples/skewgate.yaml`, async (t) => {
   const cli = join(root, 'dist/src/cli/main.js');
   const { stdout: expected } = await execFileP(
     process.execPath,
@@ -140,7 +142,7 @@ t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewga
     renderBootstrapYaml(loadConfig(join(root, 'examples/skewgate.yaml')), { relativeTo: root }),
     "the command prints the renderer's output",
   );
-  const file = join(root, GOLDEN);
+  const file = join(root, EXAMPLE);
   let actual = '';
   try {
     actual = readFileSync(file, 'utf8');
@@ -150,7 +152,7 @@ t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewga
   t.equal(
     actual,
     expected,
-    `${GOLDEN} is stale: review the difference, then \`npm run build && node dist/src/cli/main.js envoy-config --config examples/skewgate.yaml --relative-to . > ${GOLDEN}\``,
+    `${EXAMPLE} is not what \`skewgate envoy-config\` prints for examples/skewgate.yaml: review the difference, then regenerate it: ${REGENERATE}`,
   );
 
   // Envoy resolves its relative paths from the working directory: give it a stand-in repo root.
@@ -166,5 +168,5 @@ t.test(`${GOLDEN} is the output of \`skewgate envoy-config\` for examples/skewga
   };
   for (const [name, src] of Object.entries(stand)) copyFileSync(src, join(cwd, 'examples/pki', name));
   const res = await validateBootstrap(actual, { cwd });
-  t.ok(res.ok, `${GOLDEN} validates from the repository root:\n${res.output}`);
+  t.ok(res.ok, `${EXAMPLE} validates from the repository root:\n${res.output}`);
 });

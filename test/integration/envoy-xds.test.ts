@@ -11,9 +11,9 @@ import { createServer as createHttpsServer, request as httpsRequest } from 'node
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import type { ApiServerConfig } from '../../src/config.js';
+import type { ApiServerConfig } from '../../src/config/schema.js';
 import { REASON_HEADER } from '../../src/constants.js';
-import type { MemberEntry } from '../../src/discovery/service.js';
+import type { MemberEntry } from '../../src/membership/members.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';

@@ -10,9 +10,9 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { parseDays, sanEntry } from '../../src/cli/gateway-cert.js';
 import { certificateNames } from '../../src/pki/der.js';
-import { packageRoot } from '../../src/package-root.js';
-import { checkServingTls } from '../../src/envoy/tls-check.js';
-import { parseConfig } from '../../src/config.js';
+import { packageRoot } from '../../src/util/package-root.js';
+import { checkServingTls } from '../../src/config/tls.js';
+import { parseConfig } from '../../src/config/load.js';
 import { issueCert } from '../../harness/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-gateway-cert-'));

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify } from 'yaml';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { CHART, KUBEADM_VALUES, pinnedHelmVersion, renderKubeadmExample, requireHelm, runHelm, yamlObjects } from '../helpers/helm.js';
 import { arr, at, obj, objs, str, type Obj } from '../helpers/json.js';

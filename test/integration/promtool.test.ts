@@ -8,7 +8,7 @@ import { accessSync, constants as fsConstants, mkdtempSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { labBinDir, parseEnvFile, VERSIONS_FILE_RELATIVE } from '../../harness/lab/versions.js';
 
 const ROOT = packageRoot();

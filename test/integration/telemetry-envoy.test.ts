@@ -1,7 +1,7 @@
 // Bootstraps with Envoy's OpenTelemetry tracer pass the REAL Envoy's `--mode validate`.
 import t from 'tap';
 import { join } from 'node:path';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { validateBootstrap } from '../../src/envoy/process.js';
 import { sharedPki } from '../helpers/envoy-fixtures.js';

@@ -3,8 +3,9 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { configJsonSchema, parseConfig } from '../../src/config.js';
-import { packageRoot } from '../../src/package-root.js';
+import { configJsonSchema } from '../../src/config/schema.js';
+import { parseConfig } from '../../src/config/load.js';
+import { packageRoot } from '../../src/util/package-root.js';
 
 const published = JSON.parse(readFileSync(join(packageRoot(), 'docs/skewgate-config.schema.json'), 'utf8')) as Record<string, unknown>;
 const fresh = configJsonSchema();

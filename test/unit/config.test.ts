@@ -2,8 +2,10 @@ import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, parseConfig, parseDuration } from '../../src/config.js';
-import { extprocListenAddresses, extprocListenProblem } from '../../src/extproc/listen-addresses.js';
+import { ConfigError } from '../../src/config/problems.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { parseDuration } from '../../src/config/units.js';
+import { extprocListenAddresses, extprocListenProblem } from '../../src/config/extproc-listen.js';
 
 const minimal = {
   apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { buildDocumentIndex } from '../../src/discovery/document-index.js';
-import { NO_MEMBERSHIP, type Membership } from '../../src/discovery/identity-leases.js';
+import { NO_MEMBERSHIP, type Membership } from '../../src/membership/identity-leases.js';
 import { decide, type DecideOptions, type RoutingRequest } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';

@@ -12,7 +12,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
-import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
 import {
   DEFAULT_CLUSTER,
   EXTPROC_CLUSTER,
@@ -22,7 +23,7 @@ import {
   renderBootstrap,
 } from '../../src/envoy/bootstrap.js';
 import { CDS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers } from '../../src/envoy/xds.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { skewgateRbac } from '../../harness/lab/rbac.js';
 import { SKEWGATE_GROUP } from '../../harness/lab/pki.js';
 import {

@@ -3,9 +3,12 @@
 // is probed every round, bloated documents are warned of once.
 import t from 'tap';
 import { pino, type Logger } from 'pino';
-import { type FetchLike, type FetchResponseLike, countedResponse } from '../../src/discovery/client.js';
-import { bloatChange, bloatThreshold, contentLength, downloadBackoffMs, tooLargeMessage } from '../../src/discovery/document-bounds.js';
-import { type DiscoveryConfig, type DiscoveryRoundEvent, DiscoveryService } from '../../src/discovery/service.js';
+import { type FetchLike, type FetchResponseLike, countedResponse } from '../../src/kube/transport.js';
+import { bloatChange, bloatThreshold, downloadBackoffMs } from '../../src/discovery/document-bounds.js';
+import { contentLength, tooLargeMessage } from '../../src/kube/bounds.js';
+import { type DiscoveryConfig } from '../../src/discovery/options.js';
+import { DiscoveryService } from '../../src/discovery/service.js';
+import { type DiscoveryRoundEvent } from '../../src/discovery/events.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { installFakeClock } from '../helpers/fake-clock.js';
 

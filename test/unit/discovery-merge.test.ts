@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../../src/discovery/merge.js';
 import { AggregatedDecodeError, decodeGroupList, marshalGroups } from '../../src/discovery/aggregated-model.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/relative-order.js';
-import { apiserverIdentity } from '../../src/discovery/apiserver-identity.js';
+import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { deepFreezeJson } from '../../src/discovery/freeze.js';
 
 const FIXTURES = new URL('../../../test/fixtures/peer-discovery/', import.meta.url);

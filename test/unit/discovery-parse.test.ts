@@ -1,18 +1,6 @@
 import t from 'tap';
-import {
-  DiscoveryDocumentError,
-  diffViews,
-  groupVersionResources,
-  isAggregatedDiscoveryMediaType,
-  legacyView,
-  parseAggregatedDiscovery,
-  parseApiGroupList,
-  parseApiResourceList,
-  parseApiVersions,
-  parseOpenApiV3Index,
-  sameOpenApiIndex,
-  sameView,
-} from '../../src/discovery/parse.js';
+import { DiscoveryDocumentError, diffViews, groupVersionResources, isAggregatedDiscoveryMediaType, legacyView, parseAggregatedDiscovery, parseApiGroupList, parseApiResourceList, parseApiVersions, parseOpenApiV3Index, sameView } from '../../src/discovery/parse.js';
+import { sameOpenApiIndex } from '../../src/discovery/types.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];

@@ -1,9 +1,9 @@
 // Watch stream handling and the service's scheduling, with a stubbed fetch (no network).
 import t from 'tap';
 import { pino } from 'pino';
-import type { FetchInit, FetchLike, FetchResponseLike } from '../../src/discovery/client.js';
-import { createCredentials } from '../../src/discovery/credentials.js';
-import { ApiWatcher, WatchLineTooLong, jsonLines } from '../../src/discovery/watch.js';
+import type { FetchInit, FetchLike, FetchResponseLike } from '../../src/kube/transport.js';
+import { createCredentials } from '../../src/kube/credentials.js';
+import { ApiWatcher, WatchLineTooLong, jsonLines } from '../../src/kube/watch.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { installFakeClock } from '../helpers/fake-clock.js';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, posix, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 import { EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE } from '../../src/extproc/proto.js';
 import { labVersions } from '../../harness/lab/versions.js';
 

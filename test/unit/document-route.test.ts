@@ -2,7 +2,7 @@
 // the whole ladder (decide()), on snapshots built by the real buildSnapshot().
 import t from 'tap';
 import { buildDocumentIndex, groupVersionScope, SCOPE_ALL } from '../../src/discovery/document-index.js';
-import type { Membership } from '../../src/discovery/identity-leases.js';
+import type { Membership } from '../../src/membership/identity-leases.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView } from '../../src/discovery/types.js';
 import { classifyRequest } from '../../src/k8s/classify.js';

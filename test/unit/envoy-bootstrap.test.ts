@@ -1,7 +1,8 @@
 // Structure of the rendered Envoy bootstrap (the real binary is exercised in test/integration).
 import t from 'tap';
 import { join } from 'node:path';
-import { loadConfig, parseConfig, type Config } from '../../src/config.js';
+import { loadConfig, parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
 import {
   BOUNDED_HEADER,
   extprocStreamCeiling,
@@ -34,7 +35,7 @@ import {
 } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { arr, at, obj, type Obj } from '../helpers/json.js';
-import { packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/util/package-root.js';
 
 interface Opts {
   failureMode?: 'open' | 'closed';

@@ -2,7 +2,7 @@ import t from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { gatewayConfigDocument } from '../../harness/lab/gateway-config.js';
 import { labPkiFiles, type LabPki } from '../../harness/lab/pki.js';
 import { FAST_OFF, FAST_ON, accessLogRoutes, fastByPhaseText, skewgateArmOptions } from '../helpers/fast-path-arms.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { apiServerArgs } from '../../harness/lab/flags.js';
 import { LAB_USERS, directContext, gatewayConfigDocument, gatewayKubeconfig } from '../../harness/lab/gateway-config.js';
 import { JANE_NAMESPACE, JANE_ROLE, janeRbac, labRbacObjects } from '../../harness/lab/rbac.js';
@@ -18,7 +18,7 @@ t.test('the lab gateway verifies client certificates and presents the front-prox
   t.same(envoy.tls, { certFile: pki.gatewayCertFile, keyFile: pki.gatewayKeyFile, clientCaFile: pki.caFile });
   t.same(envoy.upstreamClientCert, { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile });
   const config = parseConfig(doc, 'lab.yaml', '/');
-  t.equal(config.envoy.tls.clientCaFile, pki.caFile, 'src/config.ts accepts it');
+  t.equal(config.envoy.tls.clientCaFile, pki.caFile, 'src/config accepts it');
   t.equal(config.envoy.upstreamClientCert?.certFile, pki.frontProxyClientCertFile);
   t.equal(config.extproc.failureMode, 'open', 'fail-open: the lab shows docs/design.md, invariant 4');
 });
@@ -59,7 +59,7 @@ t.test('a gateway with a peer skewgate, its health listener and a request bound:
   t.equal(plain.envoy.health, undefined);
 });
 
-t.test('routing.fastPath: written only when asked for, and read by src/config.ts', async (t) => {
+t.test('routing.fastPath: written only when asked for, and read by src/config', async (t) => {
   const base = { pki, apiservers, extprocListen: 'unix:/run/x.sock', port: 16443, xdsDir: '/run/xds' };
   t.equal(gatewayConfigDocument(base)['routing'], undefined, "unset: no routing section (skewgate's default)");
   t.equal(parseConfig(gatewayConfigDocument(base), 'lab.yaml', '/').routing.fastPath, true, 'the default is on');

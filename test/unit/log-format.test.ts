@@ -2,7 +2,7 @@
 // line, redaction included, on the same stream.
 import t from 'tap';
 import { Writable } from 'node:stream';
-import { createLogger, textLine } from '../../src/log.js';
+import { createLogger, textLine } from '../../src/util/log.js';
 
 t.test('textLine: time, level, component and message first, then key=value', async (t) => {
   const line = textLine(

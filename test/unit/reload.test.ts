@@ -1,11 +1,13 @@
 // LiveConfig with hand-written discovery fakes: what a reload swaps and when, what it refuses,
 // how reloads asked for during one are merged, and shutting down in the middle of one.
 import t from 'tap';
-import { ConfigError, parseConfig, type Config } from '../../src/config.js';
-import type { RoundListener } from '../../src/discovery/service.js';
+import { ConfigError } from '../../src/config/problems.js';
+import { parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
+import type { RoundListener } from '../../src/discovery/events.js';
 import { initialSnapshot } from '../../src/discovery/snapshot.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/reload.js';
+import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/app/reload.js';
 import { captureLogs, resultOf } from '../helpers/extproc-client.js';
 
 /** A discovery service whose start is released by the test (or at once). */

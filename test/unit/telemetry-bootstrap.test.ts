@@ -1,7 +1,7 @@
 // Envoy's own OpenTelemetry tracer in the rendered bootstrap (present only when tracing is
 // configured, over OTLP/gRPC or OTLP/HTTP), and the kube-apiserver tracing config the lab uses.
 import t from 'tap';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
 import { BootstrapError, OTEL_CLUSTER, renderBootstrap, type JsonObject } from '../../src/envoy/bootstrap.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 

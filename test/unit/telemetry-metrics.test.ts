@@ -3,7 +3,7 @@
 import t from 'tap';
 import type { FastResource, FastTable } from '../../src/routing/fast-path.js';
 import { DataPointType, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics';
-import type { DiscoveryRoundEvent } from '../../src/discovery/service.js';
+import type { DiscoveryRoundEvent } from '../../src/discovery/events.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ResourceCapability, ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
 import { FETCH_ERROR_REASONS, SkewgateMetrics, fetchErrorReason, fetchResult, type FetchErrorReason } from '../../src/telemetry/metrics.js';

@@ -1,7 +1,8 @@
 // Telemetry settings: the config file's telemetry section, the OTEL_* variables, precedence, and
 // "off unless asked for".
 import t from 'tap';
-import { ConfigError, parseConfig } from '../../src/config.js';
+import { ConfigError } from '../../src/config/problems.js';
+import { parseConfig } from '../../src/config/load.js';
 import { describeTelemetry, parseKeyValueList, resolveTelemetrySettings, telemetryDisabled } from '../../src/telemetry/settings.js';
 
 const minimal = {

@@ -5,7 +5,7 @@ import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SamplingDecision, type ReadableSpan } from '@opentelemetry/sdk-trace';
-import type { DiscoveryRoundEvent } from '../../src/discovery/service.js';
+import type { DiscoveryRoundEvent } from '../../src/discovery/events.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ResourceCapability, ServerState, ServerView } from '../../src/discovery/types.js';
 import type { DecisionTrace } from '../../src/extproc/observer.js';

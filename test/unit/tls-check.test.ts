@@ -7,10 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
-import { ConfigError, parseConfig, type Config } from '../../src/config.js';
-import { packageRoot } from '../../src/package-root.js';
-import { checkConfig } from '../../src/config-check.js';
-import { checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems, tlsProblems } from '../../src/envoy/tls-check.js';
+import { ConfigError } from '../../src/config/problems.js';
+import { parseConfig } from '../../src/config/load.js';
+import { type Config } from '../../src/config/schema.js';
+import { packageRoot } from '../../src/util/package-root.js';
+import { checkConfig } from '../../src/config/check.js';
+import { checkFrontProxyTls, checkServingTls, frontProxyProblems, servingCertProblems, tlsProblems } from '../../src/config/tls.js';
 import { issueCert, type KeyPairFiles } from '../../harness/openssl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sg-tls-check-'));

@@ -1,7 +1,8 @@
 // The filesystem xDS files' contents: which member gets its own clusters, a place in the pools and
 // routes, by role; and the bootstrap's pointers to the files.
 import t from 'tap';
-import { parseConfig, type ApiServerConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/config/load.js';
+import { type ApiServerConfig } from '../../src/config/schema.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { cdsConfig, rdsConfig, renderClusters, renderRoutes } from '../../src/envoy/xds.js';
 

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
-import { packageRoot } from '../../../src/package-root.js';
+import { packageRoot } from '../../../src/util/package-root.js';
 import { labRbacObjects } from '../../../harness/lab/rbac.js';
 import { freePort } from '../../../harness/lab/lab.js';
 import { FAST_ON } from '../../helpers/fast-path-arms.js';

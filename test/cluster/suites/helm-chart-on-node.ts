@@ -19,7 +19,7 @@ import { Agent, request } from 'undici';
 import { stringify } from 'yaml';
 import { certKubeconfig } from '../../../harness/lab/kubeconfig.js';
 import type { Lab } from '../../../harness/lab/lab.js';
-import { packageRoot } from '../../../src/package-root.js';
+import { packageRoot } from '../../../src/util/package-root.js';
 import { CHART, runHelm } from '../../helpers/helm.js';
 import type { NodeLab } from '../../helpers/node-lab.js';
 import { listPath } from '../../helpers/in-cluster-job.js';

@@ -1,16 +1,17 @@
 // Config reload in a running skewgate. A new config is compared with the running one
-// (src/config-diff.ts); if everything that changed can change at run time, a new discovery service
+// (src/config/diff.ts); if everything that changed can change at run time, a new discovery service
 // and router are built from it, the service's first round is awaited, and both are swapped in at
 // once. Until then, and whenever a reload is refused or fails, the running pair keeps deciding: a
 // request is never without a router. The ext_proc server and telemetry hold the stable facades
 // below and never see the swap.
-import type { Logger } from './log.js';
-import { ConfigError, type Config, type ConfigProblem } from './config.js';
-import { changesEnvoyUpstreams, reloadPlan } from './config-diff.js';
-import type { RoundListener } from './discovery/service.js';
-import type { Snapshot } from './discovery/types.js';
-import type { RequestRouter } from './routing/router.js';
-import type { DiscoverySource } from './telemetry/telemetry.js';
+import type { Logger } from '../util/log.js';
+import { ConfigError, type ConfigProblem } from '../config/problems.js';
+import { type Config } from '../config/schema.js';
+import { changesEnvoyUpstreams, reloadPlan } from '../config/diff.js';
+import type { RoundListener } from '../discovery/events.js';
+import type { Snapshot } from '../discovery/types.js';
+import type { RequestRouter } from '../routing/router.js';
+import type { DiscoverySource } from '../telemetry/telemetry.js';
 
 /** What a reload did; `generation` is the config generation running afterwards (1 at start). */
 export type ReloadResult =
@@ -20,10 +21,8 @@ export type ReloadResult =
   | { readonly result: 'restart_required'; readonly generation: number; readonly fields: readonly string[] }
   | { readonly result: 'failed'; readonly generation: number; readonly error: string };
 
-export type ReloadResultName = ReloadResult['result'];
-
-/** A new config, or how to read it: called when the reload runs, a ConfigError making it `invalid`. */
-export type ReloadInput = Config | (() => Config);
+/** A new config, or how to read it (src/config/check.ts, the check of the start): called when the reload runs, a ConfigError making it `invalid`. */
+export type ReloadInput = Config | (() => Config | Promise<Config>);
 
 export interface ReloadOptions {
   /** What asked for the reload (SIGHUP, the file changing): logged. */
@@ -183,7 +182,7 @@ export class LiveConfig<D extends SwappableDiscovery> {
     if (this.ended) return this.failure('skewgate is shutting down');
     let next: Config;
     try {
-      next = typeof input === 'function' ? input() : input;
+      next = typeof input === 'function' ? await input() : input;
     } catch (err) {
       if (err instanceof ConfigError) return { result: 'invalid', generation: this.gen, problems: err.problems };
       return this.failure(`cannot read the config: ${errorText(err)}`);

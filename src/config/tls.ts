@@ -3,9 +3,10 @@
 // judgement is pure (servingCertProblems, frontProxyProblems).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { ConfigProblem, ConfigUse } from '../config.js';
-import type { FileFields } from '../config-files.js';
-import { servingPair } from './tls-material.js';
+import type { ConfigProblem } from './problems.js';
+import type { ConfigUse } from './checks.js';
+import type { FileFields } from './files.js';
+import { servingPair } from './files.js';
 
 const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
@@ -47,7 +48,12 @@ export function frontProxyProblems(m: FrontProxyMaterial, now: number): ConfigPr
   const leaf = m.chain[0];
   if (leaf === undefined) return [{ path: CERT_PATH, message: 'holds no certificate' }];
   const name = (c: X509Certificate): string => JSON.stringify(c.subject.replaceAll('\n', ', '));
-  const cn = leaf.subject.split('\n').filter((l) => l.startsWith('CN=')).pop()?.slice(3) ?? '';
+  const cn =
+    leaf.subject
+      .split('\n')
+      .filter((l) => l.startsWith('CN='))
+      .pop()
+      ?.slice(3) ?? '';
   m.chain.forEach((cert, i) => {
     const ca = m.clientCas.find((c) => issuedBy(cert, c));
     if (ca === undefined) return;
@@ -67,8 +73,13 @@ export function frontProxyProblems(m: FrontProxyMaterial, now: number): ConfigPr
   }
   const validTo = Date.parse(leaf.validTo);
   const validFrom = Date.parse(leaf.validFrom);
-  if (now > validTo) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate expired on ${new Date(validTo).toISOString()}` });
-  if (now < validFrom) problems.push({ path: CERT_PATH, message: `the front-proxy client certificate is not valid before ${new Date(validFrom).toISOString()}` });
+  if (now > validTo)
+    problems.push({ path: CERT_PATH, message: `the front-proxy client certificate expired on ${new Date(validTo).toISOString()}` });
+  if (now < validFrom)
+    problems.push({
+      path: CERT_PATH,
+      message: `the front-proxy client certificate is not valid before ${new Date(validFrom).toISOString()}`,
+    });
   return problems;
 }
 
@@ -83,13 +94,27 @@ export function servingCertProblems(chain: readonly X509Certificate[], now: numb
   const problems: ConfigProblem[] = [];
   const eku = leaf.keyUsage ?? [];
   if (eku.length > 0 && !eku.includes(EKU_SERVER_AUTH) && !eku.includes(EKU_ANY)) {
-    problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate lacks the serverAuth extended key usage (it has ${eku.join(', ')}): clients refuse it` });
+    problems.push({
+      path: SERVING_CERT_PATH,
+      message: `the gateway's serving certificate lacks the serverAuth extended key usage (it has ${eku.join(', ')}): clients refuse it`,
+    });
   }
   if (leaf.subjectAltName === undefined) {
-    problems.push({ path: SERVING_CERT_PATH, message: 'the gateway\'s serving certificate has no subjectAltName: kubectl and client-go (Go\'s TLS) verify names only there' });
+    problems.push({
+      path: SERVING_CERT_PATH,
+      message: "the gateway's serving certificate has no subjectAltName: kubectl and client-go (Go's TLS) verify names only there",
+    });
   }
-  if (now > Date.parse(leaf.validTo)) problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate expired on ${new Date(Date.parse(leaf.validTo)).toISOString()}` });
-  if (now < Date.parse(leaf.validFrom)) problems.push({ path: SERVING_CERT_PATH, message: `the gateway's serving certificate is not valid before ${new Date(Date.parse(leaf.validFrom)).toISOString()}` });
+  if (now > Date.parse(leaf.validTo))
+    problems.push({
+      path: SERVING_CERT_PATH,
+      message: `the gateway's serving certificate expired on ${new Date(Date.parse(leaf.validTo)).toISOString()}`,
+    });
+  if (now < Date.parse(leaf.validFrom))
+    problems.push({
+      path: SERVING_CERT_PATH,
+      message: `the gateway's serving certificate is not valid before ${new Date(Date.parse(leaf.validFrom)).toISOString()}`,
+    });
   return problems;
 }
 
@@ -133,7 +158,7 @@ async function keyProblem(path: string, file: string, leaf: X509Certificate | un
 export async function checkServingTls(config: FileFields, now: number = Date.now()): Promise<ConfigProblem[]> {
   const pair = servingPair(config);
   if (pair === undefined) return [];
-  const chain = await readCertificates(SERVING_CERT_PATH, pair.certFile, 'the gateway\'s serving certificate');
+  const chain = await readCertificates(SERVING_CERT_PATH, pair.certFile, "the gateway's serving certificate");
   if (!Array.isArray(chain)) return [chain];
   const key = await keyProblem(SERVING_KEY_PATH, pair.keyFile, chain[0], SERVING_CERT_PATH);
   return [...servingCertProblems(chain, now), ...(key === null ? [] : [key])];
@@ -144,7 +169,11 @@ export async function checkServingTls(config: FileFields, now: number = Date.now
  * Nothing to check without envoy.tls.clientCaFile (no identity is stated then); the config schema
  * already demands upstreamClientCert with it.
  */
-export async function checkFrontProxyTls(config: FileFields, now: number = Date.now(), opts: { readonly key?: boolean } = {}): Promise<ConfigProblem[]> {
+export async function checkFrontProxyTls(
+  config: FileFields,
+  now: number = Date.now(),
+  opts: { readonly key?: boolean } = {},
+): Promise<ConfigProblem[]> {
   const caFile = config.envoy.tls.clientCaFile;
   const client = config.envoy.upstreamClientCert;
   if (caFile === undefined || client === undefined) return [];

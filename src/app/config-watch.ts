@@ -1,12 +1,12 @@
 // Notices that the config file changed, for `skewgate serve` to reload it. An editor that writes
 // a new file and renames it over the old one, and a ConfigMap volume that swaps the `..data`
 // symlink beside the file, both show up as events in the file's folder but not always under the
-// file's own name: so the folder is watched, and the file's stamp (src/file-stamp.ts, which
+// file's own name: so the folder is watched, and the file's stamp (src/util/file-stamp.ts, which
 // follows symlinks) decides whether it really changed.
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Logger } from './log.js';
-import { fileStamp } from './file-stamp.js';
+import type { Logger } from '../util/log.js';
+import { fileStamp } from '../util/file-stamp.js';
 
 /** A save is often several events (truncate, write, rename): look once they have settled. */
 export const CONFIG_WATCH_DEBOUNCE_MS = 200;

@@ -1,29 +1,29 @@
 // Composition root: config → logger → telemetry → discovery → router → ext_proc server, with one
-// lifecycle. Discovery and the router are rebuilt from a reloaded config (src/reload.ts).
-import type { Config } from './config.js';
-import type { Logger } from './log.js';
-import { DiscoveryService } from './discovery/service.js';
-import { combineObservers, createLogObserver } from './extproc/observer.js';
-import { createExtProcServer, extprocLimits } from './extproc/server.js';
-import { ClientCaBundle } from './identity/client-ca.js';
-import { stateClientIdentity } from './identity/client-identity.js';
+// lifecycle. Discovery and the router are rebuilt from a reloaded config (src/app/reload.ts).
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../util/log.js';
+import { DiscoveryService } from '../discovery/service.js';
+import { combineObservers, createLogObserver } from '../extproc/observer.js';
+import { createExtProcServer, extprocLimits } from '../extproc/server.js';
+import { ClientCaBundle } from '../identity/client-ca.js';
+import { stateClientIdentity } from '../identity/client-identity.js';
 import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
-import { createRouter, type ClientIdentityOf, type RequestRouter } from './routing/router.js';
-import type { SdkOptions } from './telemetry/sdk.js';
-import { resolveTelemetrySettings, type Env } from './telemetry/settings.js';
-import { createTelemetry, type Telemetry } from './telemetry/telemetry.js';
-import { knownMemberSpec } from './discovery/members.js';
-import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from './envoy/xds-files.js';
-import { adminRoutesConfirm, adminUrlOf } from './envoy/admin-routes.js';
-import { FastPathSync } from './envoy/fast-path-sync.js';
-import { KubernetesServicePublisher } from './kubernetes-service/publisher.js';
-import { SecretRotator } from './envoy/secret-rotation.js';
-import { ExtProcWorkers } from './workers/pool.js';
-import { AdminServer } from './admin/server.js';
-import { explainRequest } from './inspect/explanation.js';
-import { gatewayStatus } from './inspect/status.js';
-import { skewReport } from './inspect/skew-report.js';
-import { skewgateVersion } from './version.js';
+import { createRouter, type ClientIdentityOf, type RequestRouter } from '../routing/router.js';
+import type { SdkOptions } from '../telemetry/sdk.js';
+import { resolveTelemetrySettings, type Env } from '../telemetry/settings.js';
+import { createTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { knownMemberSpec } from '../membership/members.js';
+import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from '../envoy/xds-files.js';
+import { adminRoutesConfirm, adminUrlOf } from '../envoy/admin-routes.js';
+import { FastPathSync } from '../envoy/fast-path-sync.js';
+import { KubernetesServicePublisher } from '../kubernetes-service/publisher.js';
+import { SecretRotator } from '../envoy/secret-rotation.js';
+import { ExtProcWorkers } from '../workers/pool.js';
+import { AdminServer } from './admin-server.js';
+import { explainRequest } from '../inspect/explanation.js';
+import { gatewayStatus } from '../inspect/status.js';
+import { skewReport } from '../inspect/skew-report.js';
+import { skewgateVersion } from '../util/version.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */

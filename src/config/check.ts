@@ -1,10 +1,13 @@
 // The one validation of a config for a command, in stages: the fields and the command's needs
-// (src/config.ts), then what the files they name hold: the CA bundles, and the TLS material the
-// command acts on (src/envoy/tls-check.ts). Every problem of every stage is listed at once: the
+// (src/config/load.ts), then what the files they name hold: the CA bundles, and the TLS material the
+// command acts on (src/config/tls.ts). Every problem of every stage is listed at once: the
 // files are checked even when the fields have problems (those that name a file). `validate` runs
 // every check of `serve` and of `envoy-config`, so that nothing it passes is refused by them later.
-import { ConfigError, configFileProblems, readConfig, type Config, type ConfigUse } from './config.js';
-import { tlsProblems } from './envoy/tls-check.js';
+import { ConfigError } from './problems.js';
+import { configFileProblems, readConfig } from './load.js';
+import { type Config } from './schema.js';
+import { type ConfigUse } from './checks.js';
+import { tlsProblems } from './tls.js';
 
 export async function checkConfig(file: string, use: ConfigUse, now: number = Date.now()): Promise<Config> {
   const read = readConfig(file, use);

@@ -4,9 +4,10 @@
 // given its cluster and routes, not yet the pool) → member → draining (left every source: no new
 // requests, open ones may finish) → removed. Pure.
 import { isIP } from 'node:net';
-import type { ApiServerConfig, Config } from '../config.js';
+import type { ApiServerConfig, Config } from '../config/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import type { Candidate } from './member-sources.js';
+import type { MembershipSource } from '../config/schema.js';
+import { candidatesOf, type Candidate, type SourceTable } from './sources.js';
 
 export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';
 
@@ -106,4 +107,26 @@ export function knownMemberSpec(
     ...(template.serverName !== undefined ? { serverName: template.serverName } : {}),
     ...(template.credentials !== undefined ? { credentials: template.credentials } : {}),
   } as MemberSpec);
+}
+
+/** One apiserver skewgate polls, and where it stands in the membership. */
+export interface MemberEntry {
+  readonly spec: MemberSpec;
+  readonly role: MemberRole;
+  /** Configured in apiservers[]. */
+  readonly seed: boolean;
+  /** The sources naming it ("config" for a seed no source contradicts). */
+  readonly sources: readonly string[];
+}
+
+export type MembersListener = (members: readonly MemberEntry[]) => void;
+
+/** What desiredMembers() needs of the sources: their candidates, and whether they are on and listed. */
+export function membershipInput(
+  tables: ReadonlyMap<MembershipSource, SourceTable>,
+  seeds: MembershipInput['seeds'],
+  template: MembershipInput['template'],
+): MembershipInput {
+  const all = [...tables.values()];
+  return { seeds, candidates: candidatesOf(all), enabled: all.length > 0, synced: all.every((t) => t.synced), template };
 }

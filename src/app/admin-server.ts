@@ -1,17 +1,17 @@
-// The admin endpoint: plain HTTP on loopback or a unix socket (admin/address.ts refuses anything
+// The admin endpoint: plain HTTP on loopback or a unix socket (config/admin-address.ts refuses anything
 // else), off the request path. Read-only: what the running gateway believes (GET /v1/status,
 // GET /v1/skew) and its own decision for a request (POST /v1/explain), every answer JSON. The
 // handlers are the pure inspect/ functions over the live snapshot; nothing here decides.
 import { chmod, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import { ExplainInputError, type Explanation, type ExplainRequest } from '../inspect/explanation.js';
 import type { GatewayStatus } from '../inspect/status.js';
 import type { SkewReport } from '../inspect/skew-report.js';
-import { clearStaleSocket } from '../unix-socket.js';
-import { formatAdminAddress, parseAdminAddress } from './address.js';
-import { ADMIN_PATHS } from './paths.js';
+import { clearStaleSocket } from '../util/unix-socket.js';
+import { formatAdminAddress, parseAdminAddress } from '../config/admin-address.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 
 export interface AdminHandlers {
   status(): GatewayStatus;

@@ -108,3 +108,13 @@ export function liveUnmatched(m: Membership, now: number): readonly IdentityLeas
   if (m.unmatched.length === 0) return m.unmatched;
   return m.unmatched.filter((l) => l.renewTime !== null && now - l.renewTime <= m.livenessMs);
 }
+
+/** Whether two memberships would decide alike (a member's lease renewal changes nothing; an unmatched one's does). */
+export function sameMembership(a: Membership, b: Membership | undefined): boolean {
+  if (b === undefined || a.synced !== b.synced || a.unmatched.length !== b.unmatched.length) return false;
+  if (a.probing.length !== b.probing.length || a.probing.some((p, i) => p.name !== b.probing[i]?.name)) return false;
+  return a.unmatched.every((l, i) => {
+    const o = b.unmatched[i];
+    return o !== undefined && o.name === l.name && o.hostname === l.hostname && o.renewTime === l.renewTime;
+  });
+}

@@ -1,6 +1,6 @@
 // What a new config changes against the running one, and whether a running skewgate can take it
-// without a restart (src/reload.ts acts on the answer). Pure: two configs in, a plan out.
-import type { Config } from './config.js';
+// without a restart (src/app/reload.ts acts on the answer). Pure: two configs in, a plan out.
+import type { Config } from './schema.js';
 
 export type ReloadPlan =
   | { readonly kind: 'unchanged' }

@@ -3,8 +3,9 @@
 // only triggers a discovery refresh: discovery documents stay the single source of truth.
 import type { Logger } from 'pino';
 import { DEFAULT_MAX_DOCUMENT_BYTES } from '../constants.js';
-import { type ServerTarget, getText, openStream } from './client.js';
-import { MAX_DOCUMENT_BYTES_KEY } from './document-bounds.js';
+import { type ServerTarget } from './transport.js';
+import { getText, openStream } from './requests.js';
+import { MAX_DOCUMENT_BYTES_KEY } from './bounds.js';
 
 export interface WatchedKind {
   readonly kind: string;

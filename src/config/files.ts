@@ -5,7 +5,7 @@
 // config, and also on one whose fields have problems (`looseFileFields`), so that a config's
 // problems are listed at once, whichever stage finds them.
 import { resolve } from 'node:path';
-import type { ConfigProblem } from './config.js';
+import type { ConfigProblem } from './problems.js';
 
 interface Pair {
   readonly certFile: string;
@@ -105,4 +105,10 @@ export function looseFileFields(doc: unknown, baseDir: string): FileFields {
       metrics: { otlp: { caFile: file(at(doc, 'telemetry', 'metrics', 'otlp', 'caFile')) } },
     },
   };
+}
+
+/** The gateway's serving certificate and key (envoy.tls), when both are given: `serve` needs neither. */
+export function servingPair(config: Pick<FileFields, 'envoy'>): Pair | undefined {
+  const { certFile, keyFile } = config.envoy.tls;
+  return certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile };
 }

@@ -12,3 +12,8 @@ export const ENVOY_SERVING_PAIR_REQUIRED = "required to render the Envoy bootstr
 /** telemetry.tracing.caFile with an https endpoint and Envoy's tracer on. */
 export const ENVOY_TRACING_CA_REQUIRED =
   'required with an https telemetry.tracing.endpoint while Envoy traces (telemetry.tracing.enabled or .envoy): Envoy verifies the collector against it';
+
+/** Whether Envoy traces (its own OpenTelemetry tracer in the bootstrap): envoyTracing's rule, also for the validation, which sees the fields unparsed. */
+export function tracesEnvoy(t: { readonly envoy?: unknown; readonly enabled?: unknown }): boolean {
+  return (t.envoy ?? t.enabled === true) === true;
+}

@@ -1,6 +1,6 @@
-// Asks a running gateway's admin endpoint (admin/server.ts): `skewgate status|skew|explain`.
+// Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain`.
 import { Agent, request } from 'undici';
-import { adminTarget, parseAdminAddress } from './address.js';
+import { adminTarget, parseAdminAddress } from '../config/admin-address.js';
 
 /** The gateway could not be asked: nothing listens, it did not answer in time, or it answered an error. */
 export class AdminUnreachableError extends Error {

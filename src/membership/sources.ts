@@ -3,8 +3,8 @@
 // advertise address there). Each source is a table of the objects last listed and watched; this
 // module parses them into candidate addresses. Pure.
 import { isIP } from 'node:net';
-import type { MembershipSource } from '../config.js';
-import type { WatchChange } from './watch.js';
+import type { MembershipSource } from '../config/schema.js';
+import type { WatchChange } from '../kube/watch.js';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../kubernetes-service/publication.js';
 
 export const NODES_PATH = '/api/v1/nodes';
@@ -145,4 +145,19 @@ export function sourceWatch(
   return source === 'nodes'
     ? { kind: 'Node', path: NODES_PATH, labelSelector: nodeSelector }
     : { kind: 'EndpointSlice', path: KUBERNETES_SLICES_PATH, labelSelector: KUBERNETES_SLICES_SELECTOR };
+}
+
+/** The tables after one list or watch event of `source` (the same map when nothing changed). */
+export function withSourceChange(
+  tables: ReadonlyMap<MembershipSource, SourceTable>,
+  source: MembershipSource,
+  change: WatchChange,
+  settings: SourceSettings,
+): { tables: ReadonlyMap<MembershipSource, SourceTable>; skipped: number } {
+  const before = tables.get(source) ?? emptySourceTable(source);
+  const { table, skipped } = applySourceChange(before, change, settings);
+  if (table === before) return { tables, skipped };
+  const next = new Map(tables);
+  next.set(source, table);
+  return { tables: next, skipped };
 }

@@ -1,0 +1,31 @@
+// What the snapshot is built from, read off the pollers: the servers routing may see (members and
+// draining ones, not candidates), and the membership (the identity Leases judged against the
+// members; the apiservers being probed, with why they are not members yet).
+import { apiserverIdentity } from '../membership/apiserver-identity.js';
+import { membershipOf, type IdentityLeaseTable, type Membership, type ProbingMember } from '../membership/identity-leases.js';
+import { isCandidate } from '../membership/members.js';
+import type { Poller } from './poller.js';
+import type { ServerState } from './types.js';
+
+export function serversOf(pollers: Iterable<Poller>): readonly ServerState[] {
+  return [...pollers]
+    .filter((p) => !isCandidate(p.role))
+    .map((p) => (p.role === 'draining' ? Object.freeze({ ...p.state, draining: true as const }) : p.state));
+}
+
+export function membershipNow(pollers: Iterable<Poller>, leases: IdentityLeaseTable, livenessMs: number): Membership {
+  const all = [...pollers];
+  const identities = new Set(all.filter((p) => !isCandidate(p.role)).map((p) => apiserverIdentity(p.spec.hostname ?? p.spec.name)));
+  const probing: ProbingMember[] = all
+    .filter((p) => isCandidate(p.role))
+    .map((p) => ({
+      name: p.spec.name,
+      url: p.spec.url,
+      sources: p.sources,
+      problem:
+        p.role === 'joining'
+          ? 'verified; Envoy is being given its routes'
+          : (p.state.lastError ?? (p.state.ready === false ? '/readyz is not ok' : null)),
+    }));
+  return membershipOf(leases, identities, livenessMs, probing);
+}
