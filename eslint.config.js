@@ -157,7 +157,9 @@ export default tseslint.config(
   },
   {
     files: ['src/routing/router.ts'],
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { paths: [NET_PARSERS_ONLY], patterns: [NOT_THE_HARNESS, IO_MODULES] }] },
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { paths: [NET_PARSERS_ONLY], patterns: [NOT_THE_HARNESS, IO_MODULES] }],
+    },
   },
   {
     files: PURE,

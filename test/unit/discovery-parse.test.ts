@@ -1,5 +1,17 @@
 import t from 'tap';
-import { DiscoveryDocumentError, diffViews, groupVersionResources, isAggregatedDiscoveryMediaType, legacyView, parseAggregatedDiscovery, parseApiGroupList, parseApiResourceList, parseApiVersions, parseOpenApiV3Index, sameView } from '../../src/discovery/parse.js';
+import {
+  DiscoveryDocumentError,
+  diffViews,
+  groupVersionResources,
+  isAggregatedDiscoveryMediaType,
+  legacyView,
+  parseAggregatedDiscovery,
+  parseApiGroupList,
+  parseApiResourceList,
+  parseApiVersions,
+  parseOpenApiV3Index,
+  sameView,
+} from '../../src/discovery/parse.js';
 import { sameOpenApiIndex } from '../../src/discovery/types.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 

@@ -1,7 +1,13 @@
 // kube-apiserver's identity Leases as skewgate reads them: which objects count, the table a list
 // and watch events build, and which identities are live and unmatched at a moment.
 import t from 'tap';
-import { applyLeaseChange, EMPTY_LEASE_TABLE, liveUnmatched, membershipOf, parseIdentityLease } from '../../src/membership/identity-leases.js';
+import {
+  applyLeaseChange,
+  EMPTY_LEASE_TABLE,
+  liveUnmatched,
+  membershipOf,
+  parseIdentityLease,
+} from '../../src/membership/identity-leases.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 
 /** A Lease as kube-apiserver 1.35/1.36 writes its identity (metadata labels, spec.renewTime in RFC 3339 micro time). */
