@@ -1,15 +1,16 @@
 // Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain`.
+import type { ErrorCode } from '../errors/catalog.js';
 import { Agent, request } from 'undici';
 import { adminTarget, parseAdminAddress } from '../config/admin-address.js';
 
 /** The gateway could not be asked: nothing listens, it did not answer in time, or it answered an error. */
 export class AdminUnreachableError extends Error {
-  readonly code = 'SKEWGATE_ERR_ADMIN_UNREACHABLE';
+  readonly code = 'SKEWGATE_ERR_ADMIN_UNREACHABLE' satisfies ErrorCode;
 }
 
 /** The gateway refused the question (400): the request to explain is malformed. */
 export class AdminRefusedError extends Error {
-  readonly code = 'SKEWGATE_ERR_ADMIN_REFUSED';
+  readonly code = 'SKEWGATE_ERR_ADMIN_REFUSED' satisfies ErrorCode;
 }
 
 export async function askGateway<T>(

@@ -1,3 +1,4 @@
+import type { ErrorCode } from '../errors/catalog.js';
 // A config's problems: each with its path, all of them in one error (SKEWGATE_ERR_CONFIG). Pure.
 
 /** One problem in a config: where, and what is wrong. */
@@ -7,7 +8,7 @@ export interface ConfigProblem {
 }
 
 export class ConfigError extends Error {
-  readonly code = 'SKEWGATE_ERR_CONFIG';
+  readonly code = 'SKEWGATE_ERR_CONFIG' satisfies ErrorCode;
   constructor(
     readonly source: string,
     readonly problems: readonly ConfigProblem[],

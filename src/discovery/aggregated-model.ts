@@ -4,6 +4,7 @@
 // empty one, unknown fields are dropped, and the struct field order decides the output order.
 // Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
 // meta/v1 at v0.36. Pure.
+import type { ErrorCode } from '../errors/catalog.js';
 import { runToEnd, type Sliced } from '../util/sliced.js';
 
 export interface GroupVersionKind {
@@ -49,7 +50,7 @@ export interface GroupDiscovery {
 
 /** A document that Go's decoder would reject (a field of the wrong JSON type). */
 export class AggregatedDecodeError extends Error {
-  readonly code = 'SKEWGATE_ERR_AGGREGATED_DECODE';
+  readonly code = 'SKEWGATE_ERR_AGGREGATED_DECODE' satisfies ErrorCode;
   constructor(
     readonly field: string,
     problem: string,

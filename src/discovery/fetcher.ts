@@ -4,6 +4,7 @@
 // transport (src/kube/) and goes to the pure parsers (parse.ts), sliced so that a large document
 // never holds the event loop.
 import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
+import { failureOf } from '../errors/catalog.js';
 import { getText, type TextResponse } from '../kube/requests.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
 import { downloadBackoffMs } from './document-bounds.js';
@@ -365,7 +366,7 @@ export class DiscoveryClient {
     ];
 
     const previous = this.last?.view ?? null;
-    const failures: string[] = [];
+    const failures: unknown[] = [];
     const parts = await mapLimit(
       wanted,
       this.opts.legacyConcurrency ?? 8,
@@ -380,15 +381,17 @@ export class DiscoveryClient {
           // whole server: keep what we last knew of it. With nothing known, the round fails.
           const carried: ReadonlyMap<string, ResourceCapability> | null = previous ? groupVersionResources(previous, group, version) : null;
           if (carried) return { group, version, resources: carried };
-          failures.push((err as Error).message);
+          failures.push(err);
           return null;
         }
       },
     );
     if (failures.length > 0) {
       throw new DiscoveryFetchError(
-        `legacy discovery of ${failures.length} group/version${failures.length === 1 ? '' : 's'} failed; first: ${failures[0]}`,
+        `legacy discovery of ${failures.length} group/version${failures.length === 1 ? '' : 's'} failed; first: ${failureOf(failures[0]).message}`,
         joinUrl(this.opts.url, '/apis'),
+        // The first failure's kind: what the round's metric counts it as.
+        { kind: failureOf(failures[0]).kind },
       );
     }
     this.commit(api, apis);

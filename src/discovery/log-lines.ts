@@ -23,7 +23,10 @@ export function logTransition(
     else log.warn({ server }, 'apiserver not ready (/readyz)');
   }
   if (prev.consecutiveFailures === 0 && next.consecutiveFailures > 0) {
-    log.warn({ server, err: next.lastError, keptView: next.view !== null }, 'discovery failing');
+    log.warn(
+      { server, err: next.lastError, code: next.lastErrorCode, kind: next.lastErrorKind, keptView: next.view !== null },
+      'discovery failing',
+    );
   } else if (next.consecutiveFailures > 0) {
     log.debug({ server, err: next.lastError, failures: next.consecutiveFailures }, 'discovery still failing');
   } else if (prev.consecutiveFailures > 0) {

@@ -1,12 +1,13 @@
 // Pure parsing of kube-apiserver discovery documents into a ServerView. Documents come from the
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
+import type { ErrorCode } from '../errors/catalog.js';
 import { type ResourceCapability, type ServerView, gvKey, gvrKey, sameOpenApiIndex } from './types.js';
 import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 
 export class DiscoveryDocumentError extends Error {
-  readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT';
+  readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT' satisfies ErrorCode;
   /**
    * @param document which document, e.g. "/apis" or "/apis/apps/v1"
    * @param field where in it, e.g. "items[2].versions[0].resources[1].verbs" ('' = the whole document)

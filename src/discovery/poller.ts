@@ -5,6 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import { failureOf } from '../errors/catalog.js';
 import { createCredentials, type ServerCredentials } from '../kube/credentials.js';
 import { countedResponse, defaultFetch, type FetchLike, type ServerTarget } from '../kube/transport.js';
 import type { MemberRole, MemberSpec } from '../membership/members.js';
@@ -110,16 +111,25 @@ export async function pollOnce(p: Poller, signal: AbortSignal, now: () => number
   p.requests = [];
   const [result, ready] = await Promise.all([
     p.client.fetchView(signal).then(
-      (view) => ({ view, error: null }),
-      (err: unknown) => ({ view: null, error: err instanceof Error ? err.message : String(err) }),
+      (view) => ({ view, failure: null }),
+      (err: unknown) => ({ view: null, failure: failureOf(err) }),
     ),
     p.client.probeReady(signal),
   ]);
   const before = p.state;
+  // A good round clears the last failure, its code and kind included.
+  const { lastErrorCode: _code, lastErrorKind: _kind, ...kept } = before;
   const after: ServerState = Object.freeze(
     result.view
-      ? { ...before, view: result.view, lastSuccessAt: now(), consecutiveFailures: 0, lastError: null, ready }
-      : { ...before, consecutiveFailures: before.consecutiveFailures + 1, lastError: result.error, ready },
+      ? { ...kept, view: result.view, lastSuccessAt: now(), consecutiveFailures: 0, lastError: null, ready }
+      : {
+          ...kept,
+          consecutiveFailures: before.consecutiveFailures + 1,
+          lastError: result.failure.message,
+          lastErrorCode: result.failure.code,
+          lastErrorKind: result.failure.kind,
+          ready,
+        },
   );
   return { startedAt, durationMs: performance.now() - t0, before, after };
 }

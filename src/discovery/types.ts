@@ -1,4 +1,5 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
+import type { ErrorCode, FailureKind } from '../errors/catalog.js';
 import type { Membership } from '../membership/identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
@@ -40,6 +41,9 @@ export interface ServerState {
   readonly lastSuccessAt: number | null;
   readonly consecutiveFailures: number;
   readonly lastError: string | null;
+  /** The last failure's code (src/errors/catalog.ts) and kind, while failing; absent otherwise. */
+  readonly lastErrorCode?: ErrorCode;
+  readonly lastErrorKind?: FailureKind;
   /** /readyz answered 200 at the last probe; null until probed. */
   readonly ready: boolean | null;
   /**

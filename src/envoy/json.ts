@@ -1,12 +1,13 @@
 // The vocabulary every section of the Envoy bootstrap renderer shares: the JSON value types,
 // Envoy's Duration form, file paths as rendered, and the renderer's error. Pure.
+import type { ErrorCode } from '../errors/catalog.js';
 import { isAbsolute, relative, sep } from 'node:path';
 
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
 export type JsonObject = { readonly [key: string]: Json };
 
 export class BootstrapError extends Error {
-  readonly code = 'SKEWGATE_ERR_BOOTSTRAP';
+  readonly code = 'SKEWGATE_ERR_BOOTSTRAP' satisfies ErrorCode;
   constructor(message: string) {
     super(message);
     this.name = 'BootstrapError';

@@ -1,4 +1,5 @@
 // Runs the real Envoy binary: start and wait until LIVE, stop, and `--mode validate`.
+import type { ErrorCode } from '../errors/catalog.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, openSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -15,7 +16,7 @@ export const ENVOY_BIN_IN_TOOLS = 'envoy/current/envoy/_bin/envoy';
 export const ENVOY_BIN_ENV = 'SKEWGATE_ENVOY_BIN';
 
 export class EnvoyNotFoundError extends Error {
-  readonly code = 'SKEWGATE_ERR_ENVOY_NOT_FOUND';
+  readonly code = 'SKEWGATE_ERR_ENVOY_NOT_FOUND' satisfies ErrorCode;
   constructor(readonly path: string) {
     super(`Envoy binary not found or not executable at ${path}: run \`npm run setup\` (installs Envoy into $${TOOLS_DIR_ENV}/envoy, default .tools/envoy), or set ${ENVOY_BIN_ENV}`);
     this.name = 'EnvoyNotFoundError';
@@ -23,7 +24,7 @@ export class EnvoyNotFoundError extends Error {
 }
 
 export class EnvoyStartError extends Error {
-  readonly code = 'SKEWGATE_ERR_ENVOY_START';
+  readonly code = 'SKEWGATE_ERR_ENVOY_START' satisfies ErrorCode;
   constructor(message: string, readonly logTail: string) {
     super(`${message}\n--- envoy log (tail) ---\n${logTail}`);
     this.name = 'EnvoyStartError';

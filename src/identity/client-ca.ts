@@ -1,13 +1,14 @@
 // The client CA bundle (envoy.tls.clientCaFile) that skewgate verifies client certificates
 // against, re-read when the file changes so that a CA rotation needs no restart. A bundle that no
 // longer parses is logged and the last good one kept. The only I/O of the identity module.
+import type { ErrorCode } from '../errors/catalog.js';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from '../util/log.js';
 import { fileStamp } from '../util/file-stamp.js';
 import { ClientIdentityVerifier, parsePemCertificates, type ClientTrust } from './client-identity.js';
 
 export class ClientCaError extends Error {
-  readonly code = 'SKEWGATE_ERR_CLIENT_CA';
+  readonly code = 'SKEWGATE_ERR_CLIENT_CA' satisfies ErrorCode;
   constructor(message: string) {
     super(message);
     this.name = 'ClientCaError';

@@ -3,6 +3,7 @@
 // every O (in order) a group, and attribute values decode by their ASN.1 string type. Reading the
 // DER, not a printed DN, leaves no escaping to get wrong (a CN of "a,O=system:masters" stays one
 // CN). Pure: bytes in, attributes out.
+import type { ErrorCode } from '../errors/catalog.js';
 import { DerError, elementsIn, readElement, type DerElement } from '../pki/der.js';
 
 /** One AttributeTypeAndValue of the subject, in certificate order. */
@@ -18,7 +19,7 @@ export const OID_ORGANIZATION = '2.5.4.10';
 export const OID_KUBERNETES_UID = '1.3.6.1.4.1.57683.2';
 
 export class SubjectParseError extends Error {
-  readonly code = 'SKEWGATE_ERR_CERT_SUBJECT';
+  readonly code = 'SKEWGATE_ERR_CERT_SUBJECT' satisfies ErrorCode;
   constructor(message: string) {
     super(message);
     this.name = 'SubjectParseError';

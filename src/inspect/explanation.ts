@@ -3,6 +3,7 @@
 // included), over the snapshot and clock given, with the headers as Envoy hands them to skewgate.
 // `skewgate explain --discover` (a discovery round of its own) and the running gateway's
 // POST /v1/explain both build this object; `explain -o json` prints it.
+import type { ErrorCode } from '../errors/catalog.js';
 import { createHash } from 'node:crypto';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { gvrKey, type Snapshot } from '../discovery/types.js';
@@ -43,7 +44,7 @@ export interface ExplainContext {
 
 /** A request that cannot be explained as given: a header line or certificate that does not parse. */
 export class ExplainInputError extends Error {
-  readonly code = 'SKEWGATE_ERR_EXPLAIN_INPUT';
+  readonly code = 'SKEWGATE_ERR_EXPLAIN_INPUT' satisfies ErrorCode;
 }
 
 export interface ServerExplained {

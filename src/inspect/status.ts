@@ -1,6 +1,7 @@
 // Pure: what a running gateway believes at one moment — its members and their readiness, each
 // view's age and source, the snapshot and config generations, the skew — as GET /v1/status
 // answers it and `skewgate status` prints it. Process facts and the clock come in.
+import type { ErrorCode } from '../errors/catalog.js';
 import type { Snapshot } from '../discovery/types.js';
 import type { MemberRole } from '../membership/members.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
@@ -38,6 +39,8 @@ export interface MemberStatus extends StatusMember {
   readonly viewAgeMs: number | null;
   readonly consecutiveFailures: number;
   readonly lastError: string | null;
+  /** The last failure's code (src/errors/catalog.ts: what it means, what to do); null when none. */
+  readonly lastErrorCode: ErrorCode | null;
 }
 
 export interface GatewayStatus {
@@ -65,6 +68,7 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
       viewAgeMs: s?.lastSuccessAt == null ? null : now - s.lastSuccessAt,
       consecutiveFailures: s?.consecutiveFailures ?? 0,
       lastError: s?.lastError ?? null,
+      lastErrorCode: s?.lastErrorCode ?? null,
     };
   });
   const skew = skewReport(snapshot, now, null);

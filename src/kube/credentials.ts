@@ -1,6 +1,7 @@
 // Discovery's TLS and authentication towards one apiserver. Files are re-read when they change
 // (a rotated token or a renewed certificate is picked up without a restart). Server certificate
 // verification is always on. Nothing here ever logs or puts secret material in an error message.
+import type { ErrorCode } from '../errors/catalog.js';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { Agent } from 'undici';
@@ -12,7 +13,7 @@ import { fileStamp } from '../util/file-stamp.js';
 export type ApiServerSettings = Config['apiservers'][number];
 
 export class CredentialsError extends Error {
-  readonly code = 'SKEWGATE_ERR_CREDENTIALS';
+  readonly code = 'SKEWGATE_ERR_CREDENTIALS' satisfies ErrorCode;
   constructor(
     readonly server: string,
     message: string,

@@ -1,6 +1,7 @@
 // One request to one apiserver, on the transport (transport.ts): a bounded GET whose body is read
 // inside the deadline, a stream whose deadline covers its headers only (a watch), and a JSON write
 // whose answer the caller judges.
+import { isErrorCode } from '../errors/catalog.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES } from '../constants.js';
 import { ERROR_BODY_BYTES, contentLength, tooLargeMessage, type Oversize } from './bounds.js';
 import type { RequestCredentials } from './credentials.js';
@@ -8,6 +9,7 @@ import {
   DeadlineSignal,
   DiscoveryFetchError,
   TLS_CODE,
+  CONNECTION_CODE,
   abandon,
   bodyHint,
   defaultFetch,
@@ -30,6 +32,7 @@ function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: 
   const tls = code !== undefined && TLS_CODE.test(code);
   return new DiscoveryFetchError(`${method} ${url}: ${tls ? 'TLS verification failed: ' : ''}${message}${code ? ` (${code})` : ''}`, url, {
     tls,
+    connection: code !== undefined && CONNECTION_CODE.test(code),
   });
 }
 
@@ -170,6 +173,5 @@ export async function openStream(target: ServerTarget, path: string, opts: GetOp
 }
 
 function isSkewgateError(err: unknown): err is Error {
-  const code = (err as { code?: unknown } | null)?.code;
-  return err instanceof Error && typeof code === 'string' && code.startsWith('SKEWGATE_ERR_');
+  return err instanceof Error && isErrorCode((err as { code?: unknown }).code);
 }

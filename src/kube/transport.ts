@@ -5,6 +5,7 @@
 import { STATUS_CODES } from 'node:http';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
+import type { ErrorCode, FailureKind } from '../errors/catalog.js';
 import type { Oversize } from './bounds.js';
 import type { ServerCredentials } from './credentials.js';
 
@@ -109,7 +110,9 @@ export function countedResponse(res: FetchResponseLike, done: (bytes: number) =>
 }
 
 export class DiscoveryFetchError extends Error {
-  readonly code = 'SKEWGATE_ERR_DISCOVERY_FETCH';
+  readonly code = 'SKEWGATE_ERR_DISCOVERY_FETCH' satisfies ErrorCode;
+  /** How it failed (the fetch-errors metric's reason, the status): from the details unless given. */
+  readonly kind: FailureKind;
   constructor(
     message: string,
     /** The URL (without userinfo) that failed. */
@@ -119,12 +122,31 @@ export class DiscoveryFetchError extends Error {
       readonly tls?: boolean;
       readonly timeout?: boolean;
       readonly aborted?: boolean;
+      /** No connection, or it broke (refused, reset, unreachable, no such host). */
+      readonly connection?: boolean;
+      readonly kind?: FailureKind;
       /** The body passed discovery.maxDocumentBytes: the cap, what showed it, and the answer's ETag. */
       readonly tooLarge?: { readonly limit: number; readonly seen: Oversize; readonly etag: string | null };
     } = {},
   ) {
     super(message);
     this.name = 'DiscoveryFetchError';
+    const d = details;
+    this.kind =
+      d.kind ??
+      (d.aborted
+        ? 'aborted'
+        : d.timeout
+          ? 'timeout'
+          : d.tls
+            ? 'tls'
+            : d.tooLarge
+              ? 'too_large'
+              : d.status !== undefined
+                ? 'http'
+                : d.connection
+                  ? 'connection'
+                  : 'other');
   }
   get status(): number | undefined {
     return this.details.status;
@@ -150,6 +172,9 @@ export function joinUrl(base: string, path: string): string {
 }
 
 // Node/OpenSSL certificate verification codes and TLS error codes.
+/** Error codes of a connection that could not be made or broke (Node's and undici's). */
+export const CONNECTION_CODE =
+  /^(ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT)$/;
 export const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|HOSTNAME_MISMATCH|ERR_OSSL)/;
 
 /** Walks undici's "fetch failed" → cause chain to the error that says what really happened. */

@@ -1,5 +1,6 @@
 // skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
 // are names from the config; no per-resource or per-path label.
+import type { FailureKind } from '../errors/catalog.js';
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
 import type { DiscoveryRoundEvent } from '../discovery/events.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
@@ -39,26 +40,31 @@ export const FETCH_ERROR_REASONS = [
   'http_5xx',
   'too_large',
   'malformed',
+  'credentials',
   'other',
 ] as const;
 export type FetchErrorReason = (typeof FETCH_ERROR_REASONS)[number];
 
+/** The failure kinds (src/errors/catalog.ts) that are a reason of their own. */
+const REASON_OF_KIND: Partial<Record<FailureKind, FetchErrorReason>> = {
+  timeout: 'timeout',
+  connection: 'connection',
+  tls: 'tls',
+  too_large: 'too_large',
+  malformed: 'malformed',
+  credentials: 'credentials',
+};
+
 /**
- * The reason of a failed round, from its requests' statuses and the error discovery recorded
- * (messages written by src/kube/requests.ts, src/discovery/fetcher.ts and parse.ts). Pure.
+ * The reason of a failed round: from its requests' statuses, else from the kind of failure
+ * discovery recorded with it (never from the message's text). Pure.
  */
 export function fetchErrorReason(e: DiscoveryRoundEvent): FetchErrorReason {
   const failed = e.requests.find((r) => r.status !== null && r.status >= 400 && r.status !== 404);
   if (failed?.status === 401 || failed?.status === 403) return 'unauthorized';
   if (failed !== undefined) return (failed.status ?? 0) >= 500 ? 'http_5xx' : 'http_4xx';
-  const err = e.after.lastError ?? '';
-  if (/timed out after/.test(err)) return 'timeout';
-  if (/TLS verification failed|certificate|\(ERR_TLS_|\(ERR_SSL_/.test(err)) return 'tls';
-  if (/the body is larger than/.test(err)) return 'too_large';
-  if (/malformed discovery document|not valid JSON/.test(err)) return 'malformed';
-  if (/\((ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT)\)/.test(err))
-    return 'connection';
-  return 'other';
+  const kind = e.after.lastErrorKind;
+  return (kind === undefined ? undefined : REASON_OF_KIND[kind]) ?? 'other';
 }
 
 export function fetchResult(e: DiscoveryRoundEvent): FetchResult {

@@ -1,6 +1,7 @@
 // The OpenTelemetry SDK objects: tracer provider with its OTLP exporter, meter provider with the
 // Prometheus endpoint and the OTLP push. Loaded with import() only when telemetry is on, so a
 // skewgate without telemetry never loads or creates any of it.
+import type { ErrorCode } from '../errors/catalog.js';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -51,7 +52,7 @@ export interface TelemetrySdk {
 }
 
 export class TelemetryStartError extends Error {
-  readonly code = 'SKEWGATE_ERR_TELEMETRY';
+  readonly code = 'SKEWGATE_ERR_TELEMETRY' satisfies ErrorCode;
   constructor(message: string) {
     super(message);
     this.name = 'TelemetryStartError';
