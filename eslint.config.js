@@ -75,6 +75,57 @@ const PURE = [
   'src/inspect/*.ts',
 ];
 
+/**
+ * The rooms of src/ from the bottom up (docs/design.md, "Parts and their rooms"): a room imports
+ * only rooms of the layers below its own, so that arrows run one way and no circle can form.
+ * The bottom layer (constants, errors, util) is free to all.
+ */
+const LAYERS = [
+  ['errors', 'util'],
+  ['config', 'k8s', 'pki'],
+  ['kube', 'identity'],
+  ['membership'],
+  ['discovery'],
+  ['routing'],
+  ['kubernetes-service', 'extproc', 'envoy'],
+  ['inspect', 'telemetry'],
+  ['workers'],
+  ['app'],
+  ['cli'],
+];
+
+/** Per room: no-restricted-imports with the harness rule and the rooms it may not import. */
+function layerRules() {
+  return LAYERS.slice(1).flatMap((rooms, i) =>
+    rooms.map((room) => {
+      const below = LAYERS.slice(0, i + 1).flat();
+      const forbidden = LAYERS.flat().filter((r) => r !== room && !below.includes(r));
+      return {
+        files: [`src/${room}/**/*.ts`],
+        rules: {
+          'no-restricted-imports': [
+            'error',
+            {
+              patterns: [
+                NOT_THE_HARNESS,
+                // The top room forbids none.
+                ...(forbidden.length === 0
+                  ? []
+                  : [
+                      {
+                        group: forbidden.map((r) => `**/${r}/*`),
+                        message: `the rooms' layer order (docs/design.md): src/${room}/ imports only ${below.join(', ')} and constants.ts.`,
+                      },
+                    ]),
+              ],
+            },
+          ],
+        },
+      };
+    }),
+  );
+}
+
 /** node:net's address parsers are string functions; its sockets are not. */
 const NET_PARSERS_ONLY = {
   name: 'node:net',
@@ -156,6 +207,7 @@ export default tseslint.config(
       ],
     },
   },
+  ...layerRules(),
   {
     files: ['src/routing/router.ts'],
     rules: {

@@ -106,3 +106,10 @@ export const EXTPROC_LOG_INTERVAL_MS = 10_000;
 export const EXIT_OK = 0;
 export const EXIT_PROBLEMS = 1;
 export const EXIT_BAD_CONFIG = 2;
+
+/**
+ * Set on the EndpointSlice the gateways publish (src/kubernetes-service/), so that no reader — the
+ * membership's endpointSlice source among them — takes it for the apiservers' own.
+ */
+export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+export const MANAGED_BY = 'skewgate.dev';

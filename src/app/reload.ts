@@ -87,6 +87,7 @@ export class LiveConfig<D extends SwappableDiscovery> {
   private endSignal: () => void = () => undefined;
   private readonly endedPromise = new Promise<void>((resolve) => (this.endSignal = resolve));
   private closing: Promise<void> | null = null;
+  private readonly appliedListeners: ((config: Config, changed: readonly string[]) => void)[] = [];
 
   constructor(
     initial: Config,
@@ -102,6 +103,15 @@ export class LiveConfig<D extends SwappableDiscovery> {
         return running().retryAfterSeconds;
       },
       route: (method, path, headers) => running().route(method, path, headers),
+    };
+  }
+
+  /** Also called after every swap, as deps.applied is (for parts built after the live config); returns the unsubscribe function. */
+  onApplied(listener: (config: Config, changed: readonly string[]) => void): () => void {
+    this.appliedListeners.push(listener);
+    return () => {
+      const i = this.appliedListeners.indexOf(listener);
+      if (i >= 0) this.appliedListeners.splice(i, 1);
     };
   }
 
@@ -230,6 +240,7 @@ export class LiveConfig<D extends SwappableDiscovery> {
       );
     try {
       this.deps.applied?.(parts.config, changed);
+      for (const l of this.appliedListeners) l(parts.config, changed);
     } catch (err) {
       this.deps.logger.error({ err: errorText(err) }, 'config reloaded, but applying it outside discovery and routing failed');
     }

@@ -7,7 +7,9 @@ import { combineObservers, createLogObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
 import { stateClientIdentity } from '../identity/client-identity.js';
-import { LiveConfig, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
+import { LiveConfig, type LiveParts, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
+import { adminHandlers } from './admin-handlers.js';
+import { MembersFollower } from './members-follower.js';
 import { createRouter, type ClientIdentityOf, type RequestRouter } from '../routing/router.js';
 import type { SdkOptions } from '../telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from '../telemetry/settings.js';
@@ -20,9 +22,6 @@ import { KubernetesServicePublisher } from '../kubernetes-service/publisher.js';
 import { SecretRotator } from '../envoy/secret-rotation.js';
 import { ExtProcWorkers } from '../workers/pool.js';
 import { AdminServer } from './admin-server.js';
-import { explainRequest } from '../inspect/explanation.js';
-import { gatewayStatus } from '../inspect/status.js';
-import { skewReport } from '../inspect/skew-report.js';
 import { skewgateVersion } from '../util/version.js';
 
 export interface SkewgateOptions {
@@ -70,67 +69,66 @@ export function drainTime(config: Config): number {
 }
 
 export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOptions = {}): Skewgate {
+  // Envoy's filesystem xDS (envoy.xds): the members' clusters and routes, the fast-path routes.
+  const xdsDir = config.envoy.xds?.directory;
+  const xdsLogger = logger.child({ component: 'xds' });
+  const adminUrl = opts.envoyAdminUrl !== undefined ? opts.envoyAdminUrl : adminUrlOf(config);
+  const xds =
+    xdsDir === undefined ? null : new XdsWriter(config, xdsLogger, XDS_SETTLE_MS, adminUrl === null ? null : adminRoutesConfirm(adminUrl));
   const telemetrySettings = resolveTelemetrySettings(config.telemetry, opts.env ?? process.env);
   const telemetry = createTelemetry({
     settings: telemetrySettings,
     apiservers: config.apiservers,
     logger: logger.child({ component: 'telemetry' }),
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
-    // Read at collection, after start: the writer exists by then.
     fastPath: () => xds?.fastPathWritten() ?? null,
   });
-  const xdsDir = config.envoy.xds?.directory;
-  const xdsLogger = logger.child({ component: 'xds' });
-  const adminUrl = opts.envoyAdminUrl !== undefined ? opts.envoyAdminUrl : adminUrlOf(config);
-  const xds =
-    xdsDir === undefined ? null : new XdsWriter(config, xdsLogger, XDS_SETTLE_MS, adminUrl === null ? null : adminRoutesConfirm(adminUrl));
-  let running: DiscoveryService | null = null;
-  // Envoy's fast-path routes follow the published snapshots (with envoy.xds only).
-  let sync: FastPathSync | null = null;
   const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   // The bundle's current verifier: a rotated CA takes effect on the next request (and explain).
   const clientIdentity: ClientIdentityOf = (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now);
-  const live = new LiveConfig(config, {
-    build(c) {
-      // The members known beyond the seed: at start those a previous run wrote for Envoy (with
-      // every configured apiserver replaced, they are how skewgate finds the control plane
-      // again); on a reload, the running service's.
-      const known =
-        running !== null
-          ? running
-              .members()
-              .filter((m) => !m.seed && (m.role === 'member' || m.role === 'draining'))
-              .map((m) => m.spec)
-          : xdsDir === undefined
-            ? []
-            : readKnownMembers(xdsDir, xdsLogger);
-      const lastKnown = known.map((k) => knownMemberSpec(k, c.membership.template));
+  // The parts running now (after a reload, the new ones): none while the first are being built.
+  let runningParts: () => LiveParts<DiscoveryService> | null = () => null;
+  // Envoy's fast-path routes follow the running service's published snapshots (with envoy.xds only).
+  let sync: FastPathSync | null = null;
+  const build = (c: Config): LiveParts<DiscoveryService> => {
+    const running = runningParts()?.discovery ?? null;
+    // The members known beyond the seed: at start those a previous run wrote for Envoy (with
+    // every configured apiserver replaced, they are how skewgate finds the control plane
+    // again); on a reload, the running service's.
+    const known =
+      running !== null
+        ? running
+            .members()
+            .filter((m) => !m.seed && (m.role === 'member' || m.role === 'draining'))
+            .map((m) => m.spec)
+        : xdsDir === undefined
+          ? []
+          : readKnownMembers(xdsDir, xdsLogger);
+    const discovery: DiscoveryService = new DiscoveryService(c, {
+      logger: logger.child({ component: 'discovery' }),
+      lastKnown: known.map((k) => knownMemberSpec(k, c.membership.template)),
       // With the xDS files, a verified apiserver joins Envoy (its cluster, then its routes) before skewgate routes to it.
-      const joinDelayMs = c.envoy.xds === undefined ? 0 : XDS_JOIN_DELAY_MS;
-      const discovery: DiscoveryService = new DiscoveryService(c, {
-        logger: logger.child({ component: 'discovery' }),
-        lastKnown,
-        joinDelayMs,
-        // Only the running service's snapshots reach Envoy; a reload's candidate waits for beforeSwap.
-        beforePublish: (snap) => (sync !== null && live.parts.discovery === discovery ? sync.beforePublish(snap) : Promise.resolve()),
-      });
-      const router = createRouter(discovery, {
-        staleAfterMs: c.discovery.staleAfter,
-        retryAfterSeconds: c.routing.retryAfterSeconds,
-        clientIdentity,
-      });
-      return { config: c, discovery, router };
-    },
+      joinDelayMs: c.envoy.xds === undefined ? 0 : XDS_JOIN_DELAY_MS,
+      // Only the running service's snapshots reach Envoy; a reload's candidate waits for beforeSwap.
+      beforePublish: (snap) => {
+        const now = runningParts();
+        return sync !== null && (now === null || now.discovery === discovery) ? sync.beforePublish(snap) : Promise.resolve();
+      },
+    });
+    const router = createRouter(discovery, {
+      staleAfterMs: c.discovery.staleAfter,
+      retryAfterSeconds: c.routing.retryAfterSeconds,
+      clientIdentity,
+    });
+    return { config: c, discovery, router };
+  };
+  const live = new LiveConfig(config, {
+    build,
     logger: logger.child({ component: 'config' }),
-    applied(c, changed) {
-      if (changed.includes('log.level')) logger.level = c.log.level;
-      void followMembers(c);
-      if (changed.includes('apiservers')) setApiservers(c.apiservers);
-      workers?.reconfigure(c);
-    },
     onResult: (r) => telemetry?.recordReload(r.result, r.generation),
     beforeSwap: (snap) => sync?.beforePublish(snap) ?? Promise.resolve(),
   });
+  runningParts = () => live.parts;
   if (xds !== null)
     sync = new FastPathSync({
       writer: xds,
@@ -140,8 +138,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       logger: logger.child({ component: 'fast-path' }),
     });
   const offFastPath = live.discovery.onChange((snap) => sync?.published(snap));
+  // The xDS files and the apiservers' addresses (decision spans, workers) follow the running service's members.
+  const members = new MembersFollower(xds, config.apiservers);
+  members.onApiservers((list) => telemetry?.setApiservers(list));
   // extproc.workers − 1 more ext_proc endpoints, on copies of the snapshots published here.
-  let apiservers: readonly { readonly name: string; readonly url: string }[] = config.apiservers;
   const workers =
     config.extproc.workers > 1
       ? new ExtProcWorkers({
@@ -149,34 +149,20 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           logger: logger.child({ component: 'workers' }),
           current: () => live.discovery.current(),
           telemetry: telemetrySettings.tracing ? telemetrySettings : null,
-          apiservers: () => apiservers,
+          apiservers: () => members.apiservers(),
           onTallies: (t, errors) => telemetry?.recordTallies(t, errors),
         })
       : null;
   const offWorkers = workers ? live.discovery.onChange((snap) => workers.publish(snap)) : () => undefined;
+  if (workers !== null) members.onApiservers((list) => workers.setApiservers(list));
+  live.onApplied((c, changed) => {
+    if (changed.includes('log.level')) logger.level = c.log.level;
+    void members.follow(c, live.parts.discovery);
+    if (changed.includes('apiservers')) members.setApiservers(c.apiservers);
+    workers?.reconfigure(c);
+  });
   // Always the running router: the ext_proc server never sees a reload.
   const router = live.router;
-  running = live.parts.discovery;
-  let offMembers: () => void = () => undefined;
-  /** The xDS files follow the running service's members (after a reload, the new service's). */
-  const followMembers = (c: Config): Promise<void> => {
-    running = live.parts.discovery;
-    if (xds === null) return Promise.resolve();
-    offMembers();
-    const d = running;
-    xds.reconfigure(c);
-    offMembers = d.onMembers((m) => {
-      // Decision spans name a routed apiserver's address: learnt members too.
-      setApiservers(m.map((e) => e.spec));
-      void xds.update(m);
-    });
-    return xds.update(d.members());
-  };
-  const setApiservers = (list: readonly { readonly name: string; readonly url: string }[]): void => {
-    apiservers = list;
-    telemetry?.setApiservers(list);
-    workers?.setApiservers(list);
-  };
   const extprocLogger = logger.child({ component: 'extproc' });
   const logObserver = createLogObserver(extprocLogger);
   const server = createExtProcServer({
@@ -195,48 +181,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     : null;
   // Envoy's certificates as SDS files, rewritten when the files behind them change (with envoy.xds).
   const secrets = config.envoy.xds ? new SecretRotator(config, logger.child({ component: 'envoy-secrets' })) : null;
-  // What the running gateway believes, on loopback or a unix socket (admin.listen): the same pure
-  // functions as the CLI's own discovery round, over the live snapshot, config and CA bundle.
-  const startedAt = Date.now();
-  const version = skewgateVersion();
+  // What the running gateway believes, on loopback or a unix socket (admin.listen).
   const admin =
     config.admin === undefined
       ? null
       : new AdminServer({
           listen: config.admin.listen,
           logger: logger.child({ component: 'admin' }),
-          version,
-          handlers: {
-            status: () => {
-              const { config: c, discovery } = live.parts;
-              return gatewayStatus({
-                version,
-                pid: process.pid,
-                startedAt,
-                now: Date.now(),
-                configSource: c.source,
-                configGeneration: live.generation,
-                staleAfterMs: c.discovery.staleAfter,
-                snapshot: discovery.current(),
-                members: discovery
-                  .members()
-                  .map((m) => ({ name: m.spec.name, url: m.spec.url, role: m.role, seed: m.seed, sources: m.sources })),
-              });
-            },
-            skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
-            explain: (req) => {
-              const { config: c, discovery } = live.parts;
-              return explainRequest(req, {
-                snapshot: discovery.current(),
-                now: Date.now(),
-                rng: Math.random,
-                staleAfterMs: c.discovery.staleAfter,
-                clientIdentity,
-                fastPath: { xds: c.envoy.xds !== undefined, enabled: c.routing.fastPath },
-                membershipProblem: null,
-              });
-            },
-          },
+          version: skewgateVersion(),
+          handlers: adminHandlers({ live, clientIdentity, version: skewgateVersion(), startedAt: Date.now() }),
         });
   let adminAddress: string | null = null;
   let closing: Promise<void> | undefined;
@@ -254,7 +207,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       await clientCa.start();
       await live.start();
       // Envoy follows the members from here on (it started from the files as they were).
-      await followMembers(config);
+      await members.follow(config, live.parts.discovery);
       await secrets?.start();
       const bound = await server.start(config.extproc.listen, config.extproc.peer);
       const workerPorts = (await workers?.start()) ?? [];
@@ -291,7 +244,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         ]);
         await xds?.close();
         await secrets?.close();
-        offMembers();
+        members.close();
         await live.close();
         clientCa.close();
         await telemetry?.shutdown();

@@ -2,6 +2,7 @@
 // (docs/design.md, "The kubernetes Service"): the addresses of the gateways whose Lease is live,
 // or — when none is — the apiservers themselves, so that the Service never points at nothing.
 // Pure: the gateway Leases and the objects to write.
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../constants.js';
 import { isIP } from 'node:net';
 
 /** The namespace of the gateways' Leases and of the `kubernetes` Service. */
@@ -10,9 +11,6 @@ export const SERVICE_NAME = 'kubernetes';
 export const GATEWAY_LEASE_LABEL = 'skewgate.dev/gateway';
 export const GATEWAY_LEASE_SELECTOR = `${GATEWAY_LEASE_LABEL}=true`;
 export const GATEWAY_ADDRESS_ANNOTATION = 'skewgate.dev/address';
-/** Set on the EndpointSlice skewgate writes, so that no reader takes it for the apiservers' own. */
-export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
-export const MANAGED_BY = 'skewgate.dev';
 export const LEASES_PATH = `/apis/coordination.k8s.io/v1/namespaces/${SERVICE_NAMESPACE}/leases`;
 export const ENDPOINTS_PATH = `/api/v1/namespaces/${SERVICE_NAMESPACE}/endpoints`;
 export const SLICES_PATH = `/apis/discovery.k8s.io/v1/namespaces/${SERVICE_NAMESPACE}/endpointslices`;

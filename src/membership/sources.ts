@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import type { MembershipSource } from '../config/schema.js';
 import type { WatchChange } from '../kube/watch.js';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../kubernetes-service/publication.js';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../constants.js';
 
 export const NODES_PATH = '/api/v1/nodes';
 export const KUBERNETES_SLICES_PATH = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';

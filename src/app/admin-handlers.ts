@@ -1,0 +1,48 @@
+// What the admin endpoint answers (GET /v1/status, /v1/skew, POST /v1/explain): the same pure
+// inspect/ functions as the CLI's own discovery round, over the live snapshot, config and client
+// CA bundle of the running gateway.
+import type { DiscoveryService } from '../discovery/service.js';
+import { explainRequest } from '../inspect/explanation.js';
+import { skewReport } from '../inspect/skew-report.js';
+import { gatewayStatus } from '../inspect/status.js';
+import type { ClientIdentityOf } from '../routing/router.js';
+import type { AdminHandlers } from './admin-server.js';
+import type { LiveConfig } from './reload.js';
+
+export function adminHandlers(o: {
+  readonly live: LiveConfig<DiscoveryService>;
+  readonly clientIdentity: ClientIdentityOf;
+  readonly version: string;
+  readonly startedAt: number;
+}): AdminHandlers {
+  const { live } = o;
+  return {
+    status: () => {
+      const { config: c, discovery } = live.parts;
+      return gatewayStatus({
+        version: o.version,
+        pid: process.pid,
+        startedAt: o.startedAt,
+        now: Date.now(),
+        configSource: c.source,
+        configGeneration: live.generation,
+        staleAfterMs: c.discovery.staleAfter,
+        snapshot: discovery.current(),
+        members: discovery.members().map((m) => ({ name: m.spec.name, url: m.spec.url, role: m.role, seed: m.seed, sources: m.sources })),
+      });
+    },
+    skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
+    explain: (req) => {
+      const { config: c, discovery } = live.parts;
+      return explainRequest(req, {
+        snapshot: discovery.current(),
+        now: Date.now(),
+        rng: Math.random,
+        staleAfterMs: c.discovery.staleAfter,
+        clientIdentity: o.clientIdentity,
+        fastPath: { xds: c.envoy.xds !== undefined, enabled: c.routing.fastPath },
+        membershipProblem: null,
+      });
+    },
+  };
+}
