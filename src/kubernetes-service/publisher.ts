@@ -11,7 +11,25 @@ import { sendJson } from '../kube/requests.js';
 import { type ServerTarget } from '../kube/transport.js';
 import type { Snapshot } from '../discovery/types.js';
 import { isHealthy } from '../routing/freshness.js';
-import { desiredPublication, endpointSliceObject, endpointsObject, ENDPOINTS_PATH, GATEWAY_LEASE_SELECTOR, gatewayLeaseName, gatewayNameOf, gatewayLeaseObject, LEASES_PATH, parseAddress, parseGatewayLease, portGroup, publishedAddresses, SERVICE_NAME, SLICES_PATH, type Address, type Publication } from './publication.js';
+import {
+  desiredPublication,
+  endpointSliceObject,
+  endpointsObject,
+  ENDPOINTS_PATH,
+  GATEWAY_LEASE_SELECTOR,
+  gatewayLeaseName,
+  gatewayNameOf,
+  gatewayLeaseObject,
+  LEASES_PATH,
+  parseAddress,
+  parseGatewayLease,
+  portGroup,
+  publishedAddresses,
+  SERVICE_NAME,
+  SLICES_PATH,
+  type Address,
+  type Publication,
+} from './publication.js';
 
 export interface PublisherSource {
   current(): Snapshot;

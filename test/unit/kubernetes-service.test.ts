@@ -1,7 +1,17 @@
 // Publishing the gateways as the kubernetes Service's endpoints, the pure half: which addresses,
 // the Lease a gateway renews, and the objects written.
 import t from 'tap';
-import { desiredPublication, endpointSliceObject, endpointsObject, gatewayLeaseObject, gatewayNameOf, parseAddress, parseGatewayLease, portGroup, publishedAddresses } from '../../src/kubernetes-service/publication.js';
+import {
+  desiredPublication,
+  endpointSliceObject,
+  endpointsObject,
+  gatewayLeaseObject,
+  gatewayNameOf,
+  parseAddress,
+  parseGatewayLease,
+  portGroup,
+  publishedAddresses,
+} from '../../src/kubernetes-service/publication.js';
 
 const NOW = 1_800_000_000_000;
 const lease = (name: string, ip: string, renewAgoMs: number) =>
