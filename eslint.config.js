@@ -21,6 +21,7 @@ const PURE = [
   'src/discovery/events.ts',
   'src/routing/**/*.ts',
   'src/discovery/parse.ts',
+  'src/discovery/view-compare.ts',
   'src/discovery/merge.ts',
   'src/discovery/snapshot.ts',
   'src/discovery/document-index.ts',

@@ -24,8 +24,8 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
-  sameViewSteps,
 } from './parse.js';
+import { sameViewSteps } from './view-compare.js';
 import { sameOpenApiIndex } from './types.js';
 
 /** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { MAX_DOCUMENT_BYTES_KEY } from '../kube/bounds.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
 import { bloatChange, bloatThreshold } from './document-bounds.js';
-import { diffViewsSteps } from './parse.js';
+import { diffViewsSteps } from './view-compare.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import type { ServerState, ServerView, Snapshot } from './types.js';
 

@@ -2,7 +2,7 @@
 // an upgrade shows up in Jaeger. Spans are written after the fact, with the round's own times.
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api';
 import type { DiscoveryRoundEvent } from '../discovery/events.js';
-import { diffViews } from '../discovery/parse.js';
+import { diffViews } from '../discovery/view-compare.js';
 import type { ServerAddress } from './decision-spans.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './names.js';
 import type { SkewChange } from './skew-diff.js';

@@ -1,7 +1,6 @@
 import t from 'tap';
 import {
   DiscoveryDocumentError,
-  diffViews,
   groupVersionResources,
   isAggregatedDiscoveryMediaType,
   legacyView,
@@ -10,8 +9,8 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
-  sameView,
 } from '../../src/discovery/parse.js';
+import { diffViews, sameView } from '../../src/discovery/view-compare.js';
 import { sameOpenApiIndex } from '../../src/discovery/types.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 
