@@ -2,7 +2,7 @@
 import { execFile } from 'node:child_process';
 import os from 'node:os';
 import { promisify } from 'node:util';
-import { findEnvoyBinary } from '../src/envoy/process.js';
+import { findEnvoyBinary } from '../src/envoy-runtime/process.js';
 import type { MachineInfo } from './report.js';
 
 const run = promisify(execFile);

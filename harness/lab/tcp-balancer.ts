@@ -8,7 +8,7 @@
 // updates a load balancer when machines are replaced (new in once ready, old out before it goes).
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { findEnvoyBinary } from '../../src/envoy-runtime/process.js';
 import { canConnect, ensureLoopbackAlias } from './net.js';
 import { LAB_ALIAS_PREFIX } from './flags.js';
 import { Supervisor, logTail, type ProcRecord } from './supervisor.js';

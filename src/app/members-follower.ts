@@ -4,7 +4,7 @@
 import type { ApiServerConfig } from '../config/schema.js';
 import type { DiscoveryService } from '../discovery/service.js';
 import type { Config } from '../config/schema.js';
-import type { XdsWriter } from '../envoy/xds-files.js';
+import type { XdsWriter } from '../envoy-runtime/xds-files.js';
 
 type Apiserver = Pick<ApiServerConfig, 'name' | 'url'>;
 

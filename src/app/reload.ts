@@ -52,7 +52,7 @@ export interface LiveConfigDeps<D extends SwappableDiscovery> {
   readonly onResult?: (result: ReloadResult) => void;
   /**
    * Awaited before a new discovery service takes over routing, with its snapshot: what must
-   * change outside skewgate first (Envoy's fast-path routes, envoy/fast-path-sync.ts).
+   * change outside skewgate first (Envoy's fast-path routes, envoy-runtime/fast-path-sync.ts).
    */
   readonly beforeSwap?: (next: Snapshot) => Promise<void>;
 }

@@ -58,7 +58,7 @@ export class MemberPollers {
     return this.all().map((p) => ({ spec: p.spec, role: p.role, seed: p.seed, sources: p.sources, ready: p.state.ready }));
   }
 
-  /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy/xds-files.ts). */
+  /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy-runtime/xds-files.ts). */
   entries(): readonly MemberEntry[] {
     return Object.freeze(this.all().map((p) => Object.freeze({ spec: p.spec, role: p.role, seed: p.seed, sources: p.sources })));
   }

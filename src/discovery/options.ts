@@ -38,7 +38,7 @@ export interface DiscoveryServiceOptions {
   readonly sliceBudgetMs?: number;
   /**
    * Awaited with each new snapshot before routing sees it (Envoy's fast-path routes withdrawn
-   * where the new snapshot no longer allows them: envoy/fast-path-sync.ts). Bounded by its owner;
+   * where the new snapshot no longer allows them: envoy-runtime/fast-path-sync.ts). Bounded by its owner;
    * a failure is logged and the snapshot published anyway.
    */
   readonly beforePublish?: (next: Snapshot) => Promise<void>;

@@ -212,7 +212,7 @@ export class DiscoveryService {
     return healthyFirst(this.pollers.watchCandidates()).map((c) => c.target);
   }
 
-  /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy/xds-files.ts). */
+  /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy-runtime/xds-files.ts). */
   members(): readonly MemberEntry[] {
     return this.pollers.entries();
   }

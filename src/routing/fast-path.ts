@@ -15,7 +15,7 @@ import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
 /**
  * How long before a view goes stale its routes are withdrawn. Envoy reloads rds.json in
- * milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS (envoy/fast-path-sync.ts).
+ * milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS (envoy-runtime/fast-path-sync.ts).
  */
 export const FAST_PATH_MARGIN_MS = 1000;
 export const FAST_PATH_OUTCOME = 'default';
@@ -67,7 +67,7 @@ export interface FastGroupVersion {
 /**
  * What Envoy may decide alone. Empty groupVersions: nothing is fast, every request goes through
  * ext_proc. `members` are the apiservers the table was compiled over; Envoy's balanced pool must be
- * exactly these for the table to hold (envoy/xds-files.ts renders it only then).
+ * exactly these for the table to hold (envoy-runtime/xds-files.ts renders it only then).
  */
 export interface FastTable {
   /** The snapshot generation the table was compiled from (span tag, access-log field). */

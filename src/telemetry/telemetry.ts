@@ -29,7 +29,7 @@ export interface TelemetryDeps {
   readonly logger: Logger;
   /** Tests: in-memory span exporter and metric readers (these turn the SDK on by themselves). */
   readonly sdk?: SdkOptions;
-  /** The fast-path table in Envoy's routes (envoy/xds-files.ts), for its gauges; none without envoy.xds. */
+  /** The fast-path table in Envoy's routes (envoy-runtime/xds-files.ts), for its gauges; none without envoy.xds. */
   readonly fastPath?: () => FastTable | null;
 }
 

@@ -58,7 +58,7 @@ const APISERVER_PICKUP_MS = 65_000;
 const DWELL_MS = 4000;
 /** Requests of each arm the open loop (RATE_PER_ARM/s) must have started in each DWELL_MS after a renewal: an eighth of what it schedules. */
 const MIN_PER_DWELL = (RATE_PER_ARM * DWELL_MS) / 1000 / 8;
-/** skewgate's log line when it makes Envoy re-read a secret whose files changed (src/envoy/secret-rotation.ts). */
+/** skewgate's log line when it makes Envoy re-read a secret whose files changed (src/envoy-runtime/secret-rotation.ts). */
 const REREAD_MSG = 'certificate files changed; Envoy reads them again';
 /**
  * Concurrent watches that make Envoy open new apiserver connections: its HTTP/1.1 pool holds fewer

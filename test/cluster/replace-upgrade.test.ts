@@ -23,7 +23,7 @@ import { type ApiServerConfig } from '../../src/config/schema.js';
 import { learntName } from '../../src/membership/members.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
-import { XdsWriter } from '../../src/envoy/xds-files.js';
+import { XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import { account, total, type Accounting, type AccountingRules } from '../load/accounting.js';
 import { describe503, gatewayGaps, skewgateLogRecords, unexplained503s, versionAt } from '../load/gateway-view.js';
 import { phaseEvidence as untilPhaseEvidence, untilInEffect } from '../load/wait.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { freePort, Lab } from '../../harness/lab/lab.js';
 import { labBinary, labVersions } from '../../harness/lab/versions.js';
-import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { findEnvoyBinary } from '../../src/envoy-runtime/process.js';
 import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
 import { APISERVER_SERVICE_NAME, apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
 

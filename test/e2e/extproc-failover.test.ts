@@ -19,7 +19,7 @@ import { freePort } from '../../harness/lab/net.js';
 import { parseConfig } from '../../src/config/load.js';
 import { EXTPROC_SERVICE_NAME, HEALTH_PATH, REASON_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { startEnvoy } from '../../src/envoy/process.js';
+import { startEnvoy } from '../../src/envoy-runtime/process.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { issueCert } from '../../harness/openssl.js';

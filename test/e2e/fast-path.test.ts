@@ -15,12 +15,12 @@ import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/ind
 import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { Snapshot } from '../../src/discovery/types.js';
-import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy/admin-routes.js';
+import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy-runtime/admin-routes.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
-import { startEnvoy } from '../../src/envoy/process.js';
+import { startEnvoy } from '../../src/envoy-runtime/process.js';
 import { RDS_FILE } from '../../src/envoy/xds.js';
-import { writeSeedXds } from '../../src/envoy/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
 import { createLogger } from '../../src/util/log.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';

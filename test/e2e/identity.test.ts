@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, PEER_PROXIED_HEADER, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { renderBootstrap, type JsonObject } from '../../src/envoy/bootstrap.js';
-import { startEnvoy, validateBootstrap } from '../../src/envoy/process.js';
+import { startEnvoy, validateBootstrap } from '../../src/envoy-runtime/process.js';
 import { BUILTINS_NEW, BUILTINS_OLD, type FakeApiServer, type KeyPairFiles, type RecordedRequest } from '../../harness/fake/index.js';
 import { send, type Reply } from '../helpers/envoy-fixtures.js';
 import { stackFixture } from '../helpers/stack-fixture.js';

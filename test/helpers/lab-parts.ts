@@ -1,6 +1,6 @@
 // The real parts a cluster test needs. A missing one throws here, at load time, with the command
 // that provides it: the test fails, it never skips.
-import { findEnvoyBinary } from '../../src/envoy/process.js';
+import { findEnvoyBinary } from '../../src/envoy-runtime/process.js';
 import { labBinary, labVersions, type LabVersions } from '../../harness/lab/versions.js';
 
 export interface LabParts {

@@ -4,7 +4,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { EXTPROC_SERVICE_NAME, MEDIA_JSON, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
+import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
 import {
   onEphemeralPort,
   scratchDir,

@@ -3,7 +3,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { EnvoyNotFoundError, EnvoyStartError, startEnvoy, validateBootstrap } from '../../src/envoy/process.js';
+import { EnvoyNotFoundError, EnvoyStartError, startEnvoy, validateBootstrap } from '../../src/envoy-runtime/process.js';
 
 const minimal = {
   admin: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } },

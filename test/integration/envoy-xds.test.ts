@@ -15,9 +15,9 @@ import type { ApiServerConfig } from '../../src/config/schema.js';
 import { REASON_HEADER } from '../../src/constants.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { startEnvoy, type EnvoyHandle } from '../../src/envoy/process.js';
+import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
-import { readKnownMembers, writeSeedXds, XdsWriter } from '../../src/envoy/xds-files.js';
+import { readKnownMembers, writeSeedXds, XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import {
   onEphemeralPort,
   scratchDir,

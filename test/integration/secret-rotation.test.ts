@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { parseConfig } from '../../src/config/load.js';
-import { SecretRotator, writeSecretsSync } from '../../src/envoy/secret-rotation.js';
+import { SecretRotator, writeSecretsSync } from '../../src/envoy-runtime/secret-rotation.js';
 import { TRIGGER_SUBDIR, certificateSecretName, sdsDirectory, triggerDirectory, type SecretSpec } from '../../src/envoy/tls-material.js';
 import { testPki } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';

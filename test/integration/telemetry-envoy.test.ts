@@ -3,7 +3,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { parseConfig } from '../../src/config/load.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { validateBootstrap } from '../../src/envoy/process.js';
+import { validateBootstrap } from '../../src/envoy-runtime/process.js';
 import { sharedPki } from '../helpers/envoy-fixtures.js';
 
 const pki = await sharedPki();

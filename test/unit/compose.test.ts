@@ -22,7 +22,7 @@ import { readComposeVersions } from '../../harness/compose/versions.js';
 import { withoutExtProc } from '../../harness/baseline-envoy.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
-import { findEnvoyBinary, validateBootstrap } from '../../src/envoy/process.js';
+import { findEnvoyBinary, validateBootstrap } from '../../src/envoy-runtime/process.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { apiServerArgs, etcdArgs } from '../../harness/lab/flags.js';
 import { gatewayConfigDocument } from '../../harness/lab/gateway-config.js';

@@ -878,9 +878,15 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     const listen = config.admin?.listen;
     t.ok(listen !== undefined && runbook.includes(`admin.listen\` (\`${listen}\``), `${file}: admin.listen ${listen} is the runbook's`);
   }
-  // The log lines the runbook quotes are skewgate's own.
-  const logSources = ['src/discovery/service.ts', 'src/envoy/xds-files.ts'].map((f) => readFileSync(join(root, f), 'utf8')).join('\n');
-  for (const line of new Set([...runbook.matchAll(/'((?:apiserver|drained|learnt|xds:)[^'\n]*)'/g)].map((m) => m[1] ?? ''))) {
-    t.ok(logSources.includes(`'${line}'`), `the runbook's log line '${line}' is one skewgate writes`);
-  }
+  // The log lines the runbook quotes (in backticks) are skewgate's own, wherever in src/ they are written.
+  const srcFiles = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? srcFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+    );
+  const logSources = srcFiles(join(root, 'src'))
+    .map((f) => readFileSync(f, 'utf8'))
+    .join('\n');
+  const quoted = new Set([...runbook.matchAll(/`((?:apiserver|drained|learnt|xds:) [^`\n]*)`/g)].map((m) => m[1] ?? ''));
+  t.ok(quoted.size >= 5, `the runbook quotes skewgate's membership log lines (${[...quoted].join(' | ')})`);
+  for (const line of quoted) t.ok(logSources.includes(`'${line}'`), `the runbook's log line '${line}' is one skewgate writes`);
 });

@@ -1,4 +1,4 @@
-// The order of Envoy's fast-path updates (src/envoy/xds-files.ts, src/envoy/fast-path-sync.ts):
+// The order of Envoy's fast-path updates (src/envoy-runtime/xds-files.ts, src/envoy-runtime/fast-path-sync.ts):
 // what a new snapshot takes away is out of rds.json, and Envoy confirmed running it, before the
 // snapshot is published and before the balanced pool changes; what it adds is written after.
 // Envoy is played by the confirm callback, which records what the files held when it was asked.
@@ -13,10 +13,10 @@ import { type ApiServerConfig, type Config } from '../../src/config/schema.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { buildSnapshot } from '../../src/discovery/snapshot.js';
 import type { ServerState, Snapshot } from '../../src/discovery/types.js';
-import { FastPathSync } from '../../src/envoy/fast-path-sync.js';
+import { FastPathSync } from '../../src/envoy-runtime/fast-path-sync.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { CDS_FILE, RDS_FILE } from '../../src/envoy/xds.js';
-import { XdsWriter } from '../../src/envoy/xds-files.js';
+import { XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import { compileFastPath } from '../../src/routing/fast-path.js';
 
 const quiet = pino({ level: 'silent' });

@@ -3,7 +3,7 @@
 // Envoy refused, or an admin it cannot reach, shows as "not confirmed", never as done.
 import { request } from 'undici';
 import type { Config } from '../config/schema.js';
-import { ROUTE_CONFIG_NAME } from './xds.js';
+import { ROUTE_CONFIG_NAME } from '../envoy/xds.js';
 import type { RoutesConfirm } from './xds-files.js';
 
 /** How long a withdrawal may wait for Envoy; below the fast path's margin, so it lands in time. */

@@ -6,7 +6,16 @@
 // withdraws what the current snapshot no longer proves.
 import type { Logger } from 'pino';
 import type { Snapshot } from '../discovery/types.js';
-import { compileFastPath, FAST_PATH_MARGIN_MS, fastBodyHolds, fastBodySteps, fastTableCovers, intersectFastTables, type FastBody, type FastTable } from '../routing/fast-path.js';
+import {
+  compileFastPath,
+  FAST_PATH_MARGIN_MS,
+  fastBodyHolds,
+  fastBodySteps,
+  fastTableCovers,
+  intersectFastTables,
+  type FastBody,
+  type FastTable,
+} from '../routing/fast-path.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
@@ -95,7 +104,8 @@ export class FastPathSync {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     await this.following.catch(() => undefined);
-    if (this.opts.writer.fastPathWritten() !== null || this.opts.writer.fastPathRequested() !== null) await this.opts.writer.setFastPath(null);
+    if (this.opts.writer.fastPathWritten() !== null || this.opts.writer.fastPathRequested() !== null)
+      await this.opts.writer.setFastPath(null);
   }
 
   /** Envoy keeps only what `allowed` allows: of the table written, and of one asked for but not written yet. */

@@ -13,8 +13,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { fileStamp } from '../util/file-stamp.js';
 import { parsePemCertificates } from '../identity/client-identity.js';
-import { renderPath } from './json.js';
-import { renderSecret, sdsDirectory, secretsOf, triggerDirectory, type SecretSpec } from './tls-material.js';
+import { renderPath } from '../envoy/json.js';
+import { renderSecret, sdsDirectory, secretsOf, triggerDirectory, type SecretSpec } from '../envoy/tls-material.js';
 
 /** The files behind one secret that skewgate may look at: never a private key's content, only its stamp. */
 function filesOf(spec: SecretSpec): readonly string[] {

@@ -4,18 +4,28 @@
 // routing to a cluster it lacks: new clusters first, then the routes, then clusters that went away.
 import { createHash } from 'node:crypto';
 import { writeSecretsSync } from './secret-rotation.js';
-import { SDS_SUBDIR } from './tls-material.js';
+import { SDS_SUBDIR } from '../envoy/tls-material.js';
 import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ApiServerConfig, Config } from '../config/schema.js';
 import type { MemberEntry } from '../membership/members.js';
-import { renderPath, type JsonObject } from './json.js';
-import { CDS_FILE, discoveryResponse, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, seedMembers, type XdsMembers } from './xds.js';
+import { renderPath, type JsonObject } from '../envoy/json.js';
+import {
+  CDS_FILE,
+  discoveryResponse,
+  fastTableFor,
+  MEMBERS_FILE,
+  RDS_FILE,
+  renderClusters,
+  renderRoutes,
+  seedMembers,
+  type XdsMembers,
+} from '../envoy/xds.js';
 import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
-import { fastPathRoutesSteps } from './fast-routes.js';
+import { fastPathRoutesSteps } from '../envoy/fast-routes.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
 export const XDS_SETTLE_MS = 250;
@@ -56,7 +66,10 @@ async function writeAtomic(dir: string, name: string, text: string): Promise<voi
  * The seed files for `envoy-config`: the configured apiservers, written only where no file is yet
  * (a file skewgate wrote holds the last known members, which may be all that is left).
  */
-export function writeSeedXds(config: Config, relativeTo?: string): { readonly written: readonly string[]; readonly kept: readonly string[] } {
+export function writeSeedXds(
+  config: Config,
+  relativeTo?: string,
+): { readonly written: readonly string[]; readonly kept: readonly string[] } {
   const dir = config.envoy.xds?.directory;
   if (dir === undefined) return { written: [], kept: [] };
   mkdirSync(dir, { recursive: true });
@@ -213,7 +226,11 @@ export class XdsWriter {
   }
 
   private async write(entries: readonly MemberEntry[]): Promise<void> {
-    const next: XdsMembers = { routable: specsOf(entries, 'member'), joining: specsOf(entries, 'joining'), draining: specsOf(entries, 'draining') };
+    const next: XdsMembers = {
+      routable: specsOf(entries, 'member'),
+      joining: specsOf(entries, 'joining'),
+      draining: specsOf(entries, 'draining'),
+    };
     const nextNames = new Set([...next.routable, ...(next.joining ?? []), ...next.draining].map((s) => s.name));
     const prev = this.written;
     await mkdir(this.dir, { recursive: true });
@@ -232,8 +249,14 @@ export class XdsWriter {
     const was = this.written;
     // 1. Clusters: the new ones added (and the pool changed), the ones going away kept for now.
     const gone =
-      was === null ? [] : [...was.members.routable, ...(was.members.joining ?? []), ...was.members.draining].filter((s) => !nextNames.has(s.name));
-    const union: XdsMembers = { routable: next.routable, ...(next.joining ? { joining: next.joining } : {}), draining: [...next.draining, ...gone] };
+      was === null
+        ? []
+        : [...was.members.routable, ...(was.members.joining ?? []), ...was.members.draining].filter((s) => !nextNames.has(s.name));
+    const union: XdsMembers = {
+      routable: next.routable,
+      ...(next.joining ? { joining: next.joining } : {}),
+      draining: [...next.draining, ...gone],
+    };
     const cdsUnion = fileText(renderClusters(this.config, union, identity));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
@@ -290,11 +313,19 @@ export class XdsWriter {
   private logFast(fast: FastTable | null): void {
     const gvs = fast?.groupVersions ?? [];
     if (gvs.length === 0) {
-      this.log.info({ why: this.fast?.why || (this.config.routing.fastPath ? 'the pool is changing' : 'routing.fastPath is off') }, 'fast path: none; every request goes through ext_proc');
+      this.log.info(
+        { why: this.fast?.why || (this.config.routing.fastPath ? 'the pool is changing' : 'routing.fastPath is off') },
+        'fast path: none; every request goes through ext_proc',
+      );
       return;
     }
     this.log.info(
-      { generation: fast?.generation, groupVersions: gvs.length, resources: fastResourceCount(fast as FastTable), ...(fast?.why ? { notFast: fast.why } : {}) },
+      {
+        generation: fast?.generation,
+        groupVersions: gvs.length,
+        resources: fastResourceCount(fast as FastTable),
+        ...(fast?.why ? { notFast: fast.why } : {}),
+      },
       'fast path: routes written; these group/versions go straight to the balanced pool',
     );
   }
@@ -306,7 +337,10 @@ export class XdsWriter {
       return;
     }
     if (!(await this.confirm(version))) {
-      this.log.warn({ dir: this.dir, version, what }, 'xds: Envoy did not confirm the routes in time (admin unreachable, or the file refused); going on');
+      this.log.warn(
+        { dir: this.dir, version, what },
+        'xds: Envoy did not confirm the routes in time (admin unreachable, or the file refused); going on',
+      );
     }
   }
 
@@ -316,8 +350,7 @@ export class XdsWriter {
 }
 
 function sameNames(a: XdsMembers, b: XdsMembers): boolean {
-  const key = (m: XdsMembers): string =>
-    [m.routable, m.joining ?? [], m.draining].map((l) => l.map((s) => s.name).join(',')).join('|');
+  const key = (m: XdsMembers): string => [m.routable, m.joining ?? [], m.draining].map((l) => l.map((s) => s.name).join(',')).join('|');
   return key(a) === key(b);
 }
 
@@ -332,6 +365,10 @@ function rdsFile(routes: JsonObject): { readonly text: string; readonly version:
 }
 
 function membersText(m: XdsMembers): string {
-  const known: KnownMember[] = m.routable.map((s) => ({ name: s.name, url: s.url, ...(s.hostname !== undefined ? { hostname: s.hostname } : {}) }));
+  const known: KnownMember[] = m.routable.map((s) => ({
+    name: s.name,
+    url: s.url,
+    ...(s.hostname !== undefined ? { hostname: s.hostname } : {}),
+  }));
   return `${JSON.stringify({ members: known }, null, 2)}\n`;
 }

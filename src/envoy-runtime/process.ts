@@ -18,14 +18,19 @@ export const ENVOY_BIN_ENV = 'SKEWGATE_ENVOY_BIN';
 export class EnvoyNotFoundError extends Error {
   readonly code = 'SKEWGATE_ERR_ENVOY_NOT_FOUND' satisfies ErrorCode;
   constructor(readonly path: string) {
-    super(`Envoy binary not found or not executable at ${path}: run \`npm run setup\` (installs Envoy into $${TOOLS_DIR_ENV}/envoy, default .tools/envoy), or set ${ENVOY_BIN_ENV}`);
+    super(
+      `Envoy binary not found or not executable at ${path}: run \`npm run setup\` (installs Envoy into $${TOOLS_DIR_ENV}/envoy, default .tools/envoy), or set ${ENVOY_BIN_ENV}`,
+    );
     this.name = 'EnvoyNotFoundError';
   }
 }
 
 export class EnvoyStartError extends Error {
   readonly code = 'SKEWGATE_ERR_ENVOY_START' satisfies ErrorCode;
-  constructor(message: string, readonly logTail: string) {
+  constructor(
+    message: string,
+    readonly logTail: string,
+  ) {
     super(`${message}\n--- envoy log (tail) ---\n${logTail}`);
     this.name = 'EnvoyStartError';
   }
@@ -33,7 +38,12 @@ export class EnvoyStartError extends Error {
 
 /** Explicit path, else $SKEWGATE_ENVOY_BIN, else the tools directory's install. Throws when not executable. */
 export function findEnvoyBinary(explicit?: string): string {
-  return findBinary({ explicit, env: ENVOY_BIN_ENV, fallback: () => join(toolsDir(), ENVOY_BIN_IN_TOOLS), missing: (bin) => new EnvoyNotFoundError(bin) });
+  return findBinary({
+    explicit,
+    env: ENVOY_BIN_ENV,
+    fallback: () => join(toolsDir(), ENVOY_BIN_IN_TOOLS),
+    missing: (bin) => new EnvoyNotFoundError(bin),
+  });
 }
 
 export interface StartEnvoyOptions {
@@ -88,20 +98,26 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 export async function startEnvoy(options: StartEnvoyOptions): Promise<EnvoyHandle> {
   const bin = findEnvoyBinary(options.envoyBin);
   // Opened synchronously so that a bad log path fails here, not as a stray stream error later.
-  const log: WriteStream | undefined = options.logFile === undefined ? undefined : createWriteStream('', { fd: openSync(resolve(options.logFile), 'a') });
+  const log: WriteStream | undefined =
+    options.logFile === undefined ? undefined : createWriteStream('', { fd: openSync(resolve(options.logFile), 'a') });
   const dir = await mkdtemp(join(tmpdir(), 'skewgate-envoy-'));
   const configFile = join(dir, 'bootstrap.yaml');
   const adminPathFile = join(dir, 'admin-address');
   await writeFile(configFile, toYaml(options.bootstrap));
 
   const args = [
-    '-c', configFile,
-    '--log-level', options.logLevel ?? 'warn',
+    '-c',
+    configFile,
+    '--log-level',
+    options.logLevel ?? 'warn',
     '--disable-hot-restart',
     // Access log lines reach the log within 0.2 s instead of Envoy's default 10 s.
-    '--file-flush-interval-msec', '200',
-    '--admin-address-path', adminPathFile,
-    '--base-id-path', join(dir, 'base-id'),
+    '--file-flush-interval-msec',
+    '200',
+    '--admin-address-path',
+    adminPathFile,
+    '--base-id-path',
+    join(dir, 'base-id'),
     ...(options.baseId === undefined ? ['--use-dynamic-base-id'] : ['--base-id', String(options.baseId)]),
   ];
   const child = spawn(bin, args, { cwd: options.cwd ?? process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -156,7 +172,8 @@ export async function startEnvoy(options: StartEnvoyOptions): Promise<EnvoyHandl
     let lastProblem = 'admin address not yet written';
     for (;;) {
       if (exitInfo !== undefined) throw new EnvoyStartError(`Envoy exited before it was ready (${exitInfo})`, tail);
-      if (Date.now() > deadline) throw new EnvoyStartError(`Envoy not LIVE within ${options.readyTimeoutMs ?? 20_000} ms (${lastProblem})`, tail);
+      if (Date.now() > deadline)
+        throw new EnvoyStartError(`Envoy not LIVE within ${options.readyTimeoutMs ?? 20_000} ms (${lastProblem})`, tail);
       if (adminUrl === undefined) {
         const addr = await readFile(adminPathFile, 'utf8').catch(() => '');
         if (addr.trim() !== '') adminUrl = `http://${addr.trim()}`;
@@ -198,7 +215,10 @@ export interface ValidateOptions {
 }
 
 /** `envoy --mode validate`: parses the bootstrap and loads every file it names, binds nothing. */
-export async function validateBootstrap(bootstrap: string | object, options: ValidateOptions = {}): Promise<{ ok: boolean; output: string }> {
+export async function validateBootstrap(
+  bootstrap: string | object,
+  options: ValidateOptions = {},
+): Promise<{ ok: boolean; output: string }> {
   const bin = findEnvoyBinary(options.envoyBin);
   const dir = await mkdtemp(join(tmpdir(), 'skewgate-envoy-validate-'));
   try {
