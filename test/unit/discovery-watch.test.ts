@@ -4,6 +4,8 @@ import { pino } from 'pino';
 import type { FetchInit, FetchLike, FetchResponseLike } from '../../src/kube/transport.js';
 import { createCredentials } from '../../src/kube/credentials.js';
 import { ApiWatcher, WatchLineTooLong, jsonLines } from '../../src/kube/watch.js';
+import { openStream as openWatchStream } from '../../src/kube/requests.js';
+import type { DiscoveryFetchError } from '../../src/kube/transport.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { installFakeClock } from '../helpers/fake-clock.js';
@@ -76,6 +78,37 @@ function openStream(lines: readonly string[], init: FetchInit): AsyncIterable<Ui
     });
   })();
 }
+
+t.test('a watch must have its headers within the timeout; then the stream runs on with no clock', async (t) => {
+  const credentials = createCredentials({ name: 's', url: 'https://127.0.0.1:6443' });
+  t.teardown(() => credentials.close());
+  const signal = new AbortController().signal;
+  // Accepts the connection and never answers: only the deadline can end it (a silent apiserver).
+  const silent: FetchLike = (_url, init) =>
+    new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+  const target = { name: 's', url: 'https://127.0.0.1:6443', credentials, timeoutMs: 50 };
+  const err = (await openWatchStream({ ...target, fetchImpl: silent }, '/apis/x?watch=1', { accept: 'application/json', signal }).then(
+    () => null,
+    (e: unknown) => e,
+  )) as DiscoveryFetchError | null;
+  t.match(err?.message, /timed out after 50ms/, 'the headers deadline ends it');
+  t.equal(err?.kind, 'timeout');
+  // Headers at once, then time moves far past the timeout (a make-believe clock: no verdict on
+  // the machine's speed): the stream is not cut by the clock.
+  const clock = installFakeClock();
+  t.teardown(() => clock.uninstall());
+  let streamSignal: AbortSignal | undefined;
+  const headersAtOnce: FetchLike = async (_url, init) => {
+    streamSignal = init.signal;
+    return response(200, openStream([], init));
+  };
+  const ac = new AbortController();
+  await openWatchStream({ ...target, fetchImpl: headersAtOnce }, '/apis/x?watch=1', { accept: 'application/json', signal: ac.signal });
+  await clock.advance(10 * target.timeoutMs);
+  t.equal(streamSignal?.aborted, false, "ten timeouts after its headers, the watch's request is still open");
+  ac.abort();
+  t.equal(streamSignal?.aborted, true, "and the caller's abort still ends it");
+});
 
 t.test('watch: list → watch from its resourceVersion; ERROR 410 → relist; junk lines are skipped and counted', async (t) => {
   const urls: string[] = [];
