@@ -2,7 +2,9 @@
 // (src/config/load.ts), then what the files they name hold: the CA bundles, and the TLS material the
 // command acts on (src/config/tls.ts). Every problem of every stage is listed at once: the
 // files are checked even when the fields have problems (those that name a file). `validate` runs
-// every check of `serve` and of `envoy-config`, so that nothing it passes is refused by them later.
+// every check of `serve` and of `envoy-config`, so that nothing it passes is refused by them later;
+// `serve` runs it at start and again on every reload (src/cli/serve.ts), so that a reload is never
+// taken that the start would refuse.
 import { ConfigError } from './problems.js';
 import { configFileProblems, readConfig } from './load.js';
 import { type Config } from './schema.js';
