@@ -48,7 +48,6 @@ const PURE = [
   'src/identity/front-proxy-headers.ts',
   'src/extproc/responses.ts',
   'src/extproc/headers.ts',
-  'src/extproc/wire.ts',
   'src/workers/snapshot-transfer.ts',
   // The config's fields, units, checks and the rules its consumers share (listen addresses,
   // Envoy's needs), and which changes a running skewgate can take (src/app/reload.ts acts on it).

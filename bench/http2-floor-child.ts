@@ -4,7 +4,7 @@
 // no routing: what one exchange costs before grpc-js or skewgate do anything.
 import * as http2 from 'node:http2';
 import { continueRequestHeaders } from '../src/extproc/responses.js';
-import { encodeProcessingResponse } from '../src/extproc/wire.js';
+import { encodeProcessingResponse } from '../src/extproc/codec.js';
 import { serveParent } from './child-ipc.js';
 import type { CpuSample, ExtProcChildReady } from './protocol.js';
 

@@ -104,3 +104,13 @@ export interface ProcessingResponseMsg {
   } | null;
   readonly [other: string]: unknown;
 }
+
+/** ProcessingRequest's `request` oneof, in field order: fields 2 to 7. */
+export const REQUEST_PHASES: readonly RequestPhase[] = [
+  'request_headers',
+  'response_headers',
+  'request_body',
+  'response_body',
+  'request_trailers',
+  'response_trailers',
+];

@@ -13,7 +13,7 @@ import { loadProtos } from './proto.js';
 import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js';
 import { createLogThrottle } from '../util/log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
-import { decodeProcessingRequest, encodeProcessingResponse } from './wire.js';
+import { decodeProcessingRequest, encodeProcessingResponse } from './codec.js';
 import { unixSocketPath } from '../config/extproc-listen.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
 
@@ -132,8 +132,8 @@ async function peerServerCredentials(peer: PeerListen): Promise<grpc.ServerCrede
 const PEER_REFRESH_MS = 10_000;
 
 /**
- * The ext_proc service as served: Process reads and writes the wire format directly (wire.ts)
- * instead of through proto-loader's object conversion. Clients keep proto-loader's codec.
+ * The ext_proc service as served: Process decodes and encodes with protobufjs's codec directly
+ * (codec.ts), without proto-loader's object conversions. Clients keep proto-loader's codec.
  */
 function servedExtProc(def: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const process = def['Process'];

@@ -10,7 +10,7 @@ import { headerMapToMap } from './headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
 import type { DecisionObserver, DecisionTrace } from './observer.js';
 import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './responses.js';
-import { REQUEST_PHASES } from './wire.js';
+import { REQUEST_PHASES } from './messages.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
 

@@ -6,7 +6,7 @@ import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, respon
 import type { ProcessingResponseOut } from '../../src/extproc/messages.js';
 import type { Decision } from '../../src/routing/decision.js';
 import { resourceInfo, resultOf, statedIdentity } from '../helpers/extproc-client.js';
-import { REQUEST_PHASES } from '../../src/extproc/wire.js';
+import { REQUEST_PHASES } from '../../src/extproc/messages.js';
 
 const { extProc } = loadProtos();
 const processMethod = extProc['Process'];

@@ -1,0 +1,43 @@
+// The Process method's codec: protobufjs's own, compiled from the same .proto files at first use,
+// on plain objects both ways. Not proto-loader's path, whose toObject/fromObject conversions cost
+// as much again (bench/wire-codec-bench.ts: the codec alone is as fast as the hand-written one
+// skewgate had, so the library does it). A request reads as proto-loader gives it (keepCase,
+// `request` names the phase); a response is written from the shapes of messages.ts.
+import { join } from 'node:path';
+import protobuf from 'protobufjs';
+import type { ProcessingRequestMsg, ProcessingResponseOut } from './messages.js';
+import { EXTPROC_PROTO_FILE, findProtoRoot } from './proto.js';
+
+interface ProcessTypes {
+  readonly request: protobuf.Type;
+  readonly response: protobuf.Type;
+}
+
+let types: ProcessTypes | undefined;
+
+function processTypes(): ProcessTypes {
+  if (types !== undefined) return types;
+  const dir = findProtoRoot();
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => join(dir, target);
+  root.loadSync(EXTPROC_PROTO_FILE, { keepCase: true });
+  types = {
+    request: root.lookupType('envoy.service.ext_proc.v3.ProcessingRequest'),
+    response: root.lookupType('envoy.service.ext_proc.v3.ProcessingResponse'),
+  };
+  return types;
+}
+
+/** A ProcessingRequest; a truncated or malformed one throws (grpc-js answers INTERNAL). */
+export function decodeProcessingRequest(buf: Buffer): ProcessingRequestMsg {
+  return processTypes().request.decode(buf) as unknown as ProcessingRequestMsg;
+}
+
+/** A ProcessingResponse; one without a response member is a defect of skewgate's and throws. */
+export function encodeProcessingResponse(msg: ProcessingResponseOut): Buffer {
+  if (Object.keys(msg).length === 0) throw new Error('a ProcessingResponse without a response member');
+  const bytes = processTypes()
+    .response.encode(msg as unknown as protobuf.Message)
+    .finish();
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
