@@ -182,14 +182,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // Envoy's certificates as SDS files, rewritten when the files behind them change (with envoy.xds).
   const secrets = config.envoy.xds ? new SecretRotator(config, logger.child({ component: 'envoy-secrets' })) : null;
   // What the running gateway believes, on loopback or a unix socket (admin.listen).
+  const version = skewgateVersion();
   const admin =
     config.admin === undefined
       ? null
       : new AdminServer({
           listen: config.admin.listen,
           logger: logger.child({ component: 'admin' }),
-          version: skewgateVersion(),
-          handlers: adminHandlers({ live, clientIdentity, version: skewgateVersion(), startedAt: Date.now() }),
+          version,
+          handlers: adminHandlers({ live, clientIdentity, version, startedAt: Date.now() }),
         });
   let adminAddress: string | null = null;
   let closing: Promise<void> | undefined;

@@ -25,7 +25,7 @@ import {
 
 function translate(err: unknown, url: string, deadline: DeadlineSignal, parent: AbortSignal, timeoutMs: number, method = 'GET'): Error {
   // Already one of skewgate's own (a fetch error, a credentials error): passed on as it is.
-  if (err instanceof DiscoveryFetchError || isSkewgateError(err)) return err;
+  if (isSkewgateError(err)) return err;
   if (parent.aborted) return new DiscoveryFetchError(`${method} ${url}: aborted`, url, { aborted: true });
   if (deadline.timedOut) return new DiscoveryFetchError(`${method} ${url}: timed out after ${timeoutMs}ms`, url, { timeout: true });
   const { message, code } = rootCause(err);
