@@ -12,56 +12,21 @@ const NOT_THE_HARNESS = {
   message: 'src/ is the service: it never imports the harness, the tests or the benchmarks (docs/design.md).',
 };
 
-const PURE = [
-  // Whole rooms: classification, the decision ladder, where apiservers join and leave, the error
-  // catalog, the Envoy renderers (config in, JSON out: paths rewritten, never read), what status,
-  // skew and explain report, gateway-cert's certificate (keys, clock and serial come in, DER out).
-  'src/k8s/**/*.ts',
-  'src/routing/**/*.ts',
-  'src/membership/**/*.ts',
-  'src/errors/**/*.ts',
-  'src/envoy/**/*.ts',
-  'src/inspect/**/*.ts',
-  'src/pki/**/*.ts',
-  // The pure files of rooms that also do I/O.
-  'src/discovery/members-view.ts',
-  'src/discovery/events.ts',
-  'src/discovery/parse.ts',
-  'src/discovery/view-compare.ts',
-  'src/discovery/merge.ts',
-  'src/discovery/snapshot.ts',
-  'src/discovery/document-index.ts',
-  'src/discovery/peer-discovery.ts',
-  'src/discovery/types.ts',
-  'src/discovery/freeze.ts',
-  'src/discovery/relative-order.ts',
-  'src/discovery/document-bounds.ts',
-  'src/discovery/aggregated-model.ts',
-  'src/discovery/json-items.ts',
-  'src/kube/bounds.ts',
-  'src/kubernetes-service/publication.ts',
-  'src/util/sliced.ts',
-  'src/util/log-throttle.ts',
-  'src/identity/xfcc.ts',
-  'src/identity/x509-subject.ts',
-  'src/identity/client-identity.ts',
-  'src/identity/front-proxy-headers.ts',
-  'src/extproc/responses.ts',
-  'src/extproc/headers.ts',
-  'src/workers/snapshot-transfer.ts',
-  // The config's fields, units, checks and the rules its consumers share (listen addresses,
-  // Envoy's needs), and which changes a running skewgate can take (src/app/reload.ts acts on it).
-  'src/config/units.ts',
-  'src/config/sections.ts',
-  'src/config/schema.ts',
-  'src/config/checks.ts',
-  'src/config/problems.ts',
-  'src/config/files.ts',
-  'src/config/diff.ts',
-  'src/config/envoy-rules.ts',
-  'src/config/admin-address.ts',
-  'src/config/extproc-listen.ts',
-];
+/**
+ * Every room of src/ is one of three kinds, and purity follows from the folder alone:
+ *   - pure rooms, wholly: classification, the decision ladder, where apiservers join and leave,
+ *     the error catalog, the Envoy renderers (config in, JSON out: paths rewritten, never read),
+ *     what status, skew and explain report, gateway-cert's certificate (keys, clock and serial in,
+ *     DER out);
+ *   - mixed rooms: their pure part in core/ (what the room computes), their I/O at the room's root
+ *     (how it is fed: fetches, files, timers, sockets, the logger);
+ *   - I/O rooms: the runtime of Envoy, the composition, the command line.
+ */
+const PURE_ROOMS = ['k8s', 'routing', 'membership', 'errors', 'envoy', 'inspect', 'pki'];
+const MIXED_ROOMS = ['config', 'discovery', 'extproc', 'identity', 'kube', 'kubernetes-service', 'telemetry', 'util', 'workers'];
+const IO_ROOMS = ['envoy-runtime', 'app', 'cli'];
+
+const PURE = [...PURE_ROOMS.map((r) => `src/${r}/**/*.ts`), 'src/*/core/**/*.ts'];
 
 /**
  * The rooms of src/ from the bottom up (docs/design.md, "Parts and their rooms"): a room imports
@@ -81,6 +46,13 @@ const LAYERS = [
   ['app'],
   ['cli'],
 ];
+
+// A new room is classified before it lints: pure, mixed (with a core/) or I/O.
+{
+  const kinds = [...PURE_ROOMS, ...MIXED_ROOMS, ...IO_ROOMS].sort().join();
+  const layered = LAYERS.flat().sort().join();
+  if (kinds !== layered) throw new Error(`eslint.config.js: the rooms' kinds (${kinds}) and LAYERS (${layered}) differ`);
+}
 
 /** Per room: no-restricted-imports with the harness rule and the rooms it may not import. */
 function layerRules() {
@@ -138,37 +110,18 @@ const IO_MODULES = {
     '@grpc/*',
     'pino',
     '@opentelemetry/*',
-    '**/discovery/fetcher.js',
-    '**/discovery/service.js',
-    '**/discovery/poller.js',
-    '**/discovery/member-pollers.js',
-    '**/discovery/publisher.js',
-    '**/discovery/lists.js',
-    '**/discovery/log-lines.js',
-    '**/kube/transport.js',
-    '**/kube/requests.js',
-    '**/kube/credentials.js',
-    '**/kube/watch.js',
-    '**/extproc/server.js',
-    '**/extproc/stream.js',
-    '**/extproc/health.js',
-    '**/extproc/proto.js',
-    '**/extproc/observer.js',
-    '**/telemetry/*',
-    '**/cli/*',
-    '**/envoy-runtime/*',
-    '**/config/tls.js',
-    '**/config/load.js',
-    '**/config/check.js',
-    '**/identity/client-ca.js',
-    '**/log.js',
-    '**/app/*',
-    '**/file-stamp.js',
-    '**/package-root.js',
-    '**/find-binary.js',
+    // The I/O rooms, and the root of each mixed room (`*.js` stops at core/, which is pure).
+    ...IO_ROOMS.map((r) => `**/${r}/*`),
+    ...MIXED_ROOMS.map((r) => `**/${r}/*.js`),
   ],
   message: 'a pure module (docs/design.md): no network, files, processes, logger or telemetry; take what you need as an argument.',
   // A type brings no I/O with it (erased at build): a pure parser may name an I/O module's event type.
+  allowTypeImports: true,
+};
+
+const OWN_ROOMS_IO = {
+  group: ['../*.js'],
+  message: "a core module (docs/design.md): nothing from its own room's root, which does the I/O; take it as an argument.",
   allowTypeImports: true,
 };
 
@@ -219,6 +172,16 @@ export default tseslint.config(
         { name: 'setTimeout', message: 'pure modules set no timers' },
         { name: 'setInterval', message: 'pure modules set no timers' },
         { name: 'process', message: 'pure modules read no environment' },
+      ],
+    },
+  },
+  {
+    // A core module and its own room's root: the same rule, and `../` is the room's I/O part.
+    files: ['src/*/core/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { paths: [NET_PARSERS_ONLY], patterns: [NOT_THE_HARNESS, IO_MODULES, OWN_ROOMS_IO] },
       ],
     },
   },

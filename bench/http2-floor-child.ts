@@ -3,7 +3,7 @@
 // arrives, grpc-status trailers when the client half-closes), with no gRPC library, no decoding and
 // no routing: what one exchange costs before grpc-js or skewgate do anything.
 import * as http2 from 'node:http2';
-import { continueRequestHeaders } from '../src/extproc/responses.js';
+import { continueRequestHeaders } from '../src/extproc/core/responses.js';
 import { encodeProcessingResponse } from '../src/extproc/codec.js';
 import { serveParent } from './child-ipc.js';
 import type { CpuSample, ExtProcChildReady } from './protocol.js';

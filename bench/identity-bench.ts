@@ -4,8 +4,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../src/util/package-root.js';
-import { responseFor } from '../src/extproc/responses.js';
-import { ClientIdentityVerifier, parsePemCertificates, stateClientIdentity, type ClientTrust } from '../src/identity/client-identity.js';
+import { responseFor } from '../src/extproc/core/responses.js';
+import {
+  ClientIdentityVerifier,
+  parsePemCertificates,
+  stateClientIdentity,
+  type ClientTrust,
+} from '../src/identity/core/client-identity.js';
 import { createRouter } from '../src/routing/router.js';
 import type { Section } from './report.js';
 import { timeBatches, type BatchTiming } from './route-bench.js';

@@ -2,7 +2,7 @@
 // hands it, timed in-process over a synthetic 3 × ~5,000-resource snapshot and ~2,000 paths.
 import { classifyRequest } from '../src/k8s/classify.js';
 import type { RequestInfo } from '../src/k8s/request-info.js';
-import { buildSnapshot } from '../src/discovery/snapshot.js';
+import { buildSnapshot } from '../src/discovery/core/snapshot.js';
 import { decide } from '../src/routing/decide.js';
 import { createRouter } from '../src/routing/router.js';
 import type { Section } from './report.js';

@@ -8,7 +8,7 @@ import { runSliced } from '../src/util/slice-runner.js';
 import { createExtProcServer, type ExtProcServer } from '../src/extproc/server.js';
 import { createLogger } from '../src/util/log.js';
 import { createRouter } from '../src/routing/router.js';
-import { SkewTracker } from '../src/telemetry/skew-diff.js';
+import { SkewTracker } from '../src/telemetry/core/skew-diff.js';
 import { serveParent } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';
 

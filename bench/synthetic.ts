@@ -2,9 +2,9 @@
 // with about 5,000 resources each (the core group plus ~250 API groups of ~20 resources), the
 // skew of a rolling upgrade between them, and a mix of ~2,000 request paths of the kinds clients
 // send. Deterministic: the same seed gives the same data, so runs compare.
-import { frozenMap, frozenSet } from '../src/discovery/freeze.js';
-import { buildSnapshot } from '../src/discovery/snapshot.js';
-import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView, type Snapshot } from '../src/discovery/types.js';
+import { frozenMap, frozenSet } from '../src/discovery/core/freeze.js';
+import { buildSnapshot } from '../src/discovery/core/snapshot.js';
+import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView, type Snapshot } from '../src/discovery/core/types.js';
 
 /** mulberry32: small, fast, good enough to shuffle test data reproducibly. */
 export function seededRandom(seed: number): () => number {

@@ -8,7 +8,7 @@
 import protobuf from 'protobufjs';
 import { join } from 'node:path';
 import { decodeProcessingRequest, encodeProcessingResponse } from '../src/extproc/codec.js';
-import type { ProcessingResponseOut } from '../src/extproc/messages.js';
+import type { ProcessingResponseOut } from '../src/extproc/core/messages.js';
 import { EXTPROC_PROTO_FILE, PROTO_LOADER_OPTIONS, findProtoRoot } from '../src/extproc/proto.js';
 
 const ROUNDS = 7;

@@ -3,7 +3,7 @@
 // kube-apiservers, the docker-compose renderer. A product of its own beside the service: it uses
 // the service's modules, the service never uses it, and the service image does not hold it.
 import { Command, CommanderError } from 'commander';
-import { ConfigError } from '../../src/config/problems.js';
+import { ConfigError } from '../../src/config/core/problems.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../../src/constants.js';
 import { registerLabCommand } from './lab-command.js';
 

@@ -4,7 +4,7 @@
 // start for the envoy-baseline service. Pure.
 import { basename } from 'node:path';
 import { stringify } from 'yaml';
-import type { Config } from '../../src/config/schema.js';
+import type { Config } from '../../src/config/core/schema.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 

@@ -6,7 +6,7 @@ import { stringify } from 'yaml';
 import { gatewayConfigDocument } from '../lab/gateway-config.js';
 import { labRbacObjects } from '../lab/rbac.js';
 import { apiserverTracingConfig } from '../../src/telemetry/kube-apiserver.js';
-import { ADMIN_LISTEN_DEFAULT } from '../../src/config/admin-address.js';
+import { ADMIN_LISTEN_DEFAULT } from '../../src/config/core/admin-address.js';
 import {
   ENVOY_ADMIN_PORT,
   EXTPROC_LISTEN,

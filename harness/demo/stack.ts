@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import { createLogger, type Logger } from '../../src/util/log.js';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app/skewgate.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';

@@ -46,7 +46,7 @@ export interface GatewayConfigInput {
   readonly fastPath?: boolean;
 }
 
-/** A skewgate config (src/config/schema.ts) for the lab's apiservers and gateway. */
+/** A skewgate config (src/config/core/schema.ts) for the lab's apiservers and gateway. */
 export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unknown> {
   return {
     apiservers: o.apiservers.map((s) => ({

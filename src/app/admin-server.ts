@@ -1,4 +1,4 @@
-// The admin endpoint: plain HTTP on loopback or a unix socket (config/admin-address.ts refuses anything
+// The admin endpoint: plain HTTP on loopback or a unix socket (config/core/admin-address.ts refuses anything
 // else), off the request path. Read-only: what the running gateway believes (GET /v1/status,
 // GET /v1/skew) and its own decision for a request (POST /v1/explain), every answer JSON. The
 // handlers are the pure inspect/ functions over the live snapshot; nothing here decides.
@@ -10,7 +10,7 @@ import { ExplainInputError, type Explanation, type ExplainRequest } from '../ins
 import type { GatewayStatus } from '../inspect/status.js';
 import type { SkewReport } from '../inspect/skew-report.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
-import { formatAdminAddress, parseAdminAddress } from '../config/admin-address.js';
+import { formatAdminAddress, parseAdminAddress } from '../config/core/admin-address.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 
 export interface AdminHandlers {

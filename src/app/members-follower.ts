@@ -1,9 +1,9 @@
 // What follows the running discovery service's members: Envoy's xDS files (a cluster and routes per
 // member, with envoy.xds) and the apiservers' addresses that decision spans and the workers name
 // (learnt members too). After a reload it follows the new service's.
-import type { ApiServerConfig } from '../config/schema.js';
+import type { ApiServerConfig } from '../config/core/schema.js';
 import type { DiscoveryService } from '../discovery/service.js';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { XdsWriter } from '../envoy-runtime/xds-files.js';
 
 type Apiserver = Pick<ApiServerConfig, 'name' | 'url'>;

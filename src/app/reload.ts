@@ -1,15 +1,15 @@
 // Config reload in a running skewgate. A new config is compared with the running one
-// (src/config/diff.ts); if everything that changed can change at run time, a new discovery service
+// (src/config/core/diff.ts); if everything that changed can change at run time, a new discovery service
 // and router are built from it, the service's first round is awaited, and both are swapped in at
 // once. Until then, and whenever a reload is refused or fails, the running pair keeps deciding: a
 // request is never without a router. The ext_proc server and telemetry hold the stable facades
 // below and never see the swap.
 import type { Logger } from '../util/log.js';
-import { ConfigError, type ConfigProblem } from '../config/problems.js';
-import { type Config } from '../config/schema.js';
-import { changesEnvoyUpstreams, reloadPlan } from '../config/diff.js';
-import type { RoundListener } from '../discovery/events.js';
-import type { Snapshot } from '../discovery/types.js';
+import { ConfigError, type ConfigProblem } from '../config/core/problems.js';
+import { type Config } from '../config/core/schema.js';
+import { changesEnvoyUpstreams, reloadPlan } from '../config/core/diff.js';
+import type { RoundListener } from '../discovery/core/events.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import type { RequestRouter } from '../routing/router.js';
 import type { DiscoverySource } from '../telemetry/telemetry.js';
 

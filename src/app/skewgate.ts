@@ -1,18 +1,18 @@
 // Composition root: config → logger → telemetry → discovery → router → ext_proc server, with one
 // lifecycle. Discovery and the router are rebuilt from a reloaded config (src/app/reload.ts).
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { Logger } from '../util/log.js';
 import { DiscoveryService } from '../discovery/service.js';
 import { combineObservers, createLogObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
-import { stateClientIdentity } from '../identity/client-identity.js';
+import { stateClientIdentity } from '../identity/core/client-identity.js';
 import { LiveConfig, type LiveParts, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
 import { adminHandlers } from './admin-handlers.js';
 import { MembersFollower } from './members-follower.js';
 import { createRouter, type ClientIdentityOf, type RequestRouter } from '../routing/router.js';
 import type { SdkOptions } from '../telemetry/sdk.js';
-import { resolveTelemetrySettings, type Env } from '../telemetry/settings.js';
+import { resolveTelemetrySettings, type Env } from '../telemetry/core/settings.js';
 import { createTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { knownMemberSpec } from '../membership/members.js';
 import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from '../envoy-runtime/xds-files.js';

@@ -1,7 +1,7 @@
 // Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain`.
 import type { ErrorCode } from '../errors/catalog.js';
 import { Agent, request } from 'undici';
-import { adminTarget, parseAdminAddress } from '../config/admin-address.js';
+import { adminTarget, parseAdminAddress } from '../config/core/admin-address.js';
 
 /** The gateway could not be asked: nothing listens, it did not answer in time, or it answered an error. */
 export class AdminUnreachableError extends Error {

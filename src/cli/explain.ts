@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { EXIT_BAD_CONFIG, EXIT_OK } from '../constants.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import { ClientCaError, loadClientTrust } from '../identity/client-ca.js';
-import { ClientIdentityVerifier, stateClientIdentity } from '../identity/client-identity.js';
+import { ClientIdentityVerifier, stateClientIdentity } from '../identity/core/client-identity.js';
 import { explainRequest, ExplainInputError, requestHeaders, type Explanation, type ExplainRequest } from '../inspect/explanation.js';
 import type { ClientIdentityOf } from '../routing/router.js';
 import { membershipLines } from './membership-lines.js';

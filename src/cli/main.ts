@@ -4,7 +4,7 @@
 // must not load discovery or the Envoy renderer. The harness (lab, demo, compose) has its own
 // command, `skewgate-lab` (harness/cli/main.ts): nothing here reaches it.
 import { Command, CommanderError, Option } from 'commander';
-import { ConfigError } from '../config/problems.js';
+import { ConfigError } from '../config/core/problems.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { LOG_FORMATS, type LogFormat } from '../util/log.js';
 import type { GatewaySource, OutputFormat } from './one-shot.js';
@@ -70,7 +70,7 @@ interface GatewayFlags {
 }
 
 async function gatewaySource(o: GatewayFlags): Promise<GatewaySource> {
-  const { parseDuration } = await import('../config/units.js');
+  const { parseDuration } = await import('../config/core/units.js');
   const timeoutMs = parseDuration(o.timeout);
   if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (5s, 1500ms, 1m)`);
   return { configFile: o.config, admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
@@ -161,7 +161,7 @@ program
   .command('config-schema')
   .description("print the config's JSON Schema (for editors: docs/skewgate-config.schema.json is the same)")
   .action(async () => {
-    const { configJsonSchema } = await import('../config/schema.js');
+    const { configJsonSchema } = await import('../config/core/schema.js');
     process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
   });
 

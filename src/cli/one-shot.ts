@@ -2,10 +2,10 @@
 // round of discovery of their own, no watch, then close; and how they print.
 import { stringify as stringifyYaml } from 'yaml';
 import { loadConfig } from '../config/load.js';
-import { type Config } from '../config/schema.js';
+import { type Config } from '../config/core/schema.js';
 import { createLogger, type LogFormat, type Logger } from '../util/log.js';
 import { DiscoveryService } from '../discovery/service.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { AdminRefusedError, AdminUnreachableError, askGateway } from './admin-client.js';
 

@@ -7,7 +7,7 @@ import { createLogger } from '../util/log.js';
 import { createSkewgate, drainTime } from '../app/skewgate.js';
 import { EXIT_OK } from '../constants.js';
 import { fileStamp } from '../util/file-stamp.js';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { LogFormat } from '../util/log.js';
 import { skewgateVersion } from '../util/version.js';
 

@@ -5,10 +5,10 @@
 // every check of `serve` and of `envoy-config`, so that nothing it passes is refused by them later;
 // `serve` runs it at start and again on every reload (src/cli/serve.ts), so that a reload is never
 // taken that the start would refuse.
-import { ConfigError } from './problems.js';
+import { ConfigError } from './core/problems.js';
 import { configFileProblems, readConfig } from './load.js';
-import { type Config } from './schema.js';
-import { type ConfigUse } from './checks.js';
+import { type Config } from './core/schema.js';
+import { type ConfigUse } from './core/checks.js';
 import { tlsProblems } from './tls.js';
 
 export async function checkConfig(file: string, use: ConfigUse, now: number = Date.now()): Promise<Config> {

@@ -1,16 +1,16 @@
 // The one YAML config file: read, parsed, validated once with every problem listed by path, its
 // relative paths resolved against its folder, then frozen. The files it names are checked by
-// src/config/files.ts (CA bundles) and src/config/tls.ts (TLS material); src/config/check.ts is
+// src/config/core/files.ts (CA bundles) and src/config/tls.ts (TLS material); src/config/check.ts is
 // the one check `serve` (at start and on every reload), `envoy-config` and `validate` run. The
 // one-shot commands that only read the config to reach a gateway or apiservers (status, skew,
 // explain, health) load it here: fields and CA files, not the TLS material they do not use.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { configSchema, type ConfigUse } from './checks.js';
-import { caFileProblems, looseFileFields, type FileFields } from './files.js';
-import { ConfigError, type ConfigProblem } from './problems.js';
-import type { ApiServerConfig, Config } from './schema.js';
+import { configSchema, type ConfigUse } from './core/checks.js';
+import { caFileProblems, looseFileFields, type FileFields } from './core/files.js';
+import { ConfigError, type ConfigProblem } from './core/problems.js';
+import type { ApiServerConfig, Config } from './core/schema.js';
 
 function formatPath(path: readonly PropertyKey[]): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');

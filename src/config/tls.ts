@@ -3,10 +3,10 @@
 // judgement is pure (servingCertProblems, frontProxyProblems).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { ConfigProblem } from './problems.js';
-import type { ConfigUse } from './checks.js';
-import type { FileFields } from './files.js';
-import { servingPair } from './files.js';
+import type { ConfigProblem } from './core/problems.js';
+import type { ConfigUse } from './core/checks.js';
+import type { FileFields } from './core/files.js';
+import { servingPair } from './core/files.js';
 
 const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';

@@ -7,11 +7,11 @@ import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.
 import { failureOf } from '../errors/catalog.js';
 import { getText, type TextResponse } from '../kube/requests.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
-import { downloadBackoffMs } from './document-bounds.js';
-import type { ResourceCapability, ServerView } from './types.js';
-import { parseJsonSteps } from './json-items.js';
+import { downloadBackoffMs } from './core/document-bounds.js';
+import type { ResourceCapability, ServerView } from './core/types.js';
+import { parseJsonSteps } from './core/json-items.js';
 import { runSliced, sliceBudget, type SliceOptions } from '../util/slice-runner.js';
-import { runToEnd, type Sliced } from '../util/sliced.js';
+import { runToEnd, type Sliced } from '../util/core/sliced.js';
 import {
   DiscoveryDocumentError,
   type LegacyGroupVersion,
@@ -24,9 +24,9 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
-} from './parse.js';
-import { sameViewSteps } from './view-compare.js';
-import { sameOpenApiIndex } from './types.js';
+} from './core/parse.js';
+import { sameViewSteps } from './core/view-compare.js';
+import { sameOpenApiIndex } from './core/types.js';
 
 /** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */
 function* parseJsonDocument(text: string, document: string): Sliced<unknown> {

@@ -3,7 +3,7 @@
 // ones first: at start, before the watches have listed, and for the one-shot commands, which do
 // not watch. A failure on every member says why, per apiserver.
 import { getText } from '../kube/requests.js';
-import type { MembershipSource } from '../config/schema.js';
+import type { MembershipSource } from '../config/core/schema.js';
 import { WATCHED_KINDS, type WatchCandidate, type WatchChange, type WatchedKind } from '../kube/watch.js';
 import { IDENTITY_LEASE_SELECTOR, IDENTITY_LEASES_PATH } from '../membership/identity-leases.js';
 import { sourceWatch } from '../membership/sources.js';

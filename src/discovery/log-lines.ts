@@ -3,12 +3,12 @@
 // followed in the log), a document growing past half the size cap, and live apiservers skewgate
 // cannot see.
 import type { Logger } from 'pino';
-import { MAX_DOCUMENT_BYTES_KEY } from '../kube/bounds.js';
+import { MAX_DOCUMENT_BYTES_KEY } from '../kube/core/bounds.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
-import { bloatChange, bloatThreshold } from './document-bounds.js';
-import { diffViewsSteps } from './view-compare.js';
+import { bloatChange, bloatThreshold } from './core/document-bounds.js';
+import { diffViewsSteps } from './core/view-compare.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
-import type { ServerState, ServerView, Snapshot } from './types.js';
+import type { ServerState, ServerView, Snapshot } from './core/types.js';
 
 /** One line per change of an apiserver's readiness or failures, and its view's changes. */
 export function logTransition(

@@ -1,10 +1,10 @@
 // What the discovery service is built from: the parts of the config it reads, and the options its
 // owner (src/app/skewgate.ts, the one-shot commands, the tests) may give it.
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { FetchLike } from '../kube/transport.js';
 import type { MemberSpec } from '../membership/members.js';
-import type { Snapshot } from './types.js';
+import type { Snapshot } from './core/types.js';
 
 export type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
 

@@ -9,10 +9,10 @@ import { failureOf } from '../errors/catalog.js';
 import { createCredentials, type ServerCredentials } from '../kube/credentials.js';
 import { countedResponse, defaultFetch, type FetchLike, type ServerTarget } from '../kube/transport.js';
 import type { MemberRole, MemberSpec } from '../membership/members.js';
-import type { DiscoveryRequestRecord } from './events.js';
+import type { DiscoveryRequestRecord } from './core/events.js';
 import { DiscoveryClient } from './fetcher.js';
-import { unprobedState } from './snapshot.js';
-import type { ServerState } from './types.js';
+import { unprobedState } from './core/snapshot.js';
+import type { ServerState } from './core/types.js';
 
 export interface Poller {
   spec: MemberSpec;

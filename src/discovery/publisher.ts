@@ -6,8 +6,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
-import { buildSnapshotSteps, type SnapshotOptions } from './snapshot.js';
-import type { ServerState, Snapshot } from './types.js';
+import { buildSnapshotSteps, type SnapshotOptions } from './core/snapshot.js';
+import type { ServerState, Snapshot } from './core/types.js';
 
 export interface PublisherParts {
   readonly log: Logger;

@@ -5,8 +5,8 @@
 // snapshots routing reads (publisher.ts).
 import { setMaxListeners } from 'node:events';
 import { pino, type Logger } from 'pino';
-import { MEMBERSHIP_DEFAULTS } from '../config/sections.js';
-import type { MembershipSource } from '../config/schema.js';
+import { MEMBERSHIP_DEFAULTS } from '../config/core/sections.js';
+import type { MembershipSource } from '../config/core/schema.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
 import type { ServerTarget } from '../kube/transport.js';
 import { ApiWatcher, type WatchChange } from '../kube/watch.js';
@@ -23,17 +23,17 @@ import {
 import { reconcile } from '../membership/lifecycle.js';
 import { desiredMembers, membershipInput, type MemberEntry, type MembersListener } from '../membership/members.js';
 import { emptySourceTable, sourceWatch, withSourceChange, type SourceSettings, type SourceTable } from '../membership/sources.js';
-import type { DiscoveryRoundEvent, RoundListener, SnapshotListener } from './events.js';
+import type { DiscoveryRoundEvent, RoundListener, SnapshotListener } from './core/events.js';
 import { Listeners } from './listeners.js';
 import { healthyFirst, listThroughMembers, watchedKinds } from './lists.js';
 import { logBloat, logOpenApiProblem, logTransition, logUnmatched, logViewChange } from './log-lines.js';
 import { MemberPollers } from './member-pollers.js';
-import { membershipNow, serversOf } from './members-view.js';
+import { membershipNow, serversOf } from './core/members-view.js';
 import type { DiscoveryConfig, DiscoveryServiceOptions } from './options.js';
 import { kickPoller, nextRoundDelay, pollOnce, stopPoller, type Poller, type PollerSettings } from './poller.js';
 import { SnapshotPublisher } from './publisher.js';
-import { initialSnapshot, type SnapshotOptions } from './snapshot.js';
-import type { Snapshot } from './types.js';
+import { initialSnapshot, type SnapshotOptions } from './core/snapshot.js';
+import type { Snapshot } from './core/types.js';
 
 /**
  * After a watch event, discovery is fetched at once and again after these delays: a real

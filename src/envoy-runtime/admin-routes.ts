@@ -2,7 +2,7 @@
 // from rds.json counts as withdrawn only once Envoy says it loaded the file (xds-files.ts). A file
 // Envoy refused, or an admin it cannot reach, shows as "not confirmed", never as done.
 import { request } from 'undici';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { ROUTE_CONFIG_NAME } from '../envoy/xds.js';
 import type { RoutesConfirm } from './xds-files.js';
 

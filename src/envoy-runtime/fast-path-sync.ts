@@ -5,7 +5,7 @@
 // A table also expires with the views it rests on: before the oldest would go stale, a timer
 // withdraws what the current snapshot no longer proves.
 import type { Logger } from 'pino';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import {
   compileFastPath,
   FAST_PATH_MARGIN_MS,

@@ -10,9 +10,9 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { fileStamp } from '../util/file-stamp.js';
-import { parsePemCertificates } from '../identity/client-identity.js';
+import { parsePemCertificates } from '../identity/core/client-identity.js';
 import { renderPath } from '../envoy/json.js';
 import { renderSecret, sdsDirectory, secretsOf, triggerDirectory, type SecretSpec } from '../envoy/tls-material.js';
 

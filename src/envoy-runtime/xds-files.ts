@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from '
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ApiServerConfig, Config } from '../config/schema.js';
+import type { ApiServerConfig, Config } from '../config/core/schema.js';
 import type { MemberEntry } from '../membership/members.js';
 import { renderPath, type JsonObject } from '../envoy/json.js';
 import {

@@ -4,7 +4,7 @@
 // chain), routes.ts, clusters.ts, tracing.ts (Envoy's own tracer); json.ts and upstreams.ts hold
 // what they share.
 import { FAST_PATH_RE2_PROGRAM_LIMIT } from './fast-routes.js';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { apiserverClusters, extprocCluster, HIGH_LIMIT } from './clusters.js';
 import { renderPath, type JsonObject } from './json.js';
 import { healthListener } from './health-listener.js';

@@ -2,11 +2,11 @@
 // per way of connecting (with or without the front-proxy certificate), with upstream TLS, /readyz
 // health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
 import { certificateFields, validationFields } from './tls-material.js';
-import type { Config } from '../config/schema.js';
-import { extprocListenAddresses } from '../config/extproc-listen.js';
+import type { Config } from '../config/core/schema.js';
+import { extprocListenAddresses } from '../config/core/extproc-listen.js';
 import { EXTPROC_SERVICE_NAME, extprocStreamCeiling, HEALTH_CHECK_USER, REMOTE_USER_HEADER } from '../constants.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
-import { ENVOY_CA_FILE_REQUIRED } from '../config/envoy-rules.js';
+import { ENVOY_CA_FILE_REQUIRED } from '../config/core/envoy-rules.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 /** Cluster names skewgate renders itself (the config rejects them as apiserver names). */

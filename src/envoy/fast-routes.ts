@@ -11,7 +11,7 @@
 import { FAST_PATH_OUTCOME, FAST_PATH_REASON, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
 import { DEFAULT_CLUSTER } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 import { balancedRetry, EXTPROC_FILTER } from './routes.js';
 
 /** Route names start with this; the access log and tests tell a fast-path request by it. */
@@ -133,7 +133,7 @@ export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number
   return runToEnd(fastPathRoutesSteps(table, requestTimeoutMs));
 }
 
-/** fastPathRoutes as a sliced computation (util/sliced.ts): it pauses between group/versions. */
+/** fastPathRoutes as a sliced computation (util/core/sliced.ts): it pauses between group/versions. */
 export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: number): Sliced<JsonObject[]> {
   if (table === null) return [];
   const { metadata, tags } = decisionTags(table);

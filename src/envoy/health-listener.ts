@@ -1,7 +1,7 @@
 // The gateway's health listener for the load balancer in front of the gateways: plain HTTP on its
 // own port, answered by Envoy itself (the health_check filter), so it tells the truth about this
 // Envoy's clusters even while skewgate is down. Pure.
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { HEALTH_PATH } from '../constants.js';
 import { DEFAULT_CLUSTER, EXTPROC_CLUSTER } from './clusters.js';
 import type { JsonObject } from './json.js';

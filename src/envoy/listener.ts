@@ -1,16 +1,16 @@
 // The bootstrap's listener: downstream TLS (client certificates optional), the HTTP connection
 // manager and its filter chain — header sanitiser, skewgate's ext_proc filter, router. Pure.
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
-import { ENVOY_SERVING_PAIR_REQUIRED } from '../config/envoy-rules.js';
+import { ENVOY_SERVING_PAIR_REQUIRED } from '../config/core/envoy-rules.js';
 import { EXTPROC_FILTER, routeConfig, routeOptions } from './routes.js';
 import { FAST_PATH_METADATA } from './fast-routes.js';
 import { rdsConfig } from './xds.js';
 import { envoyTracing, tracingConfig } from './tracing.js';
 import { certificateFields, validationFields } from './tls-material.js';
-import { servingPair } from '../config/files.js';
+import { servingPair } from '../config/core/files.js';
 import type { StatusReason } from '../k8s/status.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 

@@ -1,7 +1,7 @@
 // The bootstrap as stable YAML text (what `skewgate envoy-config` prints). Pure.
 import { basename } from 'node:path';
 import { stringify } from 'yaml';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { renderBootstrap, renderPath, type RenderOptions } from './bootstrap.js';
 
 export type { RenderOptions } from './bootstrap.js';

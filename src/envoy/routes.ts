@@ -5,7 +5,7 @@ import { BOUNDED_HEADER, CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, MEDIA_JSO
 import { statusBody } from '../k8s/status.js';
 import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
 
 /** The ext_proc filter's name in the chain: the key of its per-route config (fast-routes.ts). */

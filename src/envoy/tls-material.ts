@@ -6,8 +6,8 @@
 // reads them again — a renewal served with no restart, and skewgate never reads a private key. Pure.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { Config } from '../config/schema.js';
-import { servingPair } from '../config/files.js';
+import type { Config } from '../config/core/schema.js';
+import { servingPair } from '../config/core/files.js';
 import type { JsonObject, PathFn } from './json.js';
 
 export const SDS_SUBDIR = 'sds';

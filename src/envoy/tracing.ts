@@ -1,16 +1,16 @@
 // Envoy's own tracer (OpenTelemetry): the connection manager's tracing section and the cluster of
 // the OTLP collector it exports to, rendered from the config's telemetry.tracing. Pure.
 import { isIP } from 'node:net';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { BootstrapError, type JsonObject, type PathFn } from './json.js';
-import { ENVOY_TRACING_CA_REQUIRED, tracesEnvoy } from '../config/envoy-rules.js';
+import { ENVOY_TRACING_CA_REQUIRED, tracesEnvoy } from '../config/core/envoy-rules.js';
 
 /** The OTLP collector Envoy's own tracer exports to (rendered only when tracing is configured). */
 export const OTEL_CLUSTER = 'skewgate-otel';
 
 type TracingConfig = Config['telemetry']['tracing'];
 
-/** Defaults of the OTLP endpoint per protocol (the same as skewgate's, src/telemetry/settings.ts). */
+/** Defaults of the OTLP endpoint per protocol (the same as skewgate's, src/telemetry/core/settings.ts). */
 const OTLP_DEFAULT_ENDPOINT = { grpc: 'http://localhost:4317', http: 'http://localhost:4318' } as const;
 
 /**

@@ -2,7 +2,7 @@
 // certificate must carry), and whether client identity is re-stated, which doubles the ways of
 // connecting to them (clusters.ts) and the routes choosing between them (routes.ts). Pure.
 import { isIP } from 'node:net';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 
 type ApiServerConfig = Config['apiservers'][number];
 

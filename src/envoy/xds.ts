@@ -4,7 +4,7 @@
 // table) — so members can join and leave while Envoy runs. This module renders their contents
 // and the bootstrap's pointers to them. Pure.
 import { join } from 'node:path';
-import type { ApiServerConfig, Config } from '../config/schema.js';
+import type { ApiServerConfig, Config } from '../config/core/schema.js';
 import { apiserverClusters } from './clusters.js';
 import type { JsonObject, PathFn } from './json.js';
 import { routeConfig, routeOptions } from './routes.js';

@@ -5,7 +5,7 @@
 // `request` names the phase); a response is written from the shapes of messages.ts.
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
-import type { ProcessingRequestMsg, ProcessingResponseOut } from './messages.js';
+import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
 import { EXTPROC_PROTO_FILE, findProtoRoot } from './proto.js';
 
 interface ProcessTypes {

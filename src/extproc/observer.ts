@@ -3,8 +3,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RoutingResult } from '../routing/router.js';
-import { parseTraceparent } from './traceparent.js';
-import { redactHeaders } from './headers.js';
+import { parseTraceparent } from './core/traceparent.js';
+import { redactHeaders } from './core/headers.js';
 
 /** What is known when the request headers arrive, before routing. */
 export interface RequestContext {

@@ -5,16 +5,16 @@ import { createSecureContext } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { RequestRouter } from '../routing/router.js';
 import { createHealthService, type ServingStatus } from './health.js';
 import { createLogObserver, type DecisionObserver } from './observer.js';
 import { loadProtos } from './proto.js';
 import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js';
-import { createLogThrottle } from '../util/log-throttle.js';
+import { createLogThrottle } from '../util/core/log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
 import { decodeProcessingRequest, encodeProcessingResponse } from './codec.js';
-import { unixSocketPath } from '../config/extproc-listen.js';
+import { unixSocketPath } from '../config/core/extproc-listen.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
 
 export interface ExtProcServerOptions {

@@ -3,14 +3,14 @@
 import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { LogThrottle } from '../util/log-throttle.js';
+import type { LogThrottle } from '../util/core/log-throttle.js';
 import { isLongRunning } from '../k8s/long-running.js';
 import type { RequestRouter, RoutingResult } from '../routing/router.js';
-import { headerMapToMap } from './headers.js';
-import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './messages.js';
+import { headerMapToMap } from './core/headers.js';
+import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from './core/messages.js';
 import type { DecisionObserver, DecisionTrace } from './observer.js';
-import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './responses.js';
-import { REQUEST_PHASES } from './messages.js';
+import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './core/responses.js';
+import { REQUEST_PHASES } from './core/messages.js';
 
 export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
 

@@ -5,7 +5,7 @@ import type { ErrorCode } from '../errors/catalog.js';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from '../util/log.js';
 import { fileStamp } from '../util/file-stamp.js';
-import { ClientIdentityVerifier, parsePemCertificates, type ClientTrust } from './client-identity.js';
+import { ClientIdentityVerifier, parsePemCertificates, type ClientTrust } from './core/client-identity.js';
 
 export class ClientCaError extends Error {
   readonly code = 'SKEWGATE_ERR_CLIENT_CA' satisfies ErrorCode;

@@ -6,11 +6,11 @@
 import type { ErrorCode } from '../errors/catalog.js';
 import { createHash } from 'node:crypto';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
-import { gvrKey, type Snapshot } from '../discovery/types.js';
+import { gvrKey, type Snapshot } from '../discovery/core/types.js';
 import { compileFastPath, FAST_PATH_MARGIN_MS } from '../routing/fast-path.js';
 import { fastPathTakes } from '../envoy/fast-routes.js';
-import { parsePemCertificates } from '../identity/client-identity.js';
-import { formatXfcc } from '../identity/xfcc.js';
+import { parsePemCertificates } from '../identity/core/client-identity.js';
+import { formatXfcc } from '../identity/core/xfcc.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
 import { routeRequest, type ClientIdentityOf } from '../routing/router.js';
 import type { Decision } from '../routing/decision.js';

@@ -2,7 +2,7 @@
 // the apiservers being probed, and the live apiservers no member matches. The same object on the
 // admin endpoint and in `-o json`.
 import { liveUnmatched } from '../membership/identity-leases.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 
 export interface MembershipView {
   /** The identity Leases were listed: the judgement below is the cluster's, not the config's alone. */

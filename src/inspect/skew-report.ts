@@ -2,7 +2,7 @@
 // the apiservers compared, and those that could not be (named: a missing view would make "no skew"
 // a guess). The admin endpoint's GET /v1/skew and `skew -o json` are this object.
 import { computeSkew, type SkewRow } from '../routing/skew.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { membershipView, type MembershipView } from './membership-view.js';
 
 /** The verdict, as a literal: exit 0 only for no_skew. */

@@ -2,7 +2,7 @@
 // view's age and source, the snapshot and config generations, the skew — as GET /v1/status
 // answers it and `skewgate status` prints it. Process facts and the clock come in.
 import type { ErrorCode } from '../errors/catalog.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import type { MemberRole } from '../membership/members.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
 import { skewReport, type SkewReport } from './skew-report.js';

@@ -7,7 +7,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { Agent } from 'undici';
 import type { Dispatcher } from 'undici';
 import { parse as parseYaml } from 'yaml';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { fileStamp } from '../util/file-stamp.js';
 
 export type ApiServerSettings = Config['apiservers'][number];

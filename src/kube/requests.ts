@@ -3,7 +3,7 @@
 // whose answer the caller judges.
 import { isErrorCode } from '../errors/catalog.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES } from '../constants.js';
-import { ERROR_BODY_BYTES, contentLength, tooLargeMessage, type Oversize } from './bounds.js';
+import { ERROR_BODY_BYTES, contentLength, tooLargeMessage, type Oversize } from './core/bounds.js';
 import type { RequestCredentials } from './credentials.js';
 import {
   DeadlineSignal,

@@ -6,7 +6,7 @@ import { STATUS_CODES } from 'node:http';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { ErrorCode, FailureKind } from '../errors/catalog.js';
-import type { Oversize } from './bounds.js';
+import type { Oversize } from './core/bounds.js';
 import type { ServerCredentials } from './credentials.js';
 
 export interface FetchInit {

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_MAX_DOCUMENT_BYTES } from '../constants.js';
 import { type ServerTarget } from './transport.js';
 import { getText, openStream } from './requests.js';
-import { MAX_DOCUMENT_BYTES_KEY } from './bounds.js';
+import { MAX_DOCUMENT_BYTES_KEY } from './core/bounds.js';
 
 export interface WatchedKind {
   readonly kind: string;

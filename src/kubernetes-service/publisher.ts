@@ -6,10 +6,10 @@
 import { hostname } from 'node:os';
 import { request } from 'undici';
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import { sendJson } from '../kube/requests.js';
 import { type ServerTarget } from '../kube/transport.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { isHealthy } from '../routing/freshness.js';
 import {
   desiredPublication,
@@ -29,7 +29,7 @@ import {
   SLICES_PATH,
   type Address,
   type Publication,
-} from './publication.js';
+} from './core/publication.js';
 
 export interface PublisherSource {
   current(): Snapshot;

@@ -4,9 +4,9 @@
 // given its cluster and routes, not yet the pool) → member → draining (left every source: no new
 // requests, open ones may finish) → removed. Pure.
 import { isIP } from 'node:net';
-import type { ApiServerConfig, Config } from '../config/schema.js';
+import type { ApiServerConfig, Config } from '../config/core/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
-import type { MembershipSource } from '../config/schema.js';
+import type { MembershipSource } from '../config/core/schema.js';
 import { candidatesOf, type Candidate, type SourceTable } from './sources.js';
 
 export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';

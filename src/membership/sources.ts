@@ -3,7 +3,7 @@
 // advertise address there). Each source is a table of the objects last listed and watched; this
 // module parses them into candidate addresses. Pure.
 import { isIP } from 'node:net';
-import type { MembershipSource } from '../config/schema.js';
+import type { MembershipSource } from '../config/core/schema.js';
 import type { WatchChange } from '../kube/watch.js';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../constants.js';
 

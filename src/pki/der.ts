@@ -1,4 +1,4 @@
-// The DER skewgate reads itself: one element reader (src/identity/x509-subject.ts walks a client
+// The DER skewgate reads itself: one element reader (src/identity/core/x509-subject.ts walks a client
 // certificate's subject with it), and where a certificate's issuer and subject names are, byte
 // for byte. Go's verifier (kubectl, client-go, kubelets) finds a certificate's issuer by comparing
 // these bytes with the CA's subject, so an issued certificate is checked against them. Pure.

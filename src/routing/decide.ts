@@ -6,8 +6,8 @@
 //   2b. any other discovery-like document (legacy discovery, OpenAPI) → a server holding it whole
 //   3. by path: malformed → non-resource → resource (./resource-decision.ts)
 import { AUTHORIZATION_HEADER } from '../constants.js';
-import type { Snapshot } from '../discovery/types.js';
-import type { IdentityResult } from '../identity/client-identity.js';
+import type { Snapshot } from '../discovery/core/types.js';
+import type { IdentityResult } from '../identity/core/client-identity.js';
 import type { RequestInfo } from '../k8s/request-info.js';
 import type { DecideOptions, Decision } from './decision.js';
 import { decidePeerDiscovery, wantsPeerAggregatedApis } from './discovery-route.js';
@@ -21,7 +21,7 @@ export interface RoutingRequest {
   readonly info: RequestInfo;
   /** The request headers as Envoy hands them to skewgate (names lower case, client copies of sanitized headers gone). */
   readonly headers: ReadonlyMap<string, string>;
-  /** The client certificate's identity, stated at opts.now (identity/client-identity.ts). */
+  /** The client certificate's identity, stated at opts.now (identity/core/client-identity.ts). */
   readonly identity: IdentityResult;
 }
 

@@ -1,6 +1,6 @@
 // The routing decision: a discriminated union whose `reason` is the same literal in the span,
 // the metric label and the log line.
-import type { PeerDiscoveryDocument } from '../discovery/types.js';
+import type { PeerDiscoveryDocument } from '../discovery/core/types.js';
 
 /** What a decision may read besides the request and the snapshot: all of it injected. */
 export interface DecideOptions {

@@ -1,7 +1,7 @@
 // GET /apis for the peer-aggregated document: answered at the edge from the merge the snapshot
 // carries, or passed to the balanced pool when skewgate cannot vouch for a complete union. Pure.
 import type { RequestInfo } from '../k8s/request-info.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { isFresh } from './freshness.js';
 import type { DiscoveryDecision, PassthroughDecision } from './decision.js';
 import { negotiateApisCached } from './discovery-accept.js';

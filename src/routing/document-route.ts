@@ -2,9 +2,9 @@
 // apiserver's own answer, so the rung picks the apiserver: one whose document is the cluster's
 // union (every ready server's content in that scope), and for an OpenAPI document asked by hash,
 // one whose index lists that very hash. The bytes are then the apiserver's own. Pure.
-import { groupScope, groupVersionScope, SCOPE_ALL, SCOPE_GROUPS } from '../discovery/document-index.js';
+import { groupScope, groupVersionScope, SCOPE_ALL, SCOPE_GROUPS } from '../discovery/core/document-index.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
-import type { ServerState, Snapshot } from '../discovery/types.js';
+import type { ServerState, Snapshot } from '../discovery/core/types.js';
 import type { NonResourceRequest } from '../k8s/request-info.js';
 import {
   pickAtRandom,

@@ -8,9 +8,9 @@
 // group/versions, merged /apis, documents, client certificates, long-running requests, names the
 // views do not list, any doubt) still goes through ext_proc. test/unit/fast-path.test.ts proves
 // it over the rendered Envoy routes.
-import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/types.js';
+import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/core/types.js';
 import { isFresh, isHealthy } from './freshness.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 
 /** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
 /**
@@ -158,7 +158,7 @@ export function fastBody(snap: Snapshot): FastBody {
   return runToEnd(fastBodySteps(snap));
 }
 
-/** fastBody as a sliced computation (util/sliced.ts): a walk over every resource pauses. */
+/** fastBody as a sliced computation (util/core/sliced.ts): a walk over every resource pauses. */
 export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
   let n = 0;
   const servers = Object.freeze(snap.servers.map((s) => s.name));

@@ -1,6 +1,6 @@
 // What a server's state can prove at a moment: the judgements every rung of the ladder, explain
 // and the view-age attribute share. Pure: the clock is passed in.
-import type { ServerState, Snapshot } from '../discovery/types.js';
+import type { ServerState, Snapshot } from '../discovery/core/types.js';
 
 /**
  * A view can prove absence only if it is complete and current: fetched without a failure since,

@@ -3,7 +3,7 @@
 // that skewgate only ever answers 404 when every apiserver's view is fresh and none can serve
 // the request. The whole ladder, identity and merged /apis first, is decide() in ./decide.ts.
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
-import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/types.js';
+import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/core/types.js';
 import { pickAtRandom, type DecideOptions, type Decision } from './decision.js';
 import { isFresh, isHealthy } from './freshness.js';
 import { liveUnmatched } from '../membership/identity-leases.js';

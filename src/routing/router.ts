@@ -1,9 +1,9 @@
 // The seam between the gRPC stream and the routing core: headers in, an explained decision out.
 import { CLIENT_CERT_HEADER } from '../constants.js';
-import type { IdentityResult } from '../identity/client-identity.js';
+import type { IdentityResult } from '../identity/core/client-identity.js';
 import { classifyRequest } from '../k8s/classify.js';
 import type { RequestInfo } from '../k8s/request-info.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import type { Decision } from './decision.js';
 import { decide } from './decide.js';
 import { oldestViewAgeMs } from './freshness.js';

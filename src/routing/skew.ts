@@ -1,6 +1,6 @@
 // Which resources are not served by every apiserver: the table behind `skewgate skew`. Pure.
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
-import type { Snapshot } from '../discovery/types.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
+import type { Snapshot } from '../discovery/core/types.js';
 
 export interface SkewRow {
   readonly group: string;

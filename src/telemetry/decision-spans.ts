@@ -18,7 +18,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { EXTPROC_SERVICE_NAME } from '../constants.js';
 import type { DecisionObserver, DecisionTrace, RequestContext } from '../extproc/observer.js';
 import type { RoutingResult } from '../routing/router.js';
-import { ATTR, SPAN_DECISION } from './names.js';
+import { ATTR, SPAN_DECISION } from './core/names.js';
 
 export interface ServerAddress {
   readonly address: string;

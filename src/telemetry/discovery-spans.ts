@@ -1,11 +1,11 @@
 // One span per discovery round per apiserver, with events when its view or the skew changed: how
 // an upgrade shows up in Jaeger. Spans are written after the fact, with the round's own times.
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/events.js';
-import { diffViews } from '../discovery/view-compare.js';
+import type { DiscoveryRoundEvent } from '../discovery/core/events.js';
+import { diffViews } from '../discovery/core/view-compare.js';
 import type { ServerAddress } from './decision-spans.js';
-import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './names.js';
-import type { SkewChange } from './skew-diff.js';
+import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './core/names.js';
+import type { SkewChange } from './core/skew-diff.js';
 
 function sample(items: readonly string[]): string[] {
   return items.length <= SAMPLE_LIMIT ? [...items] : [...items.slice(0, SAMPLE_LIMIT), `… and ${items.length - SAMPLE_LIMIT} more`];

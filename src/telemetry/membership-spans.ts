@@ -4,8 +4,8 @@
 // before and after.
 import { SpanKind, type Tracer } from '@opentelemetry/api';
 import { liveUnmatched } from '../membership/identity-leases.js';
-import type { Snapshot } from '../discovery/types.js';
-import { ATTR, ATTR_MEMBERSHIP, EVENT_MEMBERSHIP_CHANGED, SPAN_MEMBERSHIP } from './names.js';
+import type { Snapshot } from '../discovery/core/types.js';
+import { ATTR, ATTR_MEMBERSHIP, EVENT_MEMBERSHIP_CHANGED, SPAN_MEMBERSHIP } from './core/names.js';
 
 function same(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((n, i) => n === b[i]);

@@ -2,14 +2,14 @@
 // are names from the config; no per-resource or per-path label.
 import type { FailureKind } from '../errors/catalog.js';
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/events.js';
+import type { DiscoveryRoundEvent } from '../discovery/core/events.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import type { RoutingResult } from '../routing/router.js';
-import type { ReloadResultName } from './names.js';
-import { METRIC } from './names.js';
+import type { ReloadResultName } from './core/names.js';
+import { METRIC } from './core/names.js';
 import { fastResourceCount, type FastTable } from '../routing/fast-path.js';
-import type { SkewTracker } from './skew-diff.js';
+import type { SkewTracker } from './core/skew-diff.js';
 
 /** classify + decide takes microseconds; the ext_proc round trip adds the gRPC write. */
 const DECISION_BUCKETS_S = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05];

@@ -29,8 +29,8 @@ import { OTLPMetricExporter as OtlpGrpcMetricExporter } from '@opentelemetry/exp
 import { OTLPMetricExporter as OtlpHttpMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { skewgateVersion } from '../util/version.js';
-import { ATTR, SCOPE } from './names.js';
-import type { OtlpTarget, SamplerSpec, TelemetrySettings } from './settings.js';
+import { ATTR, SCOPE } from './core/names.js';
+import type { OtlpTarget, SamplerSpec, TelemetrySettings } from './core/settings.js';
 
 export interface SdkOptions {
   /** Tests: spans go here, one by one (SimpleSpanProcessor), besides any OTLP export. */

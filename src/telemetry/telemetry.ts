@@ -1,18 +1,18 @@
 // skewgate's telemetry as the app sees it: a decision observer, a discovery listener, start and
 // shutdown. The SDK (./sdk.js) is imported only on start, and only when something is enabled.
 import type { Logger } from 'pino';
-import type { DiscoveryRoundEvent, RoundListener } from '../discovery/events.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { DiscoveryRoundEvent, RoundListener } from '../discovery/core/events.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
 import { ProcessMetrics } from './process-metrics.js';
-import type { ReloadResultName } from './names.js';
+import type { ReloadResultName } from './core/names.js';
 import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
 import type { SdkOptions, TelemetrySdk } from './sdk.js';
-import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './settings.js';
-import { SkewTracker } from './skew-diff.js';
+import { describeTelemetry, telemetryDisabled, type TelemetrySettings } from './core/settings.js';
+import { SkewTracker } from './core/skew-diff.js';
 import { runSliced } from '../util/slice-runner.js';
 import type { FastTable } from '../routing/fast-path.js';
 

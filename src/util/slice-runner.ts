@@ -1,7 +1,7 @@
 // Runs sliced computations (sliced.ts) on the event loop in slices of a few milliseconds, with a
 // macrotask between slices so that ext_proc streams, timers and I/O are served in between.
 import { setImmediate as nextMacrotask } from 'node:timers/promises';
-import type { Sliced } from './sliced.js';
+import type { Sliced } from './core/sliced.js';
 
 export interface SliceOptions {
   /** Longest run of work before giving the event loop a turn. Default 5 ms. */

@@ -10,14 +10,14 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Config } from '../config/core/schema.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { extprocLimits } from '../extproc/server.js';
-import { extprocListenAddress } from '../config/extproc-listen.js';
-import type { TelemetrySettings } from '../telemetry/settings.js';
+import { extprocListenAddress } from '../config/core/extproc-listen.js';
+import type { TelemetrySettings } from '../telemetry/core/settings.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
 import { WORKER_DATA_ENV, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
-import { SnapshotEncoder } from './snapshot-transfer.js';
+import { SnapshotEncoder } from './core/snapshot-transfer.js';
 
 export interface WorkerPoolDeps {
   readonly config: Config;

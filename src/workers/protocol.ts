@@ -1,10 +1,10 @@
 // The messages between the main process and its ext_proc worker processes (workers/pool.ts and
 // workers/worker-process.ts). Plain data only: everything crosses the IPC channel by structured
 // clone (Node's 'advanced' serialization).
-import type { Config } from '../config/schema.js';
+import type { Config } from '../config/core/schema.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
-import type { TelemetrySettings } from '../telemetry/settings.js';
-import type { SnapshotMessage } from './snapshot-transfer.js';
+import type { TelemetrySettings } from '../telemetry/core/settings.js';
+import type { SnapshotMessage } from './core/snapshot-transfer.js';
 
 /** The environment variable that carries a worker's WorkerData, as JSON (a config is plain data). */
 export const WORKER_DATA_ENV = 'SKEWGATE_WORKER_DATA';

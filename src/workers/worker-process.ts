@@ -2,19 +2,19 @@
 // (copied in over IPC, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
 // logs on the stderr it shares, exports its own decision spans, and hands its decision counts to
 // the main process's metrics. It ends when told to, or when the main process is gone.
-import type { Config } from '../config/schema.js';
-import type { Snapshot } from '../discovery/types.js';
+import type { Config } from '../config/core/schema.js';
+import type { Snapshot } from '../discovery/core/types.js';
 import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
-import { stateClientIdentity } from '../identity/client-identity.js';
+import { stateClientIdentity } from '../identity/core/client-identity.js';
 import { createLogger } from '../util/log.js';
 import { createRouter, type RequestRouter } from '../routing/router.js';
 import { createDecisionSpans, serverAddresses } from '../telemetry/decision-spans.js';
 import type { DecisionTally } from '../telemetry/metrics.js';
 import type { TelemetrySdk } from '../telemetry/sdk.js';
 import { TALLY_BATCH, TALLY_FLUSH_MS, WORKER_DATA_ENV, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
-import { SnapshotDecoder } from './snapshot-transfer.js';
+import { SnapshotDecoder } from './core/snapshot-transfer.js';
 
 if (process.send === undefined) throw new Error('skewgate: workers/worker-process.js runs as a forked worker only');
 const send = (m: FromWorker): void => {

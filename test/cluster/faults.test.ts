@@ -168,7 +168,7 @@ t.test('faults under a mixed token and client-certificate load', async (t) => {
       );
       const marks: FaultMark[] = [];
       const notes: string[] = [];
-      // The bounds the verdicts use, read from the gateway's own config (src/config/schema.ts defaults).
+      // The bounds the verdicts use, read from the gateway's own config (src/config/core/schema.ts defaults).
       const config = loadConfig(gw.configFile);
       const connectTimeoutMs = config.envoy.connectTimeout;
       const localLog = lab.logFile(`skewgate-${GATEWAY}`);

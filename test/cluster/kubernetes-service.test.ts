@@ -12,7 +12,7 @@ import { claimLabSlot } from '../../harness/lab/slots.js';
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
-import { GATEWAY_LEASE_SELECTOR, LEASES_PATH, gatewayLeaseName, parseGatewayLease } from '../../src/kubernetes-service/publication.js';
+import { GATEWAY_LEASE_SELECTOR, LEASES_PATH, gatewayLeaseName, parseGatewayLease } from '../../src/kubernetes-service/core/publication.js';
 import { freeLoopbackPort } from '../load/run.js';
 import { withLoadLab } from '../helpers/load-lab.js';
 import { ObjectWatch } from '../helpers/object-watch.js';

@@ -17,7 +17,7 @@ import { Lab, type GatewayInfo, freePort } from '../../harness/lab/lab.js';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
-import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discovery/merge.js';
+import { computeEtag, discoveryBody, mergePeerDiscovery } from '../../src/discovery/core/merge.js';
 import { negotiateApis } from '../../src/routing/discovery-accept.js';
 import { requireLabParts } from '../helpers/lab-parts.js';
 

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import type { ApiServerSpec } from '../../harness/lab/flags.js';
 import { loadConfig } from '../../src/config/load.js';
-import { type ApiServerConfig } from '../../src/config/schema.js';
+import { type ApiServerConfig } from '../../src/config/core/schema.js';
 import { learntName } from '../../src/membership/members.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';

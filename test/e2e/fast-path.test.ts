@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
-import type { Snapshot } from '../../src/discovery/types.js';
+import type { Snapshot } from '../../src/discovery/core/types.js';
 import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy-runtime/admin-routes.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';

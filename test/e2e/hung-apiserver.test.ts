@@ -6,7 +6,7 @@
 // 503 for what only it serves) and logs and counts the fault; Envoy counts the timeouts.
 import t from 'tap';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { REQUEST_TIMEOUT_MS } from '../../src/config/schema.js';
+import { REQUEST_TIMEOUT_MS } from '../../src/config/core/schema.js';
 import { REASON_HEADER } from '../../src/constants.js';
 import { envoyCounter, openWatch, send } from '../helpers/envoy-fixtures.js';
 import { captureLogs } from '../helpers/extproc-client.js';

@@ -10,7 +10,7 @@ import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import type { FakeApiServer } from '../../harness/fake/index.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { findJaegerBinary, startJaeger, type JaegerHandle, type JaegerSpan, type JaegerTrace } from '../../harness/jaeger.js';
-import { parseTraceparent } from '../../src/extproc/traceparent.js';
+import { parseTraceparent } from '../../src/extproc/core/traceparent.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
 import { waitMs } from '../helpers/waits.js';
 

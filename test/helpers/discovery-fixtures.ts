@@ -5,7 +5,7 @@ import type { Test } from 'tap';
 import { type Pki, type FakeResource, createPki, FakeApiServer, FakeCluster } from '../../harness/fake/index.js';
 import type { ApiServerSettings } from '../../src/kube/credentials.js';
 import type { DiscoveryConfig } from '../../src/discovery/options.js';
-import type { Snapshot } from '../../src/discovery/types.js';
+import type { Snapshot } from '../../src/discovery/core/types.js';
 
 /** One PKI for every discovery test process (createPki reuses a complete set and locks while generating). */
 export function testPki(): Promise<Pki> {

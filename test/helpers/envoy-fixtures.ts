@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import type { JsonObject } from '../../src/envoy/bootstrap.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { createExtProcServer } from '../../src/extproc/server.js';

@@ -5,10 +5,10 @@ import { connect as http2Connect, constants as h2, type ClientHttp2Session, type
 import * as grpc from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
-import type { ClientIdentity, IdentityResult } from '../../src/identity/client-identity.js';
+import type { ClientIdentity, IdentityResult } from '../../src/identity/core/client-identity.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestRouter, RoutingResult } from '../../src/routing/router.js';
-import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/core/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 
 /** A valid W3C traceparent, as Envoy's OpenTelemetry tracer would send it. */

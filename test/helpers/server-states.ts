@@ -1,6 +1,6 @@
 // A ServerState as the discovery service would hold it after a good round at `now - 100`: the
 // tables of routing's pure tests build their snapshots from these.
-import type { ServerState, ServerView } from '../../src/discovery/types.js';
+import type { ServerState, ServerView } from '../../src/discovery/core/types.js';
 
 export function readyState(name: string, view: ServerView | null, now: number, over: Partial<ServerState> = {}): ServerState {
   return {

@@ -5,8 +5,8 @@
 //    while its Lease was live (the surviving gateway drops only an expired Lease), and no later
 //    than the end of the survivor's first tick that began after the expiry (the survivor renews
 //    its own Lease at the start of every tick, and ticks run one after the other).
-import type { GatewayLease } from '../../src/kubernetes-service/publication.js';
-import { publishedAddresses } from '../../src/kubernetes-service/publication.js';
+import type { GatewayLease } from '../../src/kubernetes-service/core/publication.js';
+import { publishedAddresses } from '../../src/kubernetes-service/core/publication.js';
 import type { WatchedEvent } from './object-watch.js';
 
 /** One state of the object: its addresses (ip:port, sorted), or why it had none. */

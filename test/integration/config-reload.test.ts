@@ -7,7 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
 import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';
 import { captureLogs, createExtProcClient, replyHeader, type ProcessExchange } from '../helpers/extproc-client.js';

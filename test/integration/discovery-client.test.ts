@@ -9,7 +9,7 @@ import { DISCOVERY_ACCEPT } from '../../src/constants.js';
 import { DiscoveryClient, type DiscoveryClientOptions } from '../../src/discovery/fetcher.js';
 import { DiscoveryFetchError } from '../../src/kube/transport.js';
 import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/kube/credentials.js';
-import { sameView } from '../../src/discovery/view-compare.js';
+import { sameView } from '../../src/discovery/core/view-compare.js';
 import { FakeCluster, otherPki, startFake, testPki, tokenServer } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
 

@@ -7,7 +7,7 @@ import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { type DiscoveryConfig } from '../../src/discovery/options.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
 import type { ApiServerSettings } from '../../src/kube/credentials.js';
-import type { Snapshot } from '../../src/discovery/types.js';
+import type { Snapshot } from '../../src/discovery/core/types.js';
 import { FakeCluster, discoveryConfig, startFake, testPki, tokenServer, waitForSnapshot } from '../helpers/discovery-fixtures.js';
 import { eventually } from '../helpers/http.js';
 import { waitMs } from '../helpers/waits.js';

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
-import type { Snapshot } from '../../src/discovery/types.js';
+import type { Snapshot } from '../../src/discovery/core/types.js';
 import {
   type FakeApiServer,
   FakeCluster,

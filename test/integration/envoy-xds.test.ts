@@ -11,7 +11,7 @@ import { createServer as createHttpsServer, request as httpsRequest } from 'node
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import type { ApiServerConfig } from '../../src/config/schema.js';
+import type { ApiServerConfig } from '../../src/config/core/schema.js';
 import { REASON_HEADER } from '../../src/constants.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';

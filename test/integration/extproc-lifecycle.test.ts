@@ -2,7 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { EXTPROC_SERVICE_NAME, UPSTREAM_HEADER } from '../../src/constants.js';
-import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/core/messages.js';
 import { createExtProcServer, type ExtProcServer } from '../../src/extproc/server.js';
 import {
   captureLogs,

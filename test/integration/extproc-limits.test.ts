@@ -6,7 +6,7 @@ import { constants as h2 } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { EXTPROC_LIMIT_DEFAULTS, TOO_MANY_STREAMS_REASON } from '../../src/constants.js';
-import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/core/messages.js';
 import { createExtProcServer, type ExtProcLimits, type ExtProcServer } from '../../src/extproc/server.js';
 import {
   captureLogs,

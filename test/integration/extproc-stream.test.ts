@@ -7,7 +7,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { BOUNDED_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
-import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/core/messages.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import type { DecisionContext, DecisionObserver } from '../../src/extproc/observer.js';
 import { createExtProcServer, type ExtProcServer } from '../../src/extproc/server.js';

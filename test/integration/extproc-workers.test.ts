@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { createSkewgate, type Skewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import { EXTPROC_SERVICE_NAME, UPSTREAM_HEADER } from '../../src/constants.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';

@@ -6,7 +6,7 @@ import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { Agent } from 'undici';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
-import type { Config } from '../../src/config/schema.js';
+import type { Config } from '../../src/config/core/schema.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { IDENTITY_LEASES_PATH } from '../../src/membership/identity-leases.js';
 import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/membership/sources.js';

@@ -10,7 +10,7 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { request } from 'undici';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import { createLogger } from '../../src/util/log.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { FakeCluster, startFake, testPki, tokenServer, type FakeApiServer, type Pki } from '../helpers/discovery-fixtures.js';

@@ -1,7 +1,7 @@
-// Where the admin endpoint may listen (src/config/admin-address.ts): loopback or a unix socket, nothing a
+// Where the admin endpoint may listen (src/config/core/admin-address.ts): loopback or a unix socket, nothing a
 // network reaches; and how a client reaches what it allows.
 import t from 'tap';
-import { adminTarget, formatAdminAddress, parseAdminAddress } from '../../src/config/admin-address.js';
+import { adminTarget, formatAdminAddress, parseAdminAddress } from '../../src/config/core/admin-address.js';
 
 t.test('accepted: loopback TCP in every spelling, and unix sockets', async (t) => {
   const cases: [string, ReturnType<typeof parseAdminAddress>][] = [

@@ -1,9 +1,9 @@
 // reloadPlan: which changes a running skewgate swaps in, which need a restart, and that one of the
 // latter refuses the whole reload.
 import t from 'tap';
-import { changesEnvoyUpstreams, differingPaths, reloadPlan, sameValue, type ReloadPlan } from '../../src/config/diff.js';
+import { changesEnvoyUpstreams, differingPaths, reloadPlan, sameValue, type ReloadPlan } from '../../src/config/core/diff.js';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 
 const base = {
   apiservers: [

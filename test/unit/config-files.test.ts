@@ -1,7 +1,7 @@
-// The config's second stage (src/config/files.ts): a CA file holds certificates, never a key.
+// The config's second stage (src/config/core/files.ts): a CA file holds certificates, never a key.
 import t from 'tap';
 import { parseConfig } from '../../src/config/load.js';
-import { caFileProblems, caFiles, looseFileFields } from '../../src/config/files.js';
+import { caFileProblems, caFiles, looseFileFields } from '../../src/config/core/files.js';
 
 const CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
 const config = parseConfig(

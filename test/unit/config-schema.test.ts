@@ -3,7 +3,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { configJsonSchema } from '../../src/config/schema.js';
+import { configJsonSchema } from '../../src/config/core/schema.js';
 import { parseConfig } from '../../src/config/load.js';
 import { packageRoot } from '../../src/util/package-root.js';
 

@@ -2,10 +2,10 @@ import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError } from '../../src/config/problems.js';
+import { ConfigError } from '../../src/config/core/problems.js';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
-import { parseDuration } from '../../src/config/units.js';
-import { extprocListenAddresses, extprocListenProblem } from '../../src/config/extproc-listen.js';
+import { parseDuration } from '../../src/config/core/units.js';
+import { extprocListenAddresses, extprocListenProblem } from '../../src/config/core/extproc-listen.js';
 
 const minimal = {
   apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],

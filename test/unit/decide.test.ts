@@ -1,10 +1,17 @@
 import t from 'tap';
-import { buildDocumentIndex } from '../../src/discovery/document-index.js';
+import { buildDocumentIndex } from '../../src/discovery/core/document-index.js';
 import { NO_MEMBERSHIP, type Membership } from '../../src/membership/identity-leases.js';
 import { decide, type DecideOptions, type RoutingRequest } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';
 import type { RequestInfo, ResourceRequest } from '../../src/k8s/request-info.js';
-import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView, type Snapshot } from '../../src/discovery/types.js';
+import {
+  gvKey,
+  gvrKey,
+  type ResourceCapability,
+  type ServerState,
+  type ServerView,
+  type Snapshot,
+} from '../../src/discovery/core/types.js';
 
 const NOW = 1_000_000;
 const ALL_VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];

@@ -13,7 +13,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import {
   DEFAULT_CLUSTER,
   EXTPROC_CLUSTER,
@@ -36,7 +36,7 @@ import {
   SPAN_DECISION,
   SPAN_DISCOVERY,
   SPAN_MEMBERSHIP,
-} from '../../src/telemetry/names.js';
+} from '../../src/telemetry/core/names.js';
 import { certificateSecretName } from '../../src/envoy/tls-material.js';
 import { arr, at, obj, objs, opt, str, type Obj } from '../helpers/json.js';
 
@@ -835,7 +835,10 @@ t.test('the operator docs name only metrics, spans and attributes that skewgate 
     const text = readFileSync(join(DEPLOY, d), 'utf8');
     for (const n of new Set(text.match(/(?<![\w./-])skewgate_[a-z_]+/g) ?? [])) {
       names++;
-      t.ok(prometheus.has(n.replace(/_(total|bucket|sum|count)$/, '')), `${d}: ${n} is a metric skewgate exports (src/telemetry/names.ts)`);
+      t.ok(
+        prometheus.has(n.replace(/_(total|bucket|sum|count)$/, '')),
+        `${d}: ${n} is a metric skewgate exports (src/telemetry/core/names.ts)`,
+      );
     }
     for (const n of new Set(text.match(/(?<![\w./-])skewgate\.[a-z_.]*[a-z_]/g) ?? [])) {
       if (/\.(yaml|conf|sock|crt|key|md)$/.test(n)) continue; // file names

@@ -4,11 +4,11 @@
 import t from 'tap';
 import { pino, type Logger } from 'pino';
 import { type FetchLike, type FetchResponseLike, countedResponse } from '../../src/kube/transport.js';
-import { bloatChange, bloatThreshold, downloadBackoffMs } from '../../src/discovery/document-bounds.js';
-import { contentLength, tooLargeMessage } from '../../src/kube/bounds.js';
+import { bloatChange, bloatThreshold, downloadBackoffMs } from '../../src/discovery/core/document-bounds.js';
+import { contentLength, tooLargeMessage } from '../../src/kube/core/bounds.js';
 import { type DiscoveryConfig } from '../../src/discovery/options.js';
 import { DiscoveryService } from '../../src/discovery/service.js';
-import { type DiscoveryRoundEvent } from '../../src/discovery/events.js';
+import { type DiscoveryRoundEvent } from '../../src/discovery/core/events.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 import { installFakeClock } from '../helpers/fake-clock.js';
 

@@ -3,11 +3,11 @@
 // cases.json) and on readable crafted tables.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../../src/discovery/merge.js';
-import { AggregatedDecodeError, decodeGroupList, marshalGroups } from '../../src/discovery/aggregated-model.js';
-import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/relative-order.js';
+import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../../src/discovery/core/merge.js';
+import { AggregatedDecodeError, decodeGroupList, marshalGroups } from '../../src/discovery/core/aggregated-model.js';
+import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/core/relative-order.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
-import { deepFreezeJson } from '../../src/discovery/freeze.js';
+import { deepFreezeJson } from '../../src/discovery/core/freeze.js';
 
 const FIXTURES = new URL('../../../test/fixtures/peer-discovery/', import.meta.url);
 type Cases = Record<string, { servers: { id: string; document: unknown }[] }>;

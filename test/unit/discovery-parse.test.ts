@@ -9,9 +9,9 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
-} from '../../src/discovery/parse.js';
-import { diffViews, sameView } from '../../src/discovery/view-compare.js';
-import { sameOpenApiIndex } from '../../src/discovery/types.js';
+} from '../../src/discovery/core/parse.js';
+import { diffViews, sameView } from '../../src/discovery/core/view-compare.js';
+import { sameOpenApiIndex } from '../../src/discovery/core/types.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
 
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];

@@ -1,7 +1,7 @@
 import t from 'tap';
-import { buildSnapshot, initialSnapshot } from '../../src/discovery/snapshot.js';
-import { legacyView } from '../../src/discovery/parse.js';
-import type { ResourceCapability, ServerState, ServerView } from '../../src/discovery/types.js';
+import { buildSnapshot, initialSnapshot } from '../../src/discovery/core/snapshot.js';
+import { legacyView } from '../../src/discovery/core/parse.js';
+import type { ResourceCapability, ServerState, ServerView } from '../../src/discovery/core/types.js';
 
 function cap(verbs: string[], namespaced = true): ResourceCapability {
   return { verbs: new Set(verbs), subresources: new Map(), namespaced };

@@ -1,10 +1,10 @@
 // Discovery-like documents (legacy discovery, OpenAPI): which apiserver answers, as a table over
 // the whole ladder (decide()), on snapshots built by the real buildSnapshot().
 import t from 'tap';
-import { buildDocumentIndex, groupVersionScope, SCOPE_ALL } from '../../src/discovery/document-index.js';
+import { buildDocumentIndex, groupVersionScope, SCOPE_ALL } from '../../src/discovery/core/document-index.js';
 import type { Membership } from '../../src/membership/identity-leases.js';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
-import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView } from '../../src/discovery/types.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
+import { gvKey, gvrKey, type ResourceCapability, type ServerState, type ServerView } from '../../src/discovery/core/types.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';
 import type { Decision } from '../../src/routing/decision.js';

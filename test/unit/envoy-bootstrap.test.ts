@@ -2,7 +2,7 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
+import { type Config } from '../../src/config/core/schema.js';
 import {
   BOUNDED_HEADER,
   extprocStreamCeiling,

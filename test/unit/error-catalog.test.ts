@@ -5,10 +5,10 @@ import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERRORS, FAILURE_KINDS, failureOf, isErrorCode } from '../../src/errors/catalog.js';
-import { DiscoveryDocumentError } from '../../src/discovery/parse.js';
+import { DiscoveryDocumentError } from '../../src/discovery/core/parse.js';
 import { CredentialsError } from '../../src/kube/credentials.js';
 import { DiscoveryFetchError } from '../../src/kube/transport.js';
-import { ConfigError } from '../../src/config/problems.js';
+import { ConfigError } from '../../src/config/core/problems.js';
 import { packageRoot } from '../../src/util/package-root.js';
 
 const root = packageRoot();

@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ProcessingRequestMsg, ProcessingResponseOut } from '../../src/extproc/messages.js';
+import type { ProcessingRequestMsg, ProcessingResponseOut } from '../../src/extproc/core/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
 import {
   continueRequestHeaders,
@@ -9,9 +9,9 @@ import {
   routeTo,
   setHeader,
   tooManyStreamsResponse,
-} from '../../src/extproc/responses.js';
+} from '../../src/extproc/core/responses.js';
 import { decodeProcessingRequest, encodeProcessingResponse } from '../../src/extproc/codec.js';
-import { REQUEST_PHASES } from '../../src/extproc/messages.js';
+import { REQUEST_PHASES } from '../../src/extproc/core/messages.js';
 import type { Decision } from '../../src/routing/decision.js';
 import { requestHeadersMessage, resourceInfo, resultOf, statedIdentity } from '../helpers/extproc-client.js';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { headerMapToMap, headerValueText, isSensitiveHeader, REDACTED, redactHeaders } from '../../src/extproc/headers.js';
+import { headerMapToMap, headerValueText, isSensitiveHeader, REDACTED, redactHeaders } from '../../src/extproc/core/headers.js';
 
 const raw = (s: string): Buffer => Buffer.from(s, 'utf8');
 

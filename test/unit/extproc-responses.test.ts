@@ -1,12 +1,12 @@
 import t from 'tap';
 import { BOUNDED_HEADER, REASON_HEADER, UPSTREAM_HEADER } from '../../src/constants.js';
-import type { ProcessingResponseMsg } from '../../src/extproc/messages.js';
+import type { ProcessingResponseMsg } from '../../src/extproc/core/messages.js';
 import { loadProtos } from '../../src/extproc/proto.js';
-import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, responseFor, routeTo } from '../../src/extproc/responses.js';
-import type { ProcessingResponseOut } from '../../src/extproc/messages.js';
+import { continueRequestHeaders, emptyResponseFor, internalErrorResponse, responseFor, routeTo } from '../../src/extproc/core/responses.js';
+import type { ProcessingResponseOut } from '../../src/extproc/core/messages.js';
 import type { Decision } from '../../src/routing/decision.js';
 import { resourceInfo, resultOf, statedIdentity } from '../helpers/extproc-client.js';
-import { REQUEST_PHASES } from '../../src/extproc/messages.js';
+import { REQUEST_PHASES } from '../../src/extproc/core/messages.js';
 
 const { extProc } = loadProtos();
 const processMethod = extProc['Process'];

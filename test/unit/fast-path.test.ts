@@ -4,9 +4,9 @@
 // routes are interpreted here as Envoy matches them (regex on the path, headers, query, TLS).
 import t from 'tap';
 import { syntheticPlane, requestMix, seededRandom, SERVER_NAMES, type SyntheticPlane } from '../../bench/synthetic.js';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
 import type { Membership } from '../../src/membership/identity-leases.js';
-import type { ServerState, Snapshot } from '../../src/discovery/types.js';
+import type { ServerState, Snapshot } from '../../src/discovery/core/types.js';
 import { fastPathRoutes, fastPathTakes, FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';

@@ -12,10 +12,10 @@ import {
   stateClientIdentity,
   type ClientTrust,
   type IdentityResult,
-} from '../../src/identity/client-identity.js';
-import { extraHeaderName, frontProxyHeaders } from '../../src/identity/front-proxy-headers.js';
-import { goSubject, SubjectParseError, subjectAttributes } from '../../src/identity/x509-subject.js';
-import { parseXfcc } from '../../src/identity/xfcc.js';
+} from '../../src/identity/core/client-identity.js';
+import { extraHeaderName, frontProxyHeaders } from '../../src/identity/core/front-proxy-headers.js';
+import { goSubject, SubjectParseError, subjectAttributes } from '../../src/identity/core/x509-subject.js';
+import { parseXfcc } from '../../src/identity/core/xfcc.js';
 
 const FIXTURES = join(process.cwd(), 'test/fixtures/x509-identity');
 const pem = (name: string): string => readFileSync(join(FIXTURES, 'certs', `${name}.crt`), 'utf8');

@@ -1,7 +1,7 @@
 // parseJsonSteps: the same value as JSON.parse for any text, the same error for a malformed one.
 import t from 'tap';
-import { parseJsonSteps } from '../../src/discovery/json-items.js';
-import { runToEnd } from '../../src/util/sliced.js';
+import { parseJsonSteps } from '../../src/discovery/core/json-items.js';
+import { runToEnd } from '../../src/util/core/sliced.js';
 import { seededRandom } from '../../bench/synthetic.js';
 
 const parse = (text: string): unknown => runToEnd(parseJsonSteps(text));

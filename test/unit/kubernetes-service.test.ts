@@ -11,7 +11,7 @@ import {
   parseGatewayLease,
   portGroup,
   publishedAddresses,
-} from '../../src/kubernetes-service/publication.js';
+} from '../../src/kubernetes-service/core/publication.js';
 
 const NOW = 1_800_000_000_000;
 const lease = (name: string, ip: string, renewAgoMs: number) =>

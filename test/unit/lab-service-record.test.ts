@@ -1,7 +1,7 @@
 // The verdicts test/cluster/kubernetes-service.test.ts draws from its records (test/helpers/service-record.ts).
 import t from 'tap';
-import { endpointSliceObject, endpointsObject } from '../../src/kubernetes-service/publication.js';
-import type { GatewayLease } from '../../src/kubernetes-service/publication.js';
+import { endpointSliceObject, endpointsObject } from '../../src/kubernetes-service/core/publication.js';
+import type { GatewayLease } from '../../src/kubernetes-service/core/publication.js';
 import { deadGatewayFindings, stateSequence, stateText, type ServicePoll } from '../helpers/service-record.js';
 
 const A = '10.213.0.14';

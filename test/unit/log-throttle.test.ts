@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createLogThrottle } from '../../src/util/log-throttle.js';
+import { createLogThrottle } from '../../src/util/core/log-throttle.js';
 
 t.test('one line per key per interval, the next one counting what was held back', async (t) => {
   let now = 1000;

@@ -1,7 +1,7 @@
 // The membership's pure parts: Nodes and the kubernetes EndpointSlice read into candidate
 // addresses, and the seed and the candidates merged into the members skewgate should poll.
 import t from 'tap';
-import type { ApiServerConfig } from '../../src/config/schema.js';
+import type { ApiServerConfig } from '../../src/config/core/schema.js';
 import { applySourceChange, candidatesOf, emptySourceTable, parseKubernetesSlice, parseNode } from '../../src/membership/sources.js';
 import { addressOf, desiredMembers, knownMemberSpec, learntName } from '../../src/membership/members.js';
 

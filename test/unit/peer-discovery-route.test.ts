@@ -2,17 +2,17 @@
 // refused, the merge each snapshot carries, the router's decisions and the ImmediateResponse.
 import t from 'tap';
 import { MEDIA_AGGREGATED_V2, MEDIA_AGGREGATED_V2_NOPEER, REASON_HEADER } from '../../src/constants.js';
-import { legacyView, parseAggregatedDiscovery } from '../../src/discovery/parse.js';
-import { peerDiscoveryParticipants } from '../../src/discovery/peer-discovery.js';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
-import type { ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
-import { computeEtag, mergePeerDiscovery } from '../../src/discovery/merge.js';
+import { legacyView, parseAggregatedDiscovery } from '../../src/discovery/core/parse.js';
+import { peerDiscoveryParticipants } from '../../src/discovery/core/peer-discovery.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
+import type { ServerState, ServerView, Snapshot } from '../../src/discovery/core/types.js';
+import { computeEtag, mergePeerDiscovery } from '../../src/discovery/core/merge.js';
 import { negotiateApis, parseAccept } from '../../src/routing/discovery-accept.js';
 import { decidePeerDiscovery } from '../../src/routing/discovery-route.js';
 import type { DiscoveryDecision } from '../../src/routing/decision.js';
 import { createRouter } from '../../src/routing/router.js';
 import { readyState } from '../helpers/server-states.js';
-import { responseFor } from '../../src/extproc/responses.js';
+import { responseFor } from '../../src/extproc/core/responses.js';
 
 const PB = 'application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList';
 const BETA = 'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList';

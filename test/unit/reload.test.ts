@@ -1,12 +1,12 @@
 // LiveConfig with hand-written discovery fakes: what a reload swaps and when, what it refuses,
 // how reloads asked for during one are merged, and shutting down in the middle of one.
 import t from 'tap';
-import { ConfigError } from '../../src/config/problems.js';
+import { ConfigError } from '../../src/config/core/problems.js';
 import { parseConfig } from '../../src/config/load.js';
-import { type Config } from '../../src/config/schema.js';
-import type { RoundListener } from '../../src/discovery/events.js';
-import { initialSnapshot } from '../../src/discovery/snapshot.js';
-import type { Snapshot } from '../../src/discovery/types.js';
+import { type Config } from '../../src/config/core/schema.js';
+import type { RoundListener } from '../../src/discovery/core/events.js';
+import { initialSnapshot } from '../../src/discovery/core/snapshot.js';
+import type { Snapshot } from '../../src/discovery/core/types.js';
 import { LiveConfig, type LiveParts, type ReloadResult, type SwappableDiscovery } from '../../src/app/reload.js';
 import { captureLogs, resultOf } from '../helpers/extproc-client.js';
 

@@ -2,7 +2,7 @@
 // servers are covered through the CLI against fake apiservers, test/integration/cli.test.ts).
 import t from 'tap';
 import { skewVerdict } from '../../src/inspect/skew-report.js';
-import { initialSnapshot } from '../../src/discovery/snapshot.js';
+import { initialSnapshot } from '../../src/discovery/core/snapshot.js';
 
 t.test('no apiserver answered: cannot compare, exit 1, each named', async (t) => {
   const v = skewVerdict(

@@ -1,13 +1,13 @@
-// The snapshot as the ext_proc workers receive it (workers/snapshot-transfer.ts), through the
+// The snapshot as the ext_proc workers receive it (workers/core/snapshot-transfer.ts), through the
 // structured clone that postMessage applies: the same decisions, large parts sent once, parts no
 // longer named dropped, a part never sent refused.
 import t from 'tap';
 import { serialize } from 'node:v8';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
-import { parseAggregatedDiscovery } from '../../src/discovery/parse.js';
-import type { ServerView, Snapshot } from '../../src/discovery/types.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
+import { parseAggregatedDiscovery } from '../../src/discovery/core/parse.js';
+import type { ServerView, Snapshot } from '../../src/discovery/core/types.js';
 import { NO_CLIENT_CA, routeRequest } from '../../src/routing/router.js';
-import { SnapshotDecoder, SnapshotEncoder, SnapshotTransferError, type SnapshotMessage } from '../../src/workers/snapshot-transfer.js';
+import { SnapshotDecoder, SnapshotEncoder, SnapshotTransferError, type SnapshotMessage } from '../../src/workers/core/snapshot-transfer.js';
 import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { aggregatedList, groupDocs } from '../../harness/fake/discovery-docs.js';
 import type { FakeResource } from '../../harness/fake/cluster.js';

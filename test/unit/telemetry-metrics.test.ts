@@ -3,17 +3,17 @@
 import t from 'tap';
 import type { FastResource, FastTable } from '../../src/routing/fast-path.js';
 import { DataPointType, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics';
-import type { DiscoveryRoundEvent } from '../../src/discovery/events.js';
-import { DiscoveryDocumentError } from '../../src/discovery/parse.js';
+import type { DiscoveryRoundEvent } from '../../src/discovery/core/events.js';
+import { DiscoveryDocumentError } from '../../src/discovery/core/parse.js';
 import { failureOf } from '../../src/errors/catalog.js';
 import { CredentialsError } from '../../src/kube/credentials.js';
 import { DiscoveryFetchError } from '../../src/kube/transport.js';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
-import type { ResourceCapability, ServerState, ServerView, Snapshot } from '../../src/discovery/types.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
+import type { ResourceCapability, ServerState, ServerView, Snapshot } from '../../src/discovery/core/types.js';
 import { FETCH_ERROR_REASONS, SkewgateMetrics, fetchErrorReason, fetchResult, type FetchErrorReason } from '../../src/telemetry/metrics.js';
 import { startSdk, type TelemetrySdk } from '../../src/telemetry/sdk.js';
-import { resolveTelemetrySettings } from '../../src/telemetry/settings.js';
-import { SkewTracker } from '../../src/telemetry/skew-diff.js';
+import { resolveTelemetrySettings } from '../../src/telemetry/core/settings.js';
+import { SkewTracker } from '../../src/telemetry/core/skew-diff.js';
 import { resourceInfo, resultOf } from '../helpers/extproc-client.js';
 
 /** Collected on demand; what a test needs instead of a periodic exporter. */

@@ -3,9 +3,9 @@
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { combineObservers, createLogObserver, type DecisionObserver, type DecisionTrace } from '../../src/extproc/observer.js';
-import type { ProcessingResponseOut } from '../../src/extproc/messages.js';
-import { responseFor } from '../../src/extproc/responses.js';
-import { formatTraceparent, parseTraceparent } from '../../src/extproc/traceparent.js';
+import type { ProcessingResponseOut } from '../../src/extproc/core/messages.js';
+import { responseFor } from '../../src/extproc/core/responses.js';
+import { formatTraceparent, parseTraceparent } from '../../src/extproc/core/traceparent.js';
 import { TRACEPARENT, captureLogs, resultOf } from '../helpers/extproc-client.js';
 
 const TRACE: DecisionTrace = {

@@ -1,9 +1,9 @@
 // Telemetry settings: the config file's telemetry section, the OTEL_* variables, precedence, and
 // "off unless asked for".
 import t from 'tap';
-import { ConfigError } from '../../src/config/problems.js';
+import { ConfigError } from '../../src/config/core/problems.js';
 import { parseConfig } from '../../src/config/load.js';
-import { describeTelemetry, parseKeyValueList, resolveTelemetrySettings, telemetryDisabled } from '../../src/telemetry/settings.js';
+import { describeTelemetry, parseKeyValueList, resolveTelemetrySettings, telemetryDisabled } from '../../src/telemetry/core/settings.js';
 
 const minimal = {
   apiservers: [{ name: 'a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],

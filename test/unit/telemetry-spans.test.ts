@@ -5,9 +5,9 @@ import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SamplingDecision, type ReadableSpan } from '@opentelemetry/sdk-trace';
-import type { DiscoveryRoundEvent } from '../../src/discovery/events.js';
-import { buildSnapshot } from '../../src/discovery/snapshot.js';
-import type { ResourceCapability, ServerState, ServerView } from '../../src/discovery/types.js';
+import type { DiscoveryRoundEvent } from '../../src/discovery/core/events.js';
+import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
+import type { ResourceCapability, ServerState, ServerView } from '../../src/discovery/core/types.js';
 import type { DecisionTrace } from '../../src/extproc/observer.js';
 import type { NonResourceRequest, InvalidRequest } from '../../src/k8s/request-info.js';
 import type { Decision } from '../../src/routing/decision.js';
@@ -15,8 +15,8 @@ import { createDecisionSpans, parentContext, serverAddresses } from '../../src/t
 import { recordRoundSpan } from '../../src/telemetry/discovery-spans.js';
 import { MembershipSpans } from '../../src/telemetry/membership-spans.js';
 import { SkewgateSampler, startSdk, type TelemetrySdk } from '../../src/telemetry/sdk.js';
-import { resolveTelemetrySettings } from '../../src/telemetry/settings.js';
-import { SkewTracker } from '../../src/telemetry/skew-diff.js';
+import { resolveTelemetrySettings } from '../../src/telemetry/core/settings.js';
+import { SkewTracker } from '../../src/telemetry/core/skew-diff.js';
 import { TRACEPARENT, resourceInfo, resultOf } from '../helpers/extproc-client.js';
 
 const CLIENT_TRACEPARENT = '00-11111111111111111111111111111111-2222222222222222-01';

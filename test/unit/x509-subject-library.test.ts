@@ -1,4 +1,4 @@
-// Why src/identity/x509-subject.ts reads a subject's DER itself rather than with
+// Why src/identity/core/x509-subject.ts reads a subject's DER itself rather than with
 // @peculiar/asn1-x509 (a dependency already, for gateway-cert): kube-apiserver takes the user from
 // Go's crypto/x509, and the library reads the string types otherwise. The same hand-built
 // subjects go through both; ours must read each as Go does (its own table is in
@@ -8,7 +8,7 @@
 import t from 'tap';
 import { AsnConvert } from '@peculiar/asn1-schema';
 import { Name } from '@peculiar/asn1-x509';
-import { goSubject, subjectAttributes } from '../../src/identity/x509-subject.js';
+import { goSubject, subjectAttributes } from '../../src/identity/core/x509-subject.js';
 
 const tlv = (tag: number, ...body: number[][]): number[] => {
   const b = body.flat();

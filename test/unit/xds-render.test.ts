@@ -2,7 +2,7 @@
 // routes, by role; and the bootstrap's pointers to the files.
 import t from 'tap';
 import { parseConfig } from '../../src/config/load.js';
-import { type ApiServerConfig } from '../../src/config/schema.js';
+import { type ApiServerConfig } from '../../src/config/core/schema.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { cdsConfig, rdsConfig, renderClusters, renderRoutes } from '../../src/envoy/xds.js';
 

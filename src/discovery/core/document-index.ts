@@ -4,7 +4,7 @@
 // serves, and an OpenAPI document whose hash matches the index it came from
 // (docs/design.md, "Discovery-like documents"). Built from the views alone, with the snapshot.
 import { frozenMap, frozenSet } from './freeze.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 import {
   gvKey,
   sameOpenApiIndex,

@@ -6,7 +6,7 @@ import {
   DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
   EXTPROC_LIMIT_DEFAULTS,
   EXTPROC_MIN_MESSAGE_BYTES,
-} from '../constants.js';
+} from '../../constants.js';
 import { ADMIN_LISTEN_DEFAULT } from './admin-address.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc-listen.js';
 import { adminListen, apiserver, kubernetesService, listenAddress, membership, type membershipSource, telemetry } from './sections.js';

@@ -2,7 +2,7 @@
 // API, so a routing bug cannot silently change what every other request sees. The refusal lives
 // on a shared prototype (a per-instance defineProperties turned every one of the ~100,000 maps and
 // sets of a large cluster's snapshot into a slow dictionary object and tripled the garbage).
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 
 function refuse(): never {
   throw new TypeError('discovery data is immutable');

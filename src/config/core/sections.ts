@@ -1,5 +1,5 @@
 // The config's sections that stand on their own (an apiserver and its credentials, membership,
-// the kubernetes Service, telemetry) and the listen-address fields: src/config/schema.ts puts them
+// the kubernetes Service, telemetry) and the listen-address fields: src/config/core/schema.ts puts them
 // together. Pure.
 import { isIP } from 'node:net';
 import { z } from 'zod';
@@ -148,7 +148,7 @@ const otlpProtocol = z.enum(['grpc', 'http']);
 
 /**
  * OpenTelemetry. Every field is optional: an unset field falls back to the standard OTEL_*
- * environment variable, then to the default (src/telemetry/settings.ts, docs/tracing.md).
+ * environment variable, then to the default (src/telemetry/core/settings.ts, docs/tracing.md).
  * Everything is off unless turned on here or by the environment.
  */
 export const telemetry = z

@@ -1,12 +1,12 @@
 // Pure: merges every server's view into the immutable Snapshot that routing reads, the
 // peer-aggregated /apis document and the index of whole documents included.
 import type { ResourceCapability, ServerState, Snapshot } from './types.js';
-import { apiserverIdentity } from '../membership/apiserver-identity.js';
+import { apiserverIdentity } from '../../membership/apiserver-identity.js';
 import { buildDocumentIndexSteps } from './document-index.js';
 import { mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
-import { NO_MEMBERSHIP, type Membership } from '../membership/identity-leases.js';
+import { NO_MEMBERSHIP, type Membership } from '../../membership/identity-leases.js';
 import { peerDiscoveryOfSteps } from './peer-discovery.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 
 export interface SnapshotOptions {
   /**

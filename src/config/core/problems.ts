@@ -1,4 +1,4 @@
-import type { ErrorCode } from '../errors/catalog.js';
+import type { ErrorCode } from '../../errors/catalog.js';
 // A config's problems: each with its path, all of them in one error (SKEWGATE_ERR_CONFIG). Pure.
 
 /** One problem in a config: where, and what is wrong. */

@@ -5,7 +5,7 @@ import {
   REMOTE_GROUP_HEADER,
   REMOTE_UID_HEADER,
   REMOTE_USER_HEADER,
-} from '../constants.js';
+} from '../../constants.js';
 import type { ClientIdentity } from './client-identity.js';
 
 export interface FrontProxyHeader {

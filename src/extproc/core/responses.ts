@@ -1,11 +1,18 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
-import { BOUNDED_HEADER, MEDIA_AGGREGATED_V2, MEDIA_JSON, REASON_HEADER, TOO_MANY_STREAMS_REASON, UPSTREAM_HEADER } from '../constants.js';
-import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
-import { statusBody, type Status, type StatusDetails } from '../k8s/status.js';
-import type { ClientIdentity, IdentityResult } from '../identity/client-identity.js';
-import { FRONT_PROXY_REMOVED_HEADERS, frontProxyHeaders } from '../identity/front-proxy-headers.js';
-import type { Decision, DiscoveryDecision, RejectedDecision } from '../routing/decision.js';
-import type { RoutingResult } from '../routing/router.js';
+import {
+  BOUNDED_HEADER,
+  MEDIA_AGGREGATED_V2,
+  MEDIA_JSON,
+  REASON_HEADER,
+  TOO_MANY_STREAMS_REASON,
+  UPSTREAM_HEADER,
+} from '../../constants.js';
+import type { RequestInfo, ResourceRequest } from '../../k8s/request-info.js';
+import { statusBody, type Status, type StatusDetails } from '../../k8s/status.js';
+import type { ClientIdentity, IdentityResult } from '../../identity/core/client-identity.js';
+import { FRONT_PROXY_REMOVED_HEADERS, frontProxyHeaders } from '../../identity/core/front-proxy-headers.js';
+import type { Decision, DiscoveryDecision, RejectedDecision } from '../../routing/decision.js';
+import type { RoutingResult } from '../../routing/router.js';
 import type { HeaderValueOptionOut, ImmediateResponseOut, ProcessingResponseOut, RequestPhase } from './messages.js';
 
 /** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses. */

@@ -1,7 +1,7 @@
 // How two views of one apiserver compare: the same routing content (the fetcher keeps the old
 // view object when nothing changed, so that unchanged rounds rebuild nothing), and what changed
 // between two (the log line of a view change). Sliced: a walk over every resource pauses. Pure.
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 import { sameOpenApiIndex, type ResourceCapability, type ServerView } from './types.js';
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {

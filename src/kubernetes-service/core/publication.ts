@@ -2,7 +2,7 @@
 // (docs/design.md, "The kubernetes Service"): the addresses of the gateways whose Lease is live,
 // or — when none is — the apiservers themselves, so that the Service never points at nothing.
 // Pure: the gateway Leases and the objects to write.
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../constants.js';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../../constants.js';
 import { isIP } from 'node:net';
 
 /** The namespace of the gateways' Leases and of the `kubernetes` Service. */

@@ -1,6 +1,6 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
-import type { ErrorCode, FailureKind } from '../errors/catalog.js';
-import type { Membership } from '../membership/identity-leases.js';
+import type { ErrorCode, FailureKind } from '../../errors/catalog.js';
+import type { Membership } from '../../membership/identity-leases.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
 export interface ResourceCapability {

@@ -5,9 +5,9 @@
 // named by that id afterwards; the worker keeps the parts the latest message names, and nothing
 // else. The worker's snapshot is the main process's, copied: no second build, no second
 // discovery load on the apiservers.
-import type { DocumentIndex } from '../discovery/types.js';
-import type { Membership } from '../membership/identity-leases.js';
-import type { PeerDiscoveryResult, ResourceServers, ServerState, ServerView, Snapshot } from '../discovery/types.js';
+import type { DocumentIndex } from '../../discovery/core/types.js';
+import type { Membership } from '../../membership/identity-leases.js';
+import type { PeerDiscoveryResult, ResourceServers, ServerState, ServerView, Snapshot } from '../../discovery/core/types.js';
 
 /** A large part: its value when the receiver has not seen this id yet. */
 export interface PartRef<T> {

@@ -4,7 +4,7 @@
 // elements and each is parsed on its own, with pause points between. The result is the same as
 // JSON.parse of the whole; at any doubt (malformed text, the key repeated or escaped) the whole is
 // parsed at once instead, and that parse's error is the one reported.
-import { type Sliced } from '../util/sliced.js';
+import { type Sliced } from '../../util/core/sliced.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -1,10 +1,10 @@
 // Pure parsing of kube-apiserver discovery documents into a ServerView. Documents come from the
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
-import type { ErrorCode } from '../errors/catalog.js';
+import type { ErrorCode } from '../../errors/catalog.js';
 import { type ResourceCapability, type ServerView, gvKey, gvrKey } from './types.js';
 import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 
 export class DiscoveryDocumentError extends Error {
   readonly code = 'SKEWGATE_ERR_DISCOVERY_DOCUMENT' satisfies ErrorCode;

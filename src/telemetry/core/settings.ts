@@ -2,7 +2,7 @@
 // variables. Pure: the environment is passed in. Precedence, per field: the config file, then the
 // signal-specific variable (OTEL_EXPORTER_OTLP_TRACES_*), then the generic one, then the default.
 // OTEL_SDK_DISABLED=true turns everything off.
-import type { Config } from '../config/schema.js';
+import type { Config } from '../../config/core/schema.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 export type OtlpProtocol = 'grpc' | 'http';

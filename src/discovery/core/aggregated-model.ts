@@ -4,8 +4,8 @@
 // empty one, unknown fields are dropped, and the struct field order decides the output order.
 // Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
 // meta/v1 at v0.36. Pure.
-import type { ErrorCode } from '../errors/catalog.js';
-import { runToEnd, type Sliced } from '../util/sliced.js';
+import type { ErrorCode } from '../../errors/catalog.js';
+import { runToEnd, type Sliced } from '../../util/core/sliced.js';
 
 export interface GroupVersionKind {
   readonly group: string;

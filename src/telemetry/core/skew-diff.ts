@@ -1,8 +1,8 @@
 // How the skew between apiservers changed from one snapshot to the next: which resources became
 // served by only some apiservers, and which stopped being so. No I/O.
-import type { ServerView, Snapshot } from '../discovery/types.js';
-import { runToEnd, type Sliced } from '../util/sliced.js';
-import { computeSkewSteps, type SkewRow } from '../routing/skew.js';
+import type { ServerView, Snapshot } from '../../discovery/core/types.js';
+import { runToEnd, type Sliced } from '../../util/core/sliced.js';
+import { computeSkewSteps, type SkewRow } from '../../routing/skew.js';
 
 export interface SkewChange {
   readonly before: number;

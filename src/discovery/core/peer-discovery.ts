@@ -3,7 +3,7 @@
 // Pure (no clock, no I/O).
 import type { PeerDiscoveryDocument, PeerDiscoveryResult, ServerState } from './types.js';
 import { encodeItemsSteps, encodeResponseSteps, mergePeerDiscoverySteps } from './merge.js';
-import { runToEnd, type Sliced } from '../util/sliced.js';
+import { runToEnd, type Sliced } from '../../util/core/sliced.js';
 import { compareGoStrings } from './relative-order.js';
 
 /** What the merged document depends on: who is healthy and the very view objects they hold. */

@@ -1,10 +1,10 @@
 // What the snapshot is built from, read off the pollers: the servers routing may see (members and
 // draining ones, not candidates), and the membership (the identity Leases judged against the
 // members; the apiservers being probed, with why they are not members yet).
-import { apiserverIdentity } from '../membership/apiserver-identity.js';
-import { membershipOf, type IdentityLeaseTable, type Membership, type ProbingMember } from '../membership/identity-leases.js';
-import { isCandidate } from '../membership/members.js';
-import type { Poller } from './poller.js';
+import { apiserverIdentity } from '../../membership/apiserver-identity.js';
+import { membershipOf, type IdentityLeaseTable, type Membership, type ProbingMember } from '../../membership/identity-leases.js';
+import { isCandidate } from '../../membership/members.js';
+import type { Poller } from '../poller.js';
 import type { ServerState } from './types.js';
 
 export function serversOf(pollers: Iterable<Poller>): readonly ServerState[] {

@@ -18,7 +18,7 @@ import {
   type VersionDiscovery,
 } from './aggregated-model.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from './relative-order.js';
-import { runToEnd, type Sliced } from '../util/sliced.js';
+import { runToEnd, type Sliced } from '../../util/core/sliced.js';
 
 export interface ServerDocument {
   /** The server's identity (kube-apiserver's identity-lease name); decides the merge order. */

@@ -2,7 +2,7 @@
 // apimachinery's util/sort MergePreservingRelativeOrder implements), re-stated from its documented
 // behaviour. Pure.
 
-import { compareGoStrings } from '../k8s/go-strings.js';
+import { compareGoStrings } from '../../k8s/go-strings.js';
 
 export { compareGoStrings };
 

@@ -3,8 +3,8 @@
 // every O (in order) a group, and attribute values decode by their ASN.1 string type. Reading the
 // DER, not a printed DN, leaves no escaping to get wrong (a CN of "a,O=system:masters" stays one
 // CN). Pure: bytes in, attributes out.
-import type { ErrorCode } from '../errors/catalog.js';
-import { DerError, elementsIn, readElement, type DerElement } from '../pki/der.js';
+import type { ErrorCode } from '../../errors/catalog.js';
+import { DerError, elementsIn, readElement, type DerElement } from '../../pki/der.js';
 
 /** One AttributeTypeAndValue of the subject, in certificate order. */
 export interface SubjectAttribute {
