@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../../src/util/log.js';
 import { createSkewgate, type Skewgate, type SkewgateOptions } from '../../src/app/skewgate.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { withoutExtProc } from '../baseline-envoy.js';
 import { freeConsecutivePorts } from '../lab/net.js';
 import { BlackholeProxy, FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';

@@ -12,7 +12,7 @@ import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
 import { EXTPROC_CLUSTER, renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { HEALTH_PATH } from '../../src/constants.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { findEnvoyBinary } from '../../src/envoy-runtime/process.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { withoutExtProc } from '../baseline-envoy.js';

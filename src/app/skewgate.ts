@@ -15,8 +15,9 @@ import type { SdkOptions } from '../telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from '../telemetry/core/settings.js';
 import { createTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { knownMemberSpec } from '../membership/members.js';
-import { readKnownMembers, XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from '../envoy-runtime/xds-files.js';
-import { adminRoutesConfirm, adminUrlOf } from '../envoy-runtime/admin-routes.js';
+import { readKnownMembers } from '../envoy-runtime/xds-disk.js';
+import { XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from '../envoy-runtime/xds-files.js';
+import { adminClustersConfirm, adminRoutesConfirm, adminUrlOf } from '../envoy-runtime/admin-routes.js';
 import { FastPathSync } from '../envoy-runtime/fast-path-sync.js';
 import { KubernetesServicePublisher } from '../kubernetes-service/publisher.js';
 import { SecretRotator } from '../envoy-runtime/secret-rotation.js';
@@ -74,7 +75,15 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const xdsLogger = logger.child({ component: 'xds' });
   const adminUrl = opts.envoyAdminUrl !== undefined ? opts.envoyAdminUrl : adminUrlOf(config);
   const xds =
-    xdsDir === undefined ? null : new XdsWriter(config, xdsLogger, XDS_SETTLE_MS, adminUrl === null ? null : adminRoutesConfirm(adminUrl));
+    xdsDir === undefined
+      ? null
+      : new XdsWriter(
+          config,
+          xdsLogger,
+          XDS_SETTLE_MS,
+          adminUrl === null ? null : adminRoutesConfirm(adminUrl),
+          adminUrl === null ? null : adminClustersConfirm(adminUrl),
+        );
   const telemetrySettings = resolveTelemetrySettings(config.telemetry, opts.env ?? process.env);
   const telemetry = createTelemetry({
     settings: telemetrySettings,

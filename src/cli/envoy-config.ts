@@ -2,7 +2,7 @@
 // seed cluster and route files Envoy starts from, where none are yet.
 import { checkConfig } from '../config/check.js';
 import { renderBootstrapYaml } from '../envoy/render.js';
-import { writeSeedXds } from '../envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../envoy-runtime/xds-disk.js';
 import { EXIT_OK } from '../constants.js';
 
 export async function runEnvoyConfig(configFile: string, relativeTo?: string): Promise<number> {

@@ -11,11 +11,11 @@ import {
   FAST_PATH_MARGIN_MS,
   fastBodyHolds,
   fastBodySteps,
-  fastTableCovers,
-  intersectFastTables,
+  fastPool,
   type FastBody,
   type FastTable,
 } from '../routing/fast-path.js';
+import { fastTableCovers, intersectFastTables } from '../routing/fast-table.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
 
 /** What the sync needs of the xDS writer (xds-files.ts). */
@@ -58,11 +58,14 @@ export class FastPathSync {
 
   private async compile(snap: Snapshot): Promise<FastTable | null> {
     if (!this.opts.enabled()) return null;
-    // The views' part is kept while the views are the same objects: a snapshot a round publishes
-    // with nothing new costs the judgement of the moment only. A new one is a walk over every
-    // resource, in slices (invariant 5b).
-    if (this.body === null || !fastBodyHolds(this.body, snap)) this.body = await runSliced(fastBodySteps(snap), sliceBudget(undefined));
-    return compileFastPath(snap, { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs }, this.body);
+    const opts = { now: this.now(), staleAfterMs: this.opts.staleAfterMs(), marginMs: this.marginMs };
+    // The views' part is kept while the pool and its views are the same objects: a snapshot a
+    // round publishes with nothing new costs the judgement of the moment only. A new one is a
+    // walk over every resource, in slices (invariant 5b).
+    const pool = fastPool(snap, opts).servers;
+    if (pool.length > 0 && (this.body === null || !fastBodyHolds(this.body, pool)))
+      this.body = await runSliced(fastBodySteps(snap, pool), sliceBudget(undefined));
+    return compileFastPath(snap, opts, this.body ?? undefined);
   }
 
   /**

@@ -1,29 +1,17 @@
-// Writes Envoy's filesystem xDS files (xds.ts renders them) as the members change, and reads back
-// the members last written. Every write is atomic (a temporary file renamed into the folder, which
-// is what Envoy's watch reacts to), and a change is written in an order that never leaves Envoy
-// routing to a cluster it lacks: new clusters first, then the routes, then clusters that went away.
-import { createHash } from 'node:crypto';
-import { writeSecretsSync } from './secret-rotation.js';
-import { SDS_SUBDIR } from '../envoy/tls-material.js';
-import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+// Writes Envoy's filesystem xDS files (xds.ts renders them, xds-disk.ts puts them on disk) as the
+// members and the fast-path table change, in an order that never leaves Envoy routing to a cluster
+// it lacks — new clusters first, then the routes, then clusters that went away — and that takes
+// fast-path routes, or members of their pool, away before anything else changes.
+import { mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { ApiServerConfig, Config } from '../config/core/schema.js';
 import type { MemberEntry } from '../membership/members.js';
-import { renderPath, type JsonObject } from '../envoy/json.js';
-import {
-  CDS_FILE,
-  discoveryResponse,
-  fastTableFor,
-  MEMBERS_FILE,
-  RDS_FILE,
-  renderClusters,
-  renderRoutes,
-  seedMembers,
-  type XdsMembers,
-} from '../envoy/xds.js';
-import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests, type FastTable } from '../routing/fast-path.js';
+import type { JsonObject } from '../envoy/json.js';
+import { fastClusterName } from '../envoy/clusters.js';
+import { CDS_FILE, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, type XdsMembers } from '../envoy/xds.js';
+import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../routing/fast-table.js';
+import { type FastTable } from '../routing/fast-path.js';
+import { fileText, membersText, rdsFile, writeAtomic } from './xds-disk.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import { fastPathRoutesSteps } from '../envoy/fast-routes.js';
 
@@ -35,87 +23,6 @@ export const XDS_SETTLE_MS = 250;
  */
 export const XDS_JOIN_DELAY_MS = 1000;
 
-/** What members.json keeps of a member: enough to find it again, reached with the template. */
-export interface KnownMember {
-  readonly name: string;
-  readonly url: string;
-  readonly hostname?: string;
-}
-
-function versionOf(resources: readonly JsonObject[]): string {
-  return createHash('sha256').update(JSON.stringify(resources)).digest('hex').slice(0, 16);
-}
-
-function fileText(resources: readonly JsonObject[]): string {
-  return `${JSON.stringify(discoveryResponse(versionOf(resources), resources), null, 2)}\n`;
-}
-
-function writeAtomicSync(dir: string, name: string, text: string): void {
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  writeFileSync(tmp, text, { mode: 0o644 });
-  renameSync(tmp, join(dir, name));
-}
-
-async function writeAtomic(dir: string, name: string, text: string): Promise<void> {
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  await writeFile(tmp, text, { mode: 0o644 });
-  await rename(tmp, join(dir, name));
-}
-
-/**
- * The seed files for `envoy-config`: the configured apiservers, written only where no file is yet
- * (a file skewgate wrote holds the last known members, which may be all that is left).
- */
-export function writeSeedXds(
-  config: Config,
-  relativeTo?: string,
-): { readonly written: readonly string[]; readonly kept: readonly string[] } {
-  const dir = config.envoy.xds?.directory;
-  if (dir === undefined) return { written: [], kept: [] };
-  mkdirSync(dir, { recursive: true });
-  const file = (p: string): string => renderPath(p, relativeTo);
-  const seed = seedMembers(config);
-  const files: [string, string][] = [
-    [CDS_FILE, fileText(renderClusters(config, seed, file))],
-    [RDS_FILE, fileText([renderRoutes(config, seed)])],
-  ];
-  const written: string[] = [];
-  const kept: string[] = [];
-  for (const [name, text] of files) {
-    if (existsSync(join(dir, name))) kept.push(name);
-    else {
-      writeAtomicSync(dir, name, text);
-      written.push(name);
-    }
-  }
-  // The certificates always as they are now: the files are the truth, whatever skewgate last wrote.
-  written.push(...writeSecretsSync(config, relativeTo).map((n) => `${SDS_SUBDIR}/${n}`));
-  return { written, kept };
-}
-
-/** Reads members.json: the members skewgate last wrote (none when absent; a broken file is logged and ignored). */
-export function readKnownMembers(dir: string, logger: Logger): readonly KnownMember[] {
-  const path = join(dir, MEMBERS_FILE);
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    return [];
-  }
-  try {
-    const doc = JSON.parse(text) as { members?: unknown };
-    if (!Array.isArray(doc.members)) throw new Error('no members list');
-    return doc.members.flatMap((m: unknown) => {
-      const o = m as Partial<KnownMember> | null;
-      if (typeof o?.name !== 'string' || typeof o.url !== 'string') return [];
-      return [{ name: o.name, url: o.url, ...(typeof o.hostname === 'string' ? { hostname: o.hostname } : {}) }];
-    });
-  } catch (err) {
-    logger.warn({ file: path, err: (err as Error).message }, 'xds: cannot read the last known members; starting from the configured ones');
-    return [];
-  }
-}
-
 function specsOf(entries: readonly MemberEntry[], role: MemberEntry['role']): ApiServerConfig[] {
   return entries.filter((e) => e.role === role).map((e) => e.spec);
 }
@@ -125,6 +32,9 @@ function specsOf(entries: readonly MemberEntry[], role: MemberEntry['role']): Ap
  * it does, false when that could not be seen in time.
  */
 export type RoutesConfirm = (version: string) => Promise<boolean>;
+
+/** Asks Envoy whether it runs (warmed) every one of these clusters: true once it does, false when not seen in time. */
+export type ClustersConfirm = (names: readonly string[]) => Promise<boolean>;
 
 interface Written {
   readonly cds: string;
@@ -157,6 +67,7 @@ export class XdsWriter {
     private readonly log: Logger,
     private readonly settleMs = XDS_SETTLE_MS,
     private readonly confirm: RoutesConfirm | null = null,
+    private readonly clustersConfirm: ClustersConfirm | null = null,
   ) {
     const dir = config.envoy.xds?.directory;
     if (dir === undefined) throw new Error('XdsWriter needs envoy.xds.directory');
@@ -232,22 +143,13 @@ export class XdsWriter {
       draining: specsOf(entries, 'draining'),
     };
     const nextNames = new Set([...next.routable, ...(next.joining ?? []), ...next.draining].map((s) => s.name));
-    const prev = this.written;
     await mkdir(this.dir, { recursive: true });
-    const identity = (p: string): string => p;
     const fast = fastTableFor(this.config, next, this.fast);
-    // 0. Fast-path routes that no longer hold go first, alone, and Envoy is waited for.
-    if (prev !== null && prev.fast !== null && (fast === null || !fastTableCovers(fast, prev.fast))) {
-      const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
-      const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept)));
-      if (demoted.text !== prev.rds) {
-        await writeAtomic(this.dir, RDS_FILE, demoted.text);
-        this.written = { ...prev, rds: demoted.text, fast: kept };
-        await this.envoyRuns(demoted.version, 'fast-path routes withdrawn');
-      }
-    }
+    // 0. Fast-path routes that no longer hold, or that send to an apiserver the new pool leaves
+    //    out, go first, alone, and Envoy is waited for.
+    await this.withdraw(fast);
     const was = this.written;
-    // 1. Clusters: the new ones added (and the pool changed), the ones going away kept for now.
+    // 1. Clusters: the new ones added (and the pools changed), the ones going away kept for now.
     const gone =
       was === null
         ? []
@@ -257,28 +159,28 @@ export class XdsWriter {
       ...(next.joining ? { joining: next.joining } : {}),
       draining: [...next.draining, ...gone],
     };
-    const cdsUnion = fileText(renderClusters(this.config, union, identity));
+    const cdsUnion = fileText(renderClusters(this.config, union, identity, poolsOf(was?.fast ?? null, fast)));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
+    if (fast !== null && was?.fast?.members.join() !== fast.members.join()) added.push(fastClusterName(fast.members));
     await writeAtomic(this.dir, MEMBERS_FILE, membersText(next));
     let wroteClusters = false;
     if (was?.cds !== cdsUnion) {
       await writeAtomic(this.dir, CDS_FILE, cdsUnion);
       wroteClusters = true;
     }
-    // 2. Routes, once Envoy has the clusters they name.
+    // 2. Routes, once Envoy runs the clusters they name.
     const rds = rdsFile(renderRoutes(this.config, next, await this.fastRoutes(fast)));
     let wroteRoutes = false;
     if (was?.rds !== rds.text) {
-      if (wroteClusters && added.length > 0) await this.settle();
+      if (wroteClusters && added.length > 0) await this.clustersRun(added);
       await writeAtomic(this.dir, RDS_FILE, rds.text);
       wroteRoutes = true;
     }
-    // 3. The clusters that went away, once no route names them.
-    let cds = cdsUnion;
-    if (gone.length > 0) {
+    // 3. The clusters that went away (members, an earlier fast pool), once no route names them.
+    const cds = fileText(renderClusters(this.config, next, identity, poolsOf(fast)));
+    if (cds !== cdsUnion) {
       if (wroteRoutes || wroteClusters) await this.settle();
-      cds = fileText(renderClusters(this.config, next, identity));
       await writeAtomic(this.dir, CDS_FILE, cds);
     }
     this.written = { cds, rds: rds.text, names: nextNames, members: next, fast };
@@ -294,6 +196,30 @@ export class XdsWriter {
         'xds: Envoy clusters and routes written',
       );
     if (wroteRoutes && !sameFast(was?.fast ?? null, fast)) this.logFast(fast);
+  }
+
+  /**
+   * Before anything else changes: Envoy keeps, of the fast-path routes written, only what `fast`
+   * allows too, sent to the members both pools hold — a pool that shrinks is a new cluster, run by
+   * Envoy before the routes name it — and runs them before this resolves. Nothing to do when
+   * `fast` covers what is written.
+   */
+  private async withdraw(fast: FastTable | null): Promise<void> {
+    const prev = this.written;
+    if (prev === null || prev.fast === null || (fast !== null && fastTableCovers(fast, prev.fast))) return;
+    const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
+    let cds = prev.cds;
+    if (kept !== null && kept.members.join() !== prev.fast.members.join()) {
+      cds = fileText(renderClusters(this.config, prev.members, identity, poolsOf(prev.fast, kept)));
+      await writeAtomic(this.dir, CDS_FILE, cds);
+      await this.clustersRun([fastClusterName(kept.members)]);
+    }
+    const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept)));
+    if (demoted.text !== prev.rds) {
+      await writeAtomic(this.dir, RDS_FILE, demoted.text);
+      this.written = { ...prev, cds, rds: demoted.text, fast: kept };
+      await this.envoyRuns(demoted.version, 'fast-path routes withdrawn');
+    } else this.written = { ...prev, cds };
   }
 
   /**
@@ -344,9 +270,29 @@ export class XdsWriter {
     }
   }
 
+  /** Waits until Envoy runs these clusters (or, unasked, a settle period). */
+  private async clustersRun(names: readonly string[]): Promise<void> {
+    if (this.clustersConfirm === null) {
+      await this.settle();
+      return;
+    }
+    if (!(await this.clustersConfirm(names)))
+      this.log.warn(
+        { dir: this.dir, clusters: names },
+        'xds: Envoy did not confirm the new clusters in time (admin unreachable, or the file refused); going on',
+      );
+  }
+
   private settle(): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, this.settleMs).unref());
   }
+}
+
+const identity = (p: string): string => p;
+
+/** The fast-path pools whose clusters cds.json must hold for these tables. */
+function poolsOf(...tables: (FastTable | null)[]): (readonly string[])[] {
+  return tables.flatMap((t) => (t === null ? [] : [t.members]));
 }
 
 function sameNames(a: XdsMembers, b: XdsMembers): boolean {
@@ -357,18 +303,4 @@ function sameNames(a: XdsMembers, b: XdsMembers): boolean {
 function sameFast(a: FastTable | null, b: FastTable | null): boolean {
   if (a === null || b === null) return a === b;
   return a.generation === b.generation && sameFastRequests(a, b);
-}
-
-function rdsFile(routes: JsonObject): { readonly text: string; readonly version: string } {
-  const version = versionOf([routes]);
-  return { text: `${JSON.stringify(discoveryResponse(version, [routes]), null, 2)}\n`, version };
-}
-
-function membersText(m: XdsMembers): string {
-  const known: KnownMember[] = m.routable.map((s) => ({
-    name: s.name,
-    url: s.url,
-    ...(s.hostname !== undefined ? { hostname: s.hostname } : {}),
-  }));
-  return `${JSON.stringify({ members: known }, null, 2)}\n`;
 }

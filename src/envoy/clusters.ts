@@ -1,6 +1,7 @@
 // The bootstrap's clusters: each apiserver on its own and all of them balanced (the default), once
 // per way of connecting (with or without the front-proxy certificate), with upstream TLS, /readyz
 // health checks and circuit breakers; and skewgate's own ext_proc cluster. Pure.
+import { createHash } from 'node:crypto';
 import { certificateFields, validationFields } from './tls-material.js';
 import type { Config } from '../config/core/schema.js';
 import { extprocListenAddresses } from '../config/core/extproc-listen.js';
@@ -12,6 +13,8 @@ import { statesIdentity, type Upstream } from './upstreams.js';
 /** Cluster names skewgate renders itself (the config rejects them as apiserver names). */
 export const DEFAULT_CLUSTER = 'default';
 export const EXTPROC_CLUSTER = 'skewgate-extproc';
+/** Prefix of the fast-path pools' clusters ("_": never in an apiserver name, a DNS label). */
+export const FAST_CLUSTER_PREFIX = 'fast_';
 /**
  * Suffix of the clusters that connect with the front-proxy certificate (an apiserver name is a
  * DNS label, so "_" can never clash with one).
@@ -180,10 +183,9 @@ function apiserverCluster(config: Config, u: Upstream, file: PathFn, set: Cluste
  * Envoy's default panic threshold (50 %) is kept: with most apiservers failing /readyz it keeps
  * trying all of them rather than refusing everything (docs/design.md, invariant 4 favours availability).
  */
-function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, set: ClusterSet): JsonObject {
+function defaultCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, set: ClusterSet, name = `${DEFAULT_CLUSTER}${set.suffix}`): JsonObject {
   const first = upstreams[0];
   if (first === undefined) throw new BootstrapError('at least one apiserver is required');
-  const name = `${DEFAULT_CLUSTER}${set.suffix}`;
   return {
     name,
     ...discoveryType(upstreams),
@@ -198,6 +200,22 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
     circuit_breakers: circuitBreakers(),
     health_checks: [healthCheck(config, readyz(set))],
   };
+}
+
+/**
+ * A fast-path table's pool (routing/fast-path.ts), named for its members so that a route table
+ * and the pool it sends to change together, in one rds.json write: a new pool is a new cluster,
+ * written before the routes that name it. Balanced and checked as the default pool is, over the
+ * connections a request without a client certificate takes (the fast routes take no other).
+ */
+export function fastPoolCluster(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
+  const set = clusterSets(config)[0] as ClusterSet;
+  return defaultCluster(config, upstreams, file, set, fastClusterName(upstreams.map((u) => u.name)));
+}
+
+/** The name of the fast pool of these members (any order): `fast_` and a digest of the sorted names. */
+export function fastClusterName(members: readonly string[]): string {
+  return `${FAST_CLUSTER_PREFIX}${createHash('sha256').update([...members].sort().join('\n')).digest('hex').slice(0, 12)}`;
 }
 
 /** "host:port" or "[v6]:port" → an Envoy socket_address; `problem` names the field when it is neither. */

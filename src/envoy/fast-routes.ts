@@ -1,5 +1,5 @@
 // The fast path's Envoy routes (docs/design.md, "The fast path"): a compiled table
-// (routing/fast-path.ts) as routes that send what they match straight to the balanced pool with
+// (routing/fast-path.ts) as routes that send what they match straight to the table's pool with
 // the ext_proc filter disabled (ExtProcPerRoute), tagged with the decision they stand for. Pure.
 //
 // One route per group of methods that share kube-apiserver's verbs, each matching a single
@@ -8,8 +8,8 @@
 // requires what keeps a request out of judgement: no client certificate, no Upgrade, no `watch`
 // query parameter (nor one whose name is %-escaped), so a watch or a certificate always meets
 // skewgate.
-import { FAST_PATH_OUTCOME, FAST_PATH_REASON, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
-import { DEFAULT_CLUSTER } from './clusters.js';
+import { fastPathDecision, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
+import { fastClusterName } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 import { balancedRetry, EXTPROC_FILTER } from './routes.js';
@@ -112,8 +112,7 @@ function* fastPathRegexSteps(table: FastTable, method: string): Sliced<string | 
 /** What Envoy records for a fast-path request: the ladder's literals and the table's generation. */
 function decisionTags(table: FastTable): { readonly metadata: JsonObject; readonly tags: JsonObject[] } {
   const values: Record<string, string> = {
-    outcome: FAST_PATH_OUTCOME,
-    reason: FAST_PATH_REASON,
+    ...fastPathDecision(table),
     generation: String(table.generation),
     path: 'fast',
   };
@@ -125,9 +124,10 @@ function decisionTags(table: FastTable): { readonly metadata: JsonObject; readon
 
 /**
  * The routes for a table (none for an empty one), to sit after the routes skewgate's own headers
- * select and before the balanced default: a request skewgate already judged never reaches them
- * with a different answer, since they send to the same pool, bounded and retried as the default
- * routes would (requestTimeoutMs: envoy.requestTimeout; none of them is long-running).
+ * select and before the balanced default: a request skewgate judged `default` that one of them
+ * matches goes to the table's pool, every member of which the ladder holds able to serve it,
+ * bounded and retried as the default routes would (requestTimeoutMs: envoy.requestTimeout; none
+ * of them is long-running).
  */
 export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number): JsonObject[] {
   return runToEnd(fastPathRoutesSteps(table, requestTimeoutMs));
@@ -135,7 +135,7 @@ export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number
 
 /** fastPathRoutes as a sliced computation (util/core/sliced.ts): it pauses between group/versions. */
 export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: number): Sliced<JsonObject[]> {
-  if (table === null) return [];
+  if (table === null || table.members.length === 0) return [];
   const { metadata, tags } = decisionTags(table);
   const routes: JsonObject[] = [];
   for (const g of METHOD_GROUPS) {
@@ -158,7 +158,7 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
         tls_context: { presented: false },
       },
       route: {
-        cluster: DEFAULT_CLUSTER,
+        cluster: fastClusterName(table.members),
         timeout: duration(requestTimeoutMs),
         idle_timeout: '0s',
         retry_policy: balancedRetry(g.read),

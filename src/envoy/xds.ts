@@ -5,7 +5,7 @@
 // and the bootstrap's pointers to them. Pure.
 import { join } from 'node:path';
 import type { ApiServerConfig, Config } from '../config/core/schema.js';
-import { apiserverClusters } from './clusters.js';
+import { apiserverClusters, fastClusterName, fastPoolCluster } from './clusters.js';
 import type { JsonObject, PathFn } from './json.js';
 import { routeConfig, routeOptions } from './routes.js';
 import { upstreamOf } from './upstreams.js';
@@ -48,10 +48,23 @@ export function rdsConfig(dir: string, file: PathFn): JsonObject {
   return { route_config_name: ROUTE_CONFIG_NAME, config_source: configSource(dir, RDS_FILE, file) };
 }
 
-/** The cds.json resources: each member's clusters (draining ones too), and the pools of the routable ones. */
-export function renderClusters(config: Config, members: XdsMembers, file: PathFn): JsonObject[] {
-  const outside = [...(members.joining ?? []), ...members.draining].map(upstreamOf);
-  return apiserverClusters(config, members.routable.map(upstreamOf), file, outside).map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
+/**
+ * The cds.json resources: each member's clusters (draining ones too), the pools of the routable
+ * ones, and a cluster per fast-path pool named (fastPools: member names; each one among `members`).
+ */
+export function renderClusters(config: Config, members: XdsMembers, file: PathFn, fastPools: readonly (readonly string[])[] = []): JsonObject[] {
+  const outsiders = [...(members.joining ?? []), ...members.draining];
+  const outside = outsiders.map(upstreamOf);
+  const all = [...members.routable, ...outsiders];
+  const pools = new Map<string, readonly ApiServerConfig[]>();
+  for (const names of fastPools) {
+    const specs = names.map((n) => all.find((s) => s.name === n)).filter((s): s is ApiServerConfig => s !== undefined);
+    if (specs.length > 0) pools.set(fastClusterName(specs.map((s) => s.name)), specs);
+  }
+  return [
+    ...apiserverClusters(config, members.routable.map(upstreamOf), file, outside),
+    ...[...pools.values()].map((specs) => fastPoolCluster(config, specs.map(upstreamOf), file)),
+  ].map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
 }
 
 /**
@@ -65,16 +78,16 @@ export function renderRoutes(config: Config, members: XdsMembers, fastRoutes: re
 }
 
 /**
- * The table as Envoy may have it for these members, or null: only with routing.fastPath, only for
- * exactly the apiservers it was compiled over as Envoy's balanced pool, and only while no member
- * joins or drains (the pool is about to change).
+ * The table as Envoy may run it with these members, or null: only with routing.fastPath, and its
+ * pool only the routable members (one joining, draining or gone is left out: a table stays true
+ * of fewer members of its pool); none when no pool member is left.
  */
 export function fastTableFor(config: Config, members: XdsMembers, fast: FastTable | null): FastTable | null {
   if (fast === null || !config.routing.fastPath || fast.groupVersions.length === 0) return null;
-  if ((members.joining ?? []).length > 0 || members.draining.length > 0) return null;
-  const pool = members.routable.map((s) => s.name).sort();
-  const compiled = [...fast.members].sort();
-  return pool.length === compiled.length && pool.every((n, i) => n === compiled[i]) ? fast : null;
+  const routable = new Set(members.routable.map((s) => s.name));
+  const pool = fast.members.filter((m) => routable.has(m));
+  if (pool.length === 0) return null;
+  return pool.length === fast.members.length ? fast : Object.freeze({ ...fast, members: Object.freeze(pool), servesAll: false });
 }
 
 /** A DiscoveryResponse as Envoy reads it from a file. */

@@ -206,7 +206,12 @@ function fastPathView(
   const table = compileFastPath(ctx.snapshot, { now: ctx.now, staleAfterMs: ctx.staleAfterMs, marginMs: FAST_PATH_MARGIN_MS });
   if (table.groupVersions.length === 0) return { takes: false, why: `nothing is fast now: ${table.why}` };
   if (fastPathTakes(table, { method, path, headers, clientCertificate }))
-    return { takes: true, why: 'default/served_by_all, every apiserver serves it identically' };
+    return {
+      takes: true,
+      why: table.servesAll
+        ? 'default/served_by_all, every apiserver serves it identically'
+        : `routed/served_by_subset, to the fast pool (${table.members.join(', ')}): ${table.why}`,
+    };
   return {
     takes: false,
     why: clientCertificate

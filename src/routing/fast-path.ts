@@ -1,25 +1,32 @@
 // The fast path (docs/design.md, "The fast path"): from a snapshot, the requests that need no
-// per-request judgement — a group/version every apiserver serves identically, every view current
-// and every apiserver ready — compiled into a table that Envoy matches itself, sending those
-// requests straight to the balanced pool without asking skewgate. Pure: snapshot × clock → table.
+// per-request judgement compiled into a table that Envoy matches itself, sending them straight to
+// the table's own pool without asking skewgate. The pool is every apiserver that is ready, not
+// draining and whose view is current; the table, the group/versions every pool member serves
+// identically. An apiserver restarting or leaving only leaves the pool. Pure: snapshot × clock →
+// table.
 //
-// Compiled conservatively: a request the table matches is one decide() answers
-// default/served_by_all for, at any moment until the table expires; everything else (skewed
-// group/versions, merged /apis, documents, client certificates, long-running requests, names the
-// views do not list, any doubt) still goes through ext_proc. test/unit/fast-path.test.ts proves
-// it over the rendered Envoy routes.
+// Compiled conservatively: a request the table matches is one decide() sends to a member of the
+// pool — default/served_by_all when the pool is every apiserver, routed/served_by_subset with the
+// pool as its ready candidates otherwise — at any moment until the table expires; everything else
+// (skewed group/versions, merged /apis, documents, client certificates, long-running requests,
+// names the views do not list, any doubt) still goes through ext_proc.
+// test/unit/fast-path.test.ts proves it over the rendered Envoy routes.
 import { gvKey, type ResourceCapability, type ServerState, type Snapshot } from '../discovery/core/types.js';
 import { isFresh, isHealthy } from './freshness.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 
-/** The decision a fast-path route stands for: the same literals as the ladder's default rung. */
 /**
  * How long before a view goes stale its routes are withdrawn. Envoy reloads rds.json in
  * milliseconds; the withdrawal is confirmed within ROUTES_CONFIRM_TIMEOUT_MS (envoy-runtime/fast-path-sync.ts).
  */
 export const FAST_PATH_MARGIN_MS = 1000;
-export const FAST_PATH_OUTCOME = 'default';
-export const FAST_PATH_REASON = 'served_by_all';
+/** The decision a table's routes stand for: the ladder's literals for a request every pool member serves. */
+export function fastPathDecision(table: FastTable): {
+  readonly outcome: 'default' | 'routed';
+  readonly reason: 'served_by_all' | 'served_by_subset';
+} {
+  return table.servesAll ? { outcome: 'default', reason: 'served_by_all' } : { outcome: 'routed', reason: 'served_by_subset' };
+}
 
 /** A request's shape below its group/version, which (with the method) fixes kube-apiserver's verb. */
 export type FastShape = 'collection' | 'object' | 'subresource';
@@ -66,13 +73,16 @@ export interface FastGroupVersion {
 
 /**
  * What Envoy may decide alone. Empty groupVersions: nothing is fast, every request goes through
- * ext_proc. `members` are the apiservers the table was compiled over; Envoy's balanced pool must be
- * exactly these for the table to hold (envoy-runtime/xds-files.ts renders it only then).
+ * ext_proc. `members` is the table's pool: the apiservers it was compiled over, and the only ones
+ * its routes may send to (envoy/clusters.ts renders them as a cluster of their own).
  */
 export interface FastTable {
   /** The snapshot generation the table was compiled from (span tag, access-log field). */
   readonly generation: number;
+  /** The pool, sorted. */
   readonly members: readonly string[];
+  /** The pool is every apiserver of the snapshot: decide() answers default, not routed. */
+  readonly servesAll: boolean;
   readonly groupVersions: readonly FastGroupVersion[];
   /**
    * Epoch ms after which a view the table rests on is no longer current (discovery.staleAfter):
@@ -92,8 +102,17 @@ export interface FastPathOptions {
 
 const NOTHING: readonly FastGroupVersion[] = Object.freeze([]);
 
-function empty(generation: number, members: readonly string[], why: string): FastTable {
-  return Object.freeze({ generation, members, groupVersions: NOTHING, validUntil: Number.POSITIVE_INFINITY, why });
+const NOBODY: readonly string[] = Object.freeze([]);
+
+export function emptyFastTable(generation: number, why: string): FastTable {
+  return Object.freeze({
+    generation,
+    members: NOBODY,
+    servesAll: false,
+    groupVersions: NOTHING,
+    validUntil: Number.POSITIVE_INFINITY,
+    why,
+  });
 }
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
@@ -124,7 +143,7 @@ function fastResource(resource: string, cap: ResourceCapability): FastResource {
   });
 }
 
-/** Why a server makes nothing fast at this moment, or null when it does not stand in the way. */
+/** Why a server stays out of the fast pool at this moment, or null when it is in. */
 function doubt(s: ServerState, now: number, staleAfterMs: number): string | null {
   if (s.draining === true) return `${s.name} is draining`;
   if (!isHealthy(s)) return `${s.name} is not ready`;
@@ -133,9 +152,31 @@ function doubt(s: ServerState, now: number, staleAfterMs: number): string | null
 }
 
 /**
- * What the views alone make fast: the group/versions every server lists with the same resources,
- * scopes, verbs and subresources. Depends on the servers' names and views only, so a caller may
- * keep it while those stay the same objects (a 304 keeps a view), and judge the moment apart.
+ * The fast pool: the servers ready, not draining and current for at least marginMs more — exactly
+ * those rung 4 counts as "known and ready" for a resource they list — and why the others are out.
+ */
+export interface FastPool {
+  readonly servers: readonly ServerState[];
+  readonly left: readonly string[];
+}
+
+export function fastPool(snap: Snapshot, opts: FastPathOptions): FastPool {
+  const judgedAt = opts.now + opts.marginMs;
+  const servers: ServerState[] = [];
+  const left: string[] = [];
+  for (const s of snap.servers) {
+    const why = doubt(s, judgedAt, opts.staleAfterMs);
+    if (why === null) servers.push(s);
+    else left.push(why);
+  }
+  return { servers, left };
+}
+
+/**
+ * What the pool's views alone make fast: the group/versions every pool member lists with the same
+ * resources, scopes, verbs and subresources. Depends on the members' names and views only, so a
+ * caller may keep it while those stay the same objects (a 304 keeps a view), and judge the moment
+ * apart.
  */
 export interface FastBody {
   readonly servers: readonly string[];
@@ -144,25 +185,25 @@ export interface FastBody {
   readonly why: string;
 }
 
-/** True when `body` was computed from exactly these servers' views (same objects). */
-export function fastBodyHolds(body: FastBody, snap: Snapshot): boolean {
-  if (body.servers.length !== snap.servers.length) return false;
-  for (let i = 0; i < snap.servers.length; i++) {
-    const s = snap.servers[i] as ServerState;
+/** True when `body` was computed from exactly these pool members' views (same objects). */
+export function fastBodyHolds(body: FastBody, pool: readonly ServerState[]): boolean {
+  if (body.servers.length !== pool.length) return false;
+  for (let i = 0; i < pool.length; i++) {
+    const s = pool[i] as ServerState;
     if (body.servers[i] !== s.name || body.views[i] !== s.view) return false;
   }
   return true;
 }
 
-export function fastBody(snap: Snapshot): FastBody {
-  return runToEnd(fastBodySteps(snap));
+export function fastBody(snap: Snapshot, pool: readonly ServerState[]): FastBody {
+  return runToEnd(fastBodySteps(snap, pool));
 }
 
 /** fastBody as a sliced computation (util/core/sliced.ts): a walk over every resource pauses. */
-export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
+export function* fastBodySteps(snap: Snapshot, pool: readonly ServerState[]): Sliced<FastBody> {
   let n = 0;
-  const servers = Object.freeze(snap.servers.map((s) => s.name));
-  const views = Object.freeze(snap.servers.map((s) => s.view));
+  const servers = Object.freeze(pool.map((s) => s.name));
+  const views = Object.freeze(pool.map((s) => s.view));
   // gvKey → resource → capability, kept only while every server lists the resource identically.
   const byGv = new Map<string, { group: string; version: string; resources: Map<string, ResourceCapability>; broken: boolean }>();
   for (const [gv, holders] of snap.groupVersions) {
@@ -171,7 +212,7 @@ export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
       group: gv.slice(0, slash),
       version: gv.slice(slash + 1),
       resources: new Map(),
-      broken: holders.size !== snap.servers.length,
+      broken: servers.some((name) => !holders.has(name)),
     });
   }
   for (const [key, byServer] of snap.resources) {
@@ -179,12 +220,15 @@ export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
     const last = key.lastIndexOf('/');
     const entry = byGv.get(key.slice(0, last));
     if (entry === undefined || entry.broken) continue;
-    const first = byServer.get(snap.servers[0]?.name ?? '');
-    if (byServer.size !== snap.servers.length || first === undefined) {
+    const first = byServer.get(servers[0] ?? '');
+    if (first === undefined) {
+      // Listed only by apiservers outside the pool: not routed fast (the routes name their
+      // resources), and no reason to doubt the ones the pool lists alike.
+      if (!pool.some((s) => byServer.has(s.name))) continue;
       entry.broken = true;
       continue;
     }
-    for (const s of snap.servers) {
+    for (const s of pool) {
       const cap = byServer.get(s.name);
       if (cap === undefined || !sameCapability(first, cap)) {
         entry.broken = true;
@@ -226,120 +270,28 @@ export function* fastBodySteps(snap: Snapshot): Sliced<FastBody> {
 }
 
 /**
- * The table for a snapshot at `now`: the body's group/versions (fastBody, or one kept from an
- * earlier snapshot of the same views), when every server is ready and its view current for at
- * least marginMs more. Anything less: empty.
+ * The table for a snapshot at `now`: the fast pool (fastPool) and its body's group/versions
+ * (fastBody, or one kept from an earlier snapshot of the same pool and views). No pool: empty.
  */
 export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: FastBody): FastTable {
-  const members = Object.freeze(snap.servers.map((s) => s.name));
-  if (snap.servers.length === 0) return empty(snap.generation, members, 'no apiservers');
-  const judgedAt = opts.now + opts.marginMs;
-  for (const s of snap.servers) {
-    const why = doubt(s, judgedAt, opts.staleAfterMs);
-    if (why !== null) return empty(snap.generation, members, why);
-  }
+  if (snap.servers.length === 0) return emptyFastTable(snap.generation, 'no apiservers');
+  const pool = fastPool(snap, opts);
+  const left = pool.left.join('; ');
+  if (pool.servers.length === 0) return emptyFastTable(snap.generation, left);
   // An apiserver identity no member matches, or one being verified, changes nothing here: the
-  // ladder's default rung does not look at them (they turn would-be 404s into 503s), and Envoy's
-  // pool holds the members only.
-  const b = body !== undefined && fastBodyHolds(body, snap) ? body : fastBody(snap);
+  // ladder's rung 4 answers from the ready, current members before it looks at them (they turn
+  // would-be 404s into 503s).
+  const b = body !== undefined && fastBodyHolds(body, pool.servers) ? body : fastBody(snap, pool.servers);
   let oldest = Number.POSITIVE_INFINITY;
-  for (const s of snap.servers) oldest = Math.min(oldest, s.lastSuccessAt ?? Number.NEGATIVE_INFINITY);
+  for (const s of pool.servers) oldest = Math.min(oldest, s.lastSuccessAt ?? Number.NEGATIVE_INFINITY);
   return Object.freeze({
     generation: snap.generation,
-    members,
+    members: Object.freeze(pool.servers.map((s) => s.name).sort()),
+    servesAll: pool.left.length === 0,
     groupVersions: b.groupVersions,
     validUntil: oldest + opts.staleAfterMs,
-    why: b.why,
+    why: [b.why, left === '' ? '' : `out of the fast pool: ${left}`].filter((x) => x !== '').join('; '),
   });
-}
-
-const gvKeyOf = (gv: FastGroupVersion): string => gvKey(gv.group, gv.version);
-
-const sameList = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
-
-/** Field by field (verbs and subresources are sorted when compiled): no serialisation per resource. */
-function sameResource(a: FastResource, b: FastResource): boolean {
-  if (a === b) return true;
-  if (a.resource !== b.resource || a.namespaced !== b.namespaced || !sameList(a.verbs, b.verbs)) return false;
-  return (
-    a.subresources.length === b.subresources.length &&
-    a.subresources.every((s, i) => s.name === b.subresources[i]?.name && sameList(s.verbs, b.subresources[i]?.verbs ?? []))
-  );
-}
-
-function sameGroupVersions(a: readonly FastGroupVersion[], b: readonly FastGroupVersion[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] as FastGroupVersion;
-    const y = b[i] as FastGroupVersion;
-    if (x.group !== y.group || x.version !== y.version || x.resources.length !== y.resources.length) return false;
-    for (let j = 0; j < x.resources.length; j++)
-      if (!sameResource(x.resources[j] as FastResource, y.resources[j] as FastResource)) return false;
-  }
-  return true;
-}
-
-/**
- * What both tables let Envoy decide alone, with b's generation and the earlier expiry: the table
- * to hold while switching from a to b, so that nothing either one sends to ext_proc goes fast.
- * Tables over different members share nothing.
- */
-export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
-  if (!sameMembers(a, b)) return empty(b.generation, b.members, 'the members changed');
-  // Both are sorted (group/versions by key, resources by name, as compiled): one merge walk.
-  const groupVersions: FastGroupVersion[] = [];
-  let i = 0;
-  for (const gv of b.groupVersions) {
-    const key = gvKey(gv.group, gv.version);
-    while (i < a.groupVersions.length && gvKeyOf(a.groupVersions[i] as FastGroupVersion) < key) i++;
-    const other = a.groupVersions[i];
-    if (other === undefined || gvKeyOf(other) !== key) continue;
-    if (other === gv) {
-      groupVersions.push(gv);
-      continue;
-    }
-    const resources: FastResource[] = [];
-    let j = 0;
-    for (const r of gv.resources) {
-      while (j < other.resources.length && (other.resources[j] as FastResource).resource < r.resource) j++;
-      const o = other.resources[j];
-      if (o !== undefined && sameResource(o, r)) resources.push(r);
-    }
-    if (resources.length === gv.resources.length) groupVersions.push(gv);
-    else if (resources.length > 0) groupVersions.push(Object.freeze({ ...gv, resources: Object.freeze(resources) }));
-  }
-  return Object.freeze({
-    generation: b.generation,
-    members: b.members,
-    groupVersions: Object.freeze(groupVersions),
-    validUntil: Math.min(a.validUntil, b.validUntil),
-    why: b.why,
-  });
-}
-
-/** True when every request `b` sends straight to the pool, `a` does too: going from `a` to `b` demotes nothing. */
-export function fastTableCovers(a: FastTable, b: FastTable): boolean {
-  if (b.groupVersions.length === 0) return true;
-  if (a.groupVersions === b.groupVersions && sameMembers(a, b)) return true;
-  const both = intersectFastTables(a, b);
-  return fastResourceCount(both) === fastResourceCount(b);
-}
-
-export function fastResourceCount(t: FastTable): number {
-  let n = 0;
-  for (const gv of t.groupVersions) n += gv.resources.length;
-  return n;
-}
-
-/** Same requests matched (generation and expiry aside): nothing to write. */
-export function sameFastRequests(a: FastTable, b: FastTable): boolean {
-  if (!sameMembers(a, b)) return false;
-  return sameGroupVersions(a.groupVersions, b.groupVersions);
-}
-
-function sameMembers(a: FastTable, b: FastTable): boolean {
-  return a.members.length === b.members.length && a.members.every((m, i) => m === b.members[i]);
 }
 
 /** The verb kube-apiserver gives a method on a shape, or undefined when the fast path never takes it. */

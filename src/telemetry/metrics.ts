@@ -8,7 +8,8 @@ import type { Snapshot } from '../discovery/core/types.js';
 import type { RoutingResult } from '../routing/router.js';
 import type { ReloadResultName } from './core/names.js';
 import { METRIC } from './core/names.js';
-import { fastResourceCount, type FastTable } from '../routing/fast-path.js';
+import { fastResourceCount } from '../routing/fast-table.js';
+import { type FastTable } from '../routing/fast-path.js';
 import type { SkewTracker } from './core/skew-diff.js';
 
 /** classify + decide takes microseconds; the ext_proc round trip adds the gRPC write. */

@@ -16,7 +16,7 @@ import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy } from '../../src/envoy-runtime/process.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { createLogger } from '../../src/util/log.js';
 import { issueCert } from '../../harness/openssl.js';
 import { eventually } from '../helpers/http.js';

@@ -20,7 +20,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { startEnvoy } from '../../src/envoy-runtime/process.js';
 import { RDS_FILE } from '../../src/envoy/xds.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { createLogger } from '../../src/util/log.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';

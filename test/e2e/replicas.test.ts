@@ -17,7 +17,7 @@ import { IDENTITY_LEASES_PATH } from '../../src/membership/identity-leases.js';
 import { KUBERNETES_SLICES_PATH, NODES_PATH } from '../../src/membership/sources.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { createLogger } from '../../src/util/log.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
 import { AskRounds, firstRound, transitions, type Round } from '../helpers/ask-rounds.js';

@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../src/config/load.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-files.js';
+import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { renderBootstrapYaml } from '../../src/envoy/render.js';
 import { findEnvoyBinary, validateBootstrap } from '../../src/envoy-runtime/process.js';
 import { packageRoot } from '../../src/util/package-root.js';

@@ -17,7 +17,8 @@ import type { MemberEntry } from '../../src/membership/members.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
 import { UPSTREAM_UNKNOWN_REASON } from '../../src/envoy/routes.js';
-import { readKnownMembers, writeSeedXds, XdsWriter } from '../../src/envoy-runtime/xds-files.js';
+import { readKnownMembers, writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
+import { XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import {
   onEphemeralPort,
   scratchDir,

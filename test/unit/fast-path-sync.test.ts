@@ -1,13 +1,14 @@
 // The order of Envoy's fast-path updates (src/envoy-runtime/xds-files.ts, src/envoy-runtime/fast-path-sync.ts):
-// what a new snapshot takes away is out of rds.json, and Envoy confirmed running it, before the
-// snapshot is published and before the balanced pool changes; what it adds is written after.
-// Envoy is played by the confirm callback, which records what the files held when it was asked.
+// what a new snapshot takes away — routes, or members of the table's pool — is out of rds.json,
+// and Envoy confirmed running it, before the snapshot is published; what it adds is written
+// after; a new pool is a new cluster, which Envoy runs before any route names it. Envoy is played
+// by the confirm callbacks, which record what the files held when they were asked.
 import t from 'tap';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { syntheticPlane } from '../../bench/synthetic.js';
+import { SERVER_NAMES, syntheticPlane } from '../../bench/synthetic.js';
 import { parseConfig } from '../../src/config/load.js';
 import { type ApiServerConfig, type Config } from '../../src/config/core/schema.js';
 import type { MemberEntry } from '../../src/membership/members.js';
@@ -18,6 +19,7 @@ import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { CDS_FILE, RDS_FILE } from '../../src/envoy/xds.js';
 import { XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import { compileFastPath } from '../../src/routing/fast-path.js';
+import { fastClusterName } from '../../src/envoy/clusters.js';
 
 const quiet = pino({ level: 'silent' });
 // The writer's and the sync's timers are unref'd (they never hold a process up): hold this one.
@@ -96,48 +98,132 @@ function small(lastSuccessAt: number): ServerState[] {
 /** Envoy as the writer sees it: every confirmation recorded with what the files held then. */
 function envoy(dir: string): {
   confirm: (v: string) => Promise<boolean>;
+  clusters: (names: readonly string[]) => Promise<boolean>;
   asked: { version: string; rds: Rds; cds: string }[];
+  askedClusters: { names: readonly string[]; rds: Rds; cds: string }[];
   hold: (p: Promise<void>) => void;
 } {
   const asked: { version: string; rds: Rds; cds: string }[] = [];
+  const askedClusters: { names: readonly string[]; rds: Rds; cds: string }[] = [];
   let gate: Promise<void> = Promise.resolve();
   return {
     asked,
+    askedClusters,
     hold: (p) => (gate = p),
     confirm: async (version) => {
       asked.push({ version, rds: read(dir), cds: readFileSync(join(dir, CDS_FILE), 'utf8') });
       await gate;
       return true;
     },
+    clusters: async (names) => {
+      // The first write asks before any rds.json exists.
+      const rds = existsSync(join(dir, RDS_FILE)) ? read(dir) : ({ version_info: '', resources: [] } as Rds);
+      askedClusters.push({ names, rds, cds: readFileSync(join(dir, CDS_FILE), 'utf8') });
+      return true;
+    },
   };
 }
 
+/** The cluster the fast-path routes of an rds.json send to (undefined: none). */
+const fastCluster = (rds: Rds): string | undefined => (fastRoutes(rds)[0] as { route?: { cluster?: string } } | undefined)?.route?.cluster;
+const clusterNames = (cds: string): string[] => (JSON.parse(cds) as { resources: { name: string }[] }).resources.map((c) => c.name);
+
 const podPath = '/api/v1/namespaces/default/pods/web-1';
 
-t.test('a member joining the pool: the fast-path routes go first, confirmed, then the pool changes', async (t) => {
+t.test('a member joining: the fast path stays on its pool; a pool that grows is a new cluster, run before routes name it', async (t) => {
   const { config, dir } = setup();
   const e = envoy(dir);
-  const writer = new XdsWriter(config, quiet, 5, e.confirm);
+  const writer = new XdsWriter(config, quiet, 5, e.confirm, e.clusters);
   t.teardown(() => writer.close());
   await writer.update(OLD.map((s) => entry(s)));
-  const table = compileFastPath(snapOf(OLD, 3), { now: NOW, staleAfterMs: 3000, marginMs: 1000 });
+  const opts = { now: NOW, staleAfterMs: 3000, marginMs: 1000 };
+  const table = compileFastPath(snapOf(OLD, 3), opts);
   await writer.setFastPath(table);
+  const ab = fastClusterName(['apiserver-a', 'apiserver-b']);
   t.ok(fastFor(read(dir), podPath), 'the two old apiservers: pods are fast');
+  t.equal(fastCluster(read(dir)), ab, 'sent to the pool of the two');
   t.equal(writer.fastPathWritten(), table, 'the writer knows what Envoy was given');
   t.equal(e.asked.length, 0, 'adding routes waits for nobody');
-  const cdsBefore = readFileSync(join(dir, CDS_FILE), 'utf8');
+  t.same(
+    e.askedClusters.map((a) => a.names),
+    [['apiserver-a', 'apiserver-b'], [ab]],
+    "the members' clusters at the first write, then the pool's, before the routes named it",
+  );
+  t.equal(fastCluster(e.askedClusters[1]?.rds as Rds), undefined, 'no fast route named it yet when Envoy was asked');
 
-  // The new apiserver joins: its own cluster and routes first (joining), then the pool.
+  // The new apiserver joins, then becomes a member: the table (over a and b) holds throughout.
   const c = plane.servers[2] as ServerState;
   await writer.update([...OLD.map((s) => entry(s)), entry(c, 'joining')]);
-  t.equal(e.asked.length, 1, 'one confirmation asked');
-  t.same(fastRoutes(e.asked[0]?.rds as Rds), [], 'Envoy was asked to run routes without the fast path');
-  t.equal(e.asked[0]?.cds, cdsBefore, 'while the clusters were still as before');
-  t.equal(e.asked[0]?.version, e.asked[0]?.rds.version_info, "by that file's version");
-  t.same(fastRoutes(read(dir)), [], 'and none while one joins');
   await writer.update(plane.servers.map((s) => entry(s)));
-  t.same(fastRoutes(read(dir)), [], 'a table over two apiservers is never written for a pool of three');
-  t.equal(writer.fastPathWritten(), null);
+  t.equal(e.asked.length, 0, 'nothing withdrawn: the routes never send to the newcomer');
+  t.ok(fastFor(read(dir), podPath), 'pods still fast');
+  t.equal(fastCluster(read(dir)), ab, 'on the pool of the two');
+
+  // Its view current and it ready: the table over three, where core v1 is skewed.
+  const three = compileFastPath(snapOf(plane.servers, 4), opts);
+  const abc = fastClusterName(SERVER_NAMES);
+  await writer.setFastPath(three);
+  t.equal(e.asked.length, 1, 'taking core v1 away is confirmed');
+  t.notOk(fastFor(e.asked[0]?.rds as Rds, podPath), 'Envoy was asked to run routes without pods');
+  t.equal(fastCluster(e.asked[0]?.rds as Rds), ab, 'still on the old pool (the withdrawal adds no member)');
+  const grow = e.askedClusters.find((a) => a.names.includes(abc));
+  t.ok(grow, 'the pool of three is asked for');
+  t.ok(clusterNames(grow?.cds ?? '{"resources":[]}').includes(abc), 'it is in cds.json when Envoy is asked');
+  t.equal(fastCluster(grow?.rds as Rds), ab, 'and no route names it yet');
+  t.equal(fastCluster(read(dir)), abc, 'then the routes send to the three');
+  t.notOk(clusterNames(readFileSync(join(dir, CDS_FILE), 'utf8')).includes(ab), 'and the pool of two is gone once no route names it');
+});
+
+t.test('a member in doubt: the pool shrinks before the snapshot is published, and what the rest serve is added after', async (t) => {
+  const { config, dir } = setup();
+  const e = envoy(dir);
+  const writer = new XdsWriter(config, quiet, 5, e.confirm, e.clusters);
+  t.teardown(() => writer.close());
+  let current = snapOf(plane.servers, 1);
+  const sync = new FastPathSync({
+    writer,
+    current: () => current,
+    staleAfterMs: () => config.discovery.staleAfter,
+    enabled: () => config.routing.fastPath,
+    logger: quiet,
+    now: () => NOW,
+  });
+  t.teardown(() => sync.close());
+  await writer.update(plane.servers.map((s) => entry(s)));
+  sync.published(current);
+  await sync.idle();
+  t.equal(fastCluster(read(dir)), fastClusterName(SERVER_NAMES), 'all three ready: the pool of three');
+  t.notOk(fastFor(read(dir), podPath), 'core v1 skewed: pods not fast');
+
+  // The new apiserver restarts (its round fails): it leaves the pool before routing hears of it.
+  const restarting = snapOf(
+    plane.servers.map((s) => (s.name === 'apiserver-c' ? { ...s, ready: false, consecutiveFailures: 1 } : s)),
+    2,
+  );
+  const ab = fastClusterName(['apiserver-a', 'apiserver-b']);
+  const before = e.asked.length;
+  await sync.beforePublish(restarting);
+  t.equal(e.asked.length, before + 1, 'one withdrawal confirmed before publication');
+  t.equal(fastCluster(e.asked.at(-1)?.rds as Rds), ab, "Envoy was asked to run routes on a and b's pool");
+  t.ok(
+    e.askedClusters.some((a) => a.names.includes(ab) && fastCluster(a.rds) === fastClusterName(SERVER_NAMES)),
+    'whose cluster it ran before any route named it',
+  );
+  t.notOk(fastFor(read(dir), podPath), 'nothing added before publication');
+  current = restarting;
+  sync.published(restarting);
+  await sync.idle();
+  t.ok(fastFor(read(dir), podPath), 'after it: pods fast, between the old two');
+  t.equal(fastCluster(read(dir)), ab, 'on their pool');
+
+  // Back as another version (core v1 as the old ones serve it, say): it rejoins only with a current view.
+  current = snapOf(plane.servers, 3);
+  await sync.beforePublish(current);
+  t.equal(fastCluster(e.asked.at(-1)?.rds as Rds), ab, 'pods withdrawn first, still on the two');
+  t.notOk(fastFor(e.asked.at(-1)?.rds as Rds, podPath), 'without pods');
+  sync.published(current);
+  await sync.idle();
+  t.equal(fastCluster(read(dir)), fastClusterName(SERVER_NAMES), 'then the three again');
 });
 
 t.test('FastPathSync: a withdrawal lands before the snapshot is published; an addition after', async (t) => {

@@ -1,23 +1,20 @@
 // The fast path compiled from a snapshot (src/routing/fast-path.ts) and rendered as Envoy routes
 // (src/envoy/fast-routes.ts). The claim under test: a request the rendered routes match is one the
-// decision ladder answers default/served_by_all for, at any moment until the table expires — the
-// routes are interpreted here as Envoy matches them (regex on the path, headers, query, TLS).
+// decision ladder sends to a member of the table's pool — default/served_by_all when the pool is
+// every apiserver, routed/served_by_subset with exactly the pool as its ready candidates
+// otherwise — at any moment until the table expires; the routes are interpreted here as Envoy
+// matches them (regex on the path, headers, query, TLS).
 import t from 'tap';
 import { syntheticPlane, requestMix, seededRandom, SERVER_NAMES, type SyntheticPlane } from '../../bench/synthetic.js';
 import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
 import type { Membership } from '../../src/membership/identity-leases.js';
 import type { ServerState, Snapshot } from '../../src/discovery/core/types.js';
 import { fastPathRoutes, fastPathTakes, FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
+import { fastClusterName } from '../../src/envoy/clusters.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';
-import {
-  compileFastPath,
-  fastResourceCount,
-  fastTableCovers,
-  intersectFastTables,
-  sameFastRequests,
-  type FastTable,
-} from '../../src/routing/fast-path.js';
+import { compileFastPath, type FastTable } from '../../src/routing/fast-path.js';
+import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../../src/routing/fast-table.js';
 
 const NOW = 1_800_000_000_000;
 const STALE = 3000;
@@ -73,19 +70,45 @@ t.test('compile: the group/versions every apiserver serves identically, and only
   );
 });
 
-t.test('compile: any doubt makes nothing fast, and says why', async (t) => {
-  const cases: [string, Snapshot, RegExp][] = [
-    ['a server not ready', snap(withServer(1, { ready: false })), /apiserver-b is not ready/],
-    ['a server never probed', snap(withServer(1, { ready: null })), /apiserver-b is not ready/],
-    ['a server draining', snap(withServer(2, { draining: true })), /apiserver-c is draining/],
-    ['a failed round', snap(withServer(0, { consecutiveFailures: 1 })), /apiserver-a's view is not current/],
-    ['a view going stale within the margin', snap(withServer(0, { lastSuccessAt: NOW - STALE + MARGIN / 2 })), /not current/],
-    ['a view never fetched', snap(withServer(0, { view: null, lastSuccessAt: null })), /not current/],
-    ['no apiservers', snap([]), /no apiservers/],
+t.test('compile: a server in doubt leaves the fast pool, and the table is what the others serve', async (t) => {
+  const cases: [string, Snapshot, string, RegExp][] = [
+    ['a server not ready', snap(withServer(1, { ready: false })), 'apiserver-b', /apiserver-b is not ready/],
+    ['a server never probed', snap(withServer(1, { ready: null })), 'apiserver-b', /apiserver-b is not ready/],
+    ['a server draining', snap(withServer(2, { draining: true })), 'apiserver-c', /apiserver-c is draining/],
+    ['a failed round', snap(withServer(0, { consecutiveFailures: 1 })), 'apiserver-a', /apiserver-a's view is not current/],
+    [
+      'a view going stale within the margin',
+      snap(withServer(0, { lastSuccessAt: NOW - STALE + MARGIN / 2 })),
+      'apiserver-a',
+      /not current/,
+    ],
+    ['a view never fetched', snap(withServer(0, { view: null, lastSuccessAt: null })), 'apiserver-a', /not current/],
   ];
-  for (const [what, s, why] of cases) {
+  for (const [what, s, out, why] of cases) {
+    const table = compileFastPath(s, opts);
+    const rest = SERVER_NAMES.filter((n) => n !== out);
+    t.same(table.members, rest, `${what}: the pool is the other two`);
+    t.equal(table.servesAll, false, `${what}: routed/served_by_subset, not default`);
+    t.match(table.why, why, `${what}: ${table.why}`);
+    const others = compileFastPath(snap(plane.servers.filter((x) => x.name !== out)), opts);
+    t.ok(sameFastRequests({ ...table, servesAll: true }, others), `${what}: the same requests as with ${out} gone`);
+  }
+  t.ok(
+    gvs(compileFastPath(snap(withServer(2, { ready: false })), opts)).has('/v1'),
+    'the new apiserver restarting: core v1 is fast again between the old two',
+  );
+  const none: [string, Snapshot, RegExp][] = [
+    ['no apiservers', snap([]), /no apiservers/],
+    [
+      'every server in doubt',
+      snap(plane.servers.map((x) => ({ ...x, ready: false }))),
+      /apiserver-a is not ready; apiserver-b is not ready; apiserver-c is not ready/,
+    ],
+  ];
+  for (const [what, s, why] of none) {
     const table = compileFastPath(s, opts);
     t.equal(table.groupVersions.length, 0, `${what}: nothing fast`);
+    t.same(table.members, [], `${what}: no pool`);
     t.match(table.why, why, `${what}: ${table.why}`);
   }
   const expired = snap(plane.servers.map((s) => ({ ...s, lastSuccessAt: NOW - STALE + MARGIN + 1 })));
@@ -128,9 +151,16 @@ t.test('tables: intersection, cover, same requests', async (t) => {
   const both = intersectFastTables(all, shrunk);
   t.equal(fastResourceCount(both), fastResourceCount(shrunk), 'the intersection is what both allow');
   t.equal(both.generation, shrunk.generation, "with the new table's generation");
-  const fewerMembers = compileFastPath(snap(plane.servers.slice(0, 2)), opts);
-  t.equal(intersectFastTables(all, fewerMembers).groupVersions.length, 0, 'tables over other members share nothing');
-  t.notOk(fastTableCovers(fewerMembers, all), 'and do not cover one another');
+  const pairAB = compileFastPath(snap(withServer(2, { ready: false })), opts);
+  const pairBC = compileFastPath(snap(withServer(0, { ready: false })), opts);
+  t.same(intersectFastTables(pairAB, pairBC).members, ['apiserver-b'], 'the intersection sends only to the members both pools hold');
+  t.notOk(fastTableCovers(pairAB, pairBC), 'a pool with a member the other lacks is not covered by it');
+  t.notOk(fastTableCovers(all, pairAB), 'nor is a table that makes more fast (core v1 between a and b) by one that does not');
+  t.notOk(fastTableCovers(pairAB, all), 'nor a pool that grows');
+  const onlyA = compileFastPath(snap(plane.servers.map((x) => (x.name === 'apiserver-a' ? x : { ...x, ready: false }))), opts);
+  const onlyC = compileFastPath(snap(plane.servers.map((x) => (x.name === 'apiserver-c' ? x : { ...x, ready: false }))), opts);
+  t.equal(intersectFastTables(onlyA, onlyC).groupVersions.length, 0, 'pools with no member in common share nothing');
+  t.equal(intersectFastTables(all, pairAB).servesAll, false, 'a smaller pool is routed/served_by_subset');
 });
 
 // ---- the rendered routes, matched as Envoy matches them ----
@@ -240,84 +270,108 @@ function requestUniverse(p: SyntheticPlane, count: number, seed: number): Req[] 
   return out;
 }
 
-t.test('rendered routes: every request they send straight to the pool is one the ladder balances, until the table expires', async (t) => {
-  const s = snap(plane.servers);
-  const table = compileFastPath(s, opts);
-  const routes = fastPathRoutes(table, 65_000) as Json[];
-  t.same(
-    routes.map((r) => r.name),
-    ['read', 'create', 'update', 'patch', 'delete'].map((n) => `${FAST_PATH_ROUTE_PREFIX}${n}`),
-    'one route per method group',
-  );
-  const universe = requestUniverse(plane, 3000, 11);
-  let matched = 0;
-  const wrong: string[] = [];
-  const moments = [NOW, table.validUntil - MARGIN - 1];
-  for (const req of universe) {
-    if (fastRouteFor(routes, req) === undefined) continue;
-    matched++;
-    const info = classifyRequest(req.method, req.path);
-    for (const now of moments) {
-      const d = decide({ info, headers: new Map(), identity: { kind: 'none' } }, s, { now, staleAfterMs: STALE, rng: () => 0.5 });
-      if (d.outcome !== 'default' || d.reason !== 'served_by_all')
-        wrong.push(`${req.method} ${req.path} at +${now - NOW} ms: ${d.outcome}/${d.reason}`);
+/** Snapshots of an upgrade's moments: all three ready; one old apiserver, then the new one, restarting; the new one draining. */
+const moments: readonly [string, Snapshot][] = [
+  ['every apiserver ready', snap(plane.servers)],
+  ['apiserver-b restarting', snap(withServer(1, { ready: false, consecutiveFailures: 2 }))],
+  ['apiserver-c (the new version) not ready', snap(withServer(2, { ready: false }))],
+  ['apiserver-c draining', snap(withServer(2, { draining: true }))],
+];
+
+t.test(
+  'rendered routes: every request they send straight to the pool is one the ladder sends to that pool, until the table expires',
+  async (t) => {
+    const universe = requestUniverse(plane, 3000, 11);
+    for (const [moment, s] of moments) {
+      const table = compileFastPath(s, opts);
+      const routes = fastPathRoutes(table, 65_000) as Json[];
+      const alone = snap(plane.servers.filter((x) => table.members.includes(x.name)));
+      let matched = 0;
+      const wrong: string[] = [];
+      for (const req of universe) {
+        if (fastRouteFor(routes, req) === undefined) continue;
+        matched++;
+        const info = classifyRequest(req.method, req.path);
+        for (const now of [NOW, table.validUntil - MARGIN - 1]) {
+          const at = { now, staleAfterMs: STALE };
+          // The extremes of the random pick: whichever apiserver it takes is in the pool.
+          for (const rng of [() => 0, () => 0.999]) {
+            const d = decide({ info, headers: new Map(), identity: { kind: 'none' } }, s, { ...at, rng });
+            const ok = table.servesAll
+              ? d.outcome === 'default' && d.reason === 'served_by_all'
+              : d.outcome === 'routed' && d.reason === 'served_by_subset' && table.members.includes(d.upstream);
+            if (!ok) wrong.push(`${req.method} ${req.path} at +${now - NOW} ms: ${d.outcome}/${d.reason}`);
+          }
+          // And every pool member could take it: over the pool alone, the ladder balances it.
+          const d = decide({ info, headers: new Map(), identity: { kind: 'none' } }, alone, { ...at, rng: () => 0.5 });
+          if (d.outcome !== 'default') wrong.push(`${req.method} ${req.path} over the pool alone: ${d.outcome}/${d.reason}`);
+        }
+      }
+      t.same(wrong.slice(0, 20), [], `${moment}: no request the routes take is judged otherwise by the ladder`);
+      t.ok(matched > universe.length / 10, `${moment}: not vacuous: ${matched} of ${universe.length} requests take the fast path`);
     }
-  }
-  t.same(wrong.slice(0, 20), [], 'no request the routes take is judged otherwise by the ladder');
-  // explain's own evaluation (fastPathTakes) gives the routes' answer, request by request.
-  const disagree = universe.filter(
-    (req) =>
-      fastPathTakes(table, {
-        method: req.method,
-        path: req.path,
-        headers: new Map(Object.entries(req.headers ?? {})),
-        clientCertificate: req.cert === true,
-      }) !==
-      (fastRouteFor(routes, req) !== undefined),
-  );
-  t.same(
-    disagree.slice(0, 10).map((r) => `${r.method} ${r.path}`),
-    [],
-    'fastPathTakes agrees with the rendered routes on every request',
-  );
-  t.ok(matched > universe.length / 10, `not vacuous: ${matched} of ${universe.length} requests take the fast path`);
+    const s = snap(plane.servers);
+    const table = compileFastPath(s, opts);
+    const routes = fastPathRoutes(table, 65_000) as Json[];
+    t.same(
+      routes.map((r) => r.name),
+      ['read', 'create', 'update', 'patch', 'delete'].map((n) => `${FAST_PATH_ROUTE_PREFIX}${n}`),
+      'one route per method group',
+    );
+    // explain's own evaluation (fastPathTakes) gives the routes' answer, request by request.
+    const disagree = universe.filter(
+      (req) =>
+        fastPathTakes(table, {
+          method: req.method,
+          path: req.path,
+          headers: new Map(Object.entries(req.headers ?? {})),
+          clientCertificate: req.cert === true,
+        }) !==
+        (fastRouteFor(routes, req) !== undefined),
+    );
+    t.same(
+      disagree.slice(0, 10).map((r) => `${r.method} ${r.path}`),
+      [],
+      'fastPathTakes agrees with the rendered routes on every request',
+    );
 
-  // The kinds that must always meet skewgate.
-  const common = plane.common.find((r) => r.group !== '' && gvs(table).has(`${r.group}/${r.version}`) && r.verbs.includes('list'));
-  if (!common) throw new Error('a fast resource');
-  const list = `/apis/${common.group}/${common.version}/${common.namespaced ? 'namespaces/default/' : ''}${common.resource}`;
-  t.ok(fastRouteFor(routes, { method: 'GET', path: list }), `a list of a fast resource is fast (${list})`);
-  t.ok(fastRouteFor(routes, { method: 'GET', path: `${list}?labelSelector=app%3Dweb&limit=500` }), 'with %-escaped values too');
-  const never: [string, Req][] = [
-    ['a client certificate', { method: 'GET', path: list, cert: true }],
-    ['a watch', { method: 'GET', path: `${list}?watch=1` }],
-    ['a watch=false (judged by skewgate, bounded there)', { method: 'GET', path: `${list}?watch=false` }],
-    ['a %-escaped watch', { method: 'GET', path: `${list}?w%61tch=true` }],
-    ['an upgrade', { method: 'GET', path: list, headers: { upgrade: 'websocket' } }],
-    ['a trailing slash', { method: 'GET', path: `${list}/` }],
-    ['a %-escaped name', { method: 'GET', path: `${list}/a%2Fb` }],
-    ['an unknown method', { method: 'OPTIONS', path: list }],
-    ['the merged /apis', { method: 'GET', path: '/apis' }],
-    ['a group/version document', { method: 'GET', path: `/apis/${common.group}/${common.version}` }],
-    ['core v1 (skewed)', { method: 'GET', path: '/api/v1/namespaces/default/pods' }],
-    ['a skewed group/version', { method: 'GET', path: `/apis/${plane.newOnly[0]?.group ?? ''}/v1/${plane.newOnly[0]?.resource ?? ''}` }],
-  ];
-  for (const [what, req] of never) t.notOk(fastRouteFor(routes, req), `never fast: ${what}`);
+    // The kinds that must always meet skewgate.
+    const common = plane.common.find((r) => r.group !== '' && gvs(table).has(`${r.group}/${r.version}`) && r.verbs.includes('list'));
+    if (!common) throw new Error('a fast resource');
+    const list = `/apis/${common.group}/${common.version}/${common.namespaced ? 'namespaces/default/' : ''}${common.resource}`;
+    t.ok(fastRouteFor(routes, { method: 'GET', path: list }), `a list of a fast resource is fast (${list})`);
+    t.ok(fastRouteFor(routes, { method: 'GET', path: `${list}?labelSelector=app%3Dweb&limit=500` }), 'with %-escaped values too');
+    const never: [string, Req][] = [
+      ['a client certificate', { method: 'GET', path: list, cert: true }],
+      ['a watch', { method: 'GET', path: `${list}?watch=1` }],
+      ['a watch=false (judged by skewgate, bounded there)', { method: 'GET', path: `${list}?watch=false` }],
+      ['a %-escaped watch', { method: 'GET', path: `${list}?w%61tch=true` }],
+      ['an upgrade', { method: 'GET', path: list, headers: { upgrade: 'websocket' } }],
+      ['a trailing slash', { method: 'GET', path: `${list}/` }],
+      ['a %-escaped name', { method: 'GET', path: `${list}/a%2Fb` }],
+      ['an unknown method', { method: 'OPTIONS', path: list }],
+      ['the merged /apis', { method: 'GET', path: '/apis' }],
+      ['a group/version document', { method: 'GET', path: `/apis/${common.group}/${common.version}` }],
+      ['core v1 (skewed)', { method: 'GET', path: '/api/v1/namespaces/default/pods' }],
+      ['a skewed group/version', { method: 'GET', path: `/apis/${plane.newOnly[0]?.group ?? ''}/v1/${plane.newOnly[0]?.resource ?? ''}` }],
+    ];
+    for (const [what, req] of never) t.notOk(fastRouteFor(routes, req), `never fast: ${what}`);
 
-  const old = snap(plane.servers.slice(0, 2));
-  const oldRoutes = fastPathRoutes(compileFastPath(old, opts), 65_000) as Json[];
-  for (const path of [
-    '/api/v1/namespaces/default/pods/web-1/log',
-    '/api/v1/namespaces/default/pods/web-1/exec',
-    '/api/v1/namespaces/default/pods/web-1/proxy/x',
-    '/api/v1/nodes/n1/proxy',
-    '/api/v1/watch/namespaces/default/pods',
-  ])
-    t.notOk(fastRouteFor(oldRoutes, { method: 'GET', path }), `never fast: long-running ${path}`);
-  t.ok(fastRouteFor(oldRoutes, { method: 'GET', path: '/api/v1/namespaces/default/pods/web-1' }), 'a pod is fast between the old ones');
-  t.ok(fastRouteFor(oldRoutes, { method: 'PATCH', path: '/api/v1/namespaces/default/pods/web-1/status' }), 'its status too');
-  t.ok(fastRouteFor(oldRoutes, { method: 'GET', path: '/api/v1/namespaces/kube-system' }), 'a namespace object (the core special case)');
-});
+    const old = snap(plane.servers.slice(0, 2));
+    const oldRoutes = fastPathRoutes(compileFastPath(old, opts), 65_000) as Json[];
+    for (const path of [
+      '/api/v1/namespaces/default/pods/web-1/log',
+      '/api/v1/namespaces/default/pods/web-1/exec',
+      '/api/v1/namespaces/default/pods/web-1/proxy/x',
+      '/api/v1/nodes/n1/proxy',
+      '/api/v1/watch/namespaces/default/pods',
+    ])
+      t.notOk(fastRouteFor(oldRoutes, { method: 'GET', path }), `never fast: long-running ${path}`);
+    t.ok(fastRouteFor(oldRoutes, { method: 'GET', path: '/api/v1/namespaces/default/pods/web-1' }), 'a pod is fast between the old ones');
+    t.ok(fastRouteFor(oldRoutes, { method: 'PATCH', path: '/api/v1/namespaces/default/pods/web-1/status' }), 'its status too');
+    t.ok(fastRouteFor(oldRoutes, { method: 'GET', path: '/api/v1/namespaces/kube-system' }), 'a namespace object (the core special case)');
+  },
+);
 
 t.test('rendered routes: the ladder literals, the generation, ext_proc off, bounded and retried as the default routes', async (t) => {
   const table = compileFastPath(snap(plane.servers), opts);
@@ -333,7 +387,19 @@ t.test('rendered routes: the ladder literals, the generation, ext_proc off, boun
     '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
     disabled: true,
   });
-  t.equal((read?.route as Json).cluster, 'default', 'the balanced pool');
+  t.equal((read?.route as Json).cluster, fastClusterName(SERVER_NAMES), "the table's pool: the three apiservers");
+  const subset = compileFastPath(snap(withServer(1, { ready: false })), opts);
+  const [subRead] = fastPathRoutes(subset, 65_000) as Json[];
+  t.same((subRead?.metadata as Json).filter_metadata, {
+    skewgate: { outcome: 'routed', reason: 'served_by_subset', generation: '7', path: 'fast' },
+  });
+  t.equal((subRead?.route as Json).cluster, fastClusterName(['apiserver-a', 'apiserver-c']), 'a pool of the two ready ones');
+  t.not(fastClusterName(['apiserver-a', 'apiserver-c']), fastClusterName(SERVER_NAMES), 'another pool, another cluster');
+  t.equal(
+    fastClusterName(['apiserver-c', 'apiserver-a']),
+    fastClusterName(['apiserver-a', 'apiserver-c']),
+    'named for the members, whatever their order',
+  );
   t.equal((read?.route as Json).timeout, '65s', 'bounded: nothing fast is long-running');
   t.match(((read?.route as Json).retry_policy as Json).retry_on, /reset/, 'reads retried as on the default route');
   t.equal(
@@ -342,5 +408,9 @@ t.test('rendered routes: the ladder literals, the generation, ext_proc off, boun
     'writes only when nothing was sent',
   );
   t.same(fastPathRoutes(null, 65_000), [], 'no table, no routes');
-  t.same(fastPathRoutes(compileFastPath(snap(withServer(0, { ready: false })), opts), 65_000), [], 'an empty table, no routes');
+  t.same(
+    fastPathRoutes(compileFastPath(snap(plane.servers.map((x) => ({ ...x, ready: false }))), opts), 65_000),
+    [],
+    'an empty table, no routes',
+  );
 });

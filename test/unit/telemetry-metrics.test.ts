@@ -301,6 +301,7 @@ t.test('the fast path: resources and group/versions in the routes last written',
   fastTable = {
     generation: 3,
     members: ['apiserver-a'],
+    servesAll: true,
     groupVersions: [
       { group: 'apps', version: 'v1', resources: [resource('deployments'), resource('replicasets')] },
       { group: 'batch', version: 'v1', resources: [resource('jobs')] },
