@@ -173,7 +173,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // Always the running router: the ext_proc server never sees a reload.
   const router = live.router;
   const extprocLogger = logger.child({ component: 'extproc' });
-  const logObserver = createLogObserver(extprocLogger);
+  const logObserver = createLogObserver(extprocLogger, { intervalMs: config.log.decisions.interval });
   const server = createExtProcServer({
     router,
     logger: extprocLogger,
@@ -252,6 +252,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           server.close(config.extproc.shutdownGrace, opts),
           workers?.close(config.extproc.shutdownGrace, opts.drainMs ?? 0),
         ]);
+        // The counts of decisions held back since the last interval's summary.
+        logObserver.close();
         await xds?.close();
         await secrets?.close();
         members.close();

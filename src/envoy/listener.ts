@@ -198,34 +198,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
           },
         },
       ],
-      access_log: [
-        {
-          name: 'envoy.access_loggers.stdout',
-          typed_config: {
-            '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
-            log_format: {
-              json_format: {
-                start: '%START_TIME%',
-                method: '%REQ(:METHOD)%',
-                path: '%REQ(:PATH)%',
-                status: '%RESPONSE_CODE%',
-                details: '%RESPONSE_CODE_DETAILS%',
-                flags: '%RESPONSE_FLAGS%',
-                upstream: '%UPSTREAM_CLUSTER%',
-                upstream_host: '%UPSTREAM_HOST%',
-                duration_ms: '%DURATION%',
-                request_id: '%REQ(X-REQUEST-ID)%',
-                // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
-                // (its decision is in skewgate's span and log line).
-                route: '%ROUTE_NAME%',
-                skewgate_outcome: `%METADATA(ROUTE:${FAST_PATH_METADATA}:outcome)%`,
-                skewgate_reason: `%METADATA(ROUTE:${FAST_PATH_METADATA}:reason)%`,
-                skewgate_generation: `%METADATA(ROUTE:${FAST_PATH_METADATA}:generation)%`,
-              },
-            },
-          },
-        },
-      ],
+      ...accessLog(config),
       // With filesystem xDS the routes follow the members (xds.ts); else they are fixed here.
       ...(config.envoy.xds
         ? { rds: rdsConfig(config.envoy.xds.directory, file) }
@@ -324,5 +297,54 @@ function routerFilter(): JsonObject {
       // No x-envoy-* request or response headers: apiservers and clients need none of them.
       suppress_envoy_headers: true,
     },
+  };
+}
+
+/** Envoy's access log (envoy.accessLog): a JSON line per request, filtered by status and sampled. */
+function accessLog(config: Config): JsonObject {
+  const { enabled, minStatus, sample } = config.envoy.accessLog;
+  if (!enabled) return {};
+  const filters: JsonObject[] = [];
+  if (minStatus > 0)
+    filters.push({ status_code_filter: { comparison: { op: 'GE', value: { default_value: minStatus, runtime_key: 'skewgate.access_log.min_status' } } } });
+  if (sample < 1)
+    filters.push({
+      runtime_filter: {
+        runtime_key: 'skewgate.access_log.sample',
+        percent_sampled: { numerator: Math.max(1, Math.round(sample * 1_000_000)), denominator: 'MILLION' },
+        use_independent_randomness: true,
+      },
+    });
+  const filter: JsonObject = filters.length === 0 ? {} : { filter: filters.length === 1 ? (filters[0] as JsonObject) : { and_filter: { filters } } };
+  return {
+    access_log: [
+        {
+          ...filter,
+          name: 'envoy.access_loggers.stdout',
+          typed_config: {
+            '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+            log_format: {
+              json_format: {
+                start: '%START_TIME%',
+                method: '%REQ(:METHOD)%',
+                path: '%REQ(:PATH)%',
+                status: '%RESPONSE_CODE%',
+                details: '%RESPONSE_CODE_DETAILS%',
+                flags: '%RESPONSE_FLAGS%',
+                upstream: '%UPSTREAM_CLUSTER%',
+                upstream_host: '%UPSTREAM_HOST%',
+                duration_ms: '%DURATION%',
+                request_id: '%REQ(X-REQUEST-ID)%',
+                // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
+                // (its decision is in skewgate's span and log line).
+                route: '%ROUTE_NAME%',
+                skewgate_outcome: `%METADATA(ROUTE:${FAST_PATH_METADATA}:outcome)%`,
+                skewgate_reason: `%METADATA(ROUTE:${FAST_PATH_METADATA}:reason)%`,
+                skewgate_generation: `%METADATA(ROUTE:${FAST_PATH_METADATA}:generation)%`,
+              },
+            },
+          },
+        },
+          ],
   };
 }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { RoutingResult } from '../routing/router.js';
 import { parseTraceparent } from './core/traceparent.js';
 import { redactHeaders } from './core/headers.js';
+import { createLogThrottle } from '../util/core/log-throttle.js';
 
 /** What is known when the request headers arrive, before routing. */
 export interface RequestContext {
@@ -102,18 +103,51 @@ function isRoutine(result: RoutingResult): boolean {
   return d.outcome === 'default' || d.outcome === 'discovery' || (d.outcome === 'passthrough' && d.reason === 'non_resource');
 }
 
+/** How the log observer writes decisions (log.decisions). */
+export interface LogObserverOptions {
+  /** Per outcome and reason, one full line per interval, the others counted at its end; 0: every one. */
+  readonly intervalMs: number;
+  /** Epoch ms (tests). */
+  readonly now?: () => number;
+}
+
+export interface LogObserver extends DecisionObserver {
+  /** Writes the counts held back so far; stops the interval's timer. Idempotent. */
+  close(): void;
+}
+
 /**
- * One log line per decision: info for the ones an operator follows during an upgrade, debug for
- * routine traffic, each with its trace and span ids. Headers appear only at debug, and redacted;
- * the path is logged without its query (a query value may carry anything).
+ * One log line per decision, at most one per outcome and reason per interval: info for the ones
+ * an operator follows during an upgrade, debug for routine traffic (every one, at level debug),
+ * each with its trace and span ids. The decisions held back are counted and written, per outcome
+ * and reason, when the interval ends. Headers appear only at debug, and redacted; the path is
+ * logged without its query (a query value may carry anything).
  */
-export function createLogObserver(logger: Logger): DecisionObserver {
+export function createLogObserver(logger: Logger, opts: LogObserverOptions = { intervalMs: 0 }): LogObserver {
+  const throttle = opts.intervalMs > 0 ? createLogThrottle({ intervalMs: opts.intervalMs, now: opts.now ?? Date.now }) : null;
+  const flush = (): void => {
+    for (const { key, suppressed } of throttle?.drain() ?? []) {
+      const [outcome, reason] = key.split('/');
+      logger.info(
+        { outcome, reason, count: suppressed, intervalMs: opts.intervalMs },
+        'decisions held back: the same outcome and reason as the last line logged',
+      );
+    }
+  };
+  let timer: NodeJS.Timeout | null = throttle === null ? null : setInterval(flush, opts.intervalMs);
+  timer?.unref();
   return {
     onDecision(result, ctx) {
       const routine = isRoutine(result);
       const debug = logger.isLevelEnabled('debug');
       if (routine && !debug) return;
       const { decision, info } = result;
+      let heldBack = 0;
+      if (!debug && throttle !== null) {
+        const admitted = throttle.admit(`${decision.outcome}/${decision.reason}`);
+        if (admitted === null) return;
+        heldBack = admitted.suppressed;
+      }
       const fields: Record<string, unknown> = {
         outcome: decision.outcome,
         reason: decision.reason,
@@ -124,6 +158,7 @@ export function createLogObserver(logger: Logger): DecisionObserver {
         viewAgeMs: result.viewAgeMs,
         durationUs: Number(ctx.durationNs / 1000n),
       };
+      if (heldBack > 0) fields['heldBack'] = heldBack;
       if (decision.outcome === 'routed') fields['upstream'] = decision.upstream;
       if (decision.outcome === 'rejected') fields['problem'] = decision.problem;
       if (result.identity.kind !== 'none') fields['clientIdentity'] = result.identity.kind;
@@ -143,6 +178,12 @@ export function createLogObserver(logger: Logger): DecisionObserver {
       if (debug) fields['requestHeaders'] = redactHeaders(ctx.headers);
       if (routine) logger.debug(fields, 'decision');
       else logger.info(fields, 'decision');
+    },
+    close() {
+      if (timer === null) return;
+      clearInterval(timer);
+      timer = null;
+      flush();
     },
   };
 }

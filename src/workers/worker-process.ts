@@ -97,10 +97,11 @@ const spanObserver: DecisionObserver = {
   onRouteError: (e, ctx) => spans?.onRouteError?.(e, ctx),
 };
 
+const logObserver = createLogObserver(logger, { intervalMs: config.log.decisions.interval });
 const server = createExtProcServer({
   router: facade,
   logger,
-  observer: combineObservers(spanObserver, tallyObserver, createLogObserver(logger)),
+  observer: combineObservers(spanObserver, tallyObserver, logObserver),
   limits: { ...extprocLimits(config) },
 });
 
@@ -127,6 +128,7 @@ function close(graceMs: number, drainMs: number): Promise<void> {
     await server.close(graceMs, { drainMs });
     clearInterval(flushTimer);
     flush();
+    logObserver.close();
     clientCa.close();
     await sdk?.shutdown().catch(() => undefined);
     root.flush();

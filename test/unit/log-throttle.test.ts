@@ -33,3 +33,16 @@ t.test('keys are bounded: the oldest is forgotten, so its next line is written',
   t.same(th.admit('a'), { suppressed: 0 }, 'a forgotten: written again, its count lost');
   t.equal(th.admit('c'), null, 'c remembered');
 });
+
+t.test('drain: what was held back, per key, and the counts start again', async (t) => {
+  let now = 0;
+  const th = createLogThrottle({ intervalMs: 10_000, now: () => now });
+  th.admit('routed/served_by_subset');
+  for (let i = 0; i < 4; i++) th.admit('routed/served_by_subset');
+  th.admit('unavailable/no_healthy_capable_server');
+  t.same(th.drain(), [{ key: 'routed/served_by_subset', suppressed: 4 }], 'only keys with lines held back');
+  t.same(th.drain(), [], 'drained: nothing twice');
+  th.admit('routed/served_by_subset');
+  now += 10_000;
+  t.same(th.admit('routed/served_by_subset'), { suppressed: 1 }, 'a line after a drain counts only what came since');
+});

@@ -137,3 +137,48 @@ t.test('traceparent parsing', async (t) => {
     `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00`,
   );
 });
+
+t.test(
+  'log.decisions.interval: an apiserver restarting under 2,000 decisions/s writes lines per reason, not per request, and loses no count',
+  async (t) => {
+    const logs = captureLogs('info');
+    let now = 0;
+    const obs = createLogObserver(logs.logger, { intervalMs: 1000, now: () => now });
+    t.teardown(() => obs.close());
+    const kinds = [
+      resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-a', candidates: ['apiserver-a'] }),
+      resultOf({ outcome: 'routed', reason: 'unverified_candidate', upstream: 'apiserver-b', candidates: ['apiserver-b'] }),
+      resultOf({ outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['apiserver-c'] }),
+      resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }),
+    ];
+    const seconds = 3;
+    const perSecond = 2000;
+    let followed = 0;
+    for (let i = 0; i < seconds * perSecond; i++) {
+      now = Math.floor(i / perSecond) * 1000 + (i % perSecond) / 2;
+      const r = kinds[i % kinds.length] as (typeof kinds)[number];
+      if (r.decision.outcome !== 'default') followed++;
+      obs.onDecision(r, { metadata: md(), headers, durationNs: 1n });
+    }
+    obs.close();
+    obs.close();
+    const full = logs.lines.filter((l) => l['msg'] === 'decision');
+    const summaries = logs.lines.filter((l) => String(l['msg']).startsWith('decisions held back'));
+    t.equal(full.length, 3 * seconds, 'one full line per reason per interval (3 reasons, 3 intervals)');
+    t.equal(summaries.length, 3, "at close, one count per reason for the last interval's rest");
+    const counted =
+      full.length + full.reduce((n, l) => n + Number(l['heldBack'] ?? 0), 0) + summaries.reduce((n, l) => n + Number(l['count']), 0);
+    t.equal(counted, followed, `every one of the ${followed} decisions an operator follows is a line or counted in one`);
+    t.match(summaries[0], { level: 30, outcome: 'routed', reason: 'served_by_subset', intervalMs: 1000 });
+
+    const debug = captureLogs('debug');
+    const dbg = createLogObserver(debug.logger, { intervalMs: 1000, now: () => now });
+    t.teardown(() => dbg.close());
+    for (let i = 0; i < 10; i++) dbg.onDecision(kinds[0] as (typeof kinds)[number], { metadata: md(), headers, durationNs: 1n });
+    t.equal(debug.lines.length, 10, 'at level debug, every decision has its line');
+    const each = captureLogs('info');
+    const every = createLogObserver(each.logger, { intervalMs: 0 });
+    for (let i = 0; i < 10; i++) every.onDecision(kinds[0] as (typeof kinds)[number], { metadata: md(), headers, durationNs: 1n });
+    t.equal(each.lines.length, 10, 'interval 0: a line for each');
+  },
+);

@@ -20,6 +20,8 @@ const EXTPROC_LIMITS_DEFAULT = {
 };
 /** envoy.requestTimeout: kube-apiserver's default --request-timeout (60 s) and a margin for its 504 to arrive. */
 export const REQUEST_TIMEOUT_MS = 65_000;
+/** log.decisions.interval: a restart's burst of routed decisions is a line per reason per 10 s. */
+export const DECISION_LOG_INTERVAL_MS = 10_000;
 
 export const fields = z
   .object({
@@ -202,6 +204,20 @@ export const fields = z
         requestTimeout: duration
           .refine((ms) => ms === 0 || ms >= 1000, 'must be 0 (no bound) or at least 1s: it bounds every ordinary request')
           .default(REQUEST_TIMEOUT_MS),
+        /**
+         * Envoy's access log (a JSON line per request on its stdout, with the fast path's decision):
+         * off, or only responses with a status of at least minStatus (400: failures only), and of
+         * those a sampled share (Envoy's runtime fraction, per request). At 2,000 requests a second
+         * every line costs Envoy and the collector; the default keeps them all.
+         */
+        accessLog: z
+          .object({
+            enabled: z.boolean().default(true),
+            minStatus: z.number().int().min(0).max(599).default(0),
+            sample: z.number().gt(0, 'must be above 0 (to write none, set enabled: false)').max(1).default(1),
+          })
+          .strict()
+          .default({ enabled: true, minStatus: 0, sample: 1 }),
         /** Active /readyz health checks on every apiserver cluster. */
         healthCheck: z
           .object({
@@ -281,9 +297,20 @@ export const fields = z
         level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
         /** json: one JSON object per line (for collectors); text: a line for people. Both on stderr. */
         format: z.enum(['json', 'text']).default('json'),
+        /**
+         * The decisions an operator follows (routed, not found, unavailable …; the routine ones are
+         * debug lines): per outcome and reason, the first of each interval is logged in full and
+         * the others are counted, in one line at the interval's end — so an apiserver restarting
+         * under load writes a few lines per reason, not one per request. 0: a line for each. At
+         * level debug every decision has its line.
+         */
+        decisions: z
+          .object({ interval: duration.default(DECISION_LOG_INTERVAL_MS) })
+          .strict()
+          .default({ interval: DECISION_LOG_INTERVAL_MS }),
       })
       .strict()
-      .default({ level: 'info', format: 'json' }),
+      .default({ level: 'info', format: 'json', decisions: { interval: DECISION_LOG_INTERVAL_MS } }),
     telemetry,
   })
   .strict();

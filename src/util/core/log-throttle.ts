@@ -7,6 +7,12 @@ export interface LogThrottle {
    * held back since the last one written (0 for the first). null: hold this one back.
    */
   admit(key: string): { readonly suppressed: number } | null;
+  /**
+   * The keys with lines held back since their last line (or drain), with how many; their counts
+   * start again from 0. For a summary at the end of an interval, so that nothing held back is lost
+   * when no later line for the key comes.
+   */
+  drain(): { readonly key: string; readonly suppressed: number }[];
 }
 
 export interface LogThrottleOptions {
@@ -37,6 +43,15 @@ export function createLogThrottle(opts: LogThrottleOptions): LogThrottle {
         if (oldest !== undefined) last.delete(oldest);
       }
       return { suppressed };
+    },
+    drain() {
+      const out: { key: string; suppressed: number }[] = [];
+      for (const [key, seen] of last) {
+        if (seen.suppressed === 0) continue;
+        out.push({ key, suppressed: seen.suppressed });
+        seen.suppressed = 0;
+      }
+      return out;
     },
   };
 }
