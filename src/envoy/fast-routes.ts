@@ -4,10 +4,11 @@
 //
 // One route per group of methods that share kube-apiserver's verbs, each matching a single
 // regular expression over every fast group/version: the resources (by scope), objects and
-// subresources whose listed verbs include the verb that method and shape give. A route also
-// requires what keeps a request out of judgement: no client certificate, no Upgrade, no `watch`
-// query parameter (nor one whose name is %-escaped), so a watch or a certificate always meets
-// skewgate.
+// subresources whose listed verbs include the verb that method and shape give, and a watch route
+// for collections whose resources list `watch`. A route also requires what keeps a request out of
+// judgement: no client certificate, no Upgrade, no query parameter whose name is %-escaped, and
+// no `watch` parameter but on the watch route (watch=true or 1 only), so a certificate or any
+// other watch always meets skewgate.
 import { fastPathDecision, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
 import { fastClusterName } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
@@ -25,14 +26,30 @@ export const FAST_PATH_METADATA = 'skewgate';
  */
 export const FAST_PATH_RE2_PROGRAM_LIMIT = 4_000_000;
 
-/** Methods matched by one route: they give the same verb on every shape (routing/fast-path.ts). */
-const METHOD_GROUPS: readonly { readonly name: string; readonly methods: readonly string[]; readonly read: boolean }[] = [
+/**
+ * Methods matched by one route: they give the same verb on every shape (routing/fast-path.ts). The
+ * watch route takes a GET of a collection with watch=true or watch=1 — the values every client
+ * sends and kube-apiserver reads as a watch whatever else the query holds — unbounded, as
+ * kube-apiserver leaves a watch (its timeoutSeconds ends it); any other watch value, and every
+ * other route, requires no watch parameter at all.
+ */
+interface MethodGroup {
+  readonly name: string;
+  readonly methods: readonly string[];
+  readonly read: boolean;
+  readonly watch?: true;
+}
+const METHOD_GROUPS: readonly MethodGroup[] = [
   { name: 'read', methods: ['GET', 'HEAD'], read: true },
+  { name: 'watch', methods: ['GET'], read: true, watch: true },
   { name: 'create', methods: ['POST'], read: false },
   { name: 'update', methods: ['PUT'], read: false },
   { name: 'patch', methods: ['PATCH'], read: false },
   { name: 'delete', methods: ['DELETE'], read: false },
 ];
+
+/** The watch values the watch route takes (Envoy matches the parameter's first value, as Go reads it). */
+export const FAST_WATCH_VALUES: readonly string[] = ['true', '1'];
 
 /** A path segment as kube-apiserver splits it; no %-escape (skewgate judges those). */
 const SEGMENT = '[^/%]+';
@@ -46,9 +63,9 @@ function prefixOf(gv: FastGroupVersion): string {
 }
 
 /** How a method reaches one resource: its collection, its objects, which subresources. */
-function reach(r: FastResource, method: string): { collection: boolean; object: boolean; subs: string[] } {
+function reach(r: FastResource, method: string, watch: boolean): { collection: boolean; object: boolean; subs: string[] } {
   const has = (verbs: readonly string[], shape: FastShape): boolean => {
-    const verb = fastVerb(method, shape);
+    const verb = fastVerb(method, shape, watch);
     return verb !== undefined && verbs.includes(verb);
   };
   return {
@@ -67,14 +84,14 @@ function shapes(name: string, collection: boolean, object: boolean, subs: readon
 }
 
 /** The path expression below one group/version, or null when the method reaches nothing there. */
-function groupVersionRegex(gv: FastGroupVersion, method: string): string | null {
+function groupVersionRegex(gv: FastGroupVersion, method: string, watch: boolean): string | null {
   // Cluster-scoped resources, and namespaced collections listed across namespaces, sit right
   // below the group/version; namespaced resources also below namespaces/<ns>/ (kube-apiserver's
   // rule, k8s/classify.ts). One shared prefix keeps the expression small.
   const top: string[] = [];
   const inNamespace: string[] = [];
   for (const r of gv.resources) {
-    const { collection, object, subs } = reach(r, method);
+    const { collection, object, subs } = reach(r, method, watch);
     const name = escapeRegex(r.resource);
     if (!r.namespaced) {
       const x = shapes(name, collection, object, subs);
@@ -89,12 +106,12 @@ function groupVersionRegex(gv: FastGroupVersion, method: string): string | null 
   return alternatives.length === 0 ? null : `${prefixOf(gv)}/(?:${alternatives.join('|')})`;
 }
 
-/** The path expression a method's route matches, or null when no fast path shape takes it. */
-export function fastPathRegex(table: FastTable, method: string): string | null {
-  return runToEnd(fastPathRegexSteps(table, method));
+/** The path expression a method's route matches (watch: the watch route's), or null when no fast path shape takes it. */
+export function fastPathRegex(table: FastTable, method: string, watch = false): string | null {
+  return runToEnd(fastPathRegexSteps(table, method, watch));
 }
 
-function* fastPathRegexSteps(table: FastTable, method: string): Sliced<string | null> {
+function* fastPathRegexSteps(table: FastTable, method: string, watch: boolean): Sliced<string | null> {
   const perGv: string[] = [];
   let n = 0;
   for (const gv of table.groupVersions) {
@@ -103,7 +120,7 @@ function* fastPathRegexSteps(table: FastTable, method: string): Sliced<string | 
       n = 0;
       yield;
     }
-    const x = groupVersionRegex(gv, method);
+    const x = groupVersionRegex(gv, method, watch);
     if (x !== null) perGv.push(x);
   }
   return perGv.length === 0 ? null : `^/(?:${perGv.join('|')})$`;
@@ -140,7 +157,7 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
   const routes: JsonObject[] = [];
   for (const g of METHOD_GROUPS) {
     const first = g.methods[0] as string;
-    const regex = yield* fastPathRegexSteps(table, first);
+    const regex = yield* fastPathRegexSteps(table, first, g.watch === true);
     if (regex === null) continue;
     routes.push({
       name: `${FAST_PATH_ROUTE_PREFIX}${g.name}`,
@@ -152,14 +169,19 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
           // A query parameter whose name is %-escaped might spell `watch` once decoded.
           { name: ':path', string_match: { safe_regex: { regex: '.*[?&][^=&]*%.*' } }, invert_match: true },
         ],
-        // present_match false: the parameter is absent (a watch is long-running: skewgate's).
-        query_parameters: [{ name: 'watch', present_match: false }],
+        query_parameters: [
+          g.watch === true
+            ? { name: 'watch', string_match: { safe_regex: { regex: FAST_WATCH_VALUES.join('|') } } }
+            : // present_match false: the parameter is absent (a watch is the watch route's, or skewgate's).
+              { name: 'watch', present_match: false },
+        ],
         // A client certificate's identity is stated by skewgate, always.
         tls_context: { presented: false },
       },
       route: {
         cluster: fastClusterName(table.members),
-        timeout: duration(requestTimeoutMs),
+        // A watch is as long as the client asked for (timeoutSeconds); everything else is bounded.
+        timeout: duration(g.watch === true ? 0 : requestTimeoutMs),
         idle_timeout: '0s',
         retry_policy: balancedRetry(g.read),
       },
@@ -193,16 +215,21 @@ export interface FastPathRequest {
  */
 export function fastPathTakes(table: FastTable | null, req: FastPathRequest): boolean {
   if (table === null || req.clientCertificate || req.headers.has('upgrade')) return false;
-  const group = METHOD_GROUPS.find((g) => g.methods.includes(req.method));
-  if (group === undefined) return false;
   const q = req.path.indexOf('?');
-  if (q >= 0) {
-    const names = req.path
-      .slice(q + 1)
-      .split('&')
-      .map((kv) => kv.split('=')[0] ?? '');
-    if (names.some((n) => n === 'watch' || n.includes('%'))) return false;
-  }
-  const regex = fastPathRegex(table, group.methods[0] as string);
+  const params =
+    q < 0
+      ? []
+      : req.path
+          .slice(q + 1)
+          .split('&')
+          .map((kv) => {
+            const eq = kv.indexOf('=');
+            return eq < 0 ? { name: kv, value: '' } : { name: kv.slice(0, eq), value: kv.slice(eq + 1) };
+          });
+  if (params.some((p) => p.name.includes('%'))) return false;
+  const watch = params.find((p) => p.name === 'watch');
+  const group = METHOD_GROUPS.find((g) => g.methods.includes(req.method) && (g.watch === true) === (watch !== undefined));
+  if (group === undefined || (watch !== undefined && !FAST_WATCH_VALUES.includes(watch.value))) return false;
+  const regex = fastPathRegex(table, group.methods[0] as string, group.watch === true);
   return regex !== null && new RegExp(regex).test(q < 0 ? req.path : req.path.slice(0, q));
 }

@@ -294,7 +294,12 @@ export function compileFastPath(snap: Snapshot, opts: FastPathOptions, body?: Fa
   });
 }
 
-/** The verb kube-apiserver gives a method on a shape, or undefined when the fast path never takes it. */
-export function fastVerb(method: string, shape: FastShape): string | undefined {
+/**
+ * The verb kube-apiserver gives a method on a shape, or undefined when the fast path never takes
+ * it. `watch`: the request carries watch=true (or 1): a GET of a collection is a watch; the fast
+ * path takes no other shape of watch (an object's, the /watch/ prefix) and judges those in skewgate.
+ */
+export function fastVerb(method: string, shape: FastShape, watch = false): string | undefined {
+  if (watch) return method === 'GET' && shape === 'collection' ? 'watch' : undefined;
   return VERB_BY_SHAPE[method]?.[shape];
 }

@@ -1,8 +1,8 @@
 // The fast path in a REAL Envoy (docs/design.md, "The fast path"): three fake apiservers serving
 // the same APIs behind Envoy on filesystem xDS and `skewgate serve`'s parts in this process. What
-// every apiserver serves identically goes straight to the pool with no ext_proc stream, and its
-// access-log line names the decision; a client certificate, a watch, the merged /apis still meet
-// skewgate. When one apiserver stops serving a resource, Envoy runs routes without it before
+// every apiserver serves identically goes straight to the pool with no ext_proc stream (a watch of
+// a collection too), and its access-log line names the decision; a client certificate, an odd
+// watch value, the merged /apis still meet skewgate. When one apiserver stops serving a resource, Envoy runs routes without it before
 // skewgate publishes the snapshot that says so, and no request sent after that reaches it there.
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -132,9 +132,18 @@ await t.test('unskewed requests skip ext_proc; what needs judgement does not', a
   const answeredBy = new Set(fakes.filter((f) => f.requests.some((r) => r.path.startsWith(DEPLOYMENTS))).map((f) => f.name));
   t.equal(answeredBy.size, 3, 'balanced over the three apiservers');
 
+  // A watch of a fast resource takes the watch route: no stream, answered, unbounded by Envoy.
+  const beforeWatch = await streams();
+  const watched = await send(port, pki, 'GET', `${DEPLOYMENTS}?watch=true&timeoutSeconds=1`, auth);
+  t.equal(watched.status, 200, 'a watch (timeoutSeconds=1) answered 200');
+  t.equal((await streams()) - beforeWatch, 0, 'a watch of a fast resource: 0 ext_proc streams');
   const judged: [string, () => Promise<unknown>][] = [
     ['a client certificate', () => send(port, pki, 'GET', DEPLOYMENTS, {}, pki.clients.limited)],
-    ['a watch', () => send(port, pki, 'GET', `${DEPLOYMENTS}?watch=1&timeoutSeconds=1`, auth)],
+    [
+      'a watch=false before a watch=true (Go reads the first: a list)',
+      () => send(port, pki, 'GET', `${DEPLOYMENTS}?watch=false&watch=true`, auth),
+    ],
+    ['a watch=True', () => send(port, pki, 'GET', `${DEPLOYMENTS}?watch=True&timeoutSeconds=1`, auth)],
     [
       'the merged /apis',
       () => send(port, pki, 'GET', '/apis', { ...auth, accept: 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList' }),
@@ -245,7 +254,9 @@ await t.test('skewgate explain says whether Envoy decides a request alone', asyn
   const jobs = await explain(...token, 'GET', '/apis/batch/v1/namespaces/default/jobs');
   t.equal(jobs.fastPath.takes, true, `a list of jobs: ${jobs.fastPath.why}`);
   const watch = await explain(...token, 'GET', '/apis/batch/v1/namespaces/default/jobs?watch=1');
-  t.equal(watch.fastPath.takes, false, `a watch: ${watch.fastPath.why}`);
+  t.equal(watch.fastPath.takes, true, `a watch: ${watch.fastPath.why}`);
+  const odd = await explain(...token, 'GET', '/apis/batch/v1/namespaces/default/jobs?watch=True');
+  t.equal(odd.fastPath.takes, false, `a watch=True: ${odd.fastPath.why}`);
   const cert = await explain('--client-cert', pki.clients.limited.certFile, 'GET', '/apis/batch/v1/namespaces/default/jobs');
   t.same(cert.fastPath, { takes: false, why: 'a client certificate is always stated by skewgate' }, 'a client certificate');
 });

@@ -199,16 +199,21 @@ function routeMatches(route: Json, req: Req): boolean {
   const tls = match.tls_context as Json;
   if (tls.presented !== (req.cert === true)) return false;
   const q = req.path.indexOf('?');
-  const names =
+  const params =
     q < 0
       ? []
       : req.path
           .slice(q + 1)
           .split('&')
-          .map((kv) => kv.split('=')[0]);
+          .map((kv) => [kv.split('=')[0] as string, kv.includes('=') ? kv.slice(kv.indexOf('=') + 1) : ''] as const);
   for (const p of match.query_parameters as Json[]) {
-    if (p.present_match !== false) throw new Error('only absence is interpreted here');
-    if (names.includes(p.name as string)) return false;
+    // Envoy matches a parameter's first value, undecoded here: a %-escaped value never matches a plain one.
+    const first = params.find(([n]) => n === p.name);
+    if (p.present_match === false) {
+      if (first !== undefined) return false;
+    } else if (p.string_match !== undefined) {
+      if (first === undefined || !stringMatch(p.string_match as Json, first[1])) return false;
+    } else throw new Error(`query matcher not interpreted here: ${JSON.stringify(p)}`);
   }
   for (const h of match.headers as Json[]) {
     const name = h.name as string;
@@ -255,8 +260,13 @@ function requestUniverse(p: SyntheticPlane, count: number, seed: number): Req[] 
       '',
       '?limit=500',
       '?watch=true',
+      '?watch=1',
       '?watch=false',
+      '?watch=True',
+      '?watch=true&watch=false',
+      '?watch=false&watch=true',
       '?w%61tch=1',
+      '?watch=tru%65',
       '?labelSelector=app%3Dweb',
       '?resourceVersion=0&watch=1',
     ]);
@@ -315,7 +325,7 @@ t.test(
     const routes = fastPathRoutes(table, 65_000) as Json[];
     t.same(
       routes.map((r) => r.name),
-      ['read', 'create', 'update', 'patch', 'delete'].map((n) => `${FAST_PATH_ROUTE_PREFIX}${n}`),
+      ['read', 'watch', 'create', 'update', 'patch', 'delete'].map((n) => `${FAST_PATH_ROUTE_PREFIX}${n}`),
       'one route per method group',
     );
     // explain's own evaluation (fastPathTakes) gives the routes' answer, request by request.
@@ -341,10 +351,26 @@ t.test(
     const list = `/apis/${common.group}/${common.version}/${common.namespaced ? 'namespaces/default/' : ''}${common.resource}`;
     t.ok(fastRouteFor(routes, { method: 'GET', path: list }), `a list of a fast resource is fast (${list})`);
     t.ok(fastRouteFor(routes, { method: 'GET', path: `${list}?labelSelector=app%3Dweb&limit=500` }), 'with %-escaped values too');
+    if (!common.verbs.includes('watch')) throw new Error('a watchable fast resource');
+    const watchRoute = (path: string): string | undefined => fastRouteFor(routes, { method: 'GET', path })?.name as string | undefined;
+    t.equal(
+      watchRoute(`${list}?watch=true&resourceVersion=7`),
+      `${FAST_PATH_ROUTE_PREFIX}watch`,
+      'a watch of a fast resource takes the watch route',
+    );
+    t.equal(watchRoute(`${list}?watch=1`), `${FAST_PATH_ROUTE_PREFIX}watch`, 'watch=1 too');
+    t.equal(
+      ((routes.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}watch`) as Json).route as Json).timeout,
+      '0s',
+      'unbounded, as kube-apiserver leaves a watch (its timeoutSeconds ends it)',
+    );
     const never: [string, Req][] = [
       ['a client certificate', { method: 'GET', path: list, cert: true }],
-      ['a watch', { method: 'GET', path: `${list}?watch=1` }],
+      ['a watch with a client certificate', { method: 'GET', path: `${list}?watch=true`, cert: true }],
+      ['a watch of one object', { method: 'GET', path: `${list}/web-1?watch=true` }],
+      ['a watch=True (judged by skewgate)', { method: 'GET', path: `${list}?watch=True` }],
       ['a watch=false (judged by skewgate, bounded there)', { method: 'GET', path: `${list}?watch=false` }],
+      ['a watch=false before a watch=true (Go reads the first)', { method: 'GET', path: `${list}?watch=false&watch=true` }],
       ['a %-escaped watch', { method: 'GET', path: `${list}?w%61tch=true` }],
       ['an upgrade', { method: 'GET', path: list, headers: { upgrade: 'websocket' } }],
       ['a trailing slash', { method: 'GET', path: `${list}/` }],
@@ -375,7 +401,9 @@ t.test(
 
 t.test('rendered routes: the ladder literals, the generation, ext_proc off, bounded and retried as the default routes', async (t) => {
   const table = compileFastPath(snap(plane.servers), opts);
-  const [read, create] = fastPathRoutes(table, 65_000) as Json[];
+  const routes = fastPathRoutes(table, 65_000) as Json[];
+  const read = routes.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}read`);
+  const create = routes.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}create`);
   t.same((read?.metadata as Json).filter_metadata, {
     skewgate: { outcome: 'default', reason: 'served_by_all', generation: '7', path: 'fast' },
   });
