@@ -39,7 +39,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const auth = { authorization: `Bearer ${pki.token}` };
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/default/deployments';
 const JOBS = '/apis/batch/v1/namespaces/default/jobs';
-const STALE_MS = 3000;
+// Long: a busy machine's late round must not empty the table (a view goes stale only this long after it was fetched).
+const STALE_MS = 30_000;
 
 /** Discovery rounds (300 ms, 2 s timeout), Envoy's health checks (500 ms) and the join delay bound what is awaited. */
 const WAIT_MS = waitMs(300, 2000, 500, 1000);
@@ -239,15 +240,20 @@ await t.test('through a restart as another version and a join at a new address, 
     [],
     'kas-b answered no jobs request after it came back without jobs',
   );
-  const pools = [...new Set(fast.map((l) => String(l.upstream)))];
-  t.same(
-    pools,
-    [
-      poolOf('kas-a', 'kas-b', 'kas-c'),
-      poolOf('kas-a', 'kas-c'),
-      poolOf('kas-a', 'kas-b', 'kas-c'),
-      poolOf('kas-a', 'kas-b', 'kas-c', D),
-    ].filter((p, i, all) => all.indexOf(p) === i),
-    'fast requests went to the pools in turn: three, two while kas-b was away, three, then four',
+  // The pools in the order requests met them (repeats collapsed); a round that came late on a busy
+  // machine may add a pool between these, never change their order.
+  const pools = fast.map((l) => String(l.upstream)).filter((p, i, all) => i === 0 || all[i - 1] !== p);
+  const milestones = [
+    poolOf('kas-a', 'kas-b', 'kas-c'),
+    poolOf('kas-a', 'kas-c'),
+    poolOf('kas-a', 'kas-b', 'kas-c'),
+    poolOf('kas-a', 'kas-b', 'kas-c', D),
+  ];
+  let at = 0;
+  for (const p of pools) if (p === milestones[at]) at++;
+  t.equal(
+    at,
+    milestones.length,
+    `fast requests went to the pools in turn: three, two while kas-b was away, three, then four (${pools.length} changes)`,
   );
 });
