@@ -59,7 +59,8 @@ export function renderClusters(config: Config, members: XdsMembers, file: PathFn
   const pools = new Map<string, readonly ApiServerConfig[]>();
   for (const names of fastPools) {
     const specs = names.map((n) => all.find((s) => s.name === n)).filter((s): s is ApiServerConfig => s !== undefined);
-    if (specs.length > 0) pools.set(fastClusterName(specs.map((s) => s.name)), specs);
+    // All or none: a cluster of fewer members would carry another name than the routes ask for.
+    if (specs.length > 0 && specs.length === names.length) pools.set(fastClusterName(names), specs);
   }
   return [
     ...apiserverClusters(config, members.routable.map(upstreamOf), file, outside),
