@@ -8,7 +8,11 @@
 // cannot state the identity kube-apiserver would, so certificates stay on ext_proc.
 import t from 'tap';
 import { execFile } from 'node:child_process';
+import { createPrivateKey, sign, X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { AsnConvert } from '@peculiar/asn1-schema';
+import { AttributeValue, Certificate } from '@peculiar/asn1-x509';
+import { goSubject, subjectAttributes } from '../../src/identity/core/x509-subject.js';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startEnvoy } from '../../src/envoy-runtime/process.js';
@@ -26,6 +30,27 @@ writeFileSync(
   join(certs, 'via-intermediate-chain.crt'),
   readFileSync(join(certs, 'via-intermediate.crt'), 'utf8') + readFileSync(join(certs, 'intermediate.crt'), 'utf8'),
 );
+
+/**
+ * jane's certificate with its CN re-encoded as a UniversalString and signed again by the client CA:
+ * a string type Go's x509 parser refuses ("unsupported string type"), so kube-apiserver fails the
+ * handshake; BoringSSL reads it as text.
+ */
+function universalStringCn(): void {
+  const cert = AsnConvert.parse(new X509Certificate(readFileSync(join(certs, 'jane.crt'))).raw, Certificate);
+  for (const rdn of cert.tbsCertificate.subject)
+    for (const atv of rdn) if (atv.type === '2.5.4.3') atv.value = new AttributeValue({ universalString: 'jane' });
+  const tbs = Buffer.from(AsnConvert.serialize(cert.tbsCertificate));
+  const signature = sign('sha256', tbs, createPrivateKey(readFileSync(join(certs, 'client-ca.key'))));
+  cert.signatureValue = new Uint8Array(signature).buffer;
+  const der = Buffer.from(AsnConvert.serialize(cert));
+  writeFileSync(
+    join(certs, 'universal.crt'),
+    `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`,
+  );
+  writeFileSync(join(certs, 'universal.key'), readFileSync(join(certs, 'jane.key')));
+}
+universalStringCn();
 
 interface OracleUser {
   readonly name: string;
@@ -123,6 +148,7 @@ async function envoyReads(name: string): Promise<{ subject: string; cn: string; 
 
 const readings = new Map<string, Awaited<ReturnType<typeof envoyReads>>>();
 for (const name of Object.keys(expected).sort()) readings.set(name, await envoyReads(name));
+const universal = await envoyReads('universal');
 
 t.test('what Envoy reads of each subject, against kube-apiserver', async (t) => {
   const agree: string[] = [];
@@ -159,11 +185,21 @@ t.test('what Envoy reads of each subject, against kube-apiserver', async (t) => 
   // RDNs) and its TLS refusals (an unknown CA, a serverAuth-only certificate) match kube-apiserver
   // on every fixture but those with Kubernetes' UID attribute (1.3.6.1.4.1.57683.2), which Envoy's
   // parsed subject does not read: kube-apiserver states it as the user's UID, and refuses two.
-  t.same(differ, ['two-uids', 'uid'], 'they part only where the subject carries a Kubernetes UID');
+  t.same(differ, ['two-uids', 'uid'], 'on the fixtures, they part only where the subject carries a Kubernetes UID');
   const uid = readings.get('uid');
   t.match(
     uid && 'subject' in uid ? uid.subject : '',
     /(^|,)1\.3\.6\.1\.4\.1\.57683\.2=#/,
     "the UID shows in Envoy's subject string only as its OID and hex DER",
   );
+});
+
+t.test('a string type Go refuses: Envoy reads it as text', async (t) => {
+  const der = new Uint8Array(new X509Certificate(readFileSync(join(certs, 'universal.crt'))).raw);
+  t.throws(
+    () => goSubject(subjectAttributes(der)),
+    /unsupported string type/,
+    "skewgate's Go-exact reader refuses the subject, as Go's x509 does",
+  );
+  t.match(universal, { cn: 'jane', orgs: ['dev-viewers', 'team-b'] }, 'Envoy completes the handshake and its parsed subject names jane');
 });
