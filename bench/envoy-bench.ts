@@ -8,6 +8,18 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { forkChild, type ChildHandle } from './child-ipc.js';
+import {
+  ARMS,
+  ARM_LABEL,
+  EXTPROC_ARMS,
+  armFailures,
+  commonStreams,
+  newArm,
+  type ArmStats,
+  type PathStats,
+  type RoundFigures,
+} from './envoy-arms.js';
+import { RESTARTED, restartPhase, restartReport, type RestartResult } from './envoy-restart.js';
 import { startNeighbour, type Neighbour } from './neighbour.js';
 import { openLoop } from './open-loop.js';
 import type { Section, Table, TargetRow } from './report.js';
@@ -50,6 +62,12 @@ export interface EnvoyBenchOptions {
    * the three arms without it, then with it, or the other way round); null: no contended variant.
    */
   readonly contendedRate: number | null;
+  /**
+   * Rounds at the first rate with one apiserver restarting (issue 28): every arm with all three
+   * up, then with apiserver-b stopped (once the fast arm runs its routes on the two others), then
+   * it starts again. 0: none.
+   */
+  readonly restartRounds: number;
 }
 
 export const DEFAULT_ENVOY_OPTIONS: EnvoyBenchOptions = {
@@ -60,6 +78,7 @@ export const DEFAULT_ENVOY_OPTIONS: EnvoyBenchOptions = {
   skewedEvery: 5,
   commonOnlyRounds: 3,
   contendedRate: 500,
+  restartRounds: 4,
 };
 
 /** For iterating on the bench itself (`run.js --quick`): the same shape, a fraction of the time; not for RESULTS.md. */
@@ -71,88 +90,10 @@ export const QUICK_ENVOY_OPTIONS: EnvoyBenchOptions = {
   skewedEvery: 5,
   commonOnlyRounds: 1,
   contendedRate: 500,
+  restartRounds: 1,
 };
 /** skewedEvery for the common-only rounds: no request is skewed. */
 const NEVER = Number.MAX_SAFE_INTEGER;
-
-const ARMS: readonly EnvoyArm[] = ['baseline', 'every', 'fast'];
-const EXTPROC_ARMS: readonly EnvoyArm[] = ['every', 'fast'];
-const ARM_LABEL: Record<EnvoyArm, string> = {
-  baseline: 'bare Envoy (baseline)',
-  every: 'ext_proc every request',
-  fast: 'fast path',
-};
-
-interface PathStats {
-  readonly latNs: number[];
-  readonly statuses: Map<string, number>;
-  readonly servers: Map<string, number>;
-  readonly errors: Map<string, number>;
-  /** Answers other than the expected one for the arm and path ("503 from edge (no apiserver)"). */
-  readonly unexpected: Map<string, number>;
-  sent: number;
-  /** Errors whose code says timeout (undici's headers / body / connect timeouts). */
-  timeouts: number;
-  /** Sent but neither answered nor failed when the window was closed. */
-  unanswered: number;
-}
-
-/** One measured window of one arm. */
-interface RoundFigures {
-  readonly commonP50Ms: number;
-  readonly commonP99Ms: number;
-  readonly skewedP50Ms: number;
-  readonly skewedP99Ms: number;
-  readonly envoyCpuPerReqUs: number;
-  readonly nodeCpuPerReqUs: number;
-  /** Failed requests of the window (errors, timeouts, unexpected answers, unanswered). */
-  readonly failed: number;
-}
-
-interface ArmStats {
-  readonly common: PathStats;
-  readonly skewed: PathStats;
-  /** Scheduled send → actual send: the generator's own lateness. */
-  readonly lagNs: number[];
-  sent: number;
-  completed: number;
-  wallNs: number;
-  envoyCpuUs: number;
-  nodeCpuUs: number;
-  genCpuUs: number;
-  /** ext_proc streams its Envoy started over the measured windows. */
-  streams: number;
-  /** The CPU-bound neighbour's CPU time over the measured windows, and the windows' length (contended windows only). */
-  neighbourCpuUs: number;
-  measuredNs: number;
-  readonly rounds: RoundFigures[];
-}
-
-const newPath = (): PathStats => ({
-  latNs: [],
-  statuses: new Map(),
-  servers: new Map(),
-  errors: new Map(),
-  unexpected: new Map(),
-  sent: 0,
-  timeouts: 0,
-  unanswered: 0,
-});
-const newArm = (): ArmStats => ({
-  common: newPath(),
-  skewed: newPath(),
-  lagNs: [],
-  sent: 0,
-  completed: 0,
-  wallNs: 0,
-  envoyCpuUs: 0,
-  nodeCpuUs: 0,
-  genCpuUs: 0,
-  streams: 0,
-  neighbourCpuUs: 0,
-  measuredNs: 0,
-  rounds: [],
-});
 
 interface Arm {
   readonly name: EnvoyArm;
@@ -496,30 +437,30 @@ export async function benchEnvoy(progress: (msg: string) => void, o: EnvoyBenchO
     }
     const neighbourCore = neighbour?.core ?? null;
 
+    const restart =
+      o.restartRounds > 0
+        ? await restartPhase({
+            rounds: o.restartRounds,
+            rate: o.rates[0] ?? 500,
+            measure: (name, into) => measure(name, into, o.rates[0] ?? 500, o),
+            fastPath,
+            stop: () => stackChild.call('stopServer', RESTARTED),
+            start: () => stackChild.call('startServer', RESTARTED),
+            progress,
+          })
+        : null;
+
     progress(`(c) probing ext_proc streams per request (${PROBE_REQUESTS} sequential requests per path and arm)`);
     const probes = await probeStreams(arms, headers, streams);
     const envoyStats = await stackChild
       .call<Record<string, number>>('envoyStats')
       .catch((err: unknown) => ({ [`unavailable: ${String(err)}`]: 0 }));
-    return report(results, commonOnly, probes, fastStates, o, envoyStats, neighbourCore);
+    return report(results, commonOnly, probes, fastStates, o, envoyStats, neighbourCore, restart);
   } finally {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
     await child?.stop(15_000);
   }
 }
-
-const sumValues = (m: ReadonlyMap<string, number>): number => [...m.values()].reduce((x, y) => x + y, 0);
-
-/** A path's failed requests: errors (timeouts apart), unexpected answers, unanswered ones. */
-function pathFailures(ps: PathStats): Failures {
-  return {
-    errors: sumValues(ps.errors) - ps.timeouts,
-    timeouts: ps.timeouts,
-    unexpected: sumValues(ps.unexpected),
-    unanswered: ps.unanswered,
-  };
-}
-const armFailures = (s: ArmStats): Failures => addFailures(pathFailures(s.common), pathFailures(s.skewed));
 
 // apiserver-c serves the skewed resource the whole time, so behind skewgate every 404 for it is a false one.
 const false404 = (s: ArmStats): number => s.skewed.statuses.get('404') ?? 0;
@@ -528,9 +469,6 @@ function otherFailures(s: ArmStats): Failures {
   const f = armFailures(s);
   return { ...f, unexpected: f.unexpected - false404(s) };
 }
-/** Streams the common path caused in the windows: each skewed request meets ext_proc once in both ext_proc arms. */
-const commonStreams = (s: ArmStats): number => s.streams - s.skewed.sent;
-
 const col = (s: ArmStats, k: Exclude<keyof RoundFigures, never>): number[] => s.rounds.map((r) => r[k]);
 /** A count map of both paths, keys prefixed with the path. */
 function byPath(s: ArmStats, k: 'unexpected' | 'errors'): Map<string, number> {
@@ -573,6 +511,7 @@ function report(
   o: EnvoyBenchOptions,
   envoyStats: Readonly<Record<string, number>>,
   neighbourCore: number | null,
+  restart: RestartResult | null,
 ): Section {
   const sum = (ps: PathStats): Summary => summarise(ps.latNs);
   const perReq = (us: number, s: ArmStats): string => fmt(us / Math.max(1, s.sent));
@@ -830,6 +769,11 @@ function report(
         .map(([k, v]) => [k, v.toLocaleString('en-US')]),
     },
   );
+  if (restart !== null) {
+    const r = restartReport(restart);
+    targets.push(...r.targets);
+    tables.push(...r.tables);
+  }
   const rates = o.rates.join(' and ');
   return {
     id: 'c',
@@ -838,6 +782,9 @@ function report(
       `\`startStack\` (in a child process) runs 3 fake apiservers (2 × BUILTINS_OLD, 1 × BUILTINS_NEW; core v1 is the same in both, so the common path is a fast-path request), one skewgate (\`envoy.xds\`, \`routing.fastPath\` at its default, true) and three real Envoys: the stack's own on filesystem xDS (the fast arm: skewgate's fast-path routes, ext_proc off on them), one from the same config without xDS (static routes, ext_proc on every request) and one without the ext_proc filter at all (bare Envoy, the baseline). ` +
       `The fast arm is measured only once rds.json holds \`fast-path-*\` routes and Envoy's config_dump runs that version. ` +
       `An open-loop generator in this process sends at fixed ${rates} req/s (each send scheduled by the clock, latency measured from the scheduled time, so stalls are not hidden) over HTTPS keep-alive without a client certificate (undici Pool, the stack's CA, bearer token); ${o.skewedEvery - 1} in ${o.skewedEvery} requests go to the common path, 1 in ${o.skewedEvery} to the skewed one. ` +
+      (o.restartRounds > 0
+        ? `**One apiserver restarting** (issue 28): at ${o.rates[0] ?? 500} req/s, ${o.restartRounds} rounds of every arm with all three apiservers up, then with apiserver-b stopped (its process gone, as in a restart) once the fast arm's Envoy runs its routes on the pool of the other two; apiserver-b then starts again and is back in the pool before the next round. Judged: the share of common-path requests that meet ext_proc on the fast arm while it is away (Envoy's streams minus the skewed requests, each of which meets ext_proc once). `
+        : '') +
       `Per rate the three arms alternate in ${o.rounds} rounds × 3 arms × ${o.windowMs / 1000} s (order rotated every round) after ${o.warmupMs / 1000} s of warm-up each, so the generator's overhead and the machine's state are the same for all. ` +
       `**Verdicts**: every latency target is judged on the median over rounds of the paired difference (the arm's round p50 or p99 minus bare Envoy's in the same round), never on a pooled percentile (a few stalled rounds dominate a pooled p99 of every arm alike); the worst round's difference and the number of rounds the arm was worse stand beside it, the pooled difference only as information. A verdict is met only when neither the arm nor its baseline failed a single request in the windows: transport errors, timeouts (10 s for headers or body), answers other than the expected one (common path: 200 from an apiserver; skewed path behind skewgate: 200 from apiserver-c, the only one serving it), and requests still unanswered when the window closed (15 s after its last send); the counts are in each verdict's text.` +
       (o.contendedRate === null

@@ -42,6 +42,8 @@ export interface FastPathState {
   readonly runningVersion: string | null;
   /** The fast-path routes in rds.json and the length of each one's path regex. */
   readonly routes: readonly { readonly name: string; readonly regexChars: number }[];
+  /** The cluster the routes send to: the fast pool (envoy/clusters.ts fastClusterName); null without routes. */
+  readonly cluster: string | null;
 }
 
 /** (f) what the stall child is asked to run: the apiservers to discover, and the slice budget (null: one slice, unbounded). */

@@ -42,7 +42,9 @@ async function fastPathState(xdsDir: string, adminUrl: string): Promise<FastPath
   const text = await readFile(join(xdsDir, RDS_FILE), 'utf8').catch(() => '');
   type Rds = {
     version_info?: string;
-    resources?: { virtual_hosts?: { routes?: { name?: string; match?: { safe_regex?: { regex?: string } } }[] }[] }[];
+    resources?: {
+      virtual_hosts?: { routes?: { name?: string; match?: { safe_regex?: { regex?: string } }; route?: { cluster?: string } }[] }[];
+    }[];
   };
   let file: Rds = {};
   try {
@@ -50,13 +52,19 @@ async function fastPathState(xdsDir: string, adminUrl: string): Promise<FastPath
   } catch {
     // being written or absent: not ready
   }
-  const routes = (file.resources ?? [])
+  const fast = (file.resources ?? [])
     .flatMap((r) => r.virtual_hosts ?? [])
     .flatMap((v) => v.routes ?? [])
-    .filter((r) => r.name?.startsWith(FAST_PATH_ROUTE_PREFIX) === true)
-    .map((r) => ({ name: r.name ?? '', regexChars: r.match?.safe_regex?.regex?.length ?? 0 }));
+    .filter((r) => r.name?.startsWith(FAST_PATH_ROUTE_PREFIX) === true);
+  const routes = fast.map((r) => ({ name: r.name ?? '', regexChars: r.match?.safe_regex?.regex?.length ?? 0 }));
   const runningVersion = await runningRoutesVersion(adminUrl, AbortSignal.timeout(2000)).catch(() => null);
-  return { written: routes.length > 0, fileVersion: file.version_info ?? null, runningVersion, routes };
+  return {
+    written: routes.length > 0,
+    fileVersion: file.version_info ?? null,
+    runningVersion,
+    routes,
+    cluster: fast[0]?.route?.cluster ?? null,
+  };
 }
 
 async function main(): Promise<void> {
@@ -95,7 +103,18 @@ async function main(): Promise<void> {
       },
       fastPath: async (): Promise<FastPathState> => {
         const admin = stack?.envoy.adminUrl;
-        return admin === undefined ? { written: false, fileVersion: null, runningVersion: null, routes: [] } : fastPathState(xdsDir, admin);
+        return admin === undefined
+          ? { written: false, fileVersion: null, runningVersion: null, routes: [], cluster: null }
+          : fastPathState(xdsDir, admin);
+      },
+      /** One apiserver stopped, or started again on its port (a restart, for the restart phase). */
+      stopServer: async (name: unknown) => {
+        await stack?.apiservers.find((a) => a.name === name)?.close();
+        return true;
+      },
+      startServer: async (name: unknown) => {
+        await stack?.apiservers.find((a) => a.name === name)?.start();
+        return true;
       },
       // The fakes record every request for the tests; a long run does not need that memory.
       clear: () => {
