@@ -437,25 +437,26 @@ export async function benchEnvoy(progress: (msg: string) => void, o: EnvoyBenchO
     }
     const neighbourCore = neighbour?.core ?? null;
 
-    const restart =
-      o.restartRounds > 0
-        ? await restartPhase({
-            rounds: o.restartRounds,
-            rate: o.rates[0] ?? 500,
-            measure: (name, into) => measure(name, into, o.rates[0] ?? 500, o),
-            fastPath,
-            stop: () => stackChild.call('stopServer', RESTARTED),
-            start: () => stackChild.call('startServer', RESTARTED),
-            progress,
-          })
-        : null;
+    const restarts: RestartResult[] = [];
+    for (const rate of o.restartRounds > 0 ? o.rates : [])
+      restarts.push(
+        await restartPhase({
+          rounds: o.restartRounds,
+          rate,
+          measure: (name, into) => measure(name, into, rate, o),
+          fastPath,
+          stop: () => stackChild.call('stopServer', RESTARTED),
+          start: () => stackChild.call('startServer', RESTARTED),
+          progress,
+        }),
+      );
 
     progress(`(c) probing ext_proc streams per request (${PROBE_REQUESTS} sequential requests per path and arm)`);
     const probes = await probeStreams(arms, headers, streams);
     const envoyStats = await stackChild
       .call<Record<string, number>>('envoyStats')
       .catch((err: unknown) => ({ [`unavailable: ${String(err)}`]: 0 }));
-    return report(results, commonOnly, probes, fastStates, o, envoyStats, neighbourCore, restart);
+    return report(results, commonOnly, probes, fastStates, o, envoyStats, neighbourCore, restarts);
   } finally {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
     await child?.stop(15_000);
@@ -511,7 +512,7 @@ function report(
   o: EnvoyBenchOptions,
   envoyStats: Readonly<Record<string, number>>,
   neighbourCore: number | null,
-  restart: RestartResult | null,
+  restarts: readonly RestartResult[],
 ): Section {
   const sum = (ps: PathStats): Summary => summarise(ps.latNs);
   const perReq = (us: number, s: ArmStats): string => fmt(us / Math.max(1, s.sent));
@@ -769,7 +770,7 @@ function report(
         .map(([k, v]) => [k, v.toLocaleString('en-US')]),
     },
   );
-  if (restart !== null) {
+  for (const restart of restarts) {
     const r = restartReport(restart);
     targets.push(...r.targets);
     tables.push(...r.tables);
@@ -783,7 +784,7 @@ function report(
       `The fast arm is measured only once rds.json holds \`fast-path-*\` routes and Envoy's config_dump runs that version. ` +
       `An open-loop generator in this process sends at fixed ${rates} req/s (each send scheduled by the clock, latency measured from the scheduled time, so stalls are not hidden) over HTTPS keep-alive without a client certificate (undici Pool, the stack's CA, bearer token); ${o.skewedEvery - 1} in ${o.skewedEvery} requests go to the common path, 1 in ${o.skewedEvery} to the skewed one. ` +
       (o.restartRounds > 0
-        ? `**One apiserver restarting** (issue 28): at ${o.rates[0] ?? 500} req/s, ${o.restartRounds} rounds of every arm with all three apiservers up, then with apiserver-b stopped (its process gone, as in a restart) once the fast arm's Envoy runs its routes on the pool of the other two; apiserver-b then starts again and is back in the pool before the next round. Judged: the share of common-path requests that meet ext_proc on the fast arm while it is away (Envoy's streams minus the skewed requests, each of which meets ext_proc once). `
+        ? `**One apiserver restarting** (issue 28): at ${rates} req/s, ${o.restartRounds} rounds of every arm with all three apiservers up, then with apiserver-b stopped (its process gone, as in a restart) once the fast arm's Envoy runs its routes on the pool of the other two; apiserver-b then starts again and is back in the pool before the next round. Judged: the share of common-path requests that meet ext_proc on the fast arm while it is away (Envoy's streams minus the skewed requests, each of which meets ext_proc once). `
         : '') +
       `Per rate the three arms alternate in ${o.rounds} rounds × 3 arms × ${o.windowMs / 1000} s (order rotated every round) after ${o.warmupMs / 1000} s of warm-up each, so the generator's overhead and the machine's state are the same for all. ` +
       `**Verdicts**: every latency target is judged on the median over rounds of the paired difference (the arm's round p50 or p99 minus bare Envoy's in the same round), never on a pooled percentile (a few stalled rounds dominate a pooled p99 of every arm alike); the worst round's difference and the number of rounds the arm was worse stand beside it, the pooled difference only as information. A verdict is met only when neither the arm nor its baseline failed a single request in the windows: transport errors, timeouts (10 s for headers or body), answers other than the expected one (common path: 200 from an apiserver; skewed path behind skewgate: 200 from apiserver-c, the only one serving it), and requests still unanswered when the window closed (15 s after its last send); the counts are in each verdict's text.` +
