@@ -102,8 +102,9 @@ export function renderResults(o: {
       '',
     );
 
+  const measured = `*Measured ${o.machine.date.slice(0, 10)} on ${o.machine.cpu} × ${o.machine.cores} cores (Node.js ${o.machine.node}).*`;
   for (const s of o.sections) {
-    out.push(`## (${s.id}) ${s.title}`, '', `**Method.** ${s.method}`, '');
+    out.push(`## (${s.id}) ${s.title}`, '', measured, '', `**Method.** ${s.method}`, '');
     for (const t of s.tables) out.push(renderTable(t), '');
     for (const n of s.notes) out.push(`- ${n}`);
     if (s.notes.length > 0) out.push('');
@@ -128,6 +129,15 @@ export interface KeptSections {
  */
 export function keptSections(doc: string, ids: readonly string[]): KeptSections {
   const lines = doc.split('\n');
+  // A section from before sections said when and where: the machine the file described then.
+  const cell = (row: string): string | undefined =>
+    lines
+      .find((l) => l.startsWith(`| ${row} | `))
+      ?.split(' | ')[1]
+      ?.replace(/ \|$/, '');
+  const cpu = cell('CPU');
+  const date = cell('Date')?.slice(0, 10);
+  const then = `*Measured on or before ${date ?? 'an earlier date'} on ${cpu ?? 'the machine the file described then'} (the file's machine when this section was last run or kept).*`;
   const summaryRows = lines.filter((l) => ids.some((id) => l.startsWith(`| (${id}) `)));
   const blocks: string[] = [];
   for (let i = 0; i < lines.length; i++) {
@@ -135,7 +145,9 @@ export function keptSections(doc: string, ids: readonly string[]): KeptSections 
     if (id === undefined || !ids.includes(id)) continue;
     let j = i + 1;
     while (j < lines.length && !(lines[j] ?? '').startsWith('## ') && !(lines[j] ?? '').startsWith('<!--')) j++;
-    blocks.push(lines.slice(i, j).join('\n').trimEnd());
+    const block = lines.slice(i, j);
+    if (!block.some((l) => l.startsWith('*Measured '))) block.splice(1, 0, '', then);
+    blocks.push(block.join('\n').trimEnd());
     i = j - 1;
   }
   return { summaryRows, blocks };
