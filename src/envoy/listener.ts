@@ -305,8 +305,10 @@ function accessLog(config: Config): JsonObject {
   const { enabled, minStatus, sample } = config.envoy.accessLog;
   if (!enabled) return {};
   const filters: JsonObject[] = [];
-  if (minStatus > 0)
-    filters.push({ status_code_filter: { comparison: { op: 'GE', value: { default_value: minStatus, runtime_key: 'skewgate.access_log.min_status' } } } });
+  if (minStatus > 0) {
+    const value = { default_value: minStatus, runtime_key: 'skewgate.access_log.min_status' };
+    filters.push({ status_code_filter: { comparison: { op: 'GE', value } } });
+  }
   if (sample < 1)
     filters.push({
       runtime_filter: {
@@ -315,36 +317,37 @@ function accessLog(config: Config): JsonObject {
         use_independent_randomness: true,
       },
     });
-  const filter: JsonObject = filters.length === 0 ? {} : { filter: filters.length === 1 ? (filters[0] as JsonObject) : { and_filter: { filters } } };
+  const one = filters.length === 1 ? (filters[0] as JsonObject) : { and_filter: { filters } };
+  const filter: JsonObject = filters.length === 0 ? {} : { filter: one };
   return {
     access_log: [
-        {
-          ...filter,
-          name: 'envoy.access_loggers.stdout',
-          typed_config: {
-            '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
-            log_format: {
-              json_format: {
-                start: '%START_TIME%',
-                method: '%REQ(:METHOD)%',
-                path: '%REQ(:PATH)%',
-                status: '%RESPONSE_CODE%',
-                details: '%RESPONSE_CODE_DETAILS%',
-                flags: '%RESPONSE_FLAGS%',
-                upstream: '%UPSTREAM_CLUSTER%',
-                upstream_host: '%UPSTREAM_HOST%',
-                duration_ms: '%DURATION%',
-                request_id: '%REQ(X-REQUEST-ID)%',
-                // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
-                // (its decision is in skewgate's span and log line).
-                route: '%ROUTE_NAME%',
-                skewgate_outcome: `%METADATA(ROUTE:${FAST_PATH_METADATA}:outcome)%`,
-                skewgate_reason: `%METADATA(ROUTE:${FAST_PATH_METADATA}:reason)%`,
-                skewgate_generation: `%METADATA(ROUTE:${FAST_PATH_METADATA}:generation)%`,
-              },
+      {
+        ...filter,
+        name: 'envoy.access_loggers.stdout',
+        typed_config: {
+          '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+          log_format: {
+            json_format: {
+              start: '%START_TIME%',
+              method: '%REQ(:METHOD)%',
+              path: '%REQ(:PATH)%',
+              status: '%RESPONSE_CODE%',
+              details: '%RESPONSE_CODE_DETAILS%',
+              flags: '%RESPONSE_FLAGS%',
+              upstream: '%UPSTREAM_CLUSTER%',
+              upstream_host: '%UPSTREAM_HOST%',
+              duration_ms: '%DURATION%',
+              request_id: '%REQ(X-REQUEST-ID)%',
+              // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
+              // (its decision is in skewgate's span and log line).
+              route: '%ROUTE_NAME%',
+              skewgate_outcome: `%METADATA(ROUTE:${FAST_PATH_METADATA}:outcome)%`,
+              skewgate_reason: `%METADATA(ROUTE:${FAST_PATH_METADATA}:reason)%`,
+              skewgate_generation: `%METADATA(ROUTE:${FAST_PATH_METADATA}:generation)%`,
             },
           },
         },
-          ],
+      },
+    ],
   };
 }
