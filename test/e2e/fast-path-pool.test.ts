@@ -30,12 +30,12 @@ import { isFresh, isHealthy } from '../../src/routing/freshness.js';
 import { createLogger } from '../../src/util/log.js';
 import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
 import { callWithToken, controlPlaneNode } from '../helpers/k8s-objects.js';
+import { eventually } from '../helpers/http.js';
 import { waitMs } from '../helpers/waits.js';
 
 const pki = await sharedPki();
 const dir = mkdtempSync(join(tmpdir(), 'sg-fast-pool-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const auth = { authorization: `Bearer ${pki.token}` };
 const DEPLOYMENTS = '/apis/apps/v1/namespaces/default/deployments';
 const JOBS = '/apis/batch/v1/namespaces/default/jobs';
@@ -45,14 +45,8 @@ const STALE_MS = 30_000;
 /** Discovery rounds (300 ms, 2 s timeout), Envoy's health checks (500 ms) and the join delay bound what is awaited. */
 const WAIT_MS = waitMs(300, 2000, 500, 1000);
 
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** A wait for an event, bounded by WAIT_MS (a guard against a hang, not a verdict). */
+const until = (what: string, check: () => Promise<boolean> | boolean): Promise<number> => eventually(what, check, WAIT_MS, 50);
 
 // Every apiserver on its own address and the one port the nodes source gives every Node.
 const cluster = new FakeCluster();
