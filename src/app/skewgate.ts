@@ -16,7 +16,7 @@ import { resolveTelemetrySettings, type Env } from '../telemetry/core/settings.j
 import { createTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { knownMemberSpec } from '../membership/members.js';
 import { readKnownMembers } from '../envoy-runtime/xds-disk.js';
-import { XDS_JOIN_DELAY_MS, XDS_SETTLE_MS, XdsWriter } from '../envoy-runtime/xds-files.js';
+import { XDS_JOIN_DELAY_MS, XdsWriter } from '../envoy-runtime/xds-files.js';
 import { adminClustersConfirm, adminRoutesConfirm, adminUrlOf } from '../envoy-runtime/admin-routes.js';
 import { FastPathSync } from '../envoy-runtime/fast-path-sync.js';
 import { KubernetesServicePublisher } from '../kubernetes-service/publisher.js';
@@ -77,13 +77,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const xds =
     xdsDir === undefined
       ? null
-      : new XdsWriter(
-          config,
-          xdsLogger,
-          XDS_SETTLE_MS,
-          adminUrl === null ? null : adminRoutesConfirm(adminUrl),
-          adminUrl === null ? null : adminClustersConfirm(adminUrl),
-        );
+      : new XdsWriter(config, xdsLogger, {
+          confirm: adminUrl === null ? null : adminRoutesConfirm(adminUrl),
+          clustersConfirm: adminUrl === null ? null : adminClustersConfirm(adminUrl),
+        });
   const telemetrySettings = resolveTelemetrySettings(config.telemetry, opts.env ?? process.env);
   const telemetry = createTelemetry({
     settings: telemetrySettings,

@@ -1,15 +1,25 @@
 // Writes Envoy's filesystem xDS files (xds.ts renders them, xds-disk.ts puts them on disk) as the
 // members and the fast-path table change, in an order that never leaves Envoy routing to a cluster
 // it lacks — new clusters first, then the routes, then clusters that went away — and that takes
-// fast-path routes, or members of their pool, away before anything else changes.
+// fast-path routes, or members of their pool, away before anything else changes. A fast pool no
+// route names any more stays a while for the requests already sent to it (FastRemnant).
 import { mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { ApiServerConfig, Config } from '../config/core/schema.js';
+import { REQUEST_TIMEOUT_MS, type ApiServerConfig, type Config } from '../config/core/schema.js';
 import type { MemberEntry } from '../membership/members.js';
 import type { JsonObject } from '../envoy/json.js';
 import { fastClusterName } from '../envoy/clusters.js';
-import { CDS_FILE, fastTableFor, MEMBERS_FILE, RDS_FILE, renderClusters, renderRoutes, type XdsMembers } from '../envoy/xds.js';
-import { fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../routing/fast-table.js';
+import {
+  CDS_FILE,
+  fastTableFor,
+  MEMBERS_FILE,
+  RDS_FILE,
+  renderClusters,
+  renderRoutes,
+  type FastRemnant,
+  type XdsMembers,
+} from '../envoy/xds.js';
+import { fastClaimsCover, fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../routing/fast-table.js';
 import { type FastTable } from '../routing/fast-path.js';
 import { fileText, membersText, rdsFile, writeAtomic } from './xds-disk.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
@@ -36,6 +46,14 @@ export type RoutesConfirm = (version: string) => Promise<boolean>;
 /** Asks Envoy whether it runs (warmed) every one of these clusters: true once it does, false when not seen in time. */
 export type ClustersConfirm = (names: readonly string[]) => Promise<boolean>;
 
+export interface XdsWriterOptions {
+  /** Between steps when Envoy cannot be asked (default XDS_SETTLE_MS). */
+  readonly settleMs?: number;
+  readonly confirm?: RoutesConfirm | null;
+  readonly clustersConfirm?: ClustersConfirm | null;
+  readonly now?: () => number;
+}
+
 interface Written {
   readonly cds: string;
   readonly rds: string;
@@ -61,17 +79,26 @@ export class XdsWriter {
   private readonly rendered = new WeakMap<FastTable, readonly JsonObject[]>();
   private running: Promise<void> | null = null;
   private closed = false;
+  private readonly settleMs: number;
+  private readonly confirm: RoutesConfirm | null;
+  private readonly clustersConfirm: ClustersConfirm | null;
+  private readonly now: () => number;
+  /** Earlier fast tables by their pool's cluster name, and until when the cluster stays. */
+  private readonly remnants = new Map<string, { readonly table: FastTable; readonly until: number }>();
+  private remnantTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private config: Config,
     private readonly log: Logger,
-    private readonly settleMs = XDS_SETTLE_MS,
-    private readonly confirm: RoutesConfirm | null = null,
-    private readonly clustersConfirm: ClustersConfirm | null = null,
+    opts: XdsWriterOptions = {},
   ) {
     const dir = config.envoy.xds?.directory;
     if (dir === undefined) throw new Error('XdsWriter needs envoy.xds.directory');
     this.dir = dir;
+    this.settleMs = opts.settleMs ?? XDS_SETTLE_MS;
+    this.confirm = opts.confirm ?? null;
+    this.clustersConfirm = opts.clustersConfirm ?? null;
+    this.now = opts.now ?? Date.now;
   }
 
   /** A reloaded config (routing.retryAfterSeconds, the template): the next write renders with it. */
@@ -119,6 +146,8 @@ export class XdsWriter {
   /** Waits for the write in progress; later updates are ignored. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.remnantTimer !== null) clearTimeout(this.remnantTimer);
+    this.remnantTimer = null;
     await this.running?.catch(() => undefined);
   }
 
@@ -134,6 +163,7 @@ export class XdsWriter {
         this.log.error({ dir: this.dir, err: (err as Error).message }, 'xds: cannot write the Envoy files; Envoy keeps the last ones');
       }
     }
+    this.armRemnantTimer();
   }
 
   private async write(entries: readonly MemberEntry[]): Promise<void> {
@@ -145,6 +175,7 @@ export class XdsWriter {
     const nextNames = new Set([...next.routable, ...(next.joining ?? []), ...next.draining].map((s) => s.name));
     await mkdir(this.dir, { recursive: true });
     const fast = fastTableFor(this.config, next, this.fast);
+    for (const [name, r] of this.remnants) if (r.until <= this.now()) this.remnants.delete(name);
     // 0. Fast-path routes that no longer hold, or that send to an apiserver the new pool leaves
     //    out, go first, alone, and Envoy is waited for.
     await this.withdraw(fast);
@@ -159,7 +190,7 @@ export class XdsWriter {
       ...(next.joining ? { joining: next.joining } : {}),
       draining: [...next.draining, ...gone],
     };
-    const cdsUnion = fileText(renderClusters(this.config, union, identity, poolsOf(was?.fast ?? null, fast)));
+    const cdsUnion = fileText(renderClusters(this.config, union, identity, poolsOf(was?.fast ?? null, fast), this.remnantsIn(fast)));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
     if (fast !== null && was?.fast?.members.join() !== fast.members.join()) added.push(fastClusterName(fast.members));
@@ -176,9 +207,10 @@ export class XdsWriter {
       if (wroteClusters && added.length > 0) await this.clustersRun(added);
       await writeAtomic(this.dir, RDS_FILE, rds.text);
       wroteRoutes = true;
+      this.retire(was?.fast ?? null, fast);
     }
-    // 3. The clusters that went away (members, an earlier fast pool), once no route names them.
-    const cds = fileText(renderClusters(this.config, next, identity, poolsOf(fast)));
+    // 3. The clusters that went away (members; an earlier fast pool, but for its remnant), once no route names them.
+    const cds = fileText(renderClusters(this.config, next, identity, poolsOf(fast), this.remnantsIn(fast)));
     if (cds !== cdsUnion) {
       if (wroteRoutes || wroteClusters) await this.settle();
       await writeAtomic(this.dir, CDS_FILE, cds);
@@ -210,7 +242,7 @@ export class XdsWriter {
     const kept = fastTableFor(this.config, prev.members, fast === null ? null : intersectFastTables(prev.fast, fast));
     let cds = prev.cds;
     if (kept !== null && kept.members.join() !== prev.fast.members.join()) {
-      cds = fileText(renderClusters(this.config, prev.members, identity, poolsOf(prev.fast, kept)));
+      cds = fileText(renderClusters(this.config, prev.members, identity, poolsOf(prev.fast, kept), this.remnantsIn(kept)));
       await writeAtomic(this.dir, CDS_FILE, cds);
       await this.clustersRun([fastClusterName(kept.members)]);
     }
@@ -218,8 +250,56 @@ export class XdsWriter {
     if (demoted.text !== prev.rds) {
       await writeAtomic(this.dir, RDS_FILE, demoted.text);
       this.written = { ...prev, cds, rds: demoted.text, fast: kept };
+      this.retire(prev.fast, kept);
       await this.envoyRuns(demoted.version, 'fast-path routes withdrawn');
     } else this.written = { ...prev, cds };
+  }
+
+  /**
+   * The routes no longer send to `was`'s pool: its cluster stays, as a remnant, for the requests
+   * Envoy already sent to it. A retry looks the cluster up again by name, and one that is gone
+   * fails the request with 503 (no healthy upstream); a request on a bounded route retries within
+   * its route's timeout (with none, kube-apiserver's default and a margin), and Envoy may take up
+   * to a settle period to run the new routes. A pool that is routed to again is no remnant.
+   */
+  private retire(was: FastTable | null, now: FastTable | null): void {
+    const current = now === null ? null : fastClusterName(now.members);
+    if (current !== null) this.remnants.delete(current);
+    if (was === null) return;
+    const name = fastClusterName(was.members);
+    if (name === current) return;
+    const lingerMs = (this.config.envoy.requestTimeout || REQUEST_TIMEOUT_MS) + this.settleMs;
+    this.remnants.set(name, { table: was, until: this.now() + lingerMs });
+  }
+
+  /**
+   * The remnants, each over those of its members in the pool `now` routes to, and only while
+   * `now` still matches every request the remnant's table did: a retry reaches no apiserver the
+   * routes would not send the request to anew. A remnant with none left is not written (a retry
+   * then fails: 503, never a request where the ladder would not send it).
+   */
+  private remnantsIn(now: FastTable | null): FastRemnant[] {
+    if (now === null) return [];
+    const inPool = new Set(now.members);
+    return [...this.remnants]
+      .filter(([, r]) => fastClaimsCover(now, r.table))
+      .map(([name, r]) => ({ name, members: r.table.members.filter((m) => inPool.has(m)) }));
+  }
+
+  /** A rewrite when the first remnant expires, to take it out of cds.json. */
+  private armRemnantTimer(): void {
+    if (this.remnantTimer !== null) clearTimeout(this.remnantTimer);
+    this.remnantTimer = null;
+    if (this.closed || this.remnants.size === 0) return;
+    const first = Math.min(...[...this.remnants.values()].map((r) => r.until));
+    this.remnantTimer = setTimeout(
+      () => {
+        this.remnantTimer = null;
+        if (this.last !== null) void this.update(this.last);
+      },
+      Math.max(0, first - this.now()) + 1,
+    );
+    this.remnantTimer.unref();
   }
 
   /**

@@ -208,9 +208,9 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
  * written before the routes that name it. Balanced and checked as the default pool is, over the
  * connections a request without a client certificate takes (the fast routes take no other).
  */
-export function fastPoolCluster(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
+export function fastPoolCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, name = fastClusterName(upstreams.map((u) => u.name))): JsonObject {
   const set = clusterSets(config)[0] as ClusterSet;
-  return defaultCluster(config, upstreams, file, set, fastClusterName(upstreams.map((u) => u.name)));
+  return defaultCluster(config, upstreams, file, set, name);
 }
 
 /** The name of the fast pool of these members (any order): `fast_` and a digest of the sorted names. */

@@ -49,22 +49,45 @@ export function rdsConfig(dir: string, file: PathFn): JsonObject {
 }
 
 /**
- * The cds.json resources: each member's clusters (draining ones too), the pools of the routable
- * ones, and a cluster per fast-path pool named (fastPools: member names; each one among `members`).
+ * A fast-path pool no route names any more, kept for the requests it was given (their retries
+ * look the cluster up again): under its old name, over those of its members still in the current
+ * pool.
  */
-export function renderClusters(config: Config, members: XdsMembers, file: PathFn, fastPools: readonly (readonly string[])[] = []): JsonObject[] {
+export interface FastRemnant {
+  readonly name: string;
+  readonly members: readonly string[];
+}
+
+/**
+ * The cds.json resources: each member's clusters (draining ones too), the pools of the routable
+ * ones, a cluster per fast-path pool named (fastPools: member names; each one among `members`),
+ * and the remnants of earlier pools (those with a member left; not one a pool names again).
+ */
+export function renderClusters(
+  config: Config,
+  members: XdsMembers,
+  file: PathFn,
+  fastPools: readonly (readonly string[])[] = [],
+  remnants: readonly FastRemnant[] = [],
+): JsonObject[] {
   const outsiders = [...(members.joining ?? []), ...members.draining];
   const outside = outsiders.map(upstreamOf);
   const all = [...members.routable, ...outsiders];
+  const specsOf = (names: readonly string[]): ApiServerConfig[] =>
+    names.map((n) => all.find((s) => s.name === n)).filter((s): s is ApiServerConfig => s !== undefined);
   const pools = new Map<string, readonly ApiServerConfig[]>();
   for (const names of fastPools) {
-    const specs = names.map((n) => all.find((s) => s.name === n)).filter((s): s is ApiServerConfig => s !== undefined);
+    const specs = specsOf(names);
     // All or none: a cluster of fewer members would carry another name than the routes ask for.
     if (specs.length > 0 && specs.length === names.length) pools.set(fastClusterName(names), specs);
   }
+  for (const r of remnants) {
+    const specs = specsOf(r.members);
+    if (specs.length > 0 && !pools.has(r.name)) pools.set(r.name, specs);
+  }
   return [
     ...apiserverClusters(config, members.routable.map(upstreamOf), file, outside),
-    ...[...pools.values()].map((specs) => fastPoolCluster(config, specs.map(upstreamOf), file)),
+    ...[...pools].map(([name, specs]) => fastPoolCluster(config, specs.map(upstreamOf), file, name)),
   ].map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
 }
 

@@ -78,9 +78,13 @@ export function intersectFastTables(a: FastTable, b: FastTable): FastTable {
  */
 export function fastTableCovers(a: FastTable, b: FastTable): boolean {
   if (b.groupVersions.length === 0) return true;
-  if (!b.members.every((m) => a.members.includes(m))) return false;
-  if (a.groupVersions === b.groupVersions) return true;
-  const both = intersectFastTables(a, b);
+  return b.members.every((m) => a.members.includes(m)) && fastClaimsCover(a, b);
+}
+
+/** Every request b's routes match, a's match too, and alike (whatever the pools). */
+export function fastClaimsCover(a: FastTable, b: FastTable): boolean {
+  if (b.groupVersions.length === 0 || a.groupVersions === b.groupVersions) return true;
+  const both = intersectFastTables({ ...a, members: b.members }, b);
   return fastResourceCount(both) === fastResourceCount(b);
 }
 

@@ -87,7 +87,7 @@ t.test('Envoy starts from the seed without skewgate, follows the members written
   t.teardown(() => envoy.stop());
   t.same(new Set(await names(envoy, 4)), new Set(['apiserver-a']), 'started from the seed, skewgate down: balanced over it');
 
-  const writer = new XdsWriter(cfg, quiet, 100);
+  const writer = new XdsWriter(cfg, quiet, { settleMs: 100 });
   const specA = cfg.apiservers[0] as ApiServerConfig;
   const specB = { name: 'learnt-b', url: b.url, caFile: pki.caFile } as ApiServerConfig;
   await writer.update([entry(specA, 'member'), entry(specB, 'member')]);
@@ -161,7 +161,7 @@ t.test('routed to an apiserver Envoy has no route for yet: 503 with Retry-After,
   t.match(JSON.parse(r.body), { kind: 'Status', reason: 'ServiceUnavailable', code: 503 });
   t.equal(a.requests.length, before, 'the seed apiserver (which may not serve it) never saw it');
 
-  const writer = new XdsWriter(cfg, quiet, 100);
+  const writer = new XdsWriter(cfg, quiet, { settleMs: 100 });
   t.teardown(() => writer.close());
   await writer.update([
     entry(cfg.apiservers[0] as ApiServerConfig, 'member'),
@@ -224,7 +224,7 @@ t.test('a draining member: a stream open through the pool keeps flowing while th
   req.on('error', () => (ended = true));
   req.end();
   await until('the watch flowing', async () => lines >= 3);
-  const writer = new XdsWriter(cfg, quiet, 100);
+  const writer = new XdsWriter(cfg, quiet, { settleMs: 100 });
   t.teardown(() => writer.close());
   const specA = cfg.apiservers[0] as ApiServerConfig;
   await writer.update([entry(specA, 'draining'), entry({ name: 'learnt-b', url: b.url, caFile: pki.caFile } as ApiServerConfig, 'member')]);

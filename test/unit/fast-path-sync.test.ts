@@ -13,13 +13,14 @@ import { parseConfig } from '../../src/config/load.js';
 import { type ApiServerConfig, type Config } from '../../src/config/core/schema.js';
 import type { MemberEntry } from '../../src/membership/members.js';
 import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
-import type { ServerState, Snapshot } from '../../src/discovery/core/types.js';
+import { gvrKey, type ServerState, type Snapshot } from '../../src/discovery/core/types.js';
 import { FastPathSync } from '../../src/envoy-runtime/fast-path-sync.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
 import { CDS_FILE, RDS_FILE } from '../../src/envoy/xds.js';
 import { XdsWriter } from '../../src/envoy-runtime/xds-files.js';
 import { compileFastPath } from '../../src/routing/fast-path.js';
 import { fastClusterName } from '../../src/envoy/clusters.js';
+import { eventually } from '../helpers/http.js';
 
 const quiet = pino({ level: 'silent' });
 // The writer's and the sync's timers are unref'd (they never hold a process up): hold this one.
@@ -34,7 +35,8 @@ function setup(fastPath = true): { config: Config; dir: string } {
   const config = parseConfig(
     {
       apiservers: [{ name: 'apiserver-a', url: 'https://127.0.0.1:6443', caFile: 'ca.crt', credentials: { tokenFile: 'token' } }],
-      envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' }, xds: { directory: join(dir, 'xds') } },
+      // requestTimeout bounds a request sent to a pool before its routes went: how long its cluster stays.
+      envoy: { tls: { certFile: 'gw.crt', keyFile: 'gw.key' }, xds: { directory: join(dir, 'xds') }, requestTimeout: '1s' },
       routing: { fastPath },
       discovery: { interval: '1s', staleAfter: '3s' },
     },
@@ -127,13 +129,19 @@ function envoy(dir: string): {
 /** The cluster the fast-path routes of an rds.json send to (undefined: none). */
 const fastCluster = (rds: Rds): string | undefined => (fastRoutes(rds)[0] as { route?: { cluster?: string } } | undefined)?.route?.cluster;
 const clusterNames = (cds: string): string[] => (JSON.parse(cds) as { resources: { name: string }[] }).resources.map((c) => c.name);
+/** The apiservers a cluster of cds.json balances over (undefined: no such cluster). */
+const poolIn = (cds: string, name: string): string[] | undefined =>
+  (JSON.parse(cds) as { resources: { name: string; transport_socket_matches?: { name: string }[] }[] }).resources
+    .find((c) => c.name === name)
+    ?.transport_socket_matches?.map((m) => m.name);
+const cdsNow = (dir: string): string => readFileSync(join(dir, CDS_FILE), 'utf8');
 
 const podPath = '/api/v1/namespaces/default/pods/web-1';
 
 t.test('a member joining: the fast path stays on its pool; a pool that grows is a new cluster, run before routes name it', async (t) => {
   const { config, dir } = setup();
   const e = envoy(dir);
-  const writer = new XdsWriter(config, quiet, 5, e.confirm, e.clusters);
+  const writer = new XdsWriter(config, quiet, { settleMs: 5, confirm: e.confirm, clustersConfirm: e.clusters });
   t.teardown(() => writer.close());
   await writer.update(OLD.map((s) => entry(s)));
   const opts = { now: NOW, staleAfterMs: 3000, marginMs: 1000 };
@@ -162,6 +170,7 @@ t.test('a member joining: the fast path stays on its pool; a pool that grows is 
   // Its view current and it ready: the table over three, where core v1 is skewed.
   const three = compileFastPath(snapOf(plane.servers, 4), opts);
   const abc = fastClusterName(SERVER_NAMES);
+  const switched = Date.now();
   await writer.setFastPath(three);
   t.equal(e.asked.length, 1, 'taking core v1 away is confirmed');
   t.notOk(fastFor(e.asked[0]?.rds as Rds, podPath), 'Envoy was asked to run routes without pods');
@@ -171,13 +180,19 @@ t.test('a member joining: the fast path stays on its pool; a pool that grows is 
   t.ok(clusterNames(grow?.cds ?? '{"resources":[]}').includes(abc), 'it is in cds.json when Envoy is asked');
   t.equal(fastCluster(grow?.rds as Rds), ab, 'and no route names it yet');
   t.equal(fastCluster(read(dir)), abc, 'then the routes send to the three');
-  t.notOk(clusterNames(readFileSync(join(dir, CDS_FILE), 'utf8')).includes(ab), 'and the pool of two is gone once no route names it');
+  // A request Envoy sent to the pool of two may still retry there (a retry looks the cluster up again).
+  t.same(poolIn(cdsNow(dir), ab), ['apiserver-a', 'apiserver-b'], 'the pool of two stays, for the requests already sent to it');
+  await eventually('the pool of two gone', () => poolIn(cdsNow(dir), ab) === undefined, 10_000, 20);
+  t.ok(
+    Date.now() - switched >= config.envoy.requestTimeout,
+    'and goes once they are over (envoy.requestTimeout), with nothing else written',
+  );
 });
 
 t.test('a member in doubt: the pool shrinks before the snapshot is published, and what the rest serve is added after', async (t) => {
   const { config, dir } = setup();
   const e = envoy(dir);
-  const writer = new XdsWriter(config, quiet, 5, e.confirm, e.clusters);
+  const writer = new XdsWriter(config, quiet, { settleMs: 5, confirm: e.confirm, clustersConfirm: e.clusters });
   t.teardown(() => writer.close());
   let current = snapOf(plane.servers, 1);
   const sync = new FastPathSync({
@@ -215,6 +230,11 @@ t.test('a member in doubt: the pool shrinks before the snapshot is published, an
   await sync.idle();
   t.ok(fastFor(read(dir), podPath), 'after it: pods fast, between the old two');
   t.equal(fastCluster(read(dir)), ab, 'on their pool');
+  t.same(
+    poolIn(cdsNow(dir), fastClusterName(SERVER_NAMES)),
+    ['apiserver-a', 'apiserver-b'],
+    'the pool of three stays for the requests sent to it, without the apiserver in doubt: a retry goes only where a new request would',
+  );
 
   // Back as another version (core v1 as the old ones serve it, say): it rejoins only with a current view.
   current = snapOf(plane.servers, 3);
@@ -224,12 +244,13 @@ t.test('a member in doubt: the pool shrinks before the snapshot is published, an
   sync.published(current);
   await sync.idle();
   t.equal(fastCluster(read(dir)), fastClusterName(SERVER_NAMES), 'then the three again');
+  t.same(poolIn(cdsNow(dir), fastClusterName(SERVER_NAMES)), SERVER_NAMES, 'its cluster over the three again');
 });
 
 t.test('FastPathSync: a withdrawal lands before the snapshot is published; an addition after', async (t) => {
   const { config, dir } = setup();
   const e = envoy(dir);
-  const writer = new XdsWriter(config, quiet, 5, e.confirm);
+  const writer = new XdsWriter(config, quiet, { settleMs: 5, confirm: e.confirm });
   t.teardown(() => writer.close());
   let current = snapOf(OLD, 1);
   const now = NOW;
@@ -290,10 +311,37 @@ t.test('FastPathSync: a withdrawal lands before the snapshot is published; an ad
   t.equal(e.asked.length, 1, 'without asking Envoy');
 });
 
+t.test("an earlier pool's cluster goes at once when the routes stop matching a request it was given", async (t) => {
+  const { config, dir } = setup();
+  // The writer's clock stands still: the pool of two could stay for ever but for what it was given.
+  const writer = new XdsWriter(config, quiet, { settleMs: 5, now: () => NOW });
+  t.teardown(() => writer.close());
+  const opts = { now: NOW, staleAfterMs: 3000, marginMs: 1000 };
+  await writer.update(plane.servers.map((s) => entry(s)));
+  await writer.setFastPath(compileFastPath(snapOf(OLD, 1), opts));
+  const ab = fastClusterName(['apiserver-a', 'apiserver-b']);
+  const three = compileFastPath(snapOf(plane.servers, 2), opts);
+  await writer.setFastPath(three);
+  t.equal(fastCluster(read(dir)), fastClusterName(SERVER_NAMES), 'the routes send to the three');
+  t.same(poolIn(cdsNow(dir), ab), ['apiserver-a', 'apiserver-b'], 'the pool of two stays for what was sent to it');
+
+  // apiserver-b stops serving a resource both tables route (upgraded in place, say).
+  const gv = three.groupVersions[0];
+  const gone = gv?.resources[0];
+  const b = plane.servers[1] as ServerState;
+  if (gv === undefined || gone === undefined || b.view === null) throw new Error('a routed resource and a view');
+  const resources = new Map(b.view.resources);
+  t.ok(resources.delete(gvrKey(gv.group, gv.version, gone.resource)), `b listed ${gv.group}/${gv.version} ${gone.resource}`);
+  const changed = plane.servers.map((s) => (s === b ? { ...b, view: { ...b.view, resources } } : s)) as ServerState[];
+  await writer.setFastPath(compileFastPath(snapOf(changed, 3), opts));
+  t.notOk(fastFor(read(dir), `/apis/${gv.group}/${gv.version}/${gone.resource}`), 'the routes no longer match it');
+  t.equal(poolIn(cdsNow(dir), ab), undefined, 'and the pool of two is gone: a retry there could reach b');
+});
+
 t.test('FastPathSync: the expiry timer withdraws what ageing views no longer prove', async (t) => {
   const { config, dir } = setup();
   const e = envoy(dir);
-  const writer = new XdsWriter(config, quiet, 5, e.confirm);
+  const writer = new XdsWriter(config, quiet, { settleMs: 5, confirm: e.confirm });
   t.teardown(() => writer.close());
   const start = Date.now();
   const servers = small(start);
@@ -324,14 +372,14 @@ t.test('FastPathSync: the expiry timer withdraws what ageing views no longer pro
 
 t.test('off, closed, restarted: no fast-path routes left behind', async (t) => {
   const off = setup(false);
-  const w1 = new XdsWriter(off.config, quiet, 5, null);
+  const w1 = new XdsWriter(off.config, quiet, { settleMs: 5 });
   await w1.update(OLD.map((s) => entry(s)));
   await w1.setFastPath(compileFastPath(snapOf(OLD, 1), { now: NOW, staleAfterMs: 3000, marginMs: 1000 }));
   t.same(fastRoutes(read(off.dir)), [], 'routing.fastPath false: never written');
   await w1.close();
 
   const on = setup();
-  const w2 = new XdsWriter(on.config, quiet, 5, null);
+  const w2 = new XdsWriter(on.config, quiet, { settleMs: 5 });
   const sync = new FastPathSync({
     writer: w2,
     current: () => snapOf(OLD, 1),
@@ -355,11 +403,11 @@ t.test('off, closed, restarted: no fast-path routes left behind', async (t) => {
 
   // A run that crashed left them: the next run's first write replaces them.
   const crashed = setup();
-  const w3 = new XdsWriter(crashed.config, quiet, 5, null);
+  const w3 = new XdsWriter(crashed.config, quiet, { settleMs: 5 });
   await w3.update(OLD.map((s) => entry(s)));
   await w3.setFastPath(compileFastPath(snapOf(OLD, 1), { now: NOW, staleAfterMs: 3000, marginMs: 1000 }));
   t.ok(fastRoutes(read(crashed.dir)).length > 0, 'a run wrote them and died without closing');
-  const w4 = new XdsWriter(crashed.config, quiet, 5, null);
+  const w4 = new XdsWriter(crashed.config, quiet, { settleMs: 5 });
   await w4.update(OLD.map((s) => entry(s)));
   t.same(fastRoutes(read(crashed.dir)), [], 'the first write of the next run has none');
   await w4.close();
