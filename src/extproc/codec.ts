@@ -33,14 +33,27 @@ export function decodeProcessingRequest(buf: Buffer): ProcessingRequestMsg {
   return processTypes().request.decode(buf) as unknown as ProcessingRequestMsg;
 }
 
-/** A ProcessingResponse; one without a response member is a defect of skewgate's and throws. */
+/**
+ * A ProcessingResponse; one without a response member is a defect of skewgate's and throws. A
+ * frozen one is a reply handed out again (core/responses.ts): encoded once, the bytes kept with it
+ * (grpc-js copies them into its frame).
+ */
 export function encodeProcessingResponse(msg: ProcessingResponseOut): Buffer {
+  const frozen = Object.isFrozen(msg);
+  if (frozen) {
+    const known = encodedReplies.get(msg);
+    if (known !== undefined) return known;
+  }
   if (!hasMember(msg)) throw new Error('a ProcessingResponse without a response member');
   const bytes = processTypes()
     .response.encode(msg as unknown as protobuf.Message)
     .finish();
-  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (frozen) encodedReplies.set(msg, buf);
+  return buf;
 }
+
+const encodedReplies = new WeakMap<ProcessingResponseOut, Buffer>();
 
 /** Whether the object has an own enumerable key, without building the list of keys (once per reply). */
 function hasMember(msg: object): boolean {

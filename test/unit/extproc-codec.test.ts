@@ -154,3 +154,30 @@ t.test('a truncated or malformed request throws (grpc-js answers INTERNAL)', asy
   })();
   t.ok(long === null || long.request === undefined, 'an over-long varint: refused, or no phase read');
 });
+
+t.test('a reply without trace headers is built once per identity, bound and upstream, and encoded once', async (t) => {
+  const other = statedIdentity({ user: 'system:node:n2', uid: '', groups: ['system:nodes'], extra: [], fingerprint: 'ef' });
+  const rows: [string, () => ProcessingResponseOut, () => ProcessingResponseOut, boolean][] = [
+    ['continue, no identity', () => continueRequestHeaders(), () => continueRequestHeaders([], undefined, true), true],
+    ['continue, a stated certificate', () => continueRequestHeaders([], stated, true), () => continueRequestHeaders([], other, true), true],
+    ['routed', () => routeTo('kas-1', [], stated), () => routeTo('kas-2', [], stated), true],
+    // A trace context differs from request to request: built every time.
+    [
+      'with trace headers',
+      () => continueRequestHeaders([['traceparent', 'x']]),
+      () => continueRequestHeaders([['traceparent', 'x']]),
+      false,
+    ],
+  ];
+  for (const [name, make, differ, sharedOne] of rows) {
+    const a = make();
+    t.equal(make() === a, sharedOne, `${name}: ${sharedOne ? 'the same reply object again' : 'a new reply each time'}`);
+    t.equal(Object.isFrozen(a), sharedOne, `${name}: ${sharedOne ? 'frozen (never mutated)' : 'not frozen'}`);
+    if (sharedOne) t.not(differ(), a, `${name}: another bound, identity or upstream is another reply`);
+    t.equal(encodeProcessingResponse(make()).equals(encodeProcessingResponse(a)), true, `${name}: the same bytes`);
+    // The bytes kept for a shared reply are what a fresh encoding gives.
+    t.same(viaCodec(a), viaProtoLoader({ ...a }), `${name}: what proto-loader reads from a fresh encoding`);
+  }
+  const reply = continueRequestHeaders([], stated);
+  t.equal(encodeProcessingResponse(reply), encodeProcessingResponse(reply), 'a shared reply is encoded once (the same bytes object)');
+});

@@ -77,6 +77,11 @@ export function continueRequestHeaders(
   identity: IdentityResult = NO_IDENTITY,
   bounded = false,
 ): ProcessingResponseOut {
+  if (upstreamHeaders.length > 0) return continueWith(upstreamHeaders, identity, bounded);
+  return shared(identity, bounded, '', () => continueWith(upstreamHeaders, identity, bounded));
+}
+
+function continueWith(upstreamHeaders: UpstreamHeaders, identity: IdentityResult, bounded: boolean): ProcessingResponseOut {
   const { set, remove } = upstreamMutation(upstreamHeaders, identity, bounded);
   if (set.length === 0) return { request_headers: { response: {} } };
   return {
@@ -96,6 +101,11 @@ export function routeTo(
   identity: IdentityResult = NO_IDENTITY,
   bounded = false,
 ): ProcessingResponseOut {
+  if (upstreamHeaders.length > 0) return routeWith(upstream, upstreamHeaders, identity, bounded);
+  return shared(identity, bounded, upstream, () => routeWith(upstream, upstreamHeaders, identity, bounded));
+}
+
+function routeWith(upstream: string, upstreamHeaders: UpstreamHeaders, identity: IdentityResult, bounded: boolean): ProcessingResponseOut {
   const { set, remove } = upstreamMutation(upstreamHeaders, identity, bounded);
   return {
     request_headers: {
@@ -108,6 +118,32 @@ export function routeTo(
       },
     },
   };
+}
+
+/**
+ * Replies without trace headers are the same for every request of one identity, bound and
+ * upstream ("" for CONTINUE): built once, frozen, handed out again — and, being frozen, encoded once
+ * (codec.ts). Per identity object (the verifier hands out one per certificate), so a certificate
+ * that goes away takes its replies with it; upstreams are the members' names, few.
+ */
+const NO_IDENTITY_KEY = {};
+const sharedReplies = new WeakMap<object, Map<string, ProcessingResponseOut>>();
+
+function shared(identity: IdentityResult, bounded: boolean, upstream: string, build: () => ProcessingResponseOut): ProcessingResponseOut {
+  const owner = identity.kind === 'stated' ? identity.identity : identity.kind === 'none' ? NO_IDENTITY_KEY : null;
+  if (owner === null) return build();
+  let replies = sharedReplies.get(owner);
+  if (replies === undefined) {
+    replies = new Map();
+    sharedReplies.set(owner, replies);
+  }
+  const key = bounded ? `b ${upstream}` : upstream;
+  let reply = replies.get(key);
+  if (reply === undefined) {
+    reply = Object.freeze(build());
+    replies.set(key, reply);
+  }
+  return reply;
 }
 
 /** An empty reply of the kind Envoy expects for a phase skewgate has nothing to say about. */
