@@ -1,7 +1,9 @@
 // Benchmark child processes: fork, a tiny request/reply protocol over the IPC channel, and a
 // cleanup that always runs (normal end, error, Ctrl-C, or the parent simply exiting).
 import { fork, type ChildProcess } from 'node:child_process';
+import type { Http2Server } from 'node:http2';
 import { fileURLToPath } from 'node:url';
+import type { CpuSample, ExtProcChildReady } from './protocol.js';
 
 interface Request {
   readonly id: number;
@@ -203,4 +205,22 @@ export function serveParent(handlers: Handlers, onStop: () => Promise<void>): { 
       void stop();
     },
   };
+}
+
+/** (b) A child serving node:http2 on an ephemeral loopback port: ready with its port, CPU samples on request. */
+export function serveHttp2Child(server: Http2Server, logLevel: string): void {
+  const ipc = serveParent(
+    {
+      cpu: (): CpuSample => {
+        const u = process.cpuUsage();
+        return { cpuUs: u.user + u.system, rssBytes: process.memoryUsage().rss };
+      },
+    },
+    () => new Promise<void>((resolve) => server.close(() => resolve())),
+  );
+  server.once('error', (err) => ipc.failed(err));
+  server.listen(0, '127.0.0.1', () => {
+    const addr = server.address();
+    ipc.ready({ port: typeof addr === 'object' && addr ? addr.port : 0, logLevel } satisfies ExtProcChildReady);
+  });
 }

@@ -1,23 +1,17 @@
 // (b) server CPU per ext_proc request over real gRPC: skewgate's ext_proc server runs alone in a
 // child process; this process drives it exactly as Envoy does and reads the child's CPU time.
-import { randomUUID } from 'node:crypto';
-import { UPSTREAM_HEADER } from '../src/constants.js';
-import {
-  createExtProcClient,
-  replyHeader,
-  type EnvoyRequest,
-  type ExtProcTestClient,
-  type ProcessExchange,
-} from '../test/helpers/extproc-client.js';
+import { createExtProcClient } from '../test/helpers/extproc-client.js';
 import { forkChild } from './child-ipc.js';
+import { drive, envoyRequests, merge, pace, phaseFailures, type DriveResult } from './extproc-drive.js';
+import { ladder, RUNGS, type RungKey } from './extproc-ladder.js';
 import type { CpuSample, ExtProcChildReady } from './protocol.js';
-import { openLoop } from './open-loop.js';
-import type { Section } from './report.js';
-import { countInto, fmt, formatCounts, nowNs, summarise } from './stats.js';
-import { judgeRounds, NO_FAILURES, type Failures } from './verdict.js';
-import { requestMix, syntheticPlane } from './synthetic.js';
+import type { Section, Table } from './report.js';
+import { fmt, formatCounts, summarise } from './stats.js';
+import { judgeRounds, median, NO_FAILURES, pairedDifferences, type Failures } from './verdict.js';
 
 const TARGET_US = 100;
+/** Issue 28: a decided request's server CPU over the transport floor, open loop at 500/s. */
+const TARGET_OVER_FLOOR_US = 50;
 
 export interface ExtProcBenchOptions {
   readonly requests: number;
@@ -30,6 +24,9 @@ export interface ExtProcBenchOptions {
   readonly pacedRate: number;
   /** The loaded and the open-loop phases are each cut into this many rounds; the verdicts are on the median round. */
   readonly rounds: number;
+  /** Rounds of the ladder (extproc-ladder.ts), each rung with `ladderPaced` exchanges at pacedRate. */
+  readonly ladderRounds: number;
+  readonly ladderPaced: number;
 }
 
 export const DEFAULT_EXTPROC_OPTIONS: ExtProcBenchOptions = {
@@ -40,6 +37,8 @@ export const DEFAULT_EXTPROC_OPTIONS: ExtProcBenchOptions = {
   paced: 2500,
   pacedRate: 500,
   rounds: 5,
+  ladderRounds: 5,
+  ladderPaced: 1500,
 };
 
 /** For iterating on the bench itself (`run.js --quick`), not for RESULTS.md. */
@@ -51,144 +50,14 @@ export const QUICK_EXTPROC_OPTIONS: ExtProcBenchOptions = {
   paced: 600,
   pacedRate: 500,
   rounds: 3,
+  ladderRounds: 2,
+  ladderPaced: 400,
 };
-
-/** Exchanges that got no reply (a gRPC error, or still open when the phase ended): failures of the phase. */
-function phaseFailures(r: DriveResult, total: number): Failures {
-  let failed = 0;
-  for (const n of r.failures.values()) failed += n;
-  let answered = 0;
-  for (const n of r.replies.values()) answered += n;
-  return { ...NO_FAILURES, errors: failed, unanswered: Math.max(0, total - answered - failed) };
-}
-
-/** Several DriveResults as one. */
-function merge(rs: readonly DriveResult[]): DriveResult {
-  const replies = new Map<string, number>();
-  const failures = new Map<string, number>();
-  for (const r of rs) {
-    for (const [k, n] of r.replies) countInto(replies, k, n);
-    for (const [k, n] of r.failures) countInto(failures, k, n);
-  }
-  const rtt = new Float64Array(rs.reduce((a, r) => a + r.rttNs.length, 0));
-  let at = 0;
-  for (const r of rs) {
-    rtt.set(r.rttNs, at);
-    at += r.rttNs.length;
-  }
-  return { rttNs: rtt, replies, failures, wallNs: rs.reduce((a, r) => a + r.wallNs, 0) };
-}
-
-/** The headers Envoy forwards for a kubectl request, after skewgate's sanitiser filter. */
-export function envoyRequests(): EnvoyRequest[] {
-  const token = `eyJhbGciOiJSUzI1NiIsImtpZCI6IkJlbmNoIn0.${'e'.repeat(700)}.${'s'.repeat(342)}`;
-  const session = randomUUID();
-  return requestMix(syntheticPlane()).map((r) => ({
-    method: r.method,
-    path: r.path,
-    authority: '127.0.0.1:6443',
-    headers: {
-      'user-agent': 'kubectl/v1.34.1 (linux/amd64) kubernetes/93248f9',
-      accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json',
-      'accept-encoding': 'gzip',
-      authorization: `Bearer ${token}`,
-      'kubectl-command': 'kubectl get',
-      'kubectl-session': session,
-      'x-forwarded-proto': 'https',
-      'x-request-id': randomUUID(),
-      ...(r.method === 'GET' || r.method === 'DELETE'
-        ? {}
-        : {
-            'content-type': r.method === 'PATCH' ? 'application/strategic-merge-patch+json' : 'application/json',
-            'content-length': '412',
-          }),
-    },
-  }));
-}
-
-interface DriveResult {
-  readonly rttNs: Float64Array;
-  readonly replies: Map<string, number>;
-  readonly failures: Map<string, number>;
-  readonly wallNs: number;
-}
-
-/** N exchanges, `concurrency` streams at a time, each: open, request_headers, the reply, half-close. */
-async function drive(
-  client: ExtProcTestClient,
-  reqs: readonly EnvoyRequest[],
-  total: number,
-  concurrency: number,
-  offset: number,
-): Promise<DriveResult> {
-  const rttNs = new Float64Array(total);
-  const replies = new Map<string, number>();
-  const failures = new Map<string, number>();
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < total) {
-      const i = next++;
-      const t0 = nowNs();
-      const ex = await client.process(reqs[(offset + i) % reqs.length] as EnvoyRequest, { close: 'half-close' });
-      rttNs[i] = nowNs() - t0;
-      tally(ex, replies, failures);
-    }
-  };
-  const t0 = nowNs();
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { rttNs, replies, failures, wallNs: nowNs() - t0 };
-}
-
-/** N exchanges started open-loop at `rate` per second; round trip from the due time. */
-async function pace(client: ExtProcTestClient, reqs: readonly EnvoyRequest[], total: number, rate: number): Promise<DriveResult> {
-  const rttNs = new Float64Array(total);
-  const replies = new Map<string, number>();
-  const failures = new Map<string, number>();
-  const t0 = nowNs();
-  await openLoop(total, rate, async (i, due) => {
-    const ex = await client.process(reqs[i % reqs.length] as EnvoyRequest, { close: 'half-close' });
-    rttNs[i] = nowNs() - due;
-    tally(ex, replies, failures);
-  });
-  return { rttNs, replies, failures, wallNs: nowNs() - t0 };
-}
-
-function tally(ex: ProcessExchange, replies: Map<string, number>, failures: Map<string, number>): void {
-  const res = ex.response;
-  if (res === null) {
-    countInto(failures, `no reply (gRPC ${ex.status.code}: ${ex.status.details})`);
-  } else if (res.immediate_response) {
-    countInto(replies, `immediate ${String(res.immediate_response.status?.code ?? '?')}`);
-  } else if (replyHeader(res, UPSTREAM_HEADER)) {
-    countInto(replies, `routed (${UPSTREAM_HEADER} set)`);
-  } else {
-    countInto(replies, 'continue unchanged');
-  }
-}
 
 /** EXTPROC_CHILD_PROF=<dir>: the server child writes a CPU profile there (node --cpu-prof). */
 function profileArgv(): string[] {
   const dir = process.env['EXTPROC_CHILD_PROF'];
   return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
-}
-
-/** Server CPU per exchange of bare node:http2, one at a time and open-loop, after a warm-up. */
-async function transportFloor(reqs: readonly EnvoyRequest[], o: ExtProcBenchOptions): Promise<{ serialUs: number; pacedUs: number }> {
-  const child = await forkChild<ExtProcChildReady>('./http2-floor-child.js', { readyTimeoutMs: 30_000 });
-  const client = createExtProcClient(`127.0.0.1:${child.ready.port}`);
-  try {
-    await drive(client, reqs, o.serial, 1, 0);
-    const cpu = async (): Promise<number> => (await child.call<CpuSample>('cpu')).cpuUs;
-    const s0 = await cpu();
-    await drive(client, reqs, o.serial, 1, 0);
-    const serialUs = ((await cpu()) - s0) / o.serial;
-    const p0 = await cpu();
-    await pace(client, reqs, o.paced, o.pacedRate);
-    return { serialUs, pacedUs: ((await cpu()) - p0) / o.paced };
-  } finally {
-    client.close();
-    await child.stop();
-  }
 }
 
 export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBenchOptions = DEFAULT_EXTPROC_OPTIONS): Promise<Section> {
@@ -252,9 +121,9 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
         .map((r) => phaseFailures(r, n))
         .reduce((a, f) => ({ ...a, errors: a.errors + f.errors, unanswered: a.unanswered + f.unanswered }), NO_FAILURES);
 
-    // The same one-by-one phases against bare node:http2 (http2-floor-child.ts): the transport's own cost.
-    progress('(b) the transport floor: bare node:http2, one at a time and open-loop');
-    const floor = await transportFloor(reqs, o);
+    // Where it goes: bare node:http2 and each part of skewgate's work on top, paired round by round.
+    const steps = await ladder(reqs, { rounds: o.ladderRounds, warmup: o.warmup, paced: o.ladderPaced, pacedRate: o.pacedRate }, progress);
+    const overFloor = pairedDifferences(steps.perRound.shipped, steps.perRound.floor);
 
     const l = summarise(loaded.rttNs);
     const pc = summarise(paced.rttNs);
@@ -284,6 +153,13 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
           values: pacedRoundUs,
           pooled: pacedCpuUs,
           failures: sumFailures(pacedRounds, perRound(o.paced)),
+        }),
+        judgeRounds({
+          metric: `server CPU per decided request over the transport floor (bare node:http2), open loop at ${o.pacedRate}/s, paired per round`,
+          limit: TARGET_OVER_FLOOR_US,
+          unit: 'µs',
+          values: overFloor,
+          failures: steps.failures,
         }),
         {
           metric: `round trip p50 / p99 (concurrency ${o.concurrency})`,
@@ -322,27 +198,7 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
             [`open loop, ${o.pacedRate}/s`, ...pacedRoundUs.map((v) => fmt(v))],
           ],
         },
-        {
-          caption:
-            'The transport floor: the same client and phases against bare node:http2 (no grpc-js, no decoding, no routing, one fixed reply), server CPU per exchange:',
-          headers: ['Phase', 'exchanges', 'bare node:http2', 'skewgate (above)', 'skewgate − floor'],
-          rows: [
-            [
-              'concurrency 1',
-              o.serial.toLocaleString('en-US'),
-              `${fmt(floor.serialUs)} µs`,
-              `${fmt(serialCpuUs)} µs`,
-              `${fmt(serialCpuUs - floor.serialUs)} µs`,
-            ],
-            [
-              `open loop, ${o.pacedRate}/s`,
-              o.paced.toLocaleString('en-US'),
-              `${fmt(floor.pacedUs)} µs`,
-              `${fmt(pacedCpuUs)} µs`,
-              `${fmt(pacedCpuUs - floor.pacedUs)} µs`,
-            ],
-          ],
-        },
+        ladderTable(steps.perRound, o),
         {
           caption: 'Client-observed round trip (stream open → reply), ms:',
           headers: ['Phase', 'p50', 'p90', 'p99', 'max'],
@@ -364,9 +220,10 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
       ],
       notes: [
         `The per-request CPU depends on how requests arrive: with ${o.concurrency} streams in flight the server handles many per event-loop wake-up; one at a time, or spaced out at ${o.pacedRate}/s as Envoy sends them at that request rate, every exchange pays for its own wake-up, reads and writes. The routing itself (classify + decide) is the ~1 µs of (a); the rest is the gRPC/HTTP/2 transport.`,
-        "Where the server's JavaScript time goes, one at a time (a CPU profile, `EXTPROC_CHILD_PROF=<dir>`, open loop at 500/s, measured once when the codec and the timer were changed): Node's http2 ≈ 21 %, grpc-js ≈ 14 %, Node's stream and event machinery ≈ 15 %, routing ≈ 8 %, the decision log line (routed and not_found are logged at info) ≈ 8 %, the wire codec ≈ 6 % (proto-loader's object conversion was ≈ 12 % before); the rest is native code (nghttp2, libuv), GC and the event loop. Nearly all of the process CPU is the main thread (measured: about four fifths user, one fifth system time).",
+        `Where it goes (the ladder): each rung is a fresh child process driven as above — ${o.warmup.toLocaleString('en-US')} warm-up exchanges at concurrency ${o.concurrency}, then ${o.ladderPaced.toLocaleString('en-US')} open-loop at ${o.pacedRate}/s — running bare node:http2 (\`bench/http2-floor-child.ts\`), then one more part of skewgate's work at a time (\`bench/extproc-ladder-child.ts\`), then skewgate's server as it ships (\`bench/extproc-child.ts\`); in each of ${o.ladderRounds} rounds every rung runs once, the order rotated, and a rung's "over the floor" is the median of its paired differences with the floor's run of the same round. A sampling profiler is no help here: at 500/s each exchange runs on a cold cache, and the profiler's own cost (hundreds of µs per exchange at a useful interval) swamps what it measures.`,
         `Idle server CPU (timers, keepalive): ${fmt(idleUsPerS)} µs per second, negligible here. Server RSS after the run: ${fmt(after.rssBytes / 2 ** 20)} MiB.`,
-        `One at a time, bare node:http2 alone costs ${fmt(floor.pacedUs)} µs per exchange at ${o.pacedRate}/s on this machine${floor.pacedUs > TARGET_US ? `, more than the ${TARGET_US} µs target: no gRPC library or codec on top of Node's HTTP/2 can meet it here` : ''}; grpc-js, the codec, routing and logging add the difference.`,
+        "Until 2026-12-04 skewgate served with grpc-js's server. In this ladder on that day (Intel Xeon, 2 cores), the same stream handler cost 52 µs more per exchange under grpc-js than on node:http2 (median of 5 paired rounds: 332 against 278 µs; the floor 197 µs) — the largest single step, more than classifying and routing (46 µs). skewgate now serves with its own gRPC call on node:http2 (src/extproc/grpc-call.ts); grpc-js remains its client (the health command, the tests).",
+        `One at a time, bare node:http2 alone costs ${fmt(median(steps.perRound.floor))} µs per exchange at ${o.pacedRate}/s on this machine (median of the ladder's rounds)${median(steps.perRound.floor) > TARGET_US ? `, more than the ${TARGET_US} µs target: no gRPC library or codec on top of Node's HTTP/2 can meet it here` : ''}.`,
         "The client (grpc-js) and the server share the machine's cores, so round-trip times include the client's own work; the CPU figures are the server process alone.",
         ...(loaded.failures.size + serial.failures.size + paced.failures.size > 0
           ? ['Failures: see the Replies table for their gRPC status.']
@@ -377,4 +234,24 @@ export async function benchExtProc(progress: (msg: string) => void, o: ExtProcBe
     client.close();
     await child.stop();
   }
+}
+
+/** The ladder as a table: per rung, its median, its paired difference with the floor, and the step it adds. */
+function ladderTable(perRound: Readonly<Record<RungKey, readonly number[]>>, o: ExtProcBenchOptions): Table {
+  const over = (k: RungKey): number => median(pairedDifferences(perRound[k], perRound.floor));
+  return {
+    caption: `Where a decided request's server CPU goes, open loop at ${o.pacedRate}/s (µs per exchange; medians of ${o.ladderRounds} paired rounds):`,
+    headers: ['Rung', 'server CPU', 'over the floor', 'this step', 'per round'],
+    rows: RUNGS.map((r, i) => {
+      const prev = i === 0 ? undefined : (RUNGS[i - 1] as (typeof RUNGS)[number]).key;
+      const step = prev === undefined ? '' : `${fmt(median(pairedDifferences(perRound[r.key], perRound[prev])))} µs`;
+      return [
+        r.label,
+        `${fmt(median(perRound[r.key]))} µs`,
+        i === 0 ? '' : `${fmt(over(r.key))} µs`,
+        step,
+        perRound[r.key].map((v) => fmt(v)).join(' / '),
+      ];
+    }),
+  };
 }

@@ -5,8 +5,7 @@
 import * as http2 from 'node:http2';
 import { continueRequestHeaders } from '../src/extproc/core/responses.js';
 import { encodeProcessingResponse } from '../src/extproc/codec.js';
-import { serveParent } from './child-ipc.js';
-import type { CpuSample, ExtProcChildReady } from './protocol.js';
+import { serveHttp2Child } from './child-ipc.js';
 
 const body = encodeProcessingResponse(continueRequestHeaders());
 const frame = Buffer.alloc(5 + body.length);
@@ -27,17 +26,4 @@ server.on('stream', (stream) => {
   stream.on('error', () => undefined);
 });
 
-const ipc = serveParent(
-  {
-    cpu: (): CpuSample => {
-      const u = process.cpuUsage();
-      return { cpuUs: u.user + u.system, rssBytes: process.memoryUsage().rss };
-    },
-  },
-  () => new Promise<void>((resolve) => server.close(() => resolve())),
-);
-server.once('error', (err) => ipc.failed(err));
-server.listen(0, '127.0.0.1', () => {
-  const addr = server.address();
-  ipc.ready({ port: typeof addr === 'object' && addr ? addr.port : 0, logLevel: 'none' } satisfies ExtProcChildReady);
-});
+serveHttp2Child(server, 'none');

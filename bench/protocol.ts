@@ -7,6 +7,9 @@ export interface ExtProcChildReady {
   readonly logLevel: string;
 }
 
+/** (b) The ladder's rungs above bare node:http2 and below grpc-js (extproc-ladder-child.ts). */
+export type LadderRung = 'codec' | 'headers' | 'routing';
+
 /** (b) The ext_proc server child's CPU time so far. */
 export interface CpuSample {
   /** process.cpuUsage() user + system, µs. */

@@ -15,7 +15,7 @@ import { freeConsecutivePorts } from '../harness/lab/net.js';
 import { requestHeadersMessage } from '../test/helpers/extproc-client.js';
 import { forkChild, type ChildHandle } from './child-ipc.js';
 import { procTreeCpuUs } from './proc-cpu.js';
-import { envoyRequests } from './extproc-bench.js';
+import { envoyRequests } from './extproc-drive.js';
 import type { Section } from './report.js';
 import { countInto, fmt, formatCounts } from './stats.js';
 import { median } from './verdict.js';

@@ -1,16 +1,19 @@
-// The Process method's codec: protobufjs's own, compiled from the same .proto files at first use,
-// on plain objects both ways. Not proto-loader's path, whose toObject/fromObject conversions cost
-// as much again (bench/wire-codec-bench.ts: the codec alone is as fast as the hand-written one
+// The codec of the methods skewgate serves (Process, and grpc.health.v1's): protobufjs's own,
+// compiled from the .proto files at first use, on plain objects both ways. Not proto-loader's
+// path, whose toObject/fromObject conversions cost as much again (bench/wire-codec-bench.ts: the codec alone is as fast as the hand-written one
 // skewgate had, so the library does it). A request reads as proto-loader gives it (keepCase,
 // `request` names the phase); a response is written from the shapes of messages.ts.
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
 import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
-import { EXTPROC_PROTO_FILE, findProtoRoot } from './proto.js';
+import { EXTPROC_PROTO_FILE, findProtoRoot, HEALTH_PROTO_FILE } from './proto.js';
+import type { HealthResponse } from './health.js';
 
 interface ProcessTypes {
   readonly request: protobuf.Type;
   readonly response: protobuf.Type;
+  readonly healthRequest: protobuf.Type;
+  readonly healthResponse: protobuf.Type;
 }
 
 let types: ProcessTypes | undefined;
@@ -20,10 +23,12 @@ function processTypes(): ProcessTypes {
   const dir = findProtoRoot();
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => join(dir, target);
-  root.loadSync(EXTPROC_PROTO_FILE, { keepCase: true });
+  root.loadSync([EXTPROC_PROTO_FILE, HEALTH_PROTO_FILE], { keepCase: true });
   types = {
     request: root.lookupType('envoy.service.ext_proc.v3.ProcessingRequest'),
     response: root.lookupType('envoy.service.ext_proc.v3.ProcessingResponse'),
+    healthRequest: root.lookupType('grpc.health.v1.HealthCheckRequest'),
+    healthResponse: root.lookupType('grpc.health.v1.HealthCheckResponse'),
   };
   return types;
 }
@@ -59,4 +64,15 @@ const encodedReplies = new WeakMap<ProcessingResponseOut, Buffer>();
 function hasMember(msg: object): boolean {
   for (const key in msg) if (Object.hasOwn(msg, key)) return true;
   return false;
+}
+
+/** A grpc.health.v1 HealthCheckRequest's service name ("" when unset). */
+export function decodeHealthRequest(buf: Buffer): string {
+  const msg = processTypes().healthRequest.decode(buf) as unknown as { service?: string };
+  return msg.service ?? '';
+}
+
+export function encodeHealthResponse(res: HealthResponse): Uint8Array {
+  const t = processTypes().healthResponse;
+  return t.encode(t.fromObject(res)).finish();
 }

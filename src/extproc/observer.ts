@@ -1,16 +1,21 @@
 // The hook through which every decision leaves the stream: a log line, and (src/telemetry/ implements
 // DecisionObserver) a span and metrics.
-import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RoutingResult } from '../routing/router.js';
 import { parseTraceparent } from './core/traceparent.js';
 import { redactHeaders } from './core/headers.js';
 import { createLogThrottle } from '../util/core/log-throttle.js';
 
+/** A call's metadata (its HTTP/2 request headers), as grpc-js's Metadata reads too. */
+export interface CallMetadata {
+  get(key: string): (string | Buffer)[];
+  getMap(): Record<string, string | Buffer>;
+}
+
 /** What is known when the request headers arrive, before routing. */
 export interface RequestContext {
   /** The Process call metadata; carries Envoy's traceparent when Envoy traces. */
-  readonly metadata: grpc.Metadata;
+  readonly metadata: CallMetadata;
   /** The request headers (lower-case keys). Contains credentials: redact before logging. */
   readonly headers: ReadonlyMap<string, string>;
 }
@@ -79,7 +84,7 @@ export function combineObservers(...observers: readonly DecisionObserver[]): Dec
   };
 }
 
-function firstValue(metadata: grpc.Metadata, key: string): string | undefined {
+function firstValue(metadata: CallMetadata, key: string): string | undefined {
   const v = metadata.get(key)[0];
   return typeof v === 'string' ? v : undefined;
 }

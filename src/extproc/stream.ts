@@ -1,7 +1,6 @@
 // One ext_proc Process stream: request headers in, one reply out. Never throws; an internal error
 // ends the stream with INTERNAL, never with OK (OK would make Envoy continue as if we had agreed).
-import * as http2 from 'node:http2';
-import * as grpc from '@grpc/grpc-js';
+// The call is grpc-call.ts's; tests may drive the handler with any ServerCall.
 import type { Logger } from 'pino';
 import type { LogThrottle } from '../util/core/log-throttle.js';
 import { isLongRunning } from '../k8s/long-running.js';
@@ -11,8 +10,10 @@ import type { ProcessingRequestMsg, ProcessingResponseOut, RequestPhase } from '
 import type { DecisionObserver, DecisionTrace } from './observer.js';
 import { emptyResponseFor, responseFor, tooManyStreamsResponse } from './core/responses.js';
 import { REQUEST_PHASES } from './core/messages.js';
+import { GrpcStatus, type GrpcStatusCode } from './core/grpc-wire.js';
+import type { ServerCall } from './grpc-call.js';
 
-export type ProcessCall = grpc.ServerDuplexStream<ProcessingRequestMsg, ProcessingResponseOut>;
+export type ProcessCall = ServerCall<ProcessingResponseOut>;
 
 /** What one skewgate holds at once (extproc.limits). */
 export interface StreamLimits {
@@ -63,36 +64,22 @@ function isPhase(v: unknown): v is RequestPhase {
 }
 
 /** Ends the call with a non-OK status unless it is already over. */
-function fail(call: ProcessCall, code: grpc.status, details: string): void {
+function fail(call: ProcessCall, code: GrpcStatusCode, details: string): void {
   if (call.cancelled || call.writableEnded) return;
-  const err: Partial<grpc.StatusObject> & Error = Object.assign(new Error(details), { code, details });
-  // grpc-js turns an 'error' emitted on a server stream into the call's final status.
-  call.emit('error', err);
+  call.fail(code, details);
 }
 
 /** How long a stream we ended may keep its client's side open before it is reset. */
 const RESET_AFTER_MS = 250;
 
 /**
- * grpc-js sends the status and leaves the HTTP/2 stream half-open while the client keeps its side
- * open, and what the client sent of a message stays held as long (measured: 100 partial 1.9 MB
- * messages held 219 MB until reset, 26 MB after). So shortly after the status, a stream we ended
- * for holding back its first message is reset (RST_STREAM CANCEL). grpc-js exposes no handle for
- * it; the path is grpc-js 1.14's, and a no-op elsewhere.
+ * The status leaves the HTTP/2 stream half-open while the client keeps its side open, and what the
+ * client sent of a message stays held as long (measured under grpc-js: 100 partial 1.9 MB messages
+ * held 219 MB until reset, 26 MB after). So shortly after the status, a stream we ended for holding
+ * back its first message is reset (RST_STREAM CANCEL).
  */
 function resetSoon(call: ProcessCall): void {
-  const timer = setTimeout(() => {
-    let c: unknown = (call as { call?: unknown }).call;
-    for (let i = 0; i < 4 && typeof c === 'object' && c !== null; i++) {
-      const stream = (c as { stream?: http2.ServerHttp2Stream }).stream;
-      if (stream && typeof stream.close === 'function') {
-        if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
-        return;
-      }
-      c = (c as { nextCall?: unknown }).nextCall;
-    }
-  }, RESET_AFTER_MS);
-  timer.unref();
+  setTimeout(() => call.reset(), RESET_AFTER_MS).unref();
 }
 
 export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCall) => void {
@@ -130,7 +117,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
     let failed = false;
     /** Set when the first message arrives: whether this stream is beyond maxStreams (answered 429). */
     let overloaded: boolean | undefined;
-    const endPending = (code: grpc.status, key: string, fields: Record<string, unknown>, msg: string, details: string): void => {
+    const endPending = (code: GrpcStatusCode, key: string, fields: Record<string, unknown>, msg: string, details: string): void => {
       failed = true;
       warn(key, fields, msg);
       fail(call, code, details);
@@ -140,7 +127,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
       gauge.pending.delete(end);
       if (timedOut) {
         endPending(
-          grpc.status.DEADLINE_EXCEEDED,
+          GrpcStatus.DEADLINE_EXCEEDED,
           'first_message_timeout',
           { timeoutMs: limits.firstMessageTimeoutMs },
           'ext_proc stream sent no whole message in time; ended',
@@ -148,7 +135,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
         );
       } else {
         endPending(
-          grpc.status.RESOURCE_EXHAUSTED,
+          GrpcStatus.RESOURCE_EXHAUSTED,
           'pending_evicted',
           { pending: limits.maxStreams },
           'too many ext_proc streams without a first message; ending the oldest',
@@ -201,7 +188,7 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
           { err, method, path: path.split('?', 1)[0] },
           'routing failed; ending the ext_proc stream with INTERNAL',
         );
-        fail(call, grpc.status.INTERNAL, 'skewgate: internal error while routing the request');
+        fail(call, GrpcStatus.INTERNAL, 'skewgate: internal error while routing the request');
         try {
           observer.onRouteError?.(err, { durationNs: now() - started, metadata: call.metadata, headers, trace });
         } catch {
@@ -256,12 +243,12 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
         } else {
           warn('unknown_phase', { phase }, 'ext_proc message without a known phase');
           failed = true;
-          fail(call, grpc.status.INVALID_ARGUMENT, 'skewgate: ProcessingRequest without a known request phase');
+          fail(call, GrpcStatus.INVALID_ARGUMENT, 'skewgate: ProcessingRequest without a known request phase');
         }
       } catch (err) {
         failed = true;
         throttled('error', 'handler_failed', { err }, 'ext_proc stream handler failed');
-        fail(call, grpc.status.INTERNAL, 'skewgate: internal error');
+        fail(call, GrpcStatus.INTERNAL, 'skewgate: internal error');
       }
     });
 
@@ -274,12 +261,6 @@ export function createProcessHandler(deps: ProcessHandlerDeps): (call: ProcessCa
     call.on('cancelled', () => {
       release();
       if (replies === 0) logger.debug('ext_proc stream cancelled before any reply');
-    });
-
-    call.on('error', (err: Partial<grpc.StatusObject> & Error) => {
-      if (failed) return; // our own fail() above, already logged
-      if (err.code === grpc.status.CANCELLED) return;
-      warn('stream_error', { err }, 'ext_proc stream error');
     });
   };
 }

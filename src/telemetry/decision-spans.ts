@@ -1,7 +1,6 @@
 // One span per routing decision, parented on the caller's trace context: Envoy's (ext_proc gRPC
 // call metadata) first, else the client's (HTTP traceparent header), else a new trace. Its
 // context goes back to Envoy as the traceparent of the request sent upstream.
-import type * as grpc from '@grpc/grpc-js';
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -16,7 +15,7 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { EXTPROC_SERVICE_NAME } from '../constants.js';
-import type { DecisionObserver, DecisionTrace, RequestContext } from '../extproc/observer.js';
+import type { CallMetadata, DecisionObserver, DecisionTrace, RequestContext } from '../extproc/observer.js';
 import type { RoutingResult } from '../routing/router.js';
 import { ATTR, SPAN_DECISION } from './core/names.js';
 
@@ -29,7 +28,7 @@ export type ParentSource = 'envoy' | 'client' | 'none';
 
 const propagator = new W3CTraceContextPropagator();
 
-const metadataGetter: TextMapGetter<grpc.Metadata> = {
+const metadataGetter: TextMapGetter<CallMetadata> = {
   get(md, key) {
     const values = md.get(key).filter((v): v is string => typeof v === 'string');
     return values.length === 0 ? undefined : values.length === 1 ? values[0] : values;

@@ -1,6 +1,5 @@
 // Shared by the envoy-* integration tests: the fake PKI, HTTPS echo upstreams, the REAL skewgate
 // ext_proc server behind a stub router, and an HTTPS client. Not a test file itself.
-import * as grpc from '@grpc/grpc-js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -231,25 +230,6 @@ export function upgrade(port: number, pki: Pki, protocol: string, payload: strin
   });
 }
 
-const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
-
-/** Observes (never changes) the service name of every grpc.health.v1 Check the server receives. */
-function recordHealthChecks(into: string[]): grpc.ServerInterceptor {
-  return (method, call) =>
-    new grpc.ServerInterceptingCall(call, {
-      start(next) {
-        next(
-          new grpc.ServerListenerBuilder()
-            .withOnReceiveMessage((msg: { service?: string }, pass) => {
-              if (method.path === HEALTH_CHECK_PATH) into.push(msg.service ?? '');
-              pass(msg);
-            })
-            .build(),
-        );
-      },
-    });
-}
-
 export interface LiveProcessor {
   /** Service names of the health checks received, in order. */
   readonly healthChecks: string[];
@@ -261,7 +241,7 @@ export interface LiveProcessor {
 export async function startProcessor(listen: string, router: RequestRouter): Promise<LiveProcessor> {
   const healthChecks: string[] = [];
   const logs = captureLogs('info');
-  const server = createExtProcServer({ router, logger: logs.logger, grpcOptions: { interceptors: [recordHealthChecks(healthChecks)] } });
+  const server = createExtProcServer({ router, logger: logs.logger, onHealthCheck: (service) => healthChecks.push(service) });
   await server.start(listen);
   return { healthChecks, logs, close: () => server.close(200) };
 }
