@@ -94,7 +94,7 @@ export class Http2ServerCall<Req, Res> extends EventEmitter implements ServerCal
   }
 
   write(msg: Res): void {
-    if (this.writableEnded || this.stream.destroyed) return;
+    if (this.writableEnded || this.stream.destroyed || this.stream.closed) return;
     this.respond();
     this.stream.write(frameMessage(this.codec.encode(msg)));
   }

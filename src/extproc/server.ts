@@ -19,7 +19,7 @@ import { decodeHealthRequest, decodeProcessingRequest, encodeHealthResponse, enc
 import { unixSocketPath } from '../config/core/extproc-listen.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
 import { Http2ServerCall, type CallCodec } from './grpc-call.js';
-import { GrpcStatus, parseGrpcTimeout } from './core/grpc-wire.js';
+import { encodeGrpcMessage, GrpcStatus, parseGrpcTimeout } from './core/grpc-wire.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
 
 export interface ExtProcServerOptions {
@@ -221,7 +221,7 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
           ':status': 200,
           'content-type': 'application/grpc+proto',
           'grpc-status': String(GrpcStatus.UNIMPLEMENTED),
-          'grpc-message': `unknown method ${String(path)}`,
+          'grpc-message': encodeGrpcMessage(`unknown method ${String(path)}`),
         },
         { endStream: true },
       );
