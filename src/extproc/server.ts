@@ -33,6 +33,8 @@ export interface ExtProcServerOptions {
   readonly logIntervalMs?: number;
   /** Told the service name of every grpc.health.v1 Check received (a test watches Envoy's health checker). */
   readonly onHealthCheck?: (service: string) => void;
+  /** The server's pings on each connection (default every 30 s, 10 s to answer); a test may shorten them. */
+  readonly keepalive?: { readonly intervalMs: number; readonly timeoutMs: number };
 }
 
 export interface ExtProcLimits extends StreamLimits {
@@ -93,8 +95,7 @@ export function extprocLimits(config: Config): ExtProcLimits {
  * anything is buffered). No session memory bound of node's own (10 MB by default, which ends a
  * whole connection): what a connection holds is bounded by these limits and maxStreams.
  */
-const KEEPALIVE_MS = 30_000;
-const KEEPALIVE_TIMEOUT_MS = 10_000;
+const KEEPALIVE = { intervalMs: 30_000, timeoutMs: 10_000 } as const;
 
 function serverOptions(limits: ExtProcLimits): http2.ServerOptions {
   return { settings: { maxConcurrentStreams: limits.maxStreamsPerConnection }, maxSessionMemory: Number.MAX_SAFE_INTEGER };
@@ -183,6 +184,7 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   const listeners: (http2.Http2Server | http2.Http2SecureServer)[] = [];
   const sessions = new Set<http2.ServerHttp2Session>();
   let refreshTimer: NodeJS.Timeout | undefined;
+  const pings = opts.keepalive ?? KEEPALIVE;
 
   function onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     stream.on('error', () => undefined);
@@ -231,14 +233,14 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   function onSession(session: http2.ServerHttp2Session): void {
     sessions.add(session);
     const keepalive = setInterval(() => {
-      const timeout = setTimeout(() => session.destroy(), KEEPALIVE_TIMEOUT_MS);
+      const timeout = setTimeout(() => session.destroy(), pings.timeoutMs);
       timeout.unref();
       try {
         if (!session.ping(() => clearTimeout(timeout))) clearTimeout(timeout);
       } catch {
         clearTimeout(timeout);
       }
-    }, KEEPALIVE_MS);
+    }, pings.intervalMs);
     keepalive.unref();
     session.on('close', () => {
       clearInterval(keepalive);
