@@ -152,7 +152,7 @@ function listenTarget(listen: string): { path: string } | { host: string | undef
   return { host: m[1] === '' ? undefined : m[1], port: Number(m[2]) };
 }
 
-function listenOn(server: http2.Http2Server | http2.Http2SecureServer, listen: string): Promise<number | undefined> {
+function listenOn(server: http2.Http2Server | http2.Http2SecureServer, listen: string, logger: Logger): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     let target: ReturnType<typeof listenTarget>;
     try {
@@ -165,6 +165,8 @@ function listenOn(server: http2.Http2Server | http2.Http2SecureServer, listen: s
     server.once('error', onError);
     const listening = (): void => {
       server.off('error', onError);
+      // From now on an accept failure (EMFILE, say) is logged, never an unhandled 'error' that ends the process.
+      server.on('error', (err) => logger.error({ err, listen }, 'ext_proc listener error'));
       const a = server.address();
       resolve(typeof a === 'object' && a !== null ? a.port : undefined);
     };
@@ -281,7 +283,7 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
     if (socketPath !== null) await clearStaleSocket(socketPath);
     // The peer material first: a bad file fails start() before anything listens.
     const material = peer && (await readPeerMaterial(peer));
-    const port = await listenOn(serve(http2.createServer(serverOptions(limits))), listen);
+    const port = await listenOn(serve(http2.createServer(serverOptions(limits))), listen, logger);
     let peerPort: number | undefined;
     if (peer && material) {
       const secure = serve(
@@ -293,7 +295,7 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
           ALPNProtocols: ['h2'],
         }),
       );
-      peerPort = await listenOn(secure, peer.listen);
+      peerPort = await listenOn(secure, peer.listen, logger);
       refreshPeer(secure, peer, material);
     }
     return { ...(socketPath === null && port !== undefined ? { port } : {}), ...(peerPort === undefined ? {} : { peerPort }) };
