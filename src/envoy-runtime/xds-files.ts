@@ -273,17 +273,20 @@ export class XdsWriter {
   }
 
   /**
-   * The remnants, each over those of its members in the pool `now` routes to, and only while
-   * `now` still matches every request the remnant's table did: a retry reaches no apiserver the
-   * routes would not send the request to anew. A remnant with none left is not written (a retry
-   * then fails: 503, never a request where the ladder would not send it).
+   * The remnants to write with `now`'s routes, each over those of its members in the pool `now`
+   * routes to, and only while `now` still matches every request the remnant's table did: a retry
+   * reaches no apiserver the routes would not send the request to anew. One that no longer holds
+   * is forgotten (Envoy drops its cluster with this write; a retry then fails: 503, never a
+   * request where the ladder would not send it); one with no member left is not written.
    */
   private remnantsIn(now: FastTable | null): FastRemnant[] {
-    if (now === null) return [];
-    const inPool = new Set(now.members);
-    return [...this.remnants]
-      .filter(([, r]) => fastClaimsCover(now, r.table))
-      .map(([name, r]) => ({ name, members: r.table.members.filter((m) => inPool.has(m)) }));
+    const inPool = new Set(now?.members ?? []);
+    const kept: FastRemnant[] = [];
+    for (const [name, r] of this.remnants) {
+      if (now === null || !fastClaimsCover(now, r.table)) this.remnants.delete(name);
+      else kept.push({ name, members: r.table.members.filter((m) => inPool.has(m)) });
+    }
+    return kept;
   }
 
   /** A rewrite when the first remnant expires, to take it out of cds.json. */
