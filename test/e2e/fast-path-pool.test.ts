@@ -121,7 +121,12 @@ t.teardown(async () => {
 });
 // Every snapshot routing saw, by generation: the judge of every fast-path line.
 const published = new Map<number, Snapshot>();
-skewgate.discovery.onChange((s) => published.set(s.generation, s));
+/** When each generation was published (ms), in order: what a failure report shows of the time. */
+const publishedAt: [number, number][] = [];
+skewgate.discovery.onChange((s) => {
+  published.set(s.generation, s);
+  publishedAt.push([Date.now(), s.generation]);
+});
 await skewgate.start();
 published.set(skewgate.discovery.current().generation, skewgate.discovery.current());
 const port = envoy.listenPort as number;
@@ -192,6 +197,14 @@ await t.test('through a restart as another version and a join at a new address, 
     return lines.length >= want.size;
   });
   const seqOf = (l: Record<string, string>): number => Number(/[?&]seq=(\d+)/.exec(l.path ?? '')?.[1]);
+  /** For a failure report: the generation published when a request started, and its servers' state. */
+  const servedWhen = (l: Record<string, string>): string => {
+    const at = Date.parse(String(l.start));
+    const gen = publishedAt.filter(([when]) => when <= at).at(-1)?.[1];
+    const snap = gen === undefined ? undefined : published.get(gen);
+    const servers = snap?.servers.map((x) => `${x.name}${isHealthy(x) ? '' : ' (unready)'}${isFresh(x, at, STALE_MS) ? '' : ' (stale)'}`);
+    return `at ${String(l.start)}, generation ${gen ?? 'none'}: ${servers?.join(', ') ?? '-'}`;
+  };
   // A failure is reported with Envoy's word on it: the route, the upstream and the response flags.
   const lineOf = new Map(lines.map((l) => [seqOf(l), l]));
   const failed = sent
@@ -203,7 +216,9 @@ await t.test('through a restart as another version and a join at a new address, 
   t.same(failed, [], `every one of ${sent.length} requests answered 200`);
   const deployments = lines.filter((l) => l.path?.startsWith(`${DEPLOYMENTS}?`));
   t.same(
-    deployments.filter((l) => !String(l.route).startsWith(FAST_PATH_ROUTE_PREFIX)).map((l) => `seq=${seqOf(l)} route=${l.route}`),
+    deployments
+      .filter((l) => !String(l.route).startsWith(FAST_PATH_ROUTE_PREFIX))
+      .map((l) => `seq=${seqOf(l)} route=${l.route} ${servedWhen(l)}`),
     [],
     `the fast path held: all ${deployments.length} deployments lists took a fast route, none met ext_proc`,
   );
