@@ -62,7 +62,12 @@ export async function runInClusterJob(
     spec: {
       completions: j.runs,
       parallelism: j.parallelism,
-      backoffLimit: 0,
+      // Each pod runs once and to its end: a pod that fails (as every one must while no apiserver
+      // serves the resource) neither is retried nor ends the Job — and so its sibling — early,
+      // which backoffLimit: 0 did (the Job failed at the first failure and its other pod was
+      // deleted before it answered). The Job's outcome comes once every index has finished.
+      completionMode: 'Indexed',
+      backoffLimitPerIndex: 0,
       template: {
         spec: {
           restartPolicy: 'Never',
