@@ -1,8 +1,9 @@
 // The codec of the methods skewgate serves (Process, and grpc.health.v1's): protobufjs's own,
 // compiled from the .proto files at first use, on plain objects both ways. Not proto-loader's
-// path, whose toObject/fromObject conversions cost as much again (bench/wire-codec-bench.ts: the codec alone is as fast as the hand-written one
-// skewgate had, so the library does it). A request reads as proto-loader gives it (keepCase,
-// `request` names the phase); a response is written from the shapes of messages.ts.
+// path, whose toObject/fromObject conversions cost as much again (bench/wire-codec-bench.ts: the
+// codec alone is as fast as the hand-written one skewgate had, so the library does it). A request
+// reads as proto-loader gives it (keepCase, `request` names the phase); a response is written from
+// the shapes of messages.ts.
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
 import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
@@ -41,7 +42,7 @@ export function decodeProcessingRequest(buf: Buffer): ProcessingRequestMsg {
 /**
  * A ProcessingResponse; one without a response member is a defect of skewgate's and throws. A
  * frozen one is a reply handed out again (core/responses.ts): encoded once, the bytes kept with it
- * (grpc-js copies them into its frame).
+ * (each frame copies them: grpc-wire.ts's frameMessage).
  */
 export function encodeProcessingResponse(msg: ProcessingResponseOut): Buffer {
   const frozen = Object.isFrozen(msg);
