@@ -9,7 +9,7 @@
 // (extproc-child.ts: the stream handler's limits and decision log, health, keepalive).
 import * as http2 from 'node:http2';
 import { EXTPROC_LIMIT_DEFAULTS } from '../src/constants.js';
-import { decodeProcessingRequest, encodeProcessingResponse } from '../src/extproc/codec.js';
+import { PROCESS_CODEC } from '../src/extproc/codec.js';
 import { headerMapToMap } from '../src/extproc/core/headers.js';
 import type { ProcessingRequestMsg, ProcessingResponseOut } from '../src/extproc/core/messages.js';
 import { continueRequestHeaders, responseFor } from '../src/extproc/core/responses.js';
@@ -24,7 +24,6 @@ const snap = syntheticPlane().snapshot;
 const router = createRouter({ current: () => snap }, { staleAfterMs: 180_000, retryAfterSeconds: 1 });
 // As extproc-child.ts: the config's log level, lines written to /dev/null.
 const FIXED = continueRequestHeaders();
-const CODEC = { decode: decodeProcessingRequest, encode: encodeProcessingResponse };
 
 /** The part of the work this rung does for one request. */
 function answer(call: Http2ServerCall<ProcessingRequestMsg, ProcessingResponseOut>, msg: ProcessingRequestMsg): void {
@@ -43,7 +42,7 @@ function answer(call: Http2ServerCall<ProcessingRequestMsg, ProcessingResponseOu
 
 const server = http2.createServer();
 server.on('stream', (stream, headers) => {
-  const call = new Http2ServerCall(stream, headers, CODEC, EXTPROC_LIMIT_DEFAULTS.maxMessageBytes, null);
+  const call = new Http2ServerCall(stream, headers, PROCESS_CODEC, EXTPROC_LIMIT_DEFAULTS.maxMessageBytes, null);
   call.on('data', (msg: ProcessingRequestMsg) => answer(call, msg));
   call.on('end', () => call.end());
 });

@@ -9,6 +9,7 @@ import protobuf from 'protobufjs';
 import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
 import { EXTPROC_PROTO_FILE, findProtoRoot, HEALTH_PROTO_FILE } from './proto.js';
 import type { HealthResponse } from './health.js';
+import type { CallCodec } from './grpc-call.js';
 
 interface ProcessTypes {
   readonly request: protobuf.Type;
@@ -77,3 +78,10 @@ export function encodeHealthResponse(res: HealthResponse): Uint8Array {
   const t = processTypes().healthResponse;
   return t.encode(t.fromObject(res)).finish();
 }
+
+/** The served methods' codecs, as a call (grpc-call.ts) takes them. */
+export const PROCESS_CODEC: CallCodec<ProcessingRequestMsg, ProcessingResponseOut> = {
+  decode: decodeProcessingRequest,
+  encode: encodeProcessingResponse,
+};
+export const HEALTH_CODEC: CallCodec<string, HealthResponse> = { decode: decodeHealthRequest, encode: encodeHealthResponse };

@@ -9,18 +9,17 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/core/schema.js';
 import type { RequestRouter } from '../routing/router.js';
-import { createHealthService, type HealthResponse, type ServingStatus } from './health.js';
+import { createHealthService, type ServingStatus } from './health.js';
 import { createLogObserver, type DecisionObserver } from './observer.js';
 import { EXTPROC_SERVICE_PATH, HEALTH_SERVICE_PATH } from './proto.js';
 import { EXTPROC_LIMIT_DEFAULTS, EXTPROC_LOG_INTERVAL_MS } from '../constants.js';
 import { createLogThrottle } from '../util/core/log-throttle.js';
 import { createProcessHandler, type StreamGauge, type StreamLimits } from './stream.js';
-import { decodeHealthRequest, decodeProcessingRequest, encodeHealthResponse, encodeProcessingResponse } from './codec.js';
+import { HEALTH_CODEC, PROCESS_CODEC } from './codec.js';
 import { unixSocketPath } from '../config/core/extproc-listen.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
-import { Http2ServerCall, type CallCodec } from './grpc-call.js';
+import { Http2ServerCall } from './grpc-call.js';
 import { encodeGrpcMessage, GrpcStatus, parseGrpcTimeout } from './core/grpc-wire.js';
-import type { ProcessingRequestMsg, ProcessingResponseOut } from './core/messages.js';
 
 export interface ExtProcServerOptions {
   readonly router: RequestRouter;
@@ -137,11 +136,6 @@ const PEER_REFRESH_MS = 10_000;
 const PROCESS_PATH = `/${EXTPROC_SERVICE_PATH}/Process`;
 const CHECK_PATH = `/${HEALTH_SERVICE_PATH}/Check`;
 const WATCH_PATH = `/${HEALTH_SERVICE_PATH}/Watch`;
-const PROCESS_CODEC: CallCodec<ProcessingRequestMsg, ProcessingResponseOut> = {
-  decode: decodeProcessingRequest,
-  encode: encodeProcessingResponse,
-};
-const HEALTH_CODEC: CallCodec<string, HealthResponse> = { decode: decodeHealthRequest, encode: encodeHealthResponse };
 
 /** "host:port" or "[v6]:port" → where node listens; "unix:/path" → the path. */
 function listenTarget(listen: string): { path: string } | { host: string | undefined; port: number } {

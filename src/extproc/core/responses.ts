@@ -127,21 +127,22 @@ function routeWith(upstream: string, upstreamHeaders: UpstreamHeaders, identity:
  * that goes away takes its replies with it; upstreams are the members' names, few.
  */
 const NO_IDENTITY_KEY = {};
-const sharedReplies = new WeakMap<object, Map<string, ProcessingResponseOut>>();
+/** Per owner: the unbounded replies, then the bounded ones, by upstream. */
+const sharedReplies = new WeakMap<object, readonly [Map<string, ProcessingResponseOut>, Map<string, ProcessingResponseOut>]>();
 
 function shared(identity: IdentityResult, bounded: boolean, upstream: string, build: () => ProcessingResponseOut): ProcessingResponseOut {
   const owner = identity.kind === 'stated' ? identity.identity : identity.kind === 'none' ? NO_IDENTITY_KEY : null;
   if (owner === null) return build();
-  let replies = sharedReplies.get(owner);
-  if (replies === undefined) {
-    replies = new Map();
-    sharedReplies.set(owner, replies);
+  let byBound = sharedReplies.get(owner);
+  if (byBound === undefined) {
+    byBound = [new Map(), new Map()];
+    sharedReplies.set(owner, byBound);
   }
-  const key = bounded ? `b ${upstream}` : upstream;
-  let reply = replies.get(key);
+  const replies = byBound[bounded ? 1 : 0];
+  let reply = replies.get(upstream);
   if (reply === undefined) {
     reply = Object.freeze(build());
-    replies.set(key, reply);
+    replies.set(upstream, reply);
   }
   return reply;
 }
