@@ -40,6 +40,7 @@ import {
   writeClusterPart,
 } from '../../bench/cluster-results.js';
 import { withLoadLab } from '../helpers/load-lab.js';
+import { describeFalse404s } from '../helpers/false-404s.js';
 import { phaseChecks } from '../helpers/phase-checks.js';
 import { controlPlaneNode } from '../helpers/k8s-objects.js';
 import {
@@ -313,6 +314,11 @@ t.test(
         // effect, its identity Lease turns would-be 404s into 503 unmatched_apiserver_identity, and
         // a route that reaches Envoy a moment after its cluster gives upstream_unknown_to_envoy.
         const harnessName = new Map(NEW.map((n) => [gatewayName(n), n as string]));
+        const false404Evidence = {
+          origin,
+          accessLogOf: (arm: string) => lab.logFile(`envoy-${arm}`),
+          auditLogs: lab.apiServerSpecs().map((s) => ({ server: s.name, file: lab.auditLogFile(s.name) })),
+        };
         for (const arm of SKEWGATE_ARMS) {
           const own = run.log.requests.filter((r) => r.arm === arm);
           const { gaps } = await gatewayGaps({
@@ -341,7 +347,14 @@ t.test(
           );
           for (const phase of a.phases) {
             const sg = a.rows.find((r) => r.phase === phase && r.arm === arm);
-            t.equal(sg?.false404s, 0, `${phase}: no false 404 through ${arm}`);
+            t.same(
+              await describeFalse404s(
+                a.false404s.filter((f) => f.arm === arm && f.phase === phase),
+                false404Evidence,
+              ),
+              [],
+              `${phase}: no false 404 through ${arm}`,
+            );
             t.equal(sg?.lostWrites, 0, `${phase}: no lost write through ${arm}`);
             t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through ${arm}`);
             t.ok(

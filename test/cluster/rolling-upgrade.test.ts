@@ -28,6 +28,7 @@ import {
   writeClusterPart,
 } from '../../bench/cluster-results.js';
 import { withLoadLab } from '../helpers/load-lab.js';
+import { describeFalse404s } from '../helpers/false-404s.js';
 import { phaseChecks } from '../helpers/phase-checks.js';
 import {
   FAST_OFF,
@@ -208,6 +209,11 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
 
       // ---- the claims ----
       checkFastPathModes(t, routes, fastByPhaseText(routes[FAST_ON]));
+      const false404Evidence = {
+        origin,
+        accessLogOf: (arm: string) => lab.logFile(`envoy-${arm}`),
+        auditLogs: lab.apiServerSpecs().map((s) => ({ server: s.name, file: lab.auditLogFile(s.name) })),
+      };
       for (const arm of SKEWGATE_ARMS) {
         // Every 503 through skewgate is bounded by the gateway's own view: none once it routed by a capable apiserver.
         const own = run.log.requests.filter((r) => r.arm === arm);
@@ -228,7 +234,14 @@ t.test('rolling upgrade through skewgate (fast path on and off) and through plai
         );
         for (const phase of a.phases) {
           const sg = a.rows.find((r) => r.phase === phase && r.arm === arm);
-          t.equal(sg?.false404s, 0, `${phase}: no false 404 through ${arm}`);
+          t.same(
+            await describeFalse404s(
+              a.false404s.filter((f) => f.arm === arm && f.phase === phase),
+              false404Evidence,
+            ),
+            [],
+            `${phase}: no false 404 through ${arm}`,
+          );
           t.equal(sg?.lostWrites, 0, `${phase}: no lost write through ${arm}`);
           t.equal(sg?.duplicatedWrites, 0, `${phase}: no duplicated write through ${arm}`);
           t.ok(

@@ -14,6 +14,7 @@ import { packageRoot } from '../../src/util/package-root.js';
 import { render, writeClusterPart } from '../../bench/cluster-results.js';
 import type { HeldSession, SessionEnd } from './held-sessions.js';
 import { lagSummary, leaseRenewals, type LagSummary } from './lease-renewals.js';
+import { leaseGapEvidence } from './lease-gap-evidence.js';
 import { LEASE_SECONDS, RENEW_MS } from './node-lab.js';
 import { nodeArmTable } from './node-upgrade-table.js';
 import { ARMS, JUDGED, SKEWED, podName, type Arm, type Change, type NodeUpgradeRun } from './node-upgrade-run.js';
@@ -32,6 +33,8 @@ export interface Outcome {
   readonly survived: ReadonlyMap<Arm, number>;
   /** The skewgate node's traffic, steady and through the upgrade (when asked for). */
   readonly mix: readonly MixWindowResult[];
+  /** What the gateways recorded during the skewgate node's longest Lease lag, when it passed two renewals. */
+  readonly lagEvidence: readonly string[];
   readonly md: string;
 }
 
@@ -45,6 +48,18 @@ export interface Report {
   readonly method: string;
   /** Writes bench/node-traffic-mix.json (one file owns it). */
   readonly trafficMix?: { readonly upgradeWindow: string };
+}
+
+async function gapEvidence(run: NodeUpgradeRun, lag: LagSummary | undefined): Promise<string[]> {
+  if (lag === undefined || lag.maxMs <= 2 * RENEW_MS) return [];
+  const lab = run.lab;
+  return leaseGapEvidence({
+    fromMs: lag.maxEndedAt - lag.maxMs,
+    toMs: lag.maxEndedAt,
+    leasePath: `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${run.nodeName(JUDGED)}`,
+    envoyLog: lab.logFile('envoy-node-gateway'),
+    skewgateLogs: ['node-gateway', 'gateway'].map((g) => ({ name: `skewgate-${g}`, file: lab.logFile(`skewgate-${g}`) })),
+  });
 }
 
 /** Gathers what happened once the last phase ended, writes the results part, returns it all. */
@@ -93,7 +108,8 @@ export async function finish(run: NodeUpgradeRun, report: Report): Promise<Outco
     );
   const phases = [...new Set(run.rows.map((r) => r.phase))];
   const mix = report.trafficMix === undefined ? [] : await writeMix(run, events, end, report.trafficMix.upgradeWindow);
-  const outcome = { end, phases, lags, last, kubelet404, envoy404, sessionEnds, survived, mix };
+  const lagEvidence = await gapEvidence(run, lags.get(JUDGED));
+  const outcome = { end, phases, lags, last, kubelet404, envoy404, sessionEnds, survived, mix, lagEvidence };
   const md = markdown(run, report, outcome);
   await writeClusterPart(report.id, md);
   return { ...outcome, md };
@@ -212,7 +228,7 @@ export function judge(t: Test, run: NodeUpgradeRun, o: Outcome, minRenewals: num
   t.ok((lag?.renewals ?? 0) >= minRenewals, `${lag?.renewals ?? 0} Lease renewals stored over the run (≥ ${minRenewals})`);
   t.ok(
     (lag?.maxMs ?? Infinity) < LEASE_SECONDS * 1000,
-    `every Lease renewal within the ${LEASE_SECONDS} s lease: longest lag ${sec(lag?.maxMs ?? 0)}`,
+    `every Lease renewal within the ${LEASE_SECONDS} s lease: longest lag ${sec(lag?.maxMs ?? 0)}${o.lagEvidence.map((l) => `; ${l}`).join('')}`,
   );
   const f = run.first.get(arm)?.pod;
   const z = o.last.get(arm)?.pod;
