@@ -232,7 +232,20 @@ async function kubectlWorks(t: Test, gw: GatewayInfo, phase: string, expectAutos
 
 let gw: GatewayInfo;
 
+/** An error as a failure message should carry it: AggregateError's own message is empty (one CI run failed so, unnamed). */
+function why(err: unknown): string {
+  if (err instanceof AggregateError) return `AggregateError [${err.errors.map(why).join('; ')}]`;
+  if (err instanceof Error) return `${err.name}: ${err.message}${err.cause === undefined ? '' : ` (cause: ${why(err.cause)})`}`;
+  return String(err);
+}
+
 await t.test('three kube-apiservers with the built-in proxy, no two alike; their identities', async (t) => {
+  await startServers(t).catch((err: unknown) => {
+    t.fail(`the lab did not start: ${why(err)}`);
+  });
+});
+
+async function startServers(t: Test): Promise<void> {
   await lab.startEtcd();
   // One at a time: the lab's apiserver list file is rewritten on each start.
   for (const s of [KAS6, KAS7, KAS8_OLD]) await lab.startApiServer(s);
@@ -250,7 +263,7 @@ await t.test('three kube-apiservers with the built-in proxy, no two alike; their
   t.equal(leases.length, 3, 'three identity leases');
   for (const l of leases) t.equal(l.name, apiserverIdentity(l.hostname), `${l.hostname}: lease ${l.name} is apiserverIdentity(hostname)`);
   gw = await lab.startGateway({ name: 'pd', withSkewgate: true, port: await freePort() });
-});
+}
 
 await t.test("phase 1, v1.35 + two v1.36: skewgate's /apis equals kube-apiserver's peer-aggregated /apis", async (t) => {
   await parity(t, gw, [KAS6, KAS7, KAS8_OLD], 'v1.35+v1.36');
