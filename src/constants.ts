@@ -24,6 +24,14 @@ export const REMOTE_GROUP_HEADER = 'x-remote-group';
 export const REMOTE_EXTRA_HEADER_PREFIX = 'x-remote-extra-';
 /** Set by Envoy alone (SANITIZE_SET) from the verified client certificate; read by skewgate, never sent upstream. */
 export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
+/**
+ * Set, with ENVOY_IDENTITY_VALUE, by Envoy's Lua filter on a request whose client certificate it
+ * stated itself (envoy/cert-identity.ts): the fast routes for certificates require it, skewgate
+ * removes it when it states the identity again, and a request still carrying it where no fast
+ * route took it is refused (skewgate's verdict is missing). A client's copy is stripped (x-skewgate-*).
+ */
+export const ENVOY_IDENTITY_HEADER = 'x-skewgate-envoy-identity';
+export const ENVOY_IDENTITY_VALUE = 'x509';
 /** The client's own credential (a bearer token): passed through untouched, never read by skewgate. */
 export const AUTHORIZATION_HEADER = 'authorization';
 /** kube-apiserver's Mixed Version Proxy hop marker: a client could use it to pin a request to one server. */

@@ -40,7 +40,7 @@ export function adminHandlers(o: {
         rng: Math.random,
         staleAfterMs: c.discovery.staleAfter,
         clientIdentity: o.clientIdentity,
-        fastPath: { xds: c.envoy.xds !== undefined, enabled: c.routing.fastPath },
+        fastPath: { xds: c.envoy.xds !== undefined, enabled: c.routing.fastPath, certificates: c.envoy.tls.clientCaFile !== undefined },
         membershipProblem: null,
       });
     },

@@ -74,13 +74,17 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const xdsDir = config.envoy.xds?.directory;
   const xdsLogger = logger.child({ component: 'xds' });
   const adminUrl = opts.envoyAdminUrl !== undefined ? opts.envoyAdminUrl : adminUrlOf(config);
+  // Envoy's Lua states certificates of the bundle loaded now: a new bundle rewrites the routes.
+  const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   const xds =
     xdsDir === undefined
       ? null
       : new XdsWriter(config, xdsLogger, {
           confirm: adminUrl === null ? null : adminRoutesConfirm(adminUrl),
           clustersConfirm: adminUrl === null ? null : adminClustersConfirm(adminUrl),
+          clientTrust: () => clientCa.verifier()?.trust ?? null,
         });
+  if (xds !== null) clientCa.onLoaded(() => void xds.trustChanged());
   const telemetrySettings = resolveTelemetrySettings(config.telemetry, opts.env ?? process.env);
   const telemetry = createTelemetry({
     settings: telemetrySettings,
@@ -89,7 +93,6 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     ...(opts.telemetry ? { sdk: opts.telemetry } : {}),
     fastPath: () => xds?.fastPathWritten() ?? null,
   });
-  const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: logger.child({ component: 'identity' }) });
   // The bundle's current verifier: a rotated CA takes effect on the next request (and explain).
   const clientIdentity: ClientIdentityOf = (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now);
   // The parts running now (after a reload, the new ones): none while the first are being built.

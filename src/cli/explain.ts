@@ -64,7 +64,11 @@ export async function runExplain(o: ExplainOptions): Promise<number> {
           rng: Math.random,
           staleAfterMs: config.discovery.staleAfter,
           clientIdentity,
-          fastPath: { xds: config.envoy.xds !== undefined, enabled: config.routing.fastPath },
+          fastPath: {
+            xds: config.envoy.xds !== undefined,
+            enabled: config.routing.fastPath,
+            certificates: config.envoy.tls.clientCaFile !== undefined,
+          },
           membershipProblem,
         });
       },

@@ -8,7 +8,9 @@ import type { Logger } from 'pino';
 import { REQUEST_TIMEOUT_MS, type ApiServerConfig, type Config } from '../config/core/schema.js';
 import type { MemberEntry } from '../membership/members.js';
 import type { JsonObject } from '../envoy/json.js';
-import { fastClusterName } from '../envoy/clusters.js';
+import { fastClusterName, fastPoolClusterNames } from '../envoy/clusters.js';
+import { certIdentityScript, envoyStatesCertificates } from '../envoy/cert-identity.js';
+import type { ClientTrust } from '../identity/core/client-identity.js';
 import {
   CDS_FILE,
   fastTableFor,
@@ -52,6 +54,8 @@ export interface XdsWriterOptions {
   readonly confirm?: RoutesConfirm | null;
   readonly clustersConfirm?: ClustersConfirm | null;
   readonly now?: () => number;
+  /** The client CA bundle skewgate verifies against: Envoy's Lua states certificates of these CAs (cert-identity.ts). */
+  readonly clientTrust?: () => ClientTrust | null;
 }
 
 interface Written {
@@ -76,7 +80,9 @@ export class XdsWriter {
   private pending: readonly MemberEntry[] | null = null;
   private last: readonly MemberEntry[] | null = null;
   private fast: FastTable | null = null;
-  private readonly rendered = new WeakMap<FastTable, readonly JsonObject[]>();
+  private rendered = new WeakMap<FastTable, readonly JsonObject[]>();
+  private readonly scripts = new WeakMap<ClientTrust, string>();
+  private readonly clientTrust: () => ClientTrust | null;
   private running: Promise<void> | null = null;
   private closed = false;
   private readonly settleMs: number;
@@ -99,11 +105,19 @@ export class XdsWriter {
     this.confirm = opts.confirm ?? null;
     this.clustersConfirm = opts.clustersConfirm ?? null;
     this.now = opts.now ?? Date.now;
+    this.clientTrust = opts.clientTrust ?? (() => null);
   }
 
   /** A reloaded config (routing.retryAfterSeconds, the template): the next write renders with it. */
   reconfigure(config: Config): void {
     this.config = config;
+    this.rendered = new WeakMap();
+  }
+
+  /** The client CA bundle changed: the routes are written again with Envoy's Lua for the new one. */
+  trustChanged(): Promise<void> {
+    const members = this.pending ?? this.last;
+    return members === null || this.closed ? Promise.resolve() : this.update(members);
   }
 
   /** Schedules a write of these members; resolves when it (or a later one) is on disk. */
@@ -193,7 +207,7 @@ export class XdsWriter {
     const cdsUnion = fileText(renderClusters(this.config, union, identity, poolsOf(was?.fast ?? null, fast), this.remnantsIn(fast)));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
-    if (fast !== null && was?.fast?.members.join() !== fast.members.join()) added.push(fastClusterName(fast.members));
+    if (fast !== null && was?.fast?.members.join() !== fast.members.join()) added.push(...fastPoolClusterNames(this.config, fast.members));
     await writeAtomic(this.dir, MEMBERS_FILE, membersText(next));
     let wroteClusters = false;
     if (was?.cds !== cdsUnion) {
@@ -201,7 +215,7 @@ export class XdsWriter {
       wroteClusters = true;
     }
     // 2. Routes, once Envoy runs the clusters they name.
-    const rds = rdsFile(renderRoutes(this.config, next, await this.fastRoutes(fast)));
+    const rds = rdsFile(renderRoutes(this.config, next, await this.fastRoutes(fast), this.script()));
     let wroteRoutes = false;
     if (was?.rds !== rds.text) {
       if (wroteClusters && added.length > 0) await this.clustersRun(added);
@@ -244,9 +258,9 @@ export class XdsWriter {
     if (kept !== null && kept.members.join() !== prev.fast.members.join()) {
       cds = fileText(renderClusters(this.config, prev.members, identity, poolsOf(prev.fast, kept), this.remnantsIn(kept)));
       await writeAtomic(this.dir, CDS_FILE, cds);
-      await this.clustersRun([fastClusterName(kept.members)]);
+      await this.clustersRun(fastPoolClusterNames(this.config, kept.members));
     }
-    const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept)));
+    const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept), this.script()));
     if (demoted.text !== prev.rds) {
       await writeAtomic(this.dir, RDS_FILE, demoted.text);
       this.written = { ...prev, cds, rds: demoted.text, fast: kept };
@@ -314,9 +328,24 @@ export class XdsWriter {
     if (fast === null) return [];
     const known = this.rendered.get(fast);
     if (known !== undefined) return known;
-    const routes = await runSliced(fastPathRoutesSteps(fast, this.config.envoy.requestTimeout), sliceBudget(undefined));
+    const routes = await runSliced(
+      fastPathRoutesSteps(fast, this.config.envoy.requestTimeout, envoyStatesCertificates(this.config)),
+      sliceBudget(undefined),
+    );
     this.rendered.set(fast, routes);
     return routes;
+  }
+
+  /** Envoy's Lua for the bundle loaded now (none without one, or where Envoy states no certificate). */
+  private script(): string | undefined {
+    const trust = envoyStatesCertificates(this.config) ? this.clientTrust() : null;
+    if (trust === null) return undefined;
+    let script = this.scripts.get(trust);
+    if (script === undefined) {
+      script = certIdentityScript(trust);
+      this.scripts.set(trust, script);
+    }
+    return script;
   }
 
   private logFast(fast: FastTable | null): void {

@@ -9,6 +9,7 @@ import { EXTPROC_SERVICE_NAME, extprocStreamCeiling, HEALTH_CHECK_USER, REMOTE_U
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
 import { ENVOY_CA_FILE_REQUIRED } from '../config/core/envoy-rules.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
+import { envoyStatesCertificates } from './cert-identity.js';
 
 /** Cluster names skewgate renders itself (the config rejects them as apiserver names). */
 export const DEFAULT_CLUSTER = 'default';
@@ -206,11 +207,21 @@ function defaultCluster(config: Config, upstreams: readonly Upstream[], file: Pa
  * A fast-path table's pool (routing/fast-path.ts), named for its members so that a route table
  * and the pool it sends to change together, in one rds.json write: a new pool is a new cluster,
  * written before the routes that name it. Balanced and checked as the default pool is, over the
- * connections a request without a client certificate takes (the fast routes take no other).
+ * connections a request without a client certificate takes; and, where Envoy states certificates
+ * itself (cert-identity.ts), a twin over the front-proxy connections for those.
  */
-export function fastPoolCluster(config: Config, upstreams: readonly Upstream[], file: PathFn, name = fastClusterName(upstreams.map((u) => u.name))): JsonObject {
-  const set = clusterSets(config)[0] as ClusterSet;
-  return defaultCluster(config, upstreams, file, set, name);
+export function fastPoolClusters(config: Config, upstreams: readonly Upstream[], file: PathFn, name = fastClusterName(upstreams.map((u) => u.name))): JsonObject[] {
+  const [direct, frontProxy] = clusterSets(config) as [ClusterSet, ClusterSet | undefined];
+  return [
+    defaultCluster(config, upstreams, file, direct, name),
+    ...(frontProxy !== undefined && envoyStatesCertificates(config) ? [defaultCluster(config, upstreams, file, frontProxy, `${name}${frontProxy.suffix}`)] : []),
+  ];
+}
+
+/** The clusters of the pool of these members (fastPoolClusters), by name. */
+export function fastPoolClusterNames(config: Config, members: readonly string[]): string[] {
+  const name = fastClusterName(members);
+  return envoyStatesCertificates(config) ? [name, `${name}${FRONT_PROXY_SUFFIX}`] : [name];
 }
 
 /** The name of the fast pool of these members (any order): `fast_` and a digest of the sorted names. */

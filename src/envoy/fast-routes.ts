@@ -6,11 +6,12 @@
 // regular expression over every fast group/version: the resources (by scope), objects and
 // subresources whose listed verbs include the verb that method and shape give, and a watch route
 // for collections whose resources list `watch`. A route also requires what keeps a request out of
-// judgement: no client certificate, no Upgrade, no query parameter whose name is %-escaped, and
-// no `watch` parameter but on the watch route (watch=true or 1 only), so a certificate or any
-// other watch always meets skewgate.
+// judgement: no Upgrade, no query parameter whose name is %-escaped, no `watch` parameter but on
+// the watch route (watch=true or 1 only), and no client certificate — or, on its twin, one whose
+// identity Envoy's Lua stated (cert-identity.ts) — so any other watch or certificate meets skewgate.
 import { fastPathDecision, fastVerb, type FastGroupVersion, type FastResource, type FastShape, type FastTable } from '../routing/fast-path.js';
-import { fastClusterName } from './clusters.js';
+import { fastClusterName, FRONT_PROXY_SUFFIX } from './clusters.js';
+import { ENVOY_IDENTITY_HEADER, ENVOY_IDENTITY_VALUE, UPSTREAM_HEADER } from '../constants.js';
 import { duration, type JsonObject } from './json.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 import { balancedRetry, EXTPROC_FILTER } from './routes.js';
@@ -146,12 +147,19 @@ function decisionTags(table: FastTable): { readonly metadata: JsonObject; readon
  * bounded and retried as the default routes would (requestTimeoutMs: envoy.requestTimeout; none
  * of them is long-running).
  */
-export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number): JsonObject[] {
-  return runToEnd(fastPathRoutesSteps(table, requestTimeoutMs));
+export function fastPathRoutes(table: FastTable | null, requestTimeoutMs: number, certificates = false): JsonObject[] {
+  return runToEnd(fastPathRoutesSteps(table, requestTimeoutMs, certificates));
 }
 
-/** fastPathRoutes as a sliced computation (util/core/sliced.ts): it pauses between group/versions. */
-export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: number): Sliced<JsonObject[]> {
+/** Route names of the twins for certificates Envoy stated: `fast-path-x509-read`, …. */
+export const FAST_PATH_X509 = 'x509-';
+
+/**
+ * fastPathRoutes as a sliced computation (util/core/sliced.ts): it pauses between group/versions.
+ * With `certificates` (cert-identity.ts), each route has a twin for a request whose client
+ * certificate Envoy's Lua stated, to the pool's front-proxy cluster.
+ */
+export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: number, certificates = false): Sliced<JsonObject[]> {
   if (table === null || table.members.length === 0) return [];
   const { metadata, tags } = decisionTags(table);
   const routes: JsonObject[] = [];
@@ -159,8 +167,8 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
     const first = g.methods[0] as string;
     const regex = yield* fastPathRegexSteps(table, first, g.watch === true);
     if (regex === null) continue;
-    routes.push({
-      name: `${FAST_PATH_ROUTE_PREFIX}${g.name}`,
+    const route = (name: string, tls: JsonObject, identity: readonly JsonObject[], cluster: string): JsonObject => ({
+      name: `${FAST_PATH_ROUTE_PREFIX}${name}`,
       match: {
         safe_regex: { regex },
         headers: [
@@ -168,6 +176,9 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
           { name: 'upgrade', present_match: true, invert_match: true },
           // A query parameter whose name is %-escaped might spell `watch` once decoded.
           { name: ':path', string_match: { safe_regex: { regex: '.*[?&][^=&]*%.*' } }, invert_match: true },
+          // Never a request skewgate routed (the routes it selects stand before these).
+          { name: UPSTREAM_HEADER, present_match: true, invert_match: true },
+          ...identity,
         ],
         query_parameters: [
           g.watch === true
@@ -175,11 +186,10 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
             : // present_match false: the parameter is absent (a watch is the watch route's, or skewgate's).
               { name: 'watch', present_match: false },
         ],
-        // A client certificate's identity is stated by skewgate, always.
-        tls_context: { presented: false },
+        tls_context: tls,
       },
       route: {
-        cluster: fastClusterName(table.members),
+        cluster,
         // A watch is as long as the client asked for (timeoutSeconds); everything else is bounded.
         timeout: duration(g.watch === true ? 0 : requestTimeoutMs),
         idle_timeout: '0s',
@@ -193,6 +203,19 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
         [EXTPROC_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true },
       },
     });
+    const pool = fastClusterName(table.members);
+    // Without a client certificate: whatever credential the request carries goes on as it is.
+    routes.push(route(g.name, { presented: false }, [], pool));
+    // With one, only as Envoy's Lua stated it; every other certificate is skewgate's to state.
+    if (certificates)
+      routes.push(
+        route(
+          `${FAST_PATH_X509}${g.name}`,
+          { presented: true },
+          [{ name: ENVOY_IDENTITY_HEADER, string_match: { exact: ENVOY_IDENTITY_VALUE } }],
+          `${pool}${FRONT_PROXY_SUFFIX}`,
+        ),
+      );
   }
   return routes;
 }

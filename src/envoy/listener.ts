@@ -13,6 +13,7 @@ import { certificateFields, validationFields } from './tls-material.js';
 import { servingPair } from '../config/core/files.js';
 import type { StatusReason } from '../k8s/status.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
+import { certIdentityFilter, envoyStatesCertificates } from './cert-identity.js';
 
 export const LISTENER_NAME = 'skewgate';
 
@@ -203,7 +204,13 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
       ...(config.envoy.xds
         ? { rds: rdsConfig(config.envoy.xds.directory, file) }
         : { route_config: routeConfig(upstreams, routeOptions(config)) }),
-      http_filters: [sanitiserFilter(statesIdentity(config)), extprocFilter(config), routerFilter()],
+      http_filters: [
+        sanitiserFilter(statesIdentity(config)),
+        // Runs only where a route gives it its script (cert-identity.ts), before skewgate is asked.
+        ...(envoyStatesCertificates(config) ? [certIdentityFilter()] : []),
+        extprocFilter(config),
+        routerFilter(),
+      ],
       ...(envoyTracing(config) ? { tracing: tracingConfig(config) } : {}),
     },
   };

@@ -1,18 +1,30 @@
 // The bootstrap's routes: one per apiserver (and way of connecting) selected by skewgate's
 // x-skewgate-upstream header, the balanced default, read retries, and the backstop answering 401
 // to a client certificate whose identity nobody stated. Pure.
-import { BOUNDED_HEADER, CLIENT_CERT_HEADER, IDENTITY_UNSTATED_REASON, MEDIA_JSON, REASON_HEADER, REMOTE_USER_HEADER, UPSTREAM_HEADER } from '../constants.js';
+import {
+  BOUNDED_HEADER,
+  CLIENT_CERT_HEADER,
+  ENVOY_IDENTITY_HEADER,
+  IDENTITY_UNSTATED_REASON,
+  MEDIA_JSON,
+  REASON_HEADER,
+  REMOTE_USER_HEADER,
+  UPSTREAM_HEADER,
+} from '../constants.js';
 import { statusBody } from '../k8s/status.js';
 import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
 import type { Config } from '../config/core/schema.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
+import { certIdentityPerRoute, envoyStatesCertificates } from './cert-identity.js';
 
 /** The ext_proc filter's name in the chain: the key of its per-route config (fast-routes.ts). */
 export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
 
 /** The first route when client certificates are verified: a certificate whose identity nobody stated. */
 export const IDENTITY_BACKSTOP_ROUTE = 'client-identity-unstated';
+/** A certificate Envoy's Lua stated that neither a fast route took nor skewgate judged. */
+export const ENVOY_IDENTITY_BACKSTOP_ROUTE = 'client-identity-envoy-only';
 
 /** Methods that are safe to retry (docs/design.md, invariant 2). */
 const READ_METHODS_REGEX = '^(GET|HEAD)$';
@@ -38,10 +50,21 @@ export interface RouteOptions {
   readonly retryAfterSeconds: number;
   /** envoy.requestTimeout in ms: the bound on requests skewgate marked bounded; 0 renders none. */
   readonly requestTimeoutMs: number;
+  /** Whether Envoy may state certificates itself (cert-identity.ts): the fast routes then also take them. */
+  readonly envoyIdentity: boolean;
+  /** The Lua that does it, run on the identity backstop (none: Envoy states nothing). */
+  readonly envoyIdentityScript?: string | undefined;
 }
 
-export function routeOptions(config: Config): RouteOptions {
-  return { identity: statesIdentity(config), retryAfterSeconds: config.routing.retryAfterSeconds, requestTimeoutMs: config.envoy.requestTimeout };
+export function routeOptions(config: Config, envoyIdentityScript?: string): RouteOptions {
+  const envoyIdentity = envoyStatesCertificates(config);
+  return {
+    identity: statesIdentity(config),
+    retryAfterSeconds: config.routing.retryAfterSeconds,
+    requestTimeoutMs: config.envoy.requestTimeout,
+    envoyIdentity,
+    ...(envoyIdentity && envoyIdentityScript !== undefined ? { envoyIdentityScript } : {}),
+  };
 }
 
 /**
@@ -63,23 +86,26 @@ export function routeOptions(config: Config): RouteOptions {
  */
 export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, fastRoutes: readonly JsonObject[] = []): JsonObject {
   const { identity, retryAfterSeconds } = opts;
-  const routes: JsonObject[] = identity ? [identityBackstop()] : [];
+  const routes: JsonObject[] = identity ? [identityBackstop(opts.envoyIdentityScript)] : [];
   const push = (name: string, headers: readonly JsonObject[], cluster: string, retry: JsonObject | undefined): void => {
     if (opts.requestTimeoutMs > 0) routes.push(route(`${name}-bounded`, [...headers, boundedMark()], cluster, retry, opts.requestTimeoutMs));
     routes.push(route(name, headers, cluster, retry, 0));
   };
-  // A stated identity (X-Remote-User: only skewgate can set it, a client's copy is gone) goes
-  // over the front-proxy clusters; everything else over the direct ones.
+  // A stated identity (X-Remote-User: only skewgate, or Envoy's Lua, can set it; a client's copy
+  // is gone) goes over the front-proxy clusters; everything else over the direct ones.
   const variants = identity ? [{ suffix: FRONT_PROXY_SUFFIX, when: [remoteUserPresent()] }, { suffix: '', when: [] }] : [{ suffix: '', when: [] }];
-  for (const v of variants) {
+  for (const [i, v] of variants.entries()) {
     for (const u of upstreams) {
       const header = { name: UPSTREAM_HEADER, string_match: { exact: u.name } };
       push(`${u.name}${v.suffix}-read`, [header, ...v.when, ...readMatchers()], `${u.name}${v.suffix}`, readRetry(false));
       push(`${u.name}${v.suffix}-write`, [header, ...v.when], `${u.name}${v.suffix}`, writeRetry(false));
     }
     routes.push(upstreamUnknown(`upstream-unknown${v.suffix}`, v.when, retryAfterSeconds));
-    // Requests without a client certificate (so never with a stated identity) that need no judgement.
-    if (v.suffix === '') routes.push(...fastRoutes);
+    // Requests that need no judgement (fast-routes.ts: without a client certificate, or with one
+    // Envoy stated), before the first balanced default: no request they take ever carries
+    // x-skewgate-upstream or an identity skewgate stated, so they stand aside for every route above.
+    if (i === 0) routes.push(...fastRoutes);
+    if (v.suffix === FRONT_PROXY_SUFFIX && opts.envoyIdentity) routes.push(envoyIdentityBackstop());
     push(`default${v.suffix}-read`, [...v.when, ...readMatchers()], `${DEFAULT_CLUSTER}${v.suffix}`, readRetry(true));
     push(`default${v.suffix}-write`, [...v.when], `${DEFAULT_CLUSTER}${v.suffix}`, writeRetry(true));
   }
@@ -87,7 +113,7 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, 
     name: 'skewgate',
     // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
     // when skewgate is down and did not remove x-forwarded-client-cert itself.
-    request_headers_to_remove: [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
+    request_headers_to_remove: [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER],
     virtual_hosts: [{ name: 'kube-apiserver', domains: ['*'], routes }],
   };
 }
@@ -100,15 +126,28 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, 
  * arriving without the client's identity (anonymous, or as a token it sent along). A client's own
  * X-Remote-User never gets this far (early mutation).
  */
-function identityBackstop(): JsonObject {
+function identityBackstop(envoyIdentityScript: string | undefined): JsonObject {
+  return {
+    ...unauthorized(IDENTITY_BACKSTOP_ROUTE, [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }]),
+    // Envoy's Lua (cert-identity.ts) runs here: every certificate request selects this route first.
+    ...(envoyIdentityScript === undefined ? {} : { typed_per_filter_config: certIdentityPerRoute(envoyIdentityScript) }),
+  };
+}
+
+/**
+ * Envoy's Lua stated the certificate, no fast route took the request and skewgate did not judge
+ * it (skewgate removes the marker when it does): down, timed out or failing open. The same 401 as
+ * the backstop above, so that an identity reaches a judged route only as skewgate stated it.
+ */
+function envoyIdentityBackstop(): JsonObject {
+  return unauthorized(ENVOY_IDENTITY_BACKSTOP_ROUTE, [{ name: ENVOY_IDENTITY_HEADER, present_match: true }]);
+}
+
+function unauthorized(name: string, headers: readonly JsonObject[]): JsonObject {
   const body = statusBody('Unauthorized', 'Unauthorized: the client certificate could not be stated as front-proxy identity (skewgate unavailable)');
   return {
-    name: IDENTITY_BACKSTOP_ROUTE,
-    match: {
-      prefix: '/',
-      tls_context: { presented: true },
-      headers: [{ name: REMOTE_USER_HEADER, present_match: true, invert_match: true }],
-    },
+    name,
+    match: { prefix: '/', tls_context: { presented: true }, headers: [...headers] },
     direct_response: { status: body.code, body: { inline_string: JSON.stringify(body) } },
     response_headers_to_add: [
       { header: { key: 'content-type', value: MEDIA_JSON }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },

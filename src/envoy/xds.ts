@@ -5,7 +5,7 @@
 // and the bootstrap's pointers to them. Pure.
 import { join } from 'node:path';
 import type { ApiServerConfig, Config } from '../config/core/schema.js';
-import { apiserverClusters, fastClusterName, fastPoolCluster } from './clusters.js';
+import { apiserverClusters, fastClusterName, fastPoolClusters } from './clusters.js';
 import type { JsonObject, PathFn } from './json.js';
 import { routeConfig, routeOptions } from './routes.js';
 import { upstreamOf } from './upstreams.js';
@@ -87,18 +87,19 @@ export function renderClusters(
   }
   return [
     ...apiserverClusters(config, members.routable.map(upstreamOf), file, outside),
-    ...[...pools].map(([name, specs]) => fastPoolCluster(config, specs.map(upstreamOf), file, name)),
+    ...[...pools].flatMap(([name, specs]) => fastPoolClusters(config, specs.map(upstreamOf), file, name)),
   ].map((c) => ({ '@type': CLUSTER_TYPE, ...c }));
 }
 
 /**
  * The rds.json resource: routes to the routable and joining members, never to a draining one;
  * with a fast-path table's routes (fast-routes.ts), those too (the caller checks that the table
- * holds for these members: fastTableFor).
+ * holds for these members: fastTableFor); with the Lua for the client CA bundle skewgate has
+ * loaded (cert-identity.ts), Envoy states the certificates it can itself.
  */
-export function renderRoutes(config: Config, members: XdsMembers, fastRoutes: readonly JsonObject[] = []): JsonObject {
+export function renderRoutes(config: Config, members: XdsMembers, fastRoutes: readonly JsonObject[] = [], envoyIdentityScript?: string): JsonObject {
   const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
-  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config), fastRoutes) };
+  return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config, envoyIdentityScript), fastRoutes) };
 }
 
 /**

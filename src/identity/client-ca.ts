@@ -45,6 +45,7 @@ export class ClientCaBundle {
   private stamp = '';
   private timer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  private loaded: (() => void) | null = null;
 
   constructor(
     readonly file: string | undefined,
@@ -57,8 +58,14 @@ export class ClientCaBundle {
     this.stamp = await fileStamp(this.file);
     this.current = new ClientIdentityVerifier(await loadClientTrust(this.file));
     this.opts.logger.info({ file: this.file, cas: this.current.trust?.cas.length }, 'client CA bundle loaded');
+    this.loaded?.();
     this.timer = setInterval(() => void this.check(), this.opts.checkIntervalMs ?? 5000);
     this.timer.unref();
+  }
+
+  /** Called after each bundle loaded (at start and on every change), for what renders from it. */
+  onLoaded(fn: () => void): void {
+    this.loaded = fn;
   }
 
   verifier(): ClientIdentityVerifier | null {
@@ -84,6 +91,7 @@ export class ClientCaBundle {
       const trust = await loadClientTrust(file);
       this.current = new ClientIdentityVerifier(trust);
       this.opts.logger.info({ file, cas: trust.cas.length }, 'client CA bundle changed; reloaded');
+      this.loaded?.();
     } catch (err) {
       // Half-written files are common during a rotation: keep the last good bundle, try again later.
       this.opts.logger.warn({ err, file }, 'client CA bundle changed but cannot be loaded; keeping the previous one');

@@ -36,8 +36,11 @@ export interface ExplainContext {
   readonly staleAfterMs: number;
   /** The verifier of envoy.tls.clientCaFile's bundle (a certificate is never stated without one). */
   readonly clientIdentity: ClientIdentityOf;
-  /** Whether Envoy has fast-path routes at all: envoy.xds set, routing.fastPath on. */
-  readonly fastPath: { readonly xds: boolean; readonly enabled: boolean };
+  /**
+   * Whether Envoy has fast-path routes at all: envoy.xds set, routing.fastPath on; and whether it
+   * verifies client certificates (envoy.tls.clientCaFile), so its Lua may state them for the fast path.
+   */
+  readonly fastPath: { readonly xds: boolean; readonly enabled: boolean; readonly certificates: boolean };
   /** Why the membership is not known (the identity Leases could not be listed), or null. */
   readonly membershipProblem: string | null;
 }
@@ -205,17 +208,22 @@ function fastPathView(
   if (!ctx.fastPath.enabled) return { takes: false, why: 'off (routing.fastPath: false)' };
   const table = compileFastPath(ctx.snapshot, { now: ctx.now, staleAfterMs: ctx.staleAfterMs, marginMs: FAST_PATH_MARGIN_MS });
   if (table.groupVersions.length === 0) return { takes: false, why: `nothing is fast now: ${table.why}` };
-  if (fastPathTakes(table, { method, path, headers, clientCertificate }))
+  if (clientCertificate && !ctx.fastPath.certificates)
+    return { takes: false, why: 'a client certificate: Envoy verifies none here (no envoy.tls.clientCaFile)' };
+  // The certificate twins match what the routes without one do, once Envoy's Lua stated it.
+  if (fastPathTakes(table, { method, path, headers, clientCertificate: false })) {
+    const where = table.servesAll
+      ? 'default/served_by_all, every apiserver serves it identically'
+      : `routed/served_by_subset, to the fast pool (${table.members.join(', ')}): ${table.why}`;
     return {
       takes: true,
-      why: table.servesAll
-        ? 'default/served_by_all, every apiserver serves it identically'
-        : `routed/served_by_subset, to the fast pool (${table.members.join(', ')}): ${table.why}`,
+      why: clientCertificate
+        ? `if Envoy's Lua states the certificate (a CN; PrintableString or UTF8String values; no UID; issued by a bundle CA, no intermediates; docs/design.md), ${where}; if not, skewgate states it and judges the request`
+        : where,
     };
+  }
   return {
     takes: false,
-    why: clientCertificate
-      ? 'a client certificate is always stated by skewgate'
-      : 'skewgate judges it (a skewed group/version, a watch, a long-running or discovery request, or a name no view lists)',
+    why: 'skewgate judges it (a skewed group/version, a watch, a long-running or discovery request, or a name no view lists)',
   };
 }

@@ -3,64 +3,25 @@
 // filter's parsedSubjectPeerCertificate(), its commonName() and organizationName() — set against
 // kube-apiserver's (the Go-oracle fixtures, test/fixtures/x509-identity/expected.json): a REAL
 // Envoy, certificates of the fixtures' subjects made by the fixtures' own recipe
-// (oracle/make-certs.sh, keys kept), each presented over TLS. What this pins is the evidence that
-// decides the design (docs/design.md, "The fast path"): where the two readings part, Envoy alone
-// cannot state the identity kube-apiserver would, so certificates stay on ext_proc.
+// (oracle/make-certs.sh, keys kept), each presented over TLS. What this pins is why skewgate's Lua
+// does not use that reading (docs/design.md, "Certificates on the fast path"): it misses the UID
+// attribute and reads string types Go refuses, so the Lua reads the certificate's DER itself
+// (src/envoy/cert-identity-lua.ts; test/e2e/cert-fast-path.test.ts).
 import t from 'tap';
-import { execFile } from 'node:child_process';
-import { createPrivateKey, sign, X509Certificate } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { AsnConvert } from '@peculiar/asn1-schema';
-import { AttributeValue, Certificate } from '@peculiar/asn1-x509';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { goSubject, subjectAttributes } from '../../src/identity/core/x509-subject.js';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { startEnvoy } from '../../src/envoy-runtime/process.js';
-import { packageRoot } from '../../src/util/package-root.js';
 import { scratchDir, send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { fixtureCertFile, makeFixtureCerts, oracleVerdicts } from '../helpers/x509-fixtures.js';
 
 const pki = await sharedPki();
 const scratch = scratchDir();
 t.teardown(() => scratch.cleanup());
-const fixtures = join(packageRoot(), 'test/fixtures/x509-identity');
 const certs = join(scratch.dir, 'certs');
-await promisify(execFile)('bash', [join(fixtures, 'oracle/make-certs.sh'), certs], { env: { ...process.env, KEEP_KEYS: '1' } });
-// The chained certificate presents its intermediate, as a client would.
-writeFileSync(
-  join(certs, 'via-intermediate-chain.crt'),
-  readFileSync(join(certs, 'via-intermediate.crt'), 'utf8') + readFileSync(join(certs, 'intermediate.crt'), 'utf8'),
-);
-
-/**
- * jane's certificate with its CN re-encoded as a UniversalString and signed again by the client CA:
- * a string type Go's x509 parser refuses ("unsupported string type"), so kube-apiserver fails the
- * handshake; BoringSSL reads it as text.
- */
-function universalStringCn(): void {
-  const cert = AsnConvert.parse(new X509Certificate(readFileSync(join(certs, 'jane.crt'))).raw, Certificate);
-  for (const rdn of cert.tbsCertificate.subject)
-    for (const atv of rdn) if (atv.type === '2.5.4.3') atv.value = new AttributeValue({ universalString: 'jane' });
-  const tbs = Buffer.from(AsnConvert.serialize(cert.tbsCertificate));
-  const signature = sign('sha256', tbs, createPrivateKey(readFileSync(join(certs, 'client-ca.key'))));
-  cert.signatureValue = new Uint8Array(signature).buffer;
-  const der = Buffer.from(AsnConvert.serialize(cert));
-  writeFileSync(
-    join(certs, 'universal.crt'),
-    `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`,
-  );
-  writeFileSync(join(certs, 'universal.key'), readFileSync(join(certs, 'jane.key')));
-}
-universalStringCn();
-
-interface OracleUser {
-  readonly name: string;
-  readonly uid: string;
-  readonly groups: readonly string[];
-}
-const expected = JSON.parse(readFileSync(join(fixtures, 'expected.json'), 'utf8')) as Record<
-  string,
-  { authenticated: boolean; user?: OracleUser }
->;
+await makeFixtureCerts(certs);
+const expected = oracleVerdicts();
 
 /** Answers every request with Envoy's reading of the client certificate: the subject, CN, then each O, a line each. */
 const LUA = `
@@ -136,7 +97,7 @@ t.teardown(() => envoy.stop());
 
 /** Envoy's reading of one fixture's subject, or the TLS failure. */
 async function envoyReads(name: string): Promise<{ subject: string; cn: string; orgs: string[] } | { failed: string }> {
-  const certFile = join(certs, name === 'via-intermediate' ? 'via-intermediate-chain.crt' : `${name}.crt`);
+  const certFile = fixtureCertFile(certs, name);
   try {
     const reply = await send(envoy.listenPort as number, pki, 'GET', '/', {}, { certFile, keyFile: join(certs, `${name}.key`) });
     const [subject = '', cn = '', ...orgs] = reply.body.split('\n');

@@ -7,6 +7,7 @@ import {
   BOUNDED_HEADER,
   extprocStreamCeiling,
   CLIENT_CERT_HEADER,
+  ENVOY_IDENTITY_HEADER,
   EXTPROC_SERVICE_NAME,
   HEALTH_CHECK_USER,
   HEALTH_PATH,
@@ -156,7 +157,7 @@ t.test('sanitising removes every identity and routing header, early and in the c
   t.equal(hcm(b).forward_client_cert_details, 'SANITIZE');
   t.same(
     at(hcm(b), 'route_config.request_headers_to_remove'),
-    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
+    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER],
     'the routing headers and XFCC are never forwarded upstream',
   );
 });
@@ -198,7 +199,7 @@ t.test("client certificates: Envoy sets XFCC (cert + chain) for skewgate; a clie
   }
   t.same(
     at(hcm(on), 'route_config.request_headers_to_remove'),
-    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER],
+    [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER],
     'XFCC never reaches an apiserver, even with skewgate down',
   );
 

@@ -10,7 +10,7 @@ import {
 import type { RequestInfo, ResourceRequest } from '../../k8s/request-info.js';
 import { statusBody, type Status, type StatusDetails } from '../../k8s/status.js';
 import type { ClientIdentity, IdentityResult } from '../../identity/core/client-identity.js';
-import { FRONT_PROXY_REMOVED_HEADERS, frontProxyHeaders } from '../../identity/core/front-proxy-headers.js';
+import { frontProxyHeaders, frontProxyRemovals } from '../../identity/core/front-proxy-headers.js';
 import type { Decision, DiscoveryDecision, RejectedDecision } from '../../routing/decision.js';
 import type { RoutingResult } from '../../routing/router.js';
 import type { HeaderValueOptionOut, ImmediateResponseOut, ProcessingResponseOut, RequestPhase } from './messages.js';
@@ -61,7 +61,7 @@ function upstreamMutation(
   if (bounded) set.push(BOUNDED_MARK);
   if (identity.kind !== 'stated') return { set, remove: [] };
   set.push(...frontProxyMutation(identity.identity));
-  return { set, remove: FRONT_PROXY_REMOVED_HEADERS };
+  return { set, remove: frontProxyRemovals(identity.identity) };
 }
 
 /**

@@ -1,6 +1,7 @@
 // A stated client identity as kube-apiserver's requestheader authenticator reads it. Pure.
 import {
   CLIENT_CERT_HEADER,
+  ENVOY_IDENTITY_HEADER,
   REMOTE_EXTRA_HEADER_PREFIX,
   REMOTE_GROUP_HEADER,
   REMOTE_UID_HEADER,
@@ -45,5 +46,15 @@ export function frontProxyHeaders(identity: ClientIdentity): FrontProxyHeader[] 
   return out;
 }
 
-/** Envoy's XFCC is for skewgate alone; the apiserver learns the identity from the headers above. */
-export const FRONT_PROXY_REMOVED_HEADERS: readonly string[] = Object.freeze([CLIENT_CERT_HEADER]);
+const REMOVED = Object.freeze([CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER]);
+const REMOVED_NO_GROUPS = Object.freeze([...REMOVED, REMOTE_GROUP_HEADER]);
+
+/**
+ * What goes with the headers above: Envoy's XFCC is for skewgate alone, Envoy's marker says its
+ * Lua stated the identity (skewgate has now), and the X-Remote-Group lines the Lua may have set go
+ * when the identity has no group (frontProxyHeaders sets, so replaces, them otherwise; it never
+ * removes a header it sets). The Lua sets no UID (it leaves such certificates to skewgate).
+ */
+export function frontProxyRemovals(identity: ClientIdentity): readonly string[] {
+  return identity.groups.length === 0 ? REMOVED_NO_GROUPS : REMOVED;
+}
