@@ -7,9 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { REQUEST_TIMEOUT_MS, type ApiServerConfig, type Config } from '../config/core/schema.js';
 import type { MemberEntry } from '../membership/members.js';
-import type { JsonObject } from '../envoy/json.js';
 import { fastClusterName, fastPoolClusterNames } from '../envoy/clusters.js';
-import { certIdentityScript, envoyStatesCertificates } from '../envoy/cert-identity.js';
 import type { ClientTrust } from '../identity/core/client-identity.js';
 import {
   CDS_FILE,
@@ -24,8 +22,7 @@ import {
 import { fastClaimsCover, fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../routing/fast-table.js';
 import { type FastTable } from '../routing/fast-path.js';
 import { fileText, membersText, rdsFile, writeAtomic } from './xds-disk.js';
-import { runSliced, sliceBudget } from '../util/slice-runner.js';
-import { fastPathRoutesSteps } from '../envoy/fast-routes.js';
+import { RouteRenders } from './route-renders.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
 export const XDS_SETTLE_MS = 250;
@@ -80,9 +77,7 @@ export class XdsWriter {
   private pending: readonly MemberEntry[] | null = null;
   private last: readonly MemberEntry[] | null = null;
   private fast: FastTable | null = null;
-  private rendered = new WeakMap<FastTable, readonly JsonObject[]>();
-  private readonly scripts = new WeakMap<ClientTrust, string>();
-  private readonly clientTrust: () => ClientTrust | null;
+  private readonly renders: RouteRenders;
   private running: Promise<void> | null = null;
   private closed = false;
   private readonly settleMs: number;
@@ -105,13 +100,13 @@ export class XdsWriter {
     this.confirm = opts.confirm ?? null;
     this.clustersConfirm = opts.clustersConfirm ?? null;
     this.now = opts.now ?? Date.now;
-    this.clientTrust = opts.clientTrust ?? (() => null);
+    this.renders = new RouteRenders(config, opts.clientTrust ?? (() => null));
   }
 
   /** A reloaded config (routing.retryAfterSeconds, the template): the next write renders with it. */
   reconfigure(config: Config): void {
     this.config = config;
-    this.rendered = new WeakMap();
+    this.renders.reconfigure(config);
   }
 
   /** The client CA bundle changed: the routes are written again with Envoy's Lua for the new one. */
@@ -215,7 +210,7 @@ export class XdsWriter {
       wroteClusters = true;
     }
     // 2. Routes, once Envoy runs the clusters they name.
-    const rds = rdsFile(renderRoutes(this.config, next, await this.fastRoutes(fast), this.script()));
+    const rds = rdsFile(renderRoutes(this.config, next, await this.renders.fastRoutes(fast), this.renders.script()));
     let wroteRoutes = false;
     if (was?.rds !== rds.text) {
       if (wroteClusters && added.length > 0) await this.clustersRun(added);
@@ -260,7 +255,7 @@ export class XdsWriter {
       await writeAtomic(this.dir, CDS_FILE, cds);
       await this.clustersRun(fastPoolClusterNames(this.config, kept.members));
     }
-    const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.fastRoutes(kept), this.script()));
+    const demoted = rdsFile(renderRoutes(this.config, prev.members, await this.renders.fastRoutes(kept), this.renders.script()));
     if (demoted.text !== prev.rds) {
       await writeAtomic(this.dir, RDS_FILE, demoted.text);
       this.written = { ...prev, cds, rds: demoted.text, fast: kept };
@@ -317,35 +312,6 @@ export class XdsWriter {
       Math.max(0, first - this.now()) + 1,
     );
     this.remnantTimer.unref();
-  }
-
-  /**
-   * A table's routes, rendered in slices (a table of tens of thousands of resources never holds the
-   * event loop that answers Envoy) and kept for the table: a withdrawal and the write after it
-   * render it once.
-   */
-  private async fastRoutes(fast: FastTable | null): Promise<readonly JsonObject[]> {
-    if (fast === null) return [];
-    const known = this.rendered.get(fast);
-    if (known !== undefined) return known;
-    const routes = await runSliced(
-      fastPathRoutesSteps(fast, this.config.envoy.requestTimeout, envoyStatesCertificates(this.config)),
-      sliceBudget(undefined),
-    );
-    this.rendered.set(fast, routes);
-    return routes;
-  }
-
-  /** Envoy's Lua for the bundle loaded now (none without one, or where Envoy states no certificate). */
-  private script(): string | undefined {
-    const trust = envoyStatesCertificates(this.config) ? this.clientTrust() : null;
-    if (trust === null) return undefined;
-    let script = this.scripts.get(trust);
-    if (script === undefined) {
-      script = certIdentityScript(trust);
-      this.scripts.set(trust, script);
-    }
-    return script;
   }
 
   private logFast(fast: FastTable | null): void {

@@ -20,6 +20,7 @@ import { nodeArmTable } from './node-upgrade-table.js';
 import { ARMS, JUDGED, SKEWED, podName, type Arm, type Change, type NodeUpgradeRun } from './node-upgrade-run.js';
 import type { NodeView, PodView } from './node-views.js';
 import { mixSummary, trafficMix, writeTrafficMix, type MixWindowResult } from './traffic-mix.js';
+import { FAST_PATH_ROUTE_PREFIX, FAST_PATH_X509 } from '../../src/envoy/fast-routes.js';
 
 export interface Outcome {
   readonly end: number;
@@ -29,6 +30,8 @@ export interface Outcome {
   readonly kubelet404: ReadonlyMap<Arm, readonly string[]>;
   /** 404s in the node gateway's access log since P0 (the kubelet's and kube-proxy's requests). */
   readonly envoy404: readonly string[];
+  /** The node gateway's requests since P0: all, on fast routes, on the fast routes for certificates Envoy stated. */
+  readonly nodeGatewayRoutes: { readonly requests: number; readonly fast: number; readonly x509: number };
   readonly sessionEnds: readonly (SessionEnd<Arm> & { server: string | undefined; own: Change | undefined })[];
   readonly survived: ReadonlyMap<Arm, number>;
   /** The skewgate node's traffic, steady and through the upgrade (when asked for). */
@@ -78,12 +81,17 @@ export async function finish(run: NodeUpgradeRun, report: Report): Promise<Outco
     last.set(arm, { node: await run.viewNode(arm), pod: await run.viewPod(arm) });
     kubelet404.set(arm, notFoundTo(events, nodeUser(run.nodeName(arm)), origin));
   }
-  const envoy404 = (await readFile(run.lab.logFile('envoy-node-gateway'), 'utf8'))
+  const nodeGateway = (await readFile(run.lab.logFile('envoy-node-gateway'), 'utf8'))
     .split('\n')
-    .filter((l) => l.startsWith('{') && l.includes('"status":404'))
-    .map((l) => JSON.parse(l) as { start: string; method: string; path: string })
-    .filter((x) => Date.parse(x.start) >= origin)
-    .map((x) => `${x.method} ${x.path}`);
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { start: string; method: string; path: string; status: number; route?: string })
+    .filter((x) => Date.parse(x.start) >= origin);
+  const envoy404 = nodeGateway.filter((x) => x.status === 404).map((x) => `${x.method} ${x.path}`);
+  const routes = {
+    requests: nodeGateway.length,
+    fast: nodeGateway.filter((x) => x.route?.startsWith(FAST_PATH_ROUTE_PREFIX) === true).length,
+    x509: nodeGateway.filter((x) => x.route?.startsWith(`${FAST_PATH_ROUTE_PREFIX}${FAST_PATH_X509}`) === true).length,
+  };
   const sessionEnds = run.held.ended.map((e) => {
     const server = servedBy(e.held);
     // Its own apiserver's stop: that server's SIGTERM while the session was open, before it ended.
@@ -109,7 +117,7 @@ export async function finish(run: NodeUpgradeRun, report: Report): Promise<Outco
   const phases = [...new Set(run.rows.map((r) => r.phase))];
   const mix = report.trafficMix === undefined ? [] : await writeMix(run, events, end, report.trafficMix.upgradeWindow);
   const lagEvidence = await gapEvidence(run, lags.get(JUDGED));
-  const outcome = { end, phases, lags, last, kubelet404, envoy404, sessionEnds, survived, mix, lagEvidence };
+  const outcome = { end, phases, lags, last, kubelet404, envoy404, nodeGatewayRoutes: routes, sessionEnds, survived, mix, lagEvidence };
   const md = markdown(run, report, outcome);
   await writeClusterPart(report.id, md);
   return { ...outcome, md };
@@ -194,6 +202,8 @@ function markdown(run: NodeUpgradeRun, report: Report, o: Omit<Outcome, 'md'>): 
       ),
     ),
     '',
+    `Through the skewgate node's gateway since P0: ${o.nodeGatewayRoutes.requests} requests, ${o.nodeGatewayRoutes.fast} of them on fast routes (no ext_proc stream), ${o.nodeGatewayRoutes.x509} of those with a client certificate Envoy stated (docs/design.md, "Certificates on the fast path").`,
+    '',
     `Sessions that ended: ${o.sessionEnds.map((e) => `${e.held.arm} exec -i on ${e.server ?? '?'}, ${e.own === undefined ? "not during its apiserver's stop" : `${sec(e.at - e.own.sigterm)} after its SIGTERM`}: exit ${e.code} \`${e.error}\``).join('; ') || 'none'}.`,
     '',
     ...(o.mix.length === 0
@@ -229,6 +239,11 @@ export function judge(t: Test, run: NodeUpgradeRun, o: Outcome, minRenewals: num
   t.ok(
     (lag?.maxMs ?? Infinity) < LEASE_SECONDS * 1000,
     `every Lease renewal within the ${LEASE_SECONDS} s lease: longest lag ${sec(lag?.maxMs ?? 0)}${o.lagEvidence.map((l) => `; ${l}`).join('')}`,
+  );
+  // The kubelet and kube-proxy present certificates: Envoy's Lua states them (cert-identity-lua.ts).
+  t.ok(
+    o.nodeGatewayRoutes.x509 > 0,
+    `the node's certificate clients took fast routes, stated by Envoy: ${o.nodeGatewayRoutes.x509} of ${o.nodeGatewayRoutes.requests} requests`,
   );
   const f = run.first.get(arm)?.pod;
   const z = o.last.get(arm)?.pod;

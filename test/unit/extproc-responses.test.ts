@@ -212,7 +212,7 @@ t.test('emptyResponseFor answers each phase with its own kind', async (t) => {
   }
 });
 
-t.test('a stated client certificate goes upstream as front-proxy headers, XFCC removed', async (t) => {
+t.test('a stated client certificate goes upstream as front-proxy headers, XFCC and the Lua marker removed', async (t) => {
   const identity = statedIdentity({
     user: 'jane',
     uid: 'u-1',
@@ -242,7 +242,11 @@ t.test('a stated client certificate goes upstream as front-proxy headers, XFCC r
       ],
       `${d.outcome}: user, uid, one line per group (appended), extra`,
     );
-    t.same(common?.header_mutation?.remove_headers, ['x-forwarded-client-cert']);
+    t.same(
+      common?.header_mutation?.remove_headers,
+      ['x-forwarded-client-cert', 'x-skewgate-envoy-identity'],
+      `${d.outcome}: XFCC, and the marker of Envoy's Lua (skewgate has stated the identity now)`,
+    );
   }
   const unstated: Decision = {
     outcome: 'rejected',
