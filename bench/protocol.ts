@@ -63,3 +63,24 @@ export interface StallChildStatus {
   /** The child's own event-loop delay since the last resetLoopDelay (perf_hooks, 5 ms resolution). */
   readonly loopDelayMaxMs: number;
 }
+
+/** (i) The node-phases stack lives here, under the package root; its PKI is reused from run to run. */
+export const NODE_STACK_DIR = '.cache/bench-node-stack';
+
+/** (i) The node-phases stack child is up: each arm's gateway and Envoy pid, and the client's credentials. */
+export interface NodeStackReady {
+  readonly urls: { readonly skewgate: string; readonly baseline: string };
+  readonly pids: { readonly skewgate: number; readonly baseline: number };
+  readonly caFile: string;
+  readonly token: string;
+  /** A client certificate of the stack's CA, presented to every arm (only skewgate's asks for it). */
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
+/** (i) CPU time so far, µs: the stack child (fakes + skewgate) and each Envoy (all threads). */
+export interface NodeStackCpu {
+  readonly nodeUs: number;
+  readonly skewgateEnvoyUs: number;
+  readonly baselineEnvoyUs: number;
+}

@@ -9,6 +9,7 @@ import { stopAllChildren } from './child-ipc.js';
 import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';
 import { DEFAULT_ENVOY_OPTIONS, QUICK_ENVOY_OPTIONS, benchEnvoy } from './envoy-bench.js';
+import { DEFAULT_NODE_PHASES, QUICK_NODE_PHASES, benchNodePhases } from './node-phases.js';
 import { DEFAULT_EXTPROC_OPTIONS, QUICK_EXTPROC_OPTIONS, benchExtProc } from './extproc-bench.js';
 import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
@@ -48,6 +49,11 @@ const BENCHMARKS: readonly Benchmark[] = [
     id: 'h',
     title: "latency next to Kubernetes' built-in Mixed Version Proxy (real apiservers)",
     run: (p, quick) => benchMvp(p, quick ? QUICK_MVP_OPTIONS : DEFAULT_MVP_OPTIONS),
+  },
+  {
+    id: 'i',
+    title: "a real node's traffic through the phases of an upgrade",
+    run: (p, quick) => benchNodePhases(p, quick ? QUICK_NODE_PHASES : DEFAULT_NODE_PHASES),
   },
 ];
 

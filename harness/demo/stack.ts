@@ -52,6 +52,8 @@ export interface StackOptions {
   readonly envoy?: Readonly<Record<string, unknown>>;
   /** More fields of the config's extproc section (e.g. limits). */
   readonly extproc?: Readonly<Record<string, unknown>>;
+  /** The config's membership section (sources, template), as written in YAML. */
+  readonly membership?: Readonly<Record<string, unknown>>;
 }
 
 export interface Stack {
@@ -112,6 +114,7 @@ function configDocument(
       ...(certificates ? { upstreamClientCert: { certFile: pki.frontProxyClientCertFile, keyFile: pki.frontProxyClientKeyFile } } : {}),
       ...o.envoy,
     },
+    ...(o.membership ? { membership: o.membership } : {}),
     log: { level: o.logLevel ?? 'warn' },
     // `skewgate status|skew|explain --config <this file>` ask the running stack's gateway.
     ...(dir === undefined ? {} : { admin: { listen: `unix:${join(dir, 'admin.sock')}` } }),

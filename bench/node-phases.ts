@@ -1,0 +1,293 @@
+// (i) A real node's traffic through each phase of an upgrade (issue 28, item 5): the requests the
+// kubelet sent in test/cluster/node-upgrade.test.ts (bench/node-traffic-mix.json, steady window,
+// watches left out) replayed open-loop at fixed rates against three fake apiservers, through bare
+// Envoy and through Envoy + skewgate (fast path on, the client certificate stated by Envoy's Lua),
+// in four phases run in order: steady, one apiserver stopped (a restart), mixed versions (one
+// restarted as the next version), a fourth apiserver joining at a new address. Each phase's rounds
+// start right after its change, so the transition is measured, not only the state after it.
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+import { forkChild, type ChildHandle } from './child-ipc.js';
+import { pick, schedule, type MixWindow, type NodeRequest } from './node-mix.js';
+import { openLoop } from './open-loop.js';
+import type { Section, Table, TargetRow } from './report.js';
+import { NODE_STACK_DIR, type NodeStackCpu, type NodeStackReady } from './protocol.js';
+import { countInto, fmt, formatCounts, nowNs, summarise } from './stats.js';
+import { NO_FAILURES, addFailures, judgePaired, judgeRounds, median, type Failures } from './verdict.js';
+import { fastClusterName, FRONT_PROXY_SUFFIX } from '../src/envoy/clusters.js';
+import { packageRoot } from '../src/util/package-root.js';
+import { join } from 'node:path';
+
+export interface NodePhasesOptions {
+  readonly rates: readonly number[];
+  /** Rounds per phase and rate; each runs both arms, the order alternating. */
+  readonly rounds: number;
+  readonly windowMs: number;
+  readonly warmupMs: number;
+}
+
+export const DEFAULT_NODE_PHASES: NodePhasesOptions = { rates: [500, 2000], rounds: 5, windowMs: 3000, warmupMs: 1000 };
+export const QUICK_NODE_PHASES: NodePhasesOptions = { rates: [500], rounds: 2, windowMs: 1500, warmupMs: 500 };
+
+const TARGET_SHARE_PERCENT = 5;
+const TARGET_P50_MS = 0.05;
+const TARGET_P99_MS = 0.2;
+
+type ArmName = 'skewgate' | 'baseline';
+const ARMS: readonly ArmName[] = ['skewgate', 'baseline'];
+const LABEL: Record<ArmName, string> = { skewgate: 'Envoy + skewgate (fast path)', baseline: 'bare Envoy' };
+const SEED = ['apiserver-a', 'apiserver-b', 'apiserver-c'];
+
+interface Phase {
+  readonly name: string;
+  readonly what: string;
+  /** Makes the change; resolves to the fast pool skewgate should settle on. */
+  readonly change: (child: ChildHandle<NodeStackReady>) => Promise<readonly string[]>;
+}
+
+const PHASES: readonly Phase[] = [
+  { name: 'steady', what: 'three apiservers of one version', change: () => Promise.resolve(SEED) },
+  {
+    name: 'restart',
+    what: 'apiserver-b stopped, as in its restart',
+    change: async (c) => {
+      await c.call('stopServer', 'apiserver-b');
+      return ['apiserver-a', 'apiserver-c'];
+    },
+  },
+  {
+    name: 'mixed',
+    what: 'apiserver-b back; apiserver-c restarted as the next version (three more resources)',
+    change: async (c) => {
+      await c.call('startServer', 'apiserver-b');
+      await c.call('upgrade', 'apiserver-c');
+      return SEED;
+    },
+  },
+  {
+    name: 'join',
+    what: 'a fourth apiserver joining at a new address (kubernetes EndpointSlice)',
+    change: async (c) => [...SEED, await c.call<string>('join')],
+  },
+];
+
+interface Figures {
+  p50: number[];
+  p99: number[];
+  /** Per round, % of requests that opened an ext_proc stream (skewgate arm). */
+  share: number[];
+  requests: number;
+  failures: Failures;
+  statuses: Map<string, number>;
+  envoyUs: number;
+  nodeUs: number;
+}
+
+const fresh = (): Figures => ({
+  p50: [],
+  p99: [],
+  share: [],
+  requests: 0,
+  failures: NO_FAILURES,
+  statuses: new Map(),
+  envoyUs: 0,
+  nodeUs: 0,
+});
+
+/** Any answer an apiserver gave but 401/403/5xx (the fakes answer token, token and subresource writes 400 or 201). */
+const expected = (status: number, server: string | undefined): boolean =>
+  server !== undefined && status < 500 && status !== 401 && status !== 403;
+
+async function window(
+  pool: Pool,
+  next: (i: number) => NodeRequest,
+  rate: number,
+  ms: number,
+  headers: Record<string, string>,
+  into: Figures | null,
+): Promise<number[]> {
+  const lat: number[] = [];
+  let failures: Failures = NO_FAILURES;
+  let closed = false;
+  let answered = 0;
+  const total = Math.round((rate * ms) / 1000);
+  await openLoop(
+    total,
+    rate,
+    async (i, due) => {
+      const r = next(i);
+      try {
+        const res = await pool.request({
+          method: r.method,
+          path: r.path,
+          headers: r.contentType === undefined ? headers : { ...headers, 'content-type': r.contentType },
+          ...(r.body === undefined ? {} : { body: r.body(i) }),
+        });
+        await res.body.text();
+        if (closed) return;
+        answered++;
+        lat.push(nowNs() - due);
+        const server = res.headers['x-fake-apiserver'];
+        if (into !== null) countInto(into.statuses, `${r.row.split(' ').slice(0, 2).join(' ')} ${res.statusCode}`);
+        if (!expected(res.statusCode, typeof server === 'string' ? server : undefined))
+          failures = addFailures(failures, { ...NO_FAILURES, unexpected: 1 });
+      } catch (err) {
+        if (closed) return;
+        answered++;
+        const code = (err as NodeJS.ErrnoException).code ?? '';
+        failures = addFailures(failures, /TIMEOUT/i.test(code) ? { ...NO_FAILURES, timeouts: 1 } : { ...NO_FAILURES, errors: 1 });
+      }
+    },
+    10_000,
+  );
+  closed = true;
+  if (into !== null) {
+    into.requests += total;
+    into.failures = addFailures(into.failures, addFailures(failures, { ...NO_FAILURES, unanswered: total - answered }));
+  }
+  return lat;
+}
+
+export async function benchNodePhases(progress: (msg: string) => void, o: NodePhasesOptions = DEFAULT_NODE_PHASES): Promise<Section> {
+  const mix = JSON.parse(readFileSync(join(packageRoot(), 'bench/node-traffic-mix.json'), 'utf8')) as { windows: MixWindow[] };
+  const steadyWindow = mix.windows[0] as MixWindow;
+  const plan = schedule(steadyWindow);
+  const next = pick(plan.requests);
+  progress(`(i) starting the stack in a child process (${NODE_STACK_DIR}: 3 fake apiservers, skewgate, 2 Envoys)`);
+  let child: ChildHandle<NodeStackReady> | undefined;
+  const pools: Pool[] = [];
+  try {
+    child = await forkChild<NodeStackReady>('./node-phases-child.js', { readyTimeoutMs: 90_000, alsoKill: (r) => Object.values(r.pids) });
+    const r = child.ready;
+    const connect = { ca: readFileSync(r.caFile, 'utf8'), cert: readFileSync(r.certFile, 'utf8'), key: readFileSync(r.keyFile, 'utf8') };
+    const pool = (url: string): Pool => {
+      const p = new Pool(url, { connect, connections: 64, keepAliveTimeout: 60_000, headersTimeout: 10_000, bodyTimeout: 10_000 });
+      pools.push(p);
+      return p;
+    };
+    const arms: Record<ArmName, Pool> = { skewgate: pool(r.urls.skewgate), baseline: pool(r.urls.baseline) };
+    // Both carry the token; skewgate's Envoy also asks for the certificate (its Lua states it), the bare one does not.
+    const headers = { authorization: `Bearer ${r.token}`, accept: 'application/json', 'user-agent': 'kubelet/v1.35.4 (skewgate-bench)' };
+    const c = child;
+    const cpu = (): Promise<NodeStackCpu> => c.call<NodeStackCpu>('cpu');
+    const results: { phase: Phase; rate: number; settledS: number | null; figures: Record<ArmName, Figures> }[] = [];
+    for (const phase of PHASES) {
+      const pool4 = await phase.change(c);
+      const changedAt = Date.now();
+      const want = `${fastClusterName(pool4)}${FRONT_PROXY_SUFFIX}`;
+      let settledS: number | null = null;
+      // Watches the fast pool skewgate's Envoy runs for certificates while the phase's rounds go on.
+      let watching = true;
+      const watcher = (async () => {
+        while (watching && settledS === null) {
+          if ((await c.call<string | null>('certRoute')) === want) settledS = (Date.now() - changedAt) / 1000;
+          else await sleep(200);
+        }
+      })();
+      for (const rate of o.rates) {
+        progress(`(i) ${phase.name} (${phase.what}) at ${rate} req/s: ${o.rounds} rounds`);
+        const figures = { skewgate: fresh(), baseline: fresh() };
+        for (let round = 0; round < o.rounds; round++) {
+          for (const name of round % 2 === 0 ? ARMS : [...ARMS].reverse()) {
+            await window(arms[name], next, rate, o.warmupMs, headers, null);
+            const [s0, c0] = [await c.call<number>('streams'), await cpu()];
+            const lat = await window(arms[name], next, rate, o.windowMs, headers, figures[name]);
+            const [s1, c1] = [await c.call<number>('streams'), await cpu()];
+            const f = figures[name];
+            const sum = summarise(lat);
+            f.p50.push(sum.p50 / 1e6);
+            f.p99.push(sum.p99 / 1e6);
+            if (name === 'skewgate') f.share.push(lat.length === 0 ? Number.NaN : ((s1 - s0) / lat.length) * 100);
+            f.envoyUs += name === 'skewgate' ? c1.skewgateEnvoyUs - c0.skewgateEnvoyUs : c1.baselineEnvoyUs - c0.baselineEnvoyUs;
+            f.nodeUs += c1.nodeUs - c0.nodeUs;
+            await c.call('clear');
+          }
+        }
+        results.push({ phase, rate, settledS, figures });
+      }
+      watching = false;
+      await watcher;
+      results.filter((x) => x.phase === phase).forEach((x) => (x.settledS = settledS));
+    }
+    return report(results, plan.left, o);
+  } finally {
+    for (const p of pools) await p.close().catch(() => undefined);
+    await child?.stop();
+  }
+}
+
+function report(
+  results: readonly { phase: Phase; rate: number; settledS: number | null; figures: Record<ArmName, Figures> }[],
+  left: readonly string[],
+  o: NodePhasesOptions,
+): Section {
+  const targets: TargetRow[] = [];
+  const rows: string[][] = [];
+  for (const { phase, rate, figures } of results) {
+    const s = figures.skewgate;
+    const b = figures.baseline;
+    const at = `${phase.name}, ${rate} req/s`;
+    targets.push(
+      judgeRounds({
+        metric: `${at}: requests meeting ext_proc`,
+        limit: TARGET_SHARE_PERCENT,
+        unit: '%',
+        values: s.share,
+        failures: s.failures,
+      }),
+      judgePaired({
+        metric: `${at}: added p50`,
+        limit: TARGET_P50_MS,
+        unit: 'ms',
+        arm: s.p50,
+        baseline: b.p50,
+        failures: s.failures,
+        baselineFailures: b.failures,
+      }),
+      judgePaired({
+        metric: `${at}: added p99`,
+        limit: TARGET_P99_MS,
+        unit: 'ms',
+        arm: s.p99,
+        baseline: b.p99,
+        failures: s.failures,
+        baselineFailures: b.failures,
+      }),
+    );
+    for (const name of ARMS) {
+      const f = figures[name];
+      rows.push([
+        phase.name,
+        String(rate),
+        LABEL[name],
+        f.requests.toLocaleString('en-US'),
+        fmt(median(f.p50)),
+        fmt(median(f.p99)),
+        name === 'skewgate' ? `${fmt(median(f.share), 2)} %` : '—',
+        fmt(f.envoyUs / Math.max(1, f.requests), 1),
+        fmt(f.nodeUs / Math.max(1, f.requests), 1),
+      ]);
+    }
+  }
+  const table: Table = {
+    caption:
+      'Per phase and rate: medians over rounds; CPU per request over every measured window (the stack child holds the fakes and skewgate)',
+    headers: ['phase', 'req/s', 'arm', 'requests', 'p50 ms', 'p99 ms', 'ext_proc share', 'Envoy CPU µs/req', 'stack child CPU µs/req'],
+    rows,
+  };
+  const byPhase = [...new Set(results.map((x) => x.phase))];
+  return {
+    id: 'i',
+    title: "A real node's traffic through the phases of an upgrade",
+    method: `The kubelet's requests of bench/node-traffic-mix.json's steady window (recorded from a real kubelet in test/cluster/node-upgrade.test.ts), replayed in proportion to their rates on objects that exist, open-loop at fixed rates, through bare Envoy (no ext_proc filter, no client certificate asked for) and Envoy + skewgate (envoy.xds, fast path on; the client certificate stated by Envoy's Lua), three fake apiservers behind both; both send the stack's bearer token, skewgate's also gets the certificate. Phases in order, each measured from the moment of its change: ${byPhase.map((p) => `${p.name} (${p.what})`).join('; ')}. Per phase and rate ${o.rounds} rounds of both arms (${o.windowMs / 1000} s windows after ${o.warmupMs / 1000} s of warm-up, order alternating); verdicts on the median of per-round paired differences, a request failing when it got no apiserver's answer, a 401/403 or a 5xx.`,
+    targets,
+    tables: [table],
+    notes: [
+      `Not replayed (long-running, no latency to measure): ${left.join(', ') || 'none'}.`,
+      `The fast pool for certificates settled after the change: ${byPhase.map((p) => `${p.name} ${results.find((x) => x.phase === p)?.settledS?.toFixed(1) ?? 'never'} s`).join(', ')}.`,
+      'Answers by row and status (all phases, both arms): see the child log when a target misses; the built-in Mixed Version Proxy arm is measured in (h) and test/cluster/mvp-compare.test.ts, on a real lab, not here.',
+      ...results.map((x) => `${x.phase.name} ${x.rate}: skewgate ${formatCounts(x.figures.skewgate.statuses)}`).slice(0, 2),
+    ],
+  };
+}
