@@ -282,7 +282,7 @@ export class FakeApiServer {
    * A front-proxy certificate without X-Remote-User falls through, as there.
    */
   private authenticate(req: IncomingMessage, peer: PeerCert | null): FakeUser | null {
-    if (peer?.verified === true && this.frontProxyCa !== null && issuedBy(peer.cert, this.frontProxyCa)) {
+    if (peer?.verified === true && this.frontProxyCa !== null && issuedBy(peer, this.frontProxyCa)) {
       const user = req.headersDistinct['x-remote-user']?.[0];
       if (FRONT_PROXY_ALLOWED_NAMES.includes(peer.cn ?? '') && user !== undefined && user !== '') {
         return { name: user, groups: req.headersDistinct['x-remote-group'] ?? [], via: 'front-proxy' };
@@ -528,14 +528,35 @@ interface PeerCert {
   readonly organizations: readonly string[];
   /** Chains to a CA the server trusts. */
   readonly verified: boolean;
+  /** issuedBy's answers for this certificate, by CA. */
+  readonly issuers: WeakMap<X509Certificate, boolean>;
 }
+
+/**
+ * The connection's certificate, read once per connection (kube-apiserver verifies it on every
+ * request, as it would for a client connected directly: an apiserver's cost, not the gateway's,
+ * and no part of what the fakes stand in for — benchmarks through them compare gateways).
+ */
+const peers = new WeakMap<object, PeerCert | null>();
 
 function peerCertificate(req: IncomingMessage): PeerCert | null {
   const socket = req.socket as TLSSocket;
+  const known = peers.get(socket);
+  if (known !== undefined) return known;
   const raw = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate().raw : undefined;
-  if (raw === undefined || raw.length === 0) return null;
-  const cert = new X509Certificate(raw);
-  return { cert, cn: rdnValues(cert.subject, 'CN')[0] ?? null, organizations: rdnValues(cert.subject, 'O'), verified: socket.authorized };
+  let peer: PeerCert | null = null;
+  if (raw !== undefined && raw.length > 0) {
+    const cert = new X509Certificate(raw);
+    peer = {
+      cert,
+      cn: rdnValues(cert.subject, 'CN')[0] ?? null,
+      organizations: rdnValues(cert.subject, 'O'),
+      verified: socket.authorized,
+      issuers: new WeakMap(),
+    };
+  }
+  peers.set(socket, peer);
+  return peer;
 }
 
 /** Values of one attribute in node's subject text: one "KEY=value" per line, RFC 4514 escapes. */
@@ -550,8 +571,13 @@ function rdnValues(subject: string, key: string): string[] {
     );
 }
 
-function issuedBy(cert: X509Certificate, ca: X509Certificate): boolean {
-  return cert.checkIssued(ca) && cert.verify(ca.publicKey);
+function issuedBy(peer: PeerCert, ca: X509Certificate): boolean {
+  let yes = peer.issuers.get(ca);
+  if (yes === undefined) {
+    yes = peer.cert.checkIssued(ca) && peer.cert.verify(ca.publicKey);
+    peer.issuers.set(ca, yes);
+  }
+  return yes;
 }
 
 const gvOf = (r: FakeResource): string => (r.group ? `${r.group}/${r.version}` : r.version);
