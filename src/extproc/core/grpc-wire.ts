@@ -49,14 +49,15 @@ export class MessageReader {
 
   /** Whether part of a message has arrived but not all of it. */
   get partial(): boolean {
-    return this.buffered > 0;
+    return this.buffered > 0 || this.want >= 0;
   }
 
   /** The messages completed by this chunk, in order, or the status that ends the call. */
   push(chunk: Buffer): Buffer[] | GrpcEnd {
     const out: Buffer[] = [];
-    // The common case: a whole message in one chunk, nothing held before it.
-    if (this.buffered === 0 && chunk.length >= PREFIX) {
+    // The common case: a whole message in one chunk, nothing held before it (not even a prefix
+    // whose chunk ended right after it: then this chunk starts with its body).
+    if (this.buffered === 0 && this.want < 0 && chunk.length >= PREFIX) {
       let at = 0;
       while (chunk.length - at >= PREFIX) {
         const refused = this.check(chunk, at);
