@@ -81,8 +81,10 @@ export function routeOptions(config: Config, envoyIdentityScript?: string): Rout
  * attach, port-forward, logs, proxies, and every request while skewgate is unreachable — keep no
  * timeout at all (see stream_idle_timeout, listener.ts).
  *
- * fastRoutes (fast-routes.ts, rendered by the caller) sit after the routes skewgate's headers
- * select and before the balanced default, for requests without a client certificate.
+ * fastRoutes (fast-routes.ts, rendered by the caller) sit after the first set of routes
+ * skewgate's headers select and before any balanced default, for requests without a client
+ * certificate or with one Envoy's Lua stated; with that Lua, a request it stated that no fast route
+ * took meets a second backstop (401) before the front-proxy defaults.
  */
 export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, fastRoutes: readonly JsonObject[] = []): JsonObject {
   const { identity, retryAfterSeconds } = opts;
