@@ -14,19 +14,15 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { runningRoutesVersion } from '../../src/envoy-runtime/admin-routes.js';
-import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX, FAST_PATH_X509 } from '../../src/envoy/fast-routes.js';
-import { startEnvoy } from '../../src/envoy-runtime/process.js';
 import { RDS_FILE } from '../../src/envoy/xds.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { ClientIdentityVerifier, parsePemCertificates } from '../../src/identity/core/client-identity.js';
 import { formatXfcc } from '../../src/identity/core/xfcc.js';
 import { certificateNames } from '../../src/pki/der.js';
-import { createLogger } from '../../src/util/log.js';
-import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { xdsGateway } from '../helpers/xds-gateway.js';
 import { waitMs } from '../helpers/waits.js';
 import { fixtureCertFile, makeFixtureCerts, nameOf, oracleVerdicts, rawAttribute, resignedJane } from '../helpers/x509-fixtures.js';
 import { seededRng } from '../load/run.js';
@@ -82,13 +78,7 @@ const config = parseConfig(
   join(dir, 'skewgate.yaml'),
   dir,
 );
-writeSeedXds(config);
-const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)), logFile: envoyLog });
-const skewgate = createSkewgate(config, createLogger('warn'), { envoyAdminUrl: envoy.adminUrl });
-t.teardown(async () => {
-  await skewgate.close({ drainMs: 0 });
-  await envoy.stop();
-});
+const { envoy, skewgate } = await xdsGateway(t, config, { logFile: envoyLog });
 await skewgate.start();
 const port = envoy.listenPort as number;
 

@@ -16,19 +16,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { gvrKey, type Snapshot } from '../../src/discovery/core/types.js';
 import { fastClusterName } from '../../src/envoy/clusters.js';
-import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
-import { startEnvoy } from '../../src/envoy-runtime/process.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { learntName } from '../../src/membership/members.js';
 import { NODES_PATH } from '../../src/membership/sources.js';
 import { isFresh, isHealthy } from '../../src/routing/freshness.js';
-import { createLogger } from '../../src/util/log.js';
-import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { xdsGateway } from '../helpers/xds-gateway.js';
 import { callWithToken, controlPlaneNode } from '../helpers/k8s-objects.js';
 import { eventually } from '../helpers/http.js';
 import { waitMs } from '../helpers/waits.js';
@@ -112,13 +108,7 @@ const config = parseConfig(
   join(dir, 'skewgate.yaml'),
   dir,
 );
-writeSeedXds(config);
-const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)), logFile: envoyLog });
-const skewgate = createSkewgate(config, createLogger('warn'), { envoyAdminUrl: envoy.adminUrl });
-t.teardown(async () => {
-  await skewgate.close({ drainMs: 0 });
-  await envoy.stop();
-});
+const { envoy, skewgate } = await xdsGateway(t, config, { logFile: envoyLog });
 // Every snapshot routing saw, by generation: the judge of every fast-path line.
 const published = new Map<number, Snapshot>();
 /** When each generation was published (ms), in order: what a failure report shows of the time. */

@@ -12,18 +12,14 @@ import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeApiServer, FakeCluster, BUILTINS_OLD } from '../../harness/fake/index.js';
-import { createSkewgate } from '../../src/app/skewgate.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { Snapshot } from '../../src/discovery/core/types.js';
 import { adminRoutesConfirm, runningRoutesVersion } from '../../src/envoy-runtime/admin-routes.js';
-import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
-import { startEnvoy } from '../../src/envoy-runtime/process.js';
 import { RDS_FILE } from '../../src/envoy/xds.js';
-import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
-import { createLogger } from '../../src/util/log.js';
 import { packageRoot } from '../../src/util/package-root.js';
-import { onEphemeralPort, send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { send, sharedPki } from '../helpers/envoy-fixtures.js';
+import { xdsGateway } from '../helpers/xds-gateway.js';
 import { waitMs } from '../helpers/waits.js';
 
 const pki = await sharedPki();
@@ -74,14 +70,7 @@ const configInput = {
 const configFile = join(dir, 'skewgate.yaml');
 writeFileSync(configFile, stringify(configInput));
 const config = parseConfig(configInput, configFile, dir);
-writeSeedXds(config);
-const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(config)) });
-const skewgate = createSkewgate(config, createLogger('warn'), { envoyAdminUrl: envoy.adminUrl });
-// skewgate first: it withdraws its fast-path routes and asks this Envoy to confirm.
-t.teardown(async () => {
-  await skewgate.close({ drainMs: 0 });
-  await envoy.stop();
-});
+const { envoy, skewgate } = await xdsGateway(t, config);
 await skewgate.start();
 const port = envoy.listenPort as number;
 
