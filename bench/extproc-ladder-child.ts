@@ -4,7 +4,8 @@
 // work than the rung below it (LADDER_RUNG):
 //   codec    the request decoded, a fixed reply sent (codec.ts)
 //   headers  and Envoy's header list read into a map (core/headers.ts)
-//   routing  and the request routed, the reply built from the decision (router.ts, core/responses.ts)
+//   route    and the request classified and routed (router.ts), a fixed reply
+//   routing  and the reply built from the decision (core/responses.ts)
 // Below them is bare node:http2 (http2-floor-child.ts); above, skewgate's server as it ships
 // (extproc-child.ts: the stream handler's limits and decision log, health, keepalive).
 import * as http2 from 'node:http2';
@@ -37,7 +38,7 @@ function answer(call: Http2ServerCall<ProcessingRequestMsg, ProcessingResponseOu
     return;
   }
   const result = router.route(headers.get(':method') ?? '', headers.get(':path') ?? '', headers);
-  call.write(responseFor(result, 1, undefined, true));
+  call.write(rung === 'route' ? FIXED : responseFor(result, 1, undefined, true));
 }
 
 const server = http2.createServer();

@@ -21,7 +21,8 @@ export const RUNGS: readonly Rung[] = [
   { key: 'floor', label: 'bare node:http2: a fixed reply, no decoding (the transport floor)', file: './http2-floor-child.js' },
   { key: 'codec', label: "+ skewgate's gRPC call: the request decoded, a fixed reply", file: './extproc-ladder-child.js' },
   { key: 'headers', label: "+ Envoy's header list read into a map", file: './extproc-ladder-child.js' },
-  { key: 'routing', label: '+ classified and routed, the reply built from the decision', file: './extproc-ladder-child.js' },
+  { key: 'route', label: '+ classified and routed, a fixed reply', file: './extproc-ladder-child.js' },
+  { key: 'routing', label: '+ the reply built from the decision', file: './extproc-ladder-child.js' },
   { key: 'shipped', label: "skewgate's server as it ships (+ the stream handler's limits and decision log)", file: './extproc-child.js' },
 ];
 

@@ -1,5 +1,5 @@
-// (i) child process: the demo stack (3 fake apiservers + one skewgate, membership learnt from the
-// kubernetes EndpointSlice) behind two real Envoys — skewgate's own on filesystem xDS (fast path on,
+// (i) child process: the demo stack (3 fake apiservers here, one skewgate in its own process,
+// membership learnt from the kubernetes EndpointSlice) behind two real Envoys — skewgate's own on filesystem xDS (fast path on,
 // client certificates stated by its Lua where exact) and a bare one without the ext_proc filter or
 // client certificates (the baseline) — and the phases of an upgrade on demand: an apiserver
 // stopped and started, one restarted as the next version, one joining at a new address.
@@ -78,7 +78,8 @@ async function main(): Promise<void> {
       cpu: (): NodeStackCpu => {
         const u = process.cpuUsage();
         return {
-          nodeUs: u.user + u.system,
+          fakesUs: u.user + u.system,
+          skewgateUs: procCpuUs(stack?.skewgatePid() ?? -1),
           skewgateEnvoyUs: procCpuUs(stack?.envoy.process.pid ?? -1),
           baselineEnvoyUs: procCpuUs(baseline?.process.pid ?? -1),
         };
@@ -128,10 +129,13 @@ async function main(): Promise<void> {
     },
   );
   try {
-    await Promise.all(['envoy.log', 'envoy-baseline.log', 'xds'].map((f) => rm(join(dir, f), { force: true, recursive: true })));
+    await Promise.all(
+      ['envoy.log', 'envoy-baseline.log', 'skewgate.log', 'xds'].map((f) => rm(join(dir, f), { force: true, recursive: true })),
+    );
     stack = await startStack({
       dir,
       logLevel: 'warn',
+      skewgateProcess: true,
       envoy: { xds: { directory: xdsDir } },
       servers: ['apiserver-a', 'apiserver-b', 'apiserver-c'].map((name) => ({ name, builtins: withNodeApis(BUILTINS_OLD) })),
       membership: {
@@ -187,7 +191,7 @@ async function main(): Promise<void> {
     });
     ipc.ready({
       urls: { skewgate: stack.gatewayUrl, baseline: `https://127.0.0.1:${baseline.listenPort ?? 0}` },
-      pids: { skewgate: stack.envoy.process.pid ?? -1, baseline: baseline.process.pid ?? -1 },
+      pids: { skewgate: stack.envoy.process.pid ?? -1, baseline: baseline.process.pid ?? -1, skewgateProcess: stack.skewgatePid() },
       caFile: stack.pki.caFile,
       token: stack.pki.token,
       certFile: stack.pki.clients.limited.certFile,

@@ -8,7 +8,7 @@ export interface ExtProcChildReady {
 }
 
 /** (b) The ladder's rungs above bare node:http2 and below grpc-js (extproc-ladder-child.ts). */
-export type LadderRung = 'codec' | 'headers' | 'routing';
+export type LadderRung = 'codec' | 'headers' | 'route' | 'routing';
 
 /** (b) The ext_proc server child's CPU time so far. */
 export interface CpuSample {
@@ -70,7 +70,7 @@ export const NODE_STACK_DIR = '.cache/bench-node-stack';
 /** (i) The node-phases stack child is up: each arm's gateway and Envoy pid, and the client's credentials. */
 export interface NodeStackReady {
   readonly urls: { readonly skewgate: string; readonly baseline: string };
-  readonly pids: { readonly skewgate: number; readonly baseline: number };
+  readonly pids: { readonly skewgate: number; readonly baseline: number; readonly skewgateProcess: number };
   readonly caFile: string;
   readonly token: string;
   /** A client certificate of the stack's CA, presented to every arm (only skewgate's asks for it). */
@@ -78,9 +78,10 @@ export interface NodeStackReady {
   readonly keyFile: string;
 }
 
-/** (i) CPU time so far, µs: the stack child (fakes + skewgate) and each Envoy (all threads). */
+/** (i) CPU time so far, µs: the stack child (the fakes), skewgate's own process and each Envoy (all threads). */
 export interface NodeStackCpu {
-  readonly nodeUs: number;
+  readonly fakesUs: number;
+  readonly skewgateUs: number;
   readonly skewgateEnvoyUs: number;
   readonly baselineEnvoyUs: number;
 }

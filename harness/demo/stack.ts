@@ -11,6 +11,7 @@ import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { startEnvoy, type EnvoyHandle } from '../../src/envoy-runtime/process.js';
 import { writeSeedXds } from '../../src/envoy-runtime/xds-disk.js';
 import { withoutExtProc } from '../baseline-envoy.js';
+import { startSkewgateProcess, type SkewgateProcess } from './skewgate-process.js';
 import { freeConsecutivePorts } from '../lab/net.js';
 import { BlackholeProxy, FakeApiServer, FakeCluster, createPki, type FakeResource, type Pki } from '../fake/index.js';
 
@@ -54,6 +55,11 @@ export interface StackOptions {
   readonly extproc?: Readonly<Record<string, unknown>>;
   /** The config's membership section (sources, template), as written in YAML. */
   readonly membership?: Readonly<Record<string, unknown>>;
+  /**
+   * Run skewgate as its own process (`skewgate serve`, log in the folder's skewgate.log) rather
+   * than in this one: a benchmark then tells its CPU from the fakes'. skewgateOptions do not apply.
+   */
+  readonly skewgateProcess?: boolean;
 }
 
 export interface Stack {
@@ -69,8 +75,10 @@ export interface Stack {
   readonly envoy: EnvoyHandle;
   readonly baselineUrl?: string;
   readonly baselineEnvoy?: EnvoyHandle;
-  /** The running skewgate, or null while stopped. */
+  /** The running skewgate, or null while stopped (and always with `skewgateProcess`). */
   skewgate(): Skewgate | null;
+  /** The process skewgate runs in: this one, or its own with `skewgateProcess`. */
+  skewgatePid(): number;
   stopSkewgate(): Promise<void>;
   startSkewgate(): Promise<void>;
   close(): Promise<void>;
@@ -158,16 +166,32 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     // Bind skewgate first on a free port; the final config then names that port for Envoy. With
     // extproc.workers, Envoy expects the ports after it: a free run of them, named from the start.
     const workers = Number(o.extproc?.['workers'] ?? 1);
-    const base = workers > 1 ? await freeConsecutivePorts(workers) : 0;
-    const first = parseConfig(configDocument(o, pki, apiservers, base, o.gatewayPort ?? 0, proxies, dir), join(dir, 'skewgate.yaml'), dir);
-    let app: Skewgate | null = createSkewgate(first, logger, o.skewgateOptions);
-    const bound = await app.start();
-    cleanups.push(async () => {
-      await app?.close();
-    });
-    const extprocPort = bound.port ?? 0;
-    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies, dir);
     const configFile = join(dir, 'skewgate.yaml');
+    let app: Skewgate | null = null;
+    let proc: SkewgateProcess | null = null;
+    let extprocPort: number;
+    if (o.skewgateProcess === true) {
+      // Its own process: the port is chosen first and named in the one config it starts from.
+      extprocPort = await freeConsecutivePorts(workers);
+      await writeFile(
+        configFile,
+        `# written by skewgate's demo stack\n${stringify(configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies, dir))}`,
+      );
+      proc = await startSkewgateProcess(configFile, `127.0.0.1:${extprocPort}`, join(dir, 'skewgate.log'));
+      cleanups.push(async () => {
+        await proc?.stop();
+      });
+    } else {
+      const base = workers > 1 ? await freeConsecutivePorts(workers) : 0;
+      const first = parseConfig(configDocument(o, pki, apiservers, base, o.gatewayPort ?? 0, proxies, dir), configFile, dir);
+      app = createSkewgate(first, logger, o.skewgateOptions);
+      const bound = await app.start();
+      cleanups.push(async () => {
+        await app?.close();
+      });
+      extprocPort = bound.port ?? 0;
+    }
+    const doc = configDocument(o, pki, apiservers, extprocPort, o.gatewayPort ?? 0, proxies, dir);
     await writeFile(configFile, `# written by skewgate's demo stack\n${stringify(doc)}`);
     const config = parseConfig(doc, configFile, dir);
 
@@ -197,11 +221,18 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       gatewayUrl: `https://127.0.0.1:${envoy.listenPort ?? config.envoy.listen.port}`,
       ...(baselineEnvoy ? { baselineEnvoy, baselineUrl: `https://127.0.0.1:${baselineEnvoy.listenPort ?? 0}` } : {}),
       skewgate: () => app,
+      skewgatePid: () => proc?.pid ?? process.pid,
       async stopSkewgate() {
         await app?.close();
         app = null;
+        await proc?.stop();
       },
       async startSkewgate() {
+        if (o.skewgateProcess === true) {
+          await proc?.stop();
+          proc = await startSkewgateProcess(configFile, `127.0.0.1:${extprocPort}`, join(dir, 'skewgate.log'));
+          return;
+        }
         if (app) return;
         app = createSkewgate(config, logger, o.skewgateOptions);
         await app.start();

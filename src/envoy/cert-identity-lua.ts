@@ -243,7 +243,8 @@ local function ders(pem)
 end
 
 -- The chain the client sent (leaf first), read once per worker: the leaf's identity, or why not.
-local function read(chain)
+-- What Envoy says of the leaf (its validity, its digest) is fixed for the chain: asked once too.
+local function read(chain, ssl)
   local known = cache[chain]
   if known ~= nil then return known end
   local pem = chain:gsub('%%(%x%x)', function(x) return string.char(tonumber(x, 16)) end)
@@ -256,6 +257,10 @@ local function read(chain)
   else
     id, why = identity(sent[1])
   end
+  if id ~= nil then
+    id.from, id.to = ssl:validFromPeerCertificate(), ssl:expirationPeerCertificate()
+    id.credential = 'X509SHA256=' .. ssl:sha256PeerCertificateDigest()
+  end
   known = id or { declined = why }
   if cached >= CACHE_MAX then cache, cached = {}, 0 end
   cache[chain], cached = known, cached + 1
@@ -265,18 +270,17 @@ end
 function envoy_on_request(h)
   local ssl = h:streamInfo():downstreamSslConnection()
   if ssl == nil or not ssl:peerCertificatePresented() or not ssl:peerCertificateValidated() then return end
-  local id = read(ssl:urlEncodedPemEncodedPeerCertificateChain())
+  local id = read(ssl:urlEncodedPemEncodedPeerCertificateChain(), ssl)
   if id.declined ~= nil then return end
   local ca = ISSUERS[id.issuer]
   if ca == nil then return end
   local now = os.time()
-  local from, to = ssl:validFromPeerCertificate(), ssl:expirationPeerCertificate()
-  if now < from or now < ca[1] or now + 1 > to or now + 1 > ca[2] then return end
+  if now < id.from or now < ca[1] or now + 1 > id.to or now + 1 > ca[2] then return end
   local headers = h:headers()
   headers:replace(USER, id.user)
   headers:remove(GROUP)
   for _, g in ipairs(id.groups) do headers:add(GROUP, g) end
-  headers:replace(CREDENTIAL, 'X509SHA256=' .. ssl:sha256PeerCertificateDigest())
+  headers:replace(CREDENTIAL, id.credential)
   headers:replace(MARKER, MARKER_VALUE)
   h:clearRouteCache()
 end
