@@ -16,6 +16,8 @@ import { fastClusterName, FRONT_PROXY_SUFFIX } from '../../src/envoy/clusters.js
 import { FAST_PATH_X509, fastPathRoutes } from '../../src/envoy/fast-routes.js';
 import { ENVOY_IDENTITY_BACKSTOP_ROUTE, IDENTITY_BACKSTOP_ROUTE } from '../../src/envoy/routes.js';
 import { renderClusters, renderRoutes } from '../../src/envoy/xds.js';
+import { listener } from '../../src/envoy/listener.js';
+import { upstreamOf } from '../../src/envoy/upstreams.js';
 import { continueRequestHeaders } from '../../src/extproc/core/responses.js';
 import type { ClientIdentity } from '../../src/identity/core/client-identity.js';
 import type { FastTable } from '../../src/routing/fast-path.js';
@@ -75,7 +77,14 @@ t.test("the script's constants: Lua string literals whatever the bytes", async (
   const lua = certIdentityLua(
     [{ subjectHex: '3000', notBefore: 1, notAfter: 2 }],
     ['30820101'],
-    { user: 'x-remote-user', group: 'x-remote-group', credentialId: 'a"b\\c', marker: 'm', markerValue: 'é' },
+    {
+      user: 'x-remote-user',
+      group: 'x-remote-group',
+      credentialId: 'a"b\\c',
+      marker: 'm',
+      markerValue: 'é',
+      clientCert: 'x-forwarded-client-cert',
+    },
     { commonName: '2.5.4.3', organization: '2.5.4.10', kubernetesUid: '1.3.6.1.4.1.57683.2' },
   );
   t.match(lua, '["3000"] = { 1, 2 },', 'an issuer and its window');
@@ -185,12 +194,40 @@ t.test(
     );
     const noScript = renderRoutes(config, { routable: [spec('kas-1', '10.0.0.1')], draining: [] }, []);
     t.equal(
-      (noScript.virtual_hosts as unknown as { routes: Route[] }[])[0]?.routes[0]?.typed_per_filter_config,
-      undefined,
-      'no bundle loaded yet: no Lua',
+      (noScript.virtual_hosts as unknown as { routes: Route[] }[])[0]?.routes[0]?.typed_per_filter_config?.[LUA_FILTER]?.source_code
+        ?.inline_string,
+      certIdentityScript(null),
+      'no bundle loaded yet (or the seed routes): the Lua that states nothing and hands every certificate to skewgate',
     );
   },
 );
+
+t.test('x-forwarded-client-cert: the Lua writes it for what it declines where it runs, the connection manager elsewhere', async (t) => {
+  type Hcm = { forward_client_cert_details?: string; set_current_client_cert_details?: unknown };
+  const hcmOf = (c: ReturnType<typeof configOf>): Hcm => {
+    const chain = (
+      listener(c, [upstreamOf(spec('kas-1', '10.0.0.1'))], (p) => p) as { filter_chains: { filters: { typed_config: Hcm }[] }[] }
+    ).filter_chains[0];
+    return chain?.filters[0]?.typed_config ?? {};
+  };
+  t.equal(hcmOf(configOf({})).forward_client_cert_details, 'SANITIZE', "with the Lua: a client's copy dropped, none written");
+  t.equal(hcmOf(configOf({})).set_current_client_cert_details, undefined, 'no details');
+  t.equal(
+    hcmOf(configOf({ fastPath: false })).forward_client_cert_details,
+    'SANITIZE_SET',
+    'without it: Envoy writes it for every certificate',
+  );
+  t.same(hcmOf(configOf({ xds: false })).set_current_client_cert_details, { cert: true, chain: true }, 'the leaf and the chain');
+  const lua = certIdentityScript(null);
+  t.match(lua, 'local MARKER, MARKER_VALUE, XFCC = "x-skewgate-envoy-identity", "x509", "x-forwarded-client-cert"', 'the header it writes');
+  t.match(
+    lua,
+    `headers:replace(XFCC, 'Hash=' .. ssl:sha256PeerCertificateDigest() .. ';Cert="' .. ssl:urlEncodedPemEncodedPeerCertificate() .. '";Chain="' .. chain .. '"')`,
+    "as the connection manager writes it (SANITIZE_SET, cert and chain): what skewgate's verifier reads",
+  );
+  t.match(lua, /local ISSUERS = \{\s*\}/, 'with no bundle: no issuer, so nothing stated');
+  t.match(lua, 'local ok, stated = pcall(state, h, ssl, chain)', 'also when the script fails on a certificate');
+});
 
 t.test("the fast pools' clusters: a front-proxy twin each where Envoy states certificates", async (t) => {
   const members = { routable: [spec('kas-1', '10.0.0.1'), spec('kas-2', '10.0.0.2')], draining: [] };
