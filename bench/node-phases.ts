@@ -175,6 +175,7 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
     const c = child;
     const cpu = (): Promise<NodeStackCpu> => c.call<NodeStackCpu>('cpu');
     const results: { phase: Phase; rate: number; settledS: number | null; figures: Record<ArmName, Figures> }[] = [];
+    const spans: PhaseSpan[] = [];
     // The start is no phase: the members settle (the EndpointSlices arrive one by one) first.
     const seeded = `${fastClusterName(SEED)}${FRONT_PROXY_SUFFIX}`;
     for (const deadline = Date.now() + 60_000; (await c.call<string | null>('certRoute')) !== seeded; await sleep(200))
@@ -182,6 +183,8 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
     for (const phase of PHASES) {
       const pool4 = await phase.change(c);
       const changedAt = Date.now();
+      spans.push({ name: phase.name, from: changedAt, to: Number.POSITIVE_INFINITY });
+      if (spans.length > 1) (spans[spans.length - 2] as PhaseSpan).to = changedAt;
       const want = `${fastClusterName(pool4)}${FRONT_PROXY_SUFFIX}`;
       let settledS: number | null = null;
       // Watches the fast pool skewgate's Envoy runs for certificates while the phase's rounds go on.
@@ -218,17 +221,48 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
       await watcher;
       results.filter((x) => x.phase === phase).forEach((x) => (x.settledS = settledS));
     }
-    return report(results, plan.left, o);
+    const log = readFileSync(join(packageRoot(), NODE_STACK_DIR, 'skewgate.log'), 'utf8');
+    return report(
+      results,
+      plan.left,
+      o,
+      spans.map((sp) => `${sp.name}: ${fastPathLog(log, sp)}`),
+    );
   } finally {
     for (const p of pools) await p.close().catch(() => undefined);
     await child?.stop();
   }
 }
 
+interface PhaseSpan {
+  readonly name: string;
+  readonly from: number;
+  to: number;
+}
+
+/** What skewgate's log says happened to the fast path (and what it warned of) during a phase. */
+export function fastPathLog(log: string, span: { readonly from: number; readonly to: number }): string {
+  const counts = new Map<string, number>();
+  for (const line of log.split('\n')) {
+    let entry: { time?: string; level?: string; msg?: string; why?: string };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue;
+    }
+    const at = Date.parse(entry.time ?? '');
+    if (!(at >= span.from && at < span.to) || entry.msg === undefined) continue;
+    if (!entry.msg.startsWith('fast path') && entry.level !== 'warn' && entry.level !== 'error') continue;
+    countInto(counts, entry.why === undefined ? entry.msg : `${entry.msg} (${entry.why})`);
+  }
+  return counts.size === 0 ? 'no fast-path change, no warning' : formatCounts(counts);
+}
+
 function report(
   results: readonly { phase: Phase; rate: number; settledS: number | null; figures: Record<ArmName, Figures> }[],
   left: readonly string[],
   o: NodePhasesOptions,
+  logs: readonly string[],
 ): Section {
   const targets: TargetRow[] = [];
   const rows: string[][] = [];
@@ -307,6 +341,7 @@ function report(
       `Not replayed (long-running, no latency to measure): ${left.join(', ') || 'none'}.`,
       `The fast pool for certificates settled after the change: ${byPhase.map((p) => `${p.name} ${results.find((x) => x.phase === p)?.settledS?.toFixed(1) ?? 'never'} s`).join(', ')}.`,
       'The built-in Mixed Version Proxy is not an arm here: it is measured in (h) and test/cluster/mvp-compare.test.ts, on the real lab.',
+      `skewgate's log by phase (fast-path lines and warnings, counted): ${logs.join('; ')}.`,
       ...results
         .filter((x) => x.phase.name === 'steady')
         .map(

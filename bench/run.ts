@@ -1,4 +1,4 @@
-// `node dist/bench/run.js [--quick] [a] … [h]`: runs the chosen benchmarks (all by default), prints
+// `node dist/bench/run.js [--quick] [a] … [j]`: runs the chosen benchmarks (all by default), prints
 // progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed. --quick runs
 // the benchmarks that have a quick shape (b, c) with far fewer rounds, for iterating on the bench
 // itself, and writes .cache/RESULTS.quick.md instead (its numbers are not results).
@@ -18,6 +18,7 @@ import { benchRoute } from './route-bench.js';
 import { benchWorkers, DEFAULT_WORKERS_OPTIONS, QUICK_WORKERS_OPTIONS } from './workers-bench.js';
 import { benchStall } from './stall-bench.js';
 import { DEFAULT_MVP_OPTIONS, QUICK_MVP_OPTIONS, benchMvp } from './mvp-bench.js';
+import { DEFAULT_CERT_COST, QUICK_CERT_COST, benchCertCost } from './cert-cost.js';
 
 interface Benchmark {
   readonly id: string;
@@ -54,6 +55,11 @@ const BENCHMARKS: readonly Benchmark[] = [
     id: 'i',
     title: "a real node's traffic through the phases of an upgrade",
     run: (p, quick) => benchNodePhases(p, quick ? QUICK_NODE_PHASES : DEFAULT_NODE_PHASES),
+  },
+  {
+    id: 'j',
+    title: 'what a client certificate costs Envoy on the fast path',
+    run: (p, quick) => benchCertCost(p, quick ? QUICK_CERT_COST : DEFAULT_CERT_COST),
   },
 ];
 

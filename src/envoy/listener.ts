@@ -146,6 +146,11 @@ export function listener(config: Config, upstreams: readonly Upstream[], file: P
             },
             // Optional: bearer tokens (no certificate) must keep working.
             ...(clientCa === undefined ? {} : { require_client_certificate: false }),
+            // On a resumed TLS session Envoy reports the client certificate as not validated
+            // (1.40: nothing verified it on that connection), so the Lua states none and every
+            // request of the connection meets skewgate: where the Lua states certificates, each
+            // connection gets a full handshake. Kubernetes' Go clients do not resume sessions.
+            ...(envoyStatesCertificates(config) ? { disable_stateless_session_resumption: true, disable_stateful_session_resumption: true } : {}),
           },
         },
         filters: [httpConnectionManager(config, upstreams, file)],

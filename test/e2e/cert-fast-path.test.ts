@@ -10,6 +10,8 @@
 // CA dropped from the bundle: the Lua states none of its certificates once skewgate reloads it.
 import t from 'tap';
 import { createHash } from 'node:crypto';
+import https from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +186,47 @@ await t.test(
     // string type Go refuses, a chain through an intermediate. Refused in the handshake: a
     // serverAuth-only certificate, another CA's.
     t.same(stated, ['admin', 'jane', 'multivalued', 'no-eku', 'no-groups', 'tricky', 'two-cns', 'utf8'], 'the fixtures Envoy states');
+  },
+);
+
+await t.test(
+  'a client that would resume its TLS session gets a full handshake on each connection: the Lua states it on every one',
+  async (t) => {
+    const certFile = fixtureCertFile(certs, 'jane');
+    const agent = new https.Agent({
+      keepAlive: false,
+      maxCachedSessions: 10,
+      ca: readFileSync(pki.caFile),
+      cert: readFileSync(certFile),
+      key: readFileSync(join(certs, 'jane.key')),
+    });
+    const reused: boolean[] = [];
+    const routes: (string | undefined)[] = [];
+    for (let i = 0; i < 3; i++) {
+      const path = `${DEPLOYMENTS}?labelSelector=resume-${i}`;
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = https.request(
+          { host: '127.0.0.1', port, path, agent, servername: 'localhost', headers: { accept: 'application/json' } },
+          (res) => {
+            reused.push((res.socket as TLSSocket).isSessionReused());
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+      t.equal(status, 200, `request ${i + 1}: answered`);
+      let route: string | undefined;
+      await until(`the access-log line of ${path}`, () => {
+        route = accessLog().get(path);
+        return route !== undefined;
+      });
+      routes.push(route);
+    }
+    agent.destroy();
+    t.same(reused, [false, false, false], 'no connection resumed a session');
+    t.same(routes, [X509_READ, X509_READ, X509_READ], 'so each request took the route for certificates Envoy stated');
   },
 );
 

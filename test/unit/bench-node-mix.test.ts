@@ -1,9 +1,11 @@
 // bench (i)'s replay of a real node's requests (bench/node-mix.ts): every recorded row but the
-// watches becomes a request of its verb on its resource, drawn in proportion to its rate.
+// watches becomes a request of its verb on its resource, drawn in proportion to its rate; and how
+// the report reads skewgate's log per phase.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pick, requestOf, schedule, withNodeApis, type MixWindow } from '../../bench/node-mix.js';
+import { fastPathLog } from '../../bench/node-phases.js';
 import { BUILTINS_OLD } from '../../harness/fake/index.js';
 import { packageRoot } from '../../src/util/package-root.js';
 
@@ -60,4 +62,24 @@ t.test('the fakes serve what a real apiserver serves a node: the token subresour
     { group: 'authorization.k8s.io', version: 'v1', namespaced: false, verbs: ['create'] },
   );
   t.equal(apis.length, BUILTINS_OLD.length + 1, 'nothing else changes');
+});
+
+t.test("(i) reads skewgate's log per phase: fast-path lines and warnings inside the span, counted", async (t) => {
+  const line = (time: string, level: string, msg: string, why?: string): string =>
+    JSON.stringify({ level, time, msg, ...(why === undefined ? {} : { why }) });
+  const log = [
+    line('2026-12-04T10:00:00.500Z', 'info', 'fast path: none; every request goes through ext_proc', 'the pool is changing'),
+    line('2026-12-04T10:00:01.000Z', 'info', 'fast path: none; every request goes through ext_proc', 'the pool is changing'),
+    line('2026-12-04T10:00:01.500Z', 'info', 'fast path: routes written; these group/versions go straight to the balanced pool'),
+    line('2026-12-04T10:00:02.000Z', 'info', 'apiserver ready'),
+    line('2026-12-04T10:00:02.500Z', 'warn', 'discovery failing'),
+    line('2026-12-04T10:00:09.000Z', 'warn', 'after the span'),
+    'not JSON at all',
+  ].join('\n');
+  const span = { from: Date.parse('2026-12-04T10:00:00.000Z'), to: Date.parse('2026-12-04T10:00:05.000Z') };
+  t.equal(
+    fastPathLog(log, span),
+    'fast path: none; every request goes through ext_proc (the pool is changing) × 2, discovery failing × 1, fast path: routes written; these group/versions go straight to the balanced pool × 1',
+  );
+  t.equal(fastPathLog(log, { from: span.to, to: span.to + 1000 }), 'no fast-path change, no warning', 'an empty span says so');
 });

@@ -218,6 +218,16 @@ t.test('x-forwarded-client-cert: the Lua writes it for what it declines where it
     'without it: Envoy writes it for every certificate',
   );
   t.same(hcmOf(configOf({ xds: false })).set_current_client_cert_details, { cert: true, chain: true }, 'the leaf and the chain');
+  type Tls = { disable_stateless_session_resumption?: boolean; disable_stateful_session_resumption?: boolean };
+  const tlsOf = (c: ReturnType<typeof configOf>): Tls =>
+    (listener(c, [upstreamOf(spec('kas-1', '10.0.0.1'))], (p) => p) as { filter_chains: { transport_socket: { typed_config: Tls } }[] })
+      .filter_chains[0]?.transport_socket.typed_config ?? {};
+  t.same(
+    [tlsOf(configOf({})).disable_stateless_session_resumption, tlsOf(configOf({})).disable_stateful_session_resumption],
+    [true, true],
+    'with the Lua: no TLS session resumed (Envoy reports a resumed session unvalidated, and the Lua then states nothing)',
+  );
+  t.equal(tlsOf(configOf({ xds: false })).disable_stateless_session_resumption, undefined, 'elsewhere: resumption as Envoy does it');
   const lua = certIdentityScript(null);
   t.match(lua, 'local MARKER, MARKER_VALUE, XFCC = "x-skewgate-envoy-identity", "x509", "x-forwarded-client-cert"', 'the header it writes');
   t.match(
