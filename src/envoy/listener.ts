@@ -149,7 +149,7 @@ export function listener(config: Config, upstreams: readonly Upstream[], file: P
             // On a resumed TLS session Envoy reports the client certificate as not validated
             // (1.40: nothing verified it on that connection), so the Lua states none and every
             // request of the connection meets skewgate: where the Lua states certificates, each
-            // connection gets a full handshake. Kubernetes' Go clients do not resume sessions.
+            // connection gets a full handshake (client-go's clients resume none anyway).
             ...(envoyStatesCertificates(config) ? { disable_stateless_session_resumption: true, disable_stateful_session_resumption: true } : {}),
           },
         },
