@@ -1,8 +1,7 @@
 // (j) What a client certificate costs Envoy on the fast path, one part at a time: Envoy alone on
 // an mTLS listener answering every request itself (no upstream, no skewgate), then the
-// connection manager writing x-forwarded-client-cert, skewgate's Lua stating the certificate,
-// both (the fast path until 2026-12-04), and the Lua declining it (the header written by the Lua
-// for skewgate). The routes answer with what they saw, so a round counts a request whose
+// connection manager writing x-forwarded-client-cert, a Lua filter doing nothing, skewgate's Lua
+// stating the certificate, both (the fast path as it ships), and both with the Lua declining it. The routes answer with what they saw, so a round counts a request whose
 // certificate was not treated as its arm says as failed. Envoy's CPU per request from /proc.
 import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -56,16 +55,16 @@ const ARMS: readonly Arm[] = [
   { key: 'empty', label: '+ a Lua filter whose function does nothing', xfcc: false, lua: 'empty', expect: 'plain' },
   {
     key: 'lua',
-    label: "+ skewgate's Lua stating the certificate (the fast path since 2026-12-04)",
+    label: "+ skewgate's Lua stating the certificate",
     xfcc: false,
     lua: 'bundle',
     expect: 'stated',
   },
-  { key: 'lua+xfcc', label: '+ both (the fast path until 2026-12-04)', xfcc: true, lua: 'bundle', expect: 'stated' },
+  { key: 'lua+xfcc', label: '+ both: the fast path for a certificate as it ships', xfcc: true, lua: 'bundle', expect: 'stated' },
   {
     key: 'declined',
-    label: '+ the Lua declining it, writing x-forwarded-client-cert for skewgate',
-    xfcc: false,
+    label: '+ both, the Lua declining it (its CA not in the bundle): on to skewgate',
+    xfcc: true,
     lua: 'none',
     expect: 'xfcc',
   },
@@ -158,7 +157,11 @@ export async function benchCertCost(progress: (msg: string) => void, o: CertCost
   await mkdir(dir, { recursive: true });
   const pki = await createPki(join(dir, 'pki'));
   const trust = await loadClientTrust(pki.caFile);
-  const scripts = { bundle: certIdentityScript(trust), none: certIdentityScript(null), empty: 'function envoy_on_request(h) end' };
+  const scripts = {
+    bundle: certIdentityScript(trust),
+    none: certIdentityScript({ cas: [], source: 'no CA' }),
+    empty: 'function envoy_on_request(h) end',
+  };
   const envoys = new Map<ArmKey, EnvoyHandle>();
   const pools: Pool[] = [];
   const connect = {

@@ -37,7 +37,7 @@ export class RouteRenders {
     return routes;
   }
 
-  /** Envoy's Lua for the bundle loaded now (none without one, or where Envoy states no certificate: routes.ts then decides). */
+  /** Envoy's Lua for the bundle loaded now (none without one, or where Envoy states no certificate). */
   script(): string | undefined {
     const trust = envoyStatesCertificates(this.config) ? this.clientTrust() : null;
     if (trust === null) return undefined;

@@ -10,10 +10,8 @@
 // with white space (a header would not carry it unchanged); there is a CN and no Kubernetes UID
 // attribute; the client sent the leaf alone or with a CA of the bundle (no intermediate); the leaf's issuer is a CA of
 // the bundle skewgate loaded, one that allows client authentication; and now is within the
-// validity of the leaf and of that CA, to the second, rounded inwards. A certificate it declines
-// (or fails on) gets x-forwarded-client-cert as the connection manager would write it, for
-// skewgate to judge; one it states gets none (the connection manager writes none where this runs:
-// listener.ts). Pure: text out.
+// validity of the leaf and of that CA, to the second, rounded inwards. A certificate it declines,
+// or fails on (the reading runs under pcall), goes on as it came: to skewgate. Pure: text out.
 
 /** A CA of the bundle as the Lua checks it: its subject's DER (hex) and validity (Unix seconds). */
 export interface IssuerWindow {
@@ -30,8 +28,6 @@ export interface CertIdentityHeaders {
   /** Set with `markerValue` on a request whose identity the Lua stated. */
   readonly marker: string;
   readonly markerValue: string;
-  /** x-forwarded-client-cert: written for skewgate, as Envoy would, on a certificate the Lua declines. */
-  readonly clientCert: string;
 }
 
 /** Subject attribute OIDs the Lua knows (x509-subject.ts's). */
@@ -64,7 +60,7 @@ local BUNDLE = {
 ${bundleDerHex.map((h) => `  [${luaString(h)}] = true,`).join('\n')}
 }
 local USER, GROUP, CREDENTIAL = ${luaString(headers.user)}, ${luaString(headers.group)}, ${luaString(headers.credentialId)}
-local MARKER, MARKER_VALUE, XFCC = ${luaString(headers.marker)}, ${luaString(headers.markerValue)}, ${luaString(headers.clientCert)}
+local MARKER, MARKER_VALUE = ${luaString(headers.marker)}, ${luaString(headers.markerValue)}
 local OID_CN, OID_O, OID_UID = ${luaString(oids.commonName)}, ${luaString(oids.organization)}, ${luaString(oids.kubernetesUid)}
 ${LUA_BODY}`;
 }
@@ -295,20 +291,18 @@ function envoy_on_request(h)
   local ssl = h:streamInfo():downstreamSslConnection()
   if ssl == nil or not ssl:peerCertificatePresented() then return end
   local chain = ssl:urlEncodedPemEncodedPeerCertificateChain()
-  local ok, stated = pcall(state, h, ssl, chain)
-  if ok and stated then return end
-  if not ok and cache[chain] == nil then
-    -- A chain the reader failed on fails again: declined at once from now on.
-    if cached >= CACHE_MAX then cache, cached = {}, 0 end
-    cache[chain], cached = { declined = 'script error' }, cached + 1
-  end
-  -- Declined, or the script failed on this certificate: skewgate judges it, from the header the
-  -- connection manager would have written (SANITIZE_SET with cert and chain), and nothing of ours.
+  local ok = pcall(state, h, ssl, chain)
+  if ok then return end
+  -- The script failed on this certificate: nothing of ours stays on the request (skewgate judges
+  -- it), and the chain is declined at once from now on.
   local headers = h:headers()
   headers:remove(USER)
   headers:remove(GROUP)
   headers:remove(CREDENTIAL)
   headers:remove(MARKER)
-  headers:replace(XFCC, 'Hash=' .. ssl:sha256PeerCertificateDigest() .. ';Cert="' .. ssl:urlEncodedPemEncodedPeerCertificate() .. '";Chain="' .. chain .. '"')
+  if cache[chain] == nil then
+    if cached >= CACHE_MAX then cache, cached = {}, 0 end
+    cache[chain], cached = { declined = 'script error' }, cached + 1
+  end
 end
 `;

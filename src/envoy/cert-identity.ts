@@ -5,7 +5,6 @@
 // the identity again and removes the filter's marker. Pure: the CA bundle comes in parsed.
 import type { Config } from '../config/core/schema.js';
 import {
-  CLIENT_CERT_HEADER,
   ENVOY_IDENTITY_HEADER,
   ENVOY_IDENTITY_VALUE,
   REMOTE_GROUP_HEADER,
@@ -61,29 +60,17 @@ export function issuerWindows(trust: ClientTrust): IssuerWindow[] {
   return [...bySubject.values()].filter((w): w is IssuerWindow => w !== null && w.notBefore <= w.notAfter);
 }
 
-/**
- * The Lua for this bundle (its CAs' subjects and windows are constants of the script); for none,
- * the Lua that states no certificate and writes x-forwarded-client-cert for every one.
- */
-export function certIdentityScript(trust: ClientTrust | null): string {
-  if (trust === null) return certIdentityScriptOf([], []);
-  return certIdentityScriptOf(
+/** The Lua for this bundle (its CAs' subjects and windows are constants of the script). */
+export function certIdentityScript(trust: ClientTrust): string {
+  return certIdentityLua(
     issuerWindows(trust),
     trust.cas.map((ca) => ca.raw.toString('hex')),
-  );
-}
-
-function certIdentityScriptOf(windows: readonly IssuerWindow[], bundleDerHex: readonly string[]): string {
-  return certIdentityLua(
-    windows,
-    bundleDerHex,
     {
       user: REMOTE_USER_HEADER,
       group: REMOTE_GROUP_HEADER,
       credentialId: extraHeaderName(CREDENTIAL_ID_EXTRA),
       marker: ENVOY_IDENTITY_HEADER,
       markerValue: ENVOY_IDENTITY_VALUE,
-      clientCert: CLIENT_CERT_HEADER,
     },
     { commonName: OID_COMMON_NAME, organization: OID_ORGANIZATION, kubernetesUid: OID_KUBERNETES_UID },
   );

@@ -115,14 +115,6 @@ function removals(early: boolean, envoyXfcc: boolean): JsonObject[] {
   ];
 }
 
-/**
- * Whether the connection manager writes x-forwarded-client-cert itself (SANITIZE_SET): client
- * certificates are verified and no Lua of skewgate's writes it (cert-identity.ts).
- */
-function envoyWritesXfcc(config: Config): boolean {
-  return statesIdentity(config) && !envoyStatesCertificates(config);
-}
-
 export function listener(config: Config, upstreams: readonly Upstream[], file: PathFn): JsonObject {
   const clientCa = config.envoy.tls.clientCaFile;
   const serving = servingPair(config);
@@ -173,10 +165,9 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
       // Without client certificates nobody may send x-forwarded-client-cert on. With them, Envoy
       // alone writes it (after the early mutation dropped a client's copy), for skewgate to
       // re-verify the certificate and state its identity; the routes remove it before any apiserver.
-      // Where Envoy's Lua states certificates, the Lua writes it instead, for the certificates it
-      // declines only: a certificate it stated never meets skewgate, and building the header for
-      // every request was a third of what the fast path cost a certificate (docs/design.md).
-      ...(envoyWritesXfcc(config)
+      // Also where Envoy's Lua states certificates: a request it stated that no fast route takes
+      // meets skewgate, which states the identity again from this header.
+      ...(statesIdentity(config)
         ? { forward_client_cert_details: 'SANITIZE_SET', set_current_client_cert_details: { cert: true, chain: true } }
         : { forward_client_cert_details: 'SANITIZE' }),
       // Same path for skewgate's classification, Envoy's routing and the apiserver (Go decodes %2F).
@@ -211,7 +202,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
           name: 'envoy.http.early_header_mutation.header_mutation',
           typed_config: {
             '@type': 'type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation',
-            mutations: removals(true, envoyWritesXfcc(config)),
+            mutations: removals(true, statesIdentity(config)),
           },
         },
       ],
@@ -221,7 +212,7 @@ function httpConnectionManager(config: Config, upstreams: readonly Upstream[], f
         ? { rds: rdsConfig(config.envoy.xds.directory, file) }
         : { route_config: routeConfig(upstreams, routeOptions(config)) }),
       http_filters: [
-        sanitiserFilter(envoyWritesXfcc(config)),
+        sanitiserFilter(statesIdentity(config)),
         // Runs only where a route gives it its script (cert-identity.ts), before skewgate is asked.
         ...(envoyStatesCertificates(config) ? [certIdentityFilter()] : []),
         extprocFilter(config),

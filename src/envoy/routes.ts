@@ -16,7 +16,7 @@ import { DEFAULT_CLUSTER, FRONT_PROXY_SUFFIX } from './clusters.js';
 import { duration, type JsonObject } from './json.js';
 import type { Config } from '../config/core/schema.js';
 import { statesIdentity, type Upstream } from './upstreams.js';
-import { certIdentityPerRoute, certIdentityScript, envoyStatesCertificates } from './cert-identity.js';
+import { certIdentityPerRoute, envoyStatesCertificates } from './cert-identity.js';
 
 /** The ext_proc filter's name in the chain: the key of its per-route config (fast-routes.ts). */
 export const EXTPROC_FILTER = 'envoy.filters.http.ext_proc';
@@ -52,18 +52,10 @@ export interface RouteOptions {
   readonly requestTimeoutMs: number;
   /** Whether Envoy may state certificates itself (cert-identity.ts): the fast routes then also take them. */
   readonly envoyIdentity: boolean;
-  /**
-   * The Lua run on the identity backstop where envoyIdentity: it also writes x-forwarded-client-cert
-   * for what it declines (the connection manager does not then), so there is always one.
-   */
+  /** The Lua that does it, run on the identity backstop (none: Envoy states nothing). */
   readonly envoyIdentityScript?: string | undefined;
 }
 
-/**
- * `envoyIdentityScript`: the Lua for the client CA bundle skewgate loaded; without one (no bundle
- * yet, or the seed routes Envoy starts from) the Lua that states nothing and hands every
- * certificate to skewgate.
- */
 export function routeOptions(config: Config, envoyIdentityScript?: string): RouteOptions {
   const envoyIdentity = envoyStatesCertificates(config);
   return {
@@ -71,7 +63,7 @@ export function routeOptions(config: Config, envoyIdentityScript?: string): Rout
     retryAfterSeconds: config.routing.retryAfterSeconds,
     requestTimeoutMs: config.envoy.requestTimeout,
     envoyIdentity,
-    ...(envoyIdentity ? { envoyIdentityScript: envoyIdentityScript ?? certIdentityScript(null) } : {}),
+    ...(envoyIdentity && envoyIdentityScript !== undefined ? { envoyIdentityScript } : {}),
   };
 }
 

@@ -109,8 +109,8 @@ interface Seen {
 
 let seq = 0;
 /** Presents a certificate for a list every apiserver serves; the request is told apart by its label selector. */
-async function present(certFile: string, keyFile: string): Promise<Seen> {
-  const path = `${DEPLOYMENTS}?labelSelector=probe-${++seq}`;
+async function present(certFile: string, keyFile: string, base = `${DEPLOYMENTS}?labelSelector=`): Promise<Seen> {
+  const path = `${base}probe-${++seq}`;
   let status: number | string;
   try {
     status = (await send(port, pki, 'GET', path, {}, { certFile, keyFile })).status;
@@ -188,6 +188,19 @@ await t.test(
     t.same(stated, ['admin', 'jane', 'multivalued', 'no-eku', 'no-groups', 'tricky', 'two-cns', 'utf8'], 'the fixtures Envoy states');
   },
 );
+
+await t.test('a certificate the Lua stated that no fast route takes: skewgate states it again, from the header Envoy wrote', async (t) => {
+  const certFile = fixtureCertFile(certs, 'jane');
+  // Not a resource (no fast route is one): skewgate passes it on, as the certificate's user.
+  const seen = await present(certFile, join(certs, 'jane.key'), '/version?probe=');
+  t.equal(seen.status, 200, 'answered, not refused by the backstop for what nobody judged');
+  t.notOk(seen.route?.startsWith(FAST_PATH_ROUTE_PREFIX) ?? true, `no fast route (${String(seen.route)})`);
+  t.same(
+    [seen.user, seen.credentialId],
+    ['jane', fingerprint(certFile)],
+    "the apiserver is told the certificate's user, as skewgate states it",
+  );
+});
 
 await t.test(
   'a client that would resume its TLS session gets a full handshake on each connection: the Lua states it on every one',
