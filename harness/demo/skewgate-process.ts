@@ -31,14 +31,19 @@ export async function startSkewgateProcess(
     closeSync(fd);
   }
   let exited: string | null = null;
-  const gone = new Promise<void>((resolve) =>
+  const gone = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => {
       exited = `exited (${signal ?? `code ${code}`})`;
       resolve();
-    }),
-  );
+    });
+    // Not started at all (no node binary): no 'exit' follows.
+    child.once('error', (err) => {
+      exited ??= `could not start (${err.message})`;
+      resolve();
+    });
+  });
   const stop = async (graceMs = 5000): Promise<void> => {
-    if (exited !== null) return;
+    if (exited !== null || child.pid === undefined) return;
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await gone;
