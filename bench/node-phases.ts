@@ -81,6 +81,9 @@ interface Figures {
   failures: Failures;
   statuses: Map<string, number>;
   envoyUs: number;
+  /** The arm's Envoy while the other arm's windows ran (health checks, xDS, timers), and their wall time. */
+  idleEnvoyUs: number;
+  idleMs: number;
   /** skewgate's own process, over the arm's windows (what it spends in the background included). */
   skewgateUs: number;
   fakesUs: number;
@@ -94,6 +97,8 @@ const fresh = (): Figures => ({
   failures: NO_FAILURES,
   statuses: new Map(),
   envoyUs: 0,
+  idleEnvoyUs: 0,
+  idleMs: 0,
   skewgateUs: 0,
   fakesUs: 0,
 });
@@ -202,8 +207,12 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
           for (const name of round % 2 === 0 ? ARMS : [...ARMS].reverse()) {
             await window(arms[name], next, rate, o.warmupMs, headers, null);
             const [s0, c0] = [await c.call<number>('streams'), await cpu()];
+            const t0 = Date.now();
             const { lat, sent } = await window(arms[name], next, rate, o.windowMs, headers, figures[name]);
             const [s1, c1] = [await c.call<number>('streams'), await cpu()];
+            const other = figures[name === 'skewgate' ? 'baseline' : 'skewgate'];
+            other.idleEnvoyUs += name === 'skewgate' ? c1.baselineEnvoyUs - c0.baselineEnvoyUs : c1.skewgateEnvoyUs - c0.skewgateEnvoyUs;
+            other.idleMs += Date.now() - t0;
             const f = figures[name];
             const sum = summarise(lat);
             f.p50.push(sum.p50 / 1e6);
@@ -308,6 +317,8 @@ function report(
         fmt(median(f.p99)),
         name === 'skewgate' ? `${fmt(median(f.share), 2)} %` : '—',
         fmt(f.envoyUs / Math.max(1, f.requests)),
+        fmt(f.idleEnvoyUs / Math.max(1, f.idleMs)),
+        fmt(f.envoyUs / Math.max(1, f.requests) - (f.idleEnvoyUs / Math.max(1, f.idleMs)) * (1000 / rate)),
         fmt(f.skewgateUs / Math.max(1, f.requests)),
         fmt(f.fakesUs / Math.max(1, f.requests)),
       ]);
@@ -315,7 +326,7 @@ function report(
   }
   const table: Table = {
     caption:
-      "Per phase and rate: medians over rounds; CPU per request by process over every measured window of the arm (skewgate's process runs its discovery in the bare arm's windows too)",
+      "Per phase and rate: medians over rounds; CPU per request by process over every measured window of the arm (skewgate's process runs its discovery in the bare arm's windows too); an Envoy's idle CPU is what it spent while the other arm's windows ran (health checks, timers), and beyond idle its CPU per request less the idle rate's share",
     headers: [
       'phase',
       'req/s',
@@ -325,6 +336,8 @@ function report(
       'p99 ms',
       'ext_proc share',
       'Envoy CPU µs/req',
+      'Envoy idle ms/s',
+      'Envoy µs/req beyond idle',
       'skewgate CPU µs/req',
       'fake apiservers CPU µs/req',
     ],
