@@ -104,7 +104,12 @@ export function requestOf(row: MixRow): NodeRequest | null {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
             metadata: { name: NODE_NAME, namespace: LEASE_NAMESPACE },
-            spec: { holderIdentity: NODE_NAME, leaseDurationSeconds: 40, renewTime: new Date(1_800_000_000_000 + i).toISOString() },
+            // A MicroTime: six digits of fraction, as a real apiserver decodes it.
+            spec: {
+              holderIdentity: NODE_NAME,
+              leaseDurationSeconds: 40,
+              renewTime: new Date(1_800_000_000_000 + i).toISOString().replace('Z', '000Z'),
+            },
           }),
       };
     case 'patch events':
@@ -137,12 +142,12 @@ export function requestOf(row: MixRow): NodeRequest | null {
         method: 'POST',
         path: `${base}/subjectaccessreviews`,
         contentType: JSON_TYPE,
-        body: (i) =>
+        body: () =>
           JSON.stringify({
             apiVersion: 'authorization.k8s.io/v1',
             kind: 'SubjectAccessReview',
-            metadata: { name: `sar-${i}` },
-            spec: { user: NODE_NAME },
+            // What a kubelet asks before serving its own API; a real apiserver takes no metadata here and requires the attributes.
+            spec: { user: NODE_NAME, resourceAttributes: { verb: 'get', resource: 'nodes', subresource: 'proxy', name: NODE_NAME } },
           }),
       };
     default:

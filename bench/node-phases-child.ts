@@ -12,11 +12,10 @@ import { withoutExtProc } from '../harness/baseline-envoy.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer } from '../harness/fake/index.js';
 import { packageRoot } from '../src/util/package-root.js';
 import { parseConfig } from '../src/config/load.js';
-import { runningRoutesVersion } from '../src/envoy-runtime/admin-routes.js';
 import { renderBootstrap } from '../src/envoy/bootstrap.js';
 import { FAST_PATH_ROUTE_PREFIX, FAST_PATH_X509 } from '../src/envoy/fast-routes.js';
 import { startEnvoy, type EnvoyHandle } from '../src/envoy-runtime/process.js';
-import { RDS_FILE } from '../src/envoy/xds.js';
+import { fastRouteCluster } from './fast-route.js';
 import { serveParent } from './child-ipc.js';
 import { NODE_STACK_DIR, type NodeStackCpu, type NodeStackReady } from './protocol.js';
 import { learntName } from '../src/membership/members.js';
@@ -31,24 +30,6 @@ async function streamsStarted(adminUrl: string): Promise<number> {
   const res = await fetch(`${adminUrl}/stats?format=json&filter=${encodeURIComponent(`^${STREAMS_STARTED.replaceAll('.', '\\.')}$`)}`);
   const body = (await res.json()) as { stats?: { name?: string; value?: number }[] };
   return body.stats?.find((s) => s.name === STREAMS_STARTED)?.value ?? 0;
-}
-
-/** The cluster of the certificate fast route Envoy runs (null: none written, or not running yet). */
-async function certRouteCluster(xdsDir: string, adminUrl: string): Promise<string | null> {
-  const text = await readFile(join(xdsDir, RDS_FILE), 'utf8').catch(() => '');
-  type Rds = { version_info?: string; resources?: { virtual_hosts?: { routes?: { name?: string; route?: { cluster?: string } }[] }[] }[] };
-  let file: Rds;
-  try {
-    file = JSON.parse(text) as Rds;
-  } catch {
-    return null;
-  }
-  const route = (file.resources ?? [])
-    .flatMap((r) => r.virtual_hosts ?? [])
-    .flatMap((v) => v.routes ?? [])
-    .find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}${FAST_PATH_X509}read`);
-  const running = await runningRoutesVersion(adminUrl, AbortSignal.timeout(2000)).catch(() => null);
-  return route?.route?.cluster !== undefined && running === file.version_info ? route.route.cluster : null;
 }
 
 /**
@@ -85,7 +66,8 @@ async function main(): Promise<void> {
         };
       },
       streams: async () => (stack === undefined ? Number.NaN : streamsStarted(stack.envoy.adminUrl)),
-      certRoute: async () => (stack === undefined ? null : certRouteCluster(xdsDir, stack.envoy.adminUrl)),
+      certRoute: async () =>
+        stack === undefined ? null : fastRouteCluster(xdsDir, stack.envoy.adminUrl, `${FAST_PATH_ROUTE_PREFIX}${FAST_PATH_X509}read`),
       stopServer: async (name: unknown) => {
         await server(name)?.close();
         return true;

@@ -1,8 +1,8 @@
 // (i) A real node's traffic through each phase of an upgrade (issue 28, item 5): the requests the
 // kubelet sent in test/cluster/node-upgrade.test.ts (bench/node-traffic-mix.json, steady window,
 // watches left out) replayed open-loop at fixed rates against three fake apiservers, through bare
-// Envoy and through Envoy + skewgate (fast path on, the client certificate stated by Envoy's Lua),
-// in four phases run in order: steady, one apiserver stopped (a restart), mixed versions (one
+// Envoy and through Envoy + skewgate (fast path on; with the client certificate, stated by Envoy's
+// Lua, and with the token alone), in four phases run in order: steady, one apiserver stopped (a restart), mixed versions (one
 // restarted as the next version), a fourth apiserver joining at a new address. Each phase's rounds
 // start right after its change, so the transition is measured, not only the state after it.
 import { readFileSync } from 'node:fs';
@@ -21,7 +21,7 @@ import { join } from 'node:path';
 
 export interface NodePhasesOptions {
   readonly rates: readonly number[];
-  /** Rounds per phase and rate; each runs both arms, the order alternating. */
+  /** Rounds per phase and rate; each runs every arm, the order turning. */
   readonly rounds: number;
   readonly windowMs: number;
   readonly warmupMs: number;
@@ -34,9 +34,22 @@ const TARGET_SHARE_PERCENT = 5;
 const TARGET_P50_MS = 0.05;
 const TARGET_P99_MS = 0.2;
 
-type ArmName = 'skewgate' | 'baseline';
-const ARMS: readonly ArmName[] = ['skewgate', 'baseline'];
-const LABEL: Record<ArmName, string> = { skewgate: 'Envoy + skewgate (fast path)', baseline: 'bare Envoy' };
+type ArmName = 'skewgate' | 'token' | 'baseline';
+/**
+ * skewgate's Envoy twice: the node as it is (its certificate, stated by Envoy's Lua, and the
+ * token) and the same requests with the token alone, which tells what stating the certificate
+ * adds from what the fast path itself adds.
+ */
+const ARMS: readonly ArmName[] = ['skewgate', 'token', 'baseline'];
+const LABEL: Record<ArmName, string> = {
+  skewgate: 'Envoy + skewgate (fast path), certificate',
+  token: 'Envoy + skewgate (fast path), token alone',
+  baseline: 'bare Envoy',
+};
+/** Which Envoy serves an arm. */
+const ENVOY_OF: Record<ArmName, 'skewgate' | 'baseline'> = { skewgate: 'skewgate', token: 'skewgate', baseline: 'baseline' };
+const envoyCpu = (c: NodeStackCpu, envoy: 'skewgate' | 'baseline'): number =>
+  envoy === 'skewgate' ? c.skewgateEnvoyUs : c.baselineEnvoyUs;
 const SEED = ['apiserver-a', 'apiserver-b', 'apiserver-c'];
 
 interface Phase {
@@ -75,13 +88,13 @@ const PHASES: readonly Phase[] = [
 interface Figures {
   p50: number[];
   p99: number[];
-  /** Per round, % of requests that opened an ext_proc stream (skewgate arm). */
+  /** Per round, % of requests that opened an ext_proc stream (skewgate's arms). */
   share: number[];
   requests: number;
   failures: Failures;
   statuses: Map<string, number>;
   envoyUs: number;
-  /** The arm's Envoy while the other arm's windows ran (health checks, xDS, timers), and their wall time. */
+  /** The arm's Envoy while another Envoy's arms ran (health checks, xDS, timers), and their wall time. */
   idleEnvoyUs: number;
   idleMs: number;
   /** skewgate's own process, over the arm's windows (what it spends in the background included). */
@@ -103,22 +116,34 @@ const fresh = (): Figures => ({
   fakesUs: 0,
 });
 
-/** Any answer an apiserver gave but 401/403/5xx (the fakes answer token, token and subresource writes 400 or 201). */
-const expected = (status: number, server: string | undefined): boolean =>
-  server !== undefined && status < 500 && status !== 401 && status !== 403;
+/** Any answer a fake apiserver gave (it says so in a header) but 401/403/5xx (the fakes answer token, token and subresource writes 400 or 201). */
+const fakeAnswered: Answered = (status, headers) =>
+  typeof headers['x-fake-apiserver'] === 'string' && status < 500 && status !== 401 && status !== 403;
 
-async function window(
+/** Whether an answer counts as an apiserver's (anything else is a failed request). */
+export type Answered = (status: number, headers: Readonly<Record<string, string | string[] | undefined>>) => boolean;
+
+/** What one arm's windows add up to. */
+export interface WindowFigures {
+  requests: number;
+  failures: Failures;
+  statuses: Map<string, number>;
+}
+
+/** One window of the node's requests open-loop at `rate`; latencies in ns from each request's due time. */
+export async function window(
   pool: Pool,
   next: (i: number) => NodeRequest,
   rate: number,
   ms: number,
   headers: Record<string, string>,
-  into: Figures | null,
+  into: WindowFigures | null,
+  answered: Answered = fakeAnswered,
 ): Promise<{ readonly lat: number[]; readonly sent: number }> {
   const lat: number[] = [];
   let failures: Failures = NO_FAILURES;
   let closed = false;
-  let answered = 0;
+  let done = 0;
   const total = Math.round((rate * ms) / 1000);
   await openLoop(
     total,
@@ -134,15 +159,13 @@ async function window(
         });
         await res.body.text();
         if (closed) return;
-        answered++;
+        done++;
         lat.push(nowNs() - due);
-        const server = res.headers['x-fake-apiserver'];
         if (into !== null) countInto(into.statuses, `${r.row} ${res.statusCode}`);
-        if (!expected(res.statusCode, typeof server === 'string' ? server : undefined))
-          failures = addFailures(failures, { ...NO_FAILURES, unexpected: 1 });
+        if (!answered(res.statusCode, res.headers)) failures = addFailures(failures, { ...NO_FAILURES, unexpected: 1 });
       } catch (err) {
         if (closed) return;
-        answered++;
+        done++;
         const code = (err as NodeJS.ErrnoException).code ?? '';
         failures = addFailures(failures, /TIMEOUT/i.test(code) ? { ...NO_FAILURES, timeouts: 1 } : { ...NO_FAILURES, errors: 1 });
       }
@@ -152,7 +175,7 @@ async function window(
   closed = true;
   if (into !== null) {
     into.requests += total;
-    into.failures = addFailures(into.failures, addFailures(failures, { ...NO_FAILURES, unanswered: total - answered }));
+    into.failures = addFailures(into.failures, addFailures(failures, { ...NO_FAILURES, unanswered: total - done }));
   }
   return { lat, sent: total };
 }
@@ -169,13 +192,23 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
     child = await forkChild<NodeStackReady>('./node-phases-child.js', { readyTimeoutMs: 90_000, alsoKill: (r) => Object.values(r.pids) });
     const r = child.ready;
     const connect = { ca: readFileSync(r.caFile, 'utf8'), cert: readFileSync(r.certFile, 'utf8'), key: readFileSync(r.keyFile, 'utf8') };
-    const pool = (url: string): Pool => {
-      const p = new Pool(url, { connect, connections: 64, keepAliveTimeout: 60_000, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    const pool = (url: string, certificate = true): Pool => {
+      const p = new Pool(url, {
+        connect: certificate ? connect : { ca: connect.ca },
+        connections: 64,
+        keepAliveTimeout: 60_000,
+        headersTimeout: 10_000,
+        bodyTimeout: 10_000,
+      });
       pools.push(p);
       return p;
     };
-    const arms: Record<ArmName, Pool> = { skewgate: pool(r.urls.skewgate), baseline: pool(r.urls.baseline) };
-    // Both carry the token; skewgate's Envoy also asks for the certificate (its Lua states it), the bare one does not.
+    const arms: Record<ArmName, Pool> = {
+      skewgate: pool(r.urls.skewgate),
+      token: pool(r.urls.skewgate, false),
+      baseline: pool(r.urls.baseline),
+    };
+    // All carry the token; skewgate's Envoy also asks for the certificate (its Lua states it), the bare one does not.
     const headers = { authorization: `Bearer ${r.token}`, accept: 'application/json', 'user-agent': 'kubelet/v1.35.4 (skewgate-bench)' };
     const c = child;
     const cpu = (): Promise<NodeStackCpu> => c.call<NodeStackCpu>('cpu');
@@ -202,23 +235,25 @@ export async function benchNodePhases(progress: (msg: string) => void, o: NodePh
       })();
       for (const rate of o.rates) {
         progress(`(i) ${phase.name} (${phase.what}) at ${rate} req/s: ${o.rounds} rounds`);
-        const figures = { skewgate: fresh(), baseline: fresh() };
+        const figures: Record<ArmName, Figures> = { skewgate: fresh(), token: fresh(), baseline: fresh() };
         for (let round = 0; round < o.rounds; round++) {
-          for (const name of round % 2 === 0 ? ARMS : [...ARMS].reverse()) {
+          // The order turns each round, so no arm always follows the same one.
+          for (const name of [...ARMS.slice(round % ARMS.length), ...ARMS.slice(0, round % ARMS.length)]) {
             await window(arms[name], next, rate, o.warmupMs, headers, null);
             const [s0, c0] = [await c.call<number>('streams'), await cpu()];
             const t0 = Date.now();
             const { lat, sent } = await window(arms[name], next, rate, o.windowMs, headers, figures[name]);
             const [s1, c1] = [await c.call<number>('streams'), await cpu()];
-            const other = figures[name === 'skewgate' ? 'baseline' : 'skewgate'];
-            other.idleEnvoyUs += name === 'skewgate' ? c1.baselineEnvoyUs - c0.baselineEnvoyUs : c1.skewgateEnvoyUs - c0.skewgateEnvoyUs;
-            other.idleMs += Date.now() - t0;
+            for (const other of ARMS.filter((a) => ENVOY_OF[a] !== ENVOY_OF[name])) {
+              figures[other].idleEnvoyUs += envoyCpu(c1, ENVOY_OF[other]) - envoyCpu(c0, ENVOY_OF[other]);
+              figures[other].idleMs += Date.now() - t0;
+            }
             const f = figures[name];
             const sum = summarise(lat);
             f.p50.push(sum.p50 / 1e6);
             f.p99.push(sum.p99 / 1e6);
-            if (name === 'skewgate') f.share.push(((s1 - s0) / sent) * 100);
-            f.envoyUs += name === 'skewgate' ? c1.skewgateEnvoyUs - c0.skewgateEnvoyUs : c1.baselineEnvoyUs - c0.baselineEnvoyUs;
+            if (name !== 'baseline') f.share.push(((s1 - s0) / sent) * 100);
+            f.envoyUs += envoyCpu(c1, ENVOY_OF[name]) - envoyCpu(c0, ENVOY_OF[name]);
             f.skewgateUs += c1.skewgateUs - c0.skewgateUs;
             f.fakesUs += c1.fakesUs - c0.fakesUs;
             await c.call('clear');
@@ -267,6 +302,28 @@ export function fastPathLog(log: string, span: { readonly from: number; readonly
   return counts.size === 0 ? 'no fast-path change, no warning' : formatCounts(counts);
 }
 
+/** Added p50 and p99 over the baseline arm, judged on the rounds' paired differences (issue 28's targets). */
+export function latencyVerdicts(at: string, arm: LatencyRounds, baseline: LatencyRounds, over = ''): TargetRow[] {
+  const judge = (metric: string, limit: number, pick: (r: LatencyRounds) => readonly number[]): TargetRow =>
+    judgePaired({
+      metric: `${at}: ${metric}${over}`,
+      limit,
+      unit: 'ms',
+      arm: pick(arm),
+      baseline: pick(baseline),
+      failures: arm.failures,
+      baselineFailures: baseline.failures,
+    });
+  return [judge('added p50', TARGET_P50_MS, (r) => r.p50), judge('added p99', TARGET_P99_MS, (r) => r.p99)];
+}
+
+/** An arm's per-round latencies (ms) and its failures. */
+export interface LatencyRounds {
+  readonly p50: readonly number[];
+  readonly p99: readonly number[];
+  readonly failures: Failures;
+}
+
 function report(
   results: readonly { phase: Phase; rate: number; settledS: number | null; figures: Record<ArmName, Figures> }[],
   left: readonly string[],
@@ -276,36 +333,21 @@ function report(
   const targets: TargetRow[] = [];
   const rows: string[][] = [];
   for (const { phase, rate, figures } of results) {
-    const s = figures.skewgate;
     const b = figures.baseline;
-    const at = `${phase.name}, ${rate} req/s`;
-    targets.push(
-      judgeRounds({
-        metric: `${at}: requests meeting ext_proc`,
-        limit: TARGET_SHARE_PERCENT,
-        unit: '%',
-        values: s.share,
-        failures: s.failures,
-      }),
-      judgePaired({
-        metric: `${at}: added p50`,
-        limit: TARGET_P50_MS,
-        unit: 'ms',
-        arm: s.p50,
-        baseline: b.p50,
-        failures: s.failures,
-        baselineFailures: b.failures,
-      }),
-      judgePaired({
-        metric: `${at}: added p99`,
-        limit: TARGET_P99_MS,
-        unit: 'ms',
-        arm: s.p99,
-        baseline: b.p99,
-        failures: s.failures,
-        baselineFailures: b.failures,
-      }),
-    );
+    for (const name of ['skewgate', 'token'] as const) {
+      const s = figures[name];
+      const at = `${phase.name}, ${rate} req/s${name === 'token' ? ', token alone' : ''}`;
+      targets.push(
+        judgeRounds({
+          metric: `${at}: requests meeting ext_proc`,
+          limit: TARGET_SHARE_PERCENT,
+          unit: '%',
+          values: s.share,
+          failures: s.failures,
+        }),
+        ...latencyVerdicts(at, s, b),
+      );
+    }
     for (const name of ARMS) {
       const f = figures[name];
       rows.push([
@@ -315,7 +357,7 @@ function report(
         f.requests.toLocaleString('en-US'),
         fmt(median(f.p50)),
         fmt(median(f.p99)),
-        name === 'skewgate' ? `${fmt(median(f.share), 2)} %` : '—',
+        name === 'baseline' ? '—' : `${fmt(median(f.share), 2)} %`,
         fmt(f.envoyUs / Math.max(1, f.requests)),
         fmt(f.idleEnvoyUs / Math.max(1, f.idleMs)),
         fmt(f.envoyUs / Math.max(1, f.requests) - (f.idleEnvoyUs / Math.max(1, f.idleMs)) * (1000 / rate)),
@@ -326,7 +368,7 @@ function report(
   }
   const table: Table = {
     caption:
-      "Per phase and rate: medians over rounds; CPU per request by process over every measured window of the arm (skewgate's process runs its discovery in the bare arm's windows too); an Envoy's idle CPU is what it spent while the other arm's windows ran (health checks, timers), and beyond idle its CPU per request less the idle rate's share",
+      "Per phase and rate: medians over rounds; CPU per request by process over every measured window of the arm (skewgate's process runs its discovery in the bare arm's windows too); an Envoy's idle CPU is what it spent while the other Envoy's arms ran (health checks, timers), and beyond idle its CPU per request less the idle rate's share",
     headers: [
       'phase',
       'req/s',
@@ -347,7 +389,7 @@ function report(
   return {
     id: 'i',
     title: "A real node's traffic through the phases of an upgrade",
-    method: `The kubelet's requests of bench/node-traffic-mix.json's steady window (recorded from a real kubelet in test/cluster/node-upgrade.test.ts), replayed in proportion to their rates on objects that exist, open-loop at fixed rates, through bare Envoy (no ext_proc filter, no client certificate asked for) and Envoy + skewgate (envoy.xds, fast path on; the client certificate stated by Envoy's Lua), three fake apiservers behind both (in one process; skewgate in its own, skewgate serve, as in a cluster where it never shares an event loop with the apiservers); both send the stack's bearer token, skewgate's also gets the certificate. Phases in order, each measured from the moment of its change: ${byPhase.map((p) => `${p.name} (${p.what})`).join('; ')}. Per phase and rate ${o.rounds} rounds of both arms (${o.windowMs / 1000} s windows after ${o.warmupMs / 1000} s of warm-up, order alternating); verdicts on the median of per-round paired differences, a request failing when it got no apiserver's answer, a 401/403 or a 5xx.`,
+    method: `The kubelet's requests of bench/node-traffic-mix.json's steady window (recorded from a real kubelet in test/cluster/node-upgrade.test.ts), replayed in proportion to their rates on objects that exist, open-loop at fixed rates, through bare Envoy (no ext_proc filter, no client certificate asked for) and Envoy + skewgate (envoy.xds, fast path on) twice: with the client certificate, stated by Envoy's Lua, and with the token alone (what stating the certificate adds, told from what the fast path adds); three fake apiservers behind both Envoys (in one process; skewgate in its own, skewgate serve, as in a cluster where it never shares an event loop with the apiservers); every arm sends the stack's bearer token. Phases in order, each measured from the moment of its change: ${byPhase.map((p) => `${p.name} (${p.what})`).join('; ')}. Per phase and rate ${o.rounds} rounds of the three arms (${o.windowMs / 1000} s windows after ${o.warmupMs / 1000} s of warm-up, the order turning each round); verdicts on the median of per-round paired differences, a request failing when it got no apiserver's answer, a 401/403 or a 5xx.`,
     targets,
     tables: [table],
     notes: [

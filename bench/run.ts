@@ -1,4 +1,4 @@
-// `node dist/bench/run.js [--quick] [a] … [j]`: runs the chosen benchmarks (all by default), prints
+// `node dist/bench/run.js [--quick] [a] … [k]`: runs the chosen benchmarks (all by default), prints
 // progress on stderr and writes bench/RESULTS.md. Exit code 1 when a benchmark failed. --quick runs
 // the benchmarks that have a quick shape (b, c) with far fewer rounds, for iterating on the bench
 // itself, and writes .cache/RESULTS.quick.md instead (its numbers are not results).
@@ -10,6 +10,7 @@ import { extractClusterSection } from './cluster-results.js';
 import { benchDiscovery } from './discovery-bench.js';
 import { DEFAULT_ENVOY_OPTIONS, QUICK_ENVOY_OPTIONS, benchEnvoy } from './envoy-bench.js';
 import { DEFAULT_NODE_PHASES, QUICK_NODE_PHASES, benchNodePhases } from './node-phases.js';
+import { DEFAULT_NODE_LAB, QUICK_NODE_LAB, benchNodeLab } from './node-phases-lab.js';
 import { DEFAULT_EXTPROC_OPTIONS, QUICK_EXTPROC_OPTIONS, benchExtProc } from './extproc-bench.js';
 import { benchIdentity } from './identity-bench.js';
 import { machineInfo } from './machine.js';
@@ -60,6 +61,11 @@ const BENCHMARKS: readonly Benchmark[] = [
     id: 'j',
     title: 'what a client certificate costs Envoy on the fast path',
     run: (p, quick) => benchCertCost(p, quick ? QUICK_CERT_COST : DEFAULT_CERT_COST),
+  },
+  {
+    id: 'k',
+    title: "a real node's traffic on real apiservers through the phases, next to the built-in Mixed Version Proxy",
+    run: (p, quick) => benchNodeLab(p, quick ? QUICK_NODE_LAB : DEFAULT_NODE_LAB),
   },
 ];
 

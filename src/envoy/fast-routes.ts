@@ -15,6 +15,7 @@ import { ENVOY_IDENTITY_HEADER, ENVOY_IDENTITY_VALUE, UPSTREAM_HEADER } from '..
 import { duration, type JsonObject } from './json.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 import { balancedRetry, EXTPROC_FILTER } from './routes.js';
+import { LUA_FILTER } from './cert-identity.js';
 
 /** Route names start with this; the access log and tests tell a fast-path request by it. */
 export const FAST_PATH_ROUTE_PREFIX = 'fast-path-';
@@ -199,9 +200,7 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
       // Envoy's span for the request is named for the decision; nothing is sent upstream.
       decorator: { operation: 'skewgate fast path', propagate: false },
       tracing: { custom_tags: tags },
-      typed_per_filter_config: {
-        [EXTPROC_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true },
-      },
+      typed_per_filter_config: filtersOff(identity.length > 0, certificates),
     });
     const pool = fastClusterName(table.members);
     // Without a client certificate: whatever credential the request carries goes on as it is.
@@ -218,6 +217,20 @@ export function* fastPathRoutesSteps(table: FastTable | null, requestTimeoutMs: 
       );
   }
   return routes;
+}
+
+/**
+ * The filters a fast route leaves out. A request without a certificate selects its fast route
+ * first, before any filter runs: Envoy then builds the request's filter chain without ext_proc and
+ * the Lua at all (a FilterConfig that disables them), which costs nothing. A request whose
+ * certificate the Lua stated reaches its fast route only after the Lua ran and cleared the route
+ * cache, with its filter chain built for the route it selected first: there ext_proc is told by
+ * its own per-route config to stand aside.
+ */
+function filtersOff(stated: boolean, lua: boolean): JsonObject {
+  const off = { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
+  if (stated) return { [EXTPROC_FILTER]: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute', disabled: true } };
+  return lua ? { [EXTPROC_FILTER]: off, [LUA_FILTER]: off } : { [EXTPROC_FILTER]: off };
 }
 
 /** A request as the fast-path routes see it. */

@@ -164,7 +164,7 @@ t.test(
       'LUA SCRIPT',
       'so the Lua runs there, and only there',
     );
-    t.equal(routes.filter((r) => r.typed_per_filter_config?.[LUA_FILTER] !== undefined).length, 1, 'on no other route');
+    t.equal(routes.filter((r) => r.typed_per_filter_config?.[LUA_FILTER]?.source_code !== undefined).length, 1, 'on no other route');
     const twin = routes.find((r) => r.name === `fast-path-${FAST_PATH_X509}read`);
     t.same(twin?.match.tls_context, { presented: true }, 'the twin takes certificates');
     t.same(

@@ -9,7 +9,7 @@ import { syntheticPlane, requestMix, seededRandom, SERVER_NAMES, type SyntheticP
 import { buildSnapshot } from '../../src/discovery/core/snapshot.js';
 import type { Membership } from '../../src/membership/identity-leases.js';
 import type { ServerState, Snapshot } from '../../src/discovery/core/types.js';
-import { fastPathRoutes, fastPathTakes, FAST_PATH_ROUTE_PREFIX } from '../../src/envoy/fast-routes.js';
+import { fastPathRoutes, fastPathTakes, FAST_PATH_ROUTE_PREFIX, FAST_PATH_X509 } from '../../src/envoy/fast-routes.js';
 import { fastClusterName } from '../../src/envoy/clusters.js';
 import { classifyRequest } from '../../src/k8s/classify.js';
 import { decide } from '../../src/routing/decide.js';
@@ -411,9 +411,20 @@ t.test('rendered routes: the ladder literals, the generation, ext_proc off, boun
     ((read?.tracing as Json).custom_tags as Json[]).map((c) => `${c.tag as string}=${(c.literal as Json).value as string}`),
     ['skewgate.outcome=default', 'skewgate.reason=served_by_all', 'skewgate.generation=7', 'skewgate.path=fast'],
   );
-  t.same((read?.typed_per_filter_config as Json)['envoy.filters.http.ext_proc'], {
-    '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
-    disabled: true,
+  // Selected before any filter ran: Envoy builds the chain without ext_proc (nor the Lua, where there is one).
+  const off = { '@type': 'type.googleapis.com/envoy.config.route.v3.FilterConfig', disabled: true };
+  t.same(read?.typed_per_filter_config, { 'envoy.filters.http.ext_proc': off });
+  const withCerts = fastPathRoutes(table, 65_000, true) as Json[];
+  t.same(withCerts.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}read`)?.typed_per_filter_config, {
+    'envoy.filters.http.ext_proc': off,
+    'envoy.filters.http.lua': off,
+  });
+  // Reached after the Lua stated the certificate and cleared the route cache: the chain holds ext_proc, told to stand aside.
+  t.same(withCerts.find((r) => r.name === `${FAST_PATH_ROUTE_PREFIX}${FAST_PATH_X509}read`)?.typed_per_filter_config, {
+    'envoy.filters.http.ext_proc': {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
+      disabled: true,
+    },
   });
   t.equal((read?.route as Json).cluster, fastClusterName(SERVER_NAMES), "the table's pool: the three apiservers");
   const subset = compileFastPath(snap(withServer(1, { ready: false })), opts);
