@@ -395,7 +395,7 @@ function report(
     notes: [
       `Not replayed (long-running, no latency to measure): ${left.join(', ') || 'none'}.`,
       `The fast pool for certificates settled after the change: ${byPhase.map((p) => `${p.name} ${results.find((x) => x.phase === p)?.settledS?.toFixed(1) ?? 'never'} s`).join(', ')}.`,
-      'The built-in Mixed Version Proxy is not an arm here: it is measured in (h) and test/cluster/mvp-compare.test.ts, on the real lab.',
+      'The built-in Mixed Version Proxy needs real apiservers: the same requests and phases are measured beside it in (k); skewed requests in (h) and test/cluster/mvp-compare.test.ts.',
       `skewgate's log by phase (fast-path lines and warnings, counted): ${logs.join('; ')}.`,
       ...results
         .filter((x) => x.phase.name === 'steady')
