@@ -92,6 +92,7 @@ export class FakeApiServer {
   private server: Server | null = null;
   private starting: Promise<void> | null = null;
   private boundPort: number;
+  private gitVersion: string;
   private tls: { key: Buffer; cert: Buffer; ca: Buffer[] } | null = null;
   private frontProxyCa: X509Certificate | null = null;
   private readonly sockets = new Set<Socket>();
@@ -107,6 +108,7 @@ export class FakeApiServer {
   private readonly answered: DiscoveryResponse[] = [];
 
   constructor(private readonly opts: FakeApiServerOptions) {
+    this.gitVersion = opts.gitVersion ?? 'v1.35.0';
     this.name = opts.name;
     this.builtins = [...opts.builtins];
     this.boundPort = opts.port ?? 0;
@@ -114,6 +116,11 @@ export class FakeApiServer {
 
   get port(): number {
     return this.boundPort;
+  }
+
+  /** What /version answers from now on (an apiserver restarted as another version: close, set, start). */
+  setGitVersion(gitVersion: string): void {
+    this.gitVersion = gitVersion;
   }
 
   get url(): string {
@@ -251,7 +258,7 @@ export class FakeApiServer {
       if (path === '/healthz' || path === '/livez') return text(res, 200, 'ok');
       if (path === '/readyz')
         return this.ready ? text(res, 200, 'ok') : text(res, 500, '[-]fake-ready failed: setReady(false)\nreadyz check failed');
-      if (path === '/version') return json(res, 200, versionInfo(this.opts.gitVersion ?? 'v1.35.0'));
+      if (path === '/version') return json(res, 200, versionInfo(this.gitVersion));
       if (user === null) throw new FakeApiError(401, 'Unauthorized', 'Unauthorized');
       const segs = path
         .split('/')

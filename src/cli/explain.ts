@@ -118,9 +118,10 @@ function printExplanation(e: Explanation, origin: AnswerOrigin, output: 'table' 
   process.stdout.write('\n');
   process.stdout.write(
     formatTable([
-      ['APISERVER', 'HEALTHY', 'VIEW', 'AGE', 'LISTS', 'ERROR'],
+      ['APISERVER', 'VERSION', 'HEALTHY', 'VIEW', 'AGE', 'LISTS', 'ERROR'],
       ...servers.map((s) => [
         s.name,
+        s.gitVersion ?? '-',
         s.healthy ? 'yes' : `no (ready=${String(s.ready)})`,
         s.source === null ? 'none' : `${s.source}${s.fresh ? '' : ' (not fresh)'}`,
         s.viewAgeMs === null ? '-' : `${s.viewAgeMs}ms`,

@@ -40,10 +40,11 @@ export async function runStatus(source: GatewaySource, output: 'table' | 'json' 
   );
   process.stdout.write(
     formatTable([
-      ['APISERVER', 'URL', 'ROLE', 'READY', 'VIEW', 'AGE', 'SOURCES', 'ERROR'],
+      ['APISERVER', 'URL', 'VERSION', 'ROLE', 'READY', 'VIEW', 'AGE', 'SOURCES', 'ERROR'],
       ...s.members.map((m) => [
         m.name,
         m.url,
+        m.gitVersion ?? '-',
         `${m.role}${m.seed ? ' (seed)' : ''}`,
         m.ready === null ? '-' : m.healthy ? 'yes' : m.ready ? 'draining' : 'no',
         m.viewSource === null ? 'none' : `${m.viewSource}${m.fresh ? '' : ' (not fresh)'}`,

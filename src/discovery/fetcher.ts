@@ -6,6 +6,7 @@
 import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
 import { failureOf } from '../errors/catalog.js';
 import { getText, type TextResponse } from '../kube/requests.js';
+import { parseGitVersion } from './core/version.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
 import { downloadBackoffMs } from './core/document-bounds.js';
 import type { ResourceCapability, ServerView } from './core/types.js';
@@ -266,6 +267,16 @@ export class DiscoveryClient {
       return true;
     } catch {
       return false;
+    }
+  }
+
+  /** GET /version → its gitVersion (parseGitVersion); any other answer or error → null. */
+  async probeVersion(signal: AbortSignal): Promise<string | null> {
+    try {
+      const res = await getText(this.opts, '/version', { accept: 'application/json', signal });
+      return parseGitVersion(res.text);
+    } catch {
+      return null;
     }
   }
 

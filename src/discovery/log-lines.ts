@@ -10,7 +10,7 @@ import { diffViewsSteps } from './core/view-compare.js';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
 import type { ServerState, ServerView, Snapshot } from './core/types.js';
 
-/** One line per change of an apiserver's readiness or failures, and its view's changes. */
+/** One line per change of an apiserver's readiness, failures or version, and its view's changes. */
 export function logTransition(
   log: Logger,
   prev: ServerState,
@@ -31,6 +31,11 @@ export function logTransition(
     log.debug({ server, err: next.lastError, failures: next.consecutiveFailures }, 'discovery still failing');
   } else if (prev.consecutiveFailures > 0) {
     log.info({ server, failures: prev.consecutiveFailures }, 'discovery recovered');
+  }
+  if (next.gitVersion !== undefined && next.gitVersion !== prev.gitVersion) {
+    // An apiserver restarted as another version (an upgrade in place, or a rollback) says so here.
+    if (prev.gitVersion === undefined) log.info({ server, gitVersion: next.gitVersion }, 'apiserver version');
+    else log.info({ server, from: prev.gitVersion, to: next.gitVersion }, 'apiserver version changed');
   }
   if (next.view && next.view !== prev.view) viewChange(prev.view, next.view);
 }

@@ -12,6 +12,7 @@ import type { MemberRole, MemberSpec } from '../membership/members.js';
 import type { DiscoveryRequestRecord } from './core/events.js';
 import { DiscoveryClient } from './fetcher.js';
 import { unprobedState } from './core/snapshot.js';
+import { versionDue } from './core/version.js';
 import type { ServerState } from './core/types.js';
 
 export interface Poller {
@@ -104,21 +105,25 @@ export interface RoundResult {
   readonly after: ServerState;
 }
 
-/** One round: the view and /readyz fetched side by side; the state before and after (the caller stores it, unless the poller went meanwhile). */
+/** One round: the view, /readyz and (when due) /version fetched side by side; the state before and after (the caller stores it, unless the poller went meanwhile). */
 export async function pollOnce(p: Poller, signal: AbortSignal, now: () => number): Promise<RoundResult> {
   const startedAt = now();
   const t0 = performance.now();
   p.requests = [];
-  const [result, ready] = await Promise.all([
+  const due = versionDue(p.state, startedAt);
+  const [result, ready, gitVersion] = await Promise.all([
     p.client.fetchView(signal).then(
       (view) => ({ view, failure: null }),
       (err: unknown) => ({ view: null, failure: failureOf(err) }),
     ),
     p.client.probeReady(signal),
+    due ? p.client.probeVersion(signal) : Promise.resolve(null),
   ]);
+  // Read after the awaits: membership may have marked the server (draining) meanwhile.
   const before = p.state;
-  // A good round clears the last failure, its code and kind included.
-  const { lastErrorCode: _code, lastErrorKind: _kind, ...kept } = before;
+  // A good round clears the last failure, its code and kind included; a version read replaces the last one.
+  const { lastErrorCode: _code, lastErrorKind: _kind, ...rest } = before;
+  const kept = gitVersion === null ? rest : { ...rest, gitVersion, versionReadAt: startedAt };
   const after: ServerState = Object.freeze(
     result.view
       ? { ...kept, view: result.view, lastSuccessAt: now(), consecutiveFailures: 0, lastError: null, ready }

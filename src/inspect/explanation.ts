@@ -57,6 +57,8 @@ export interface ServerExplained {
   readonly fresh: boolean;
   readonly viewAgeMs: number | null;
   readonly source: 'aggregated' | 'legacy' | null;
+  /** Its /version's gitVersion as last read (null until read). */
+  readonly gitVersion: string | null;
   /** What its view lists for the request's resource ("-" for a request that names none). */
   readonly listing: string;
   readonly error: string | null;
@@ -163,6 +165,7 @@ export function explainRequest(req: ExplainRequest, ctx: ExplainContext): Explan
       fresh: isFresh(s, now, ctx.staleAfterMs),
       viewAgeMs: s.lastSuccessAt === null ? null : now - s.lastSuccessAt,
       source: s.view?.source ?? null,
+      gitVersion: s.gitVersion ?? null,
       listing,
       error: s.lastError,
     };

@@ -37,6 +37,8 @@ export interface MemberStatus extends StatusMember {
   readonly fresh: boolean;
   readonly viewSource: 'aggregated' | 'legacy' | null;
   readonly viewAgeMs: number | null;
+  /** Its /version's gitVersion, as last read (null until read). */
+  readonly gitVersion: string | null;
   readonly consecutiveFailures: number;
   readonly lastError: string | null;
   /** The last failure's code (src/errors/catalog.ts: what it means, what to do); null when none. */
@@ -66,6 +68,7 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
       fresh: s !== undefined && isFresh(s, now, input.staleAfterMs),
       viewSource: s?.view?.source ?? null,
       viewAgeMs: s?.lastSuccessAt == null ? null : now - s.lastSuccessAt,
+      gitVersion: s?.gitVersion ?? null,
       consecutiveFailures: s?.consecutiveFailures ?? 0,
       lastError: s?.lastError ?? null,
       lastErrorCode: s?.lastErrorCode ?? null,

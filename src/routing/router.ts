@@ -17,6 +17,8 @@ export interface RoutingResult {
   readonly viewAgeMs: number | null;
   /** The client certificate's identity, stated to the apiserver on every request that goes upstream. */
   readonly identity: IdentityResult;
+  /** A routed decision's upstream's gitVersion, as discovery last read it (absent: not routed, or not read). */
+  readonly upstreamVersion?: string;
 }
 
 /** What the ext_proc stream needs from routing: one synchronous, I/O-free call per request. */
@@ -62,7 +64,10 @@ export function routeRequest(
   const info = classifyRequest(method, path);
   const identity = ctx.clientIdentity(headers.get(CLIENT_CERT_HEADER), ctx.now);
   const decision = decide({ info, headers, identity }, snap, ctx);
-  return { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, ctx.now), identity };
+  const result = { info, decision, generation: snap.generation, viewAgeMs: oldestViewAgeMs(snap, ctx.now), identity };
+  if (decision.outcome !== 'routed') return result;
+  const upstreamVersion = snap.servers.find((s) => s.name === decision.upstream)?.gitVersion;
+  return upstreamVersion === undefined ? result : { ...result, upstreamVersion };
 }
 
 export interface RouterOptions {

@@ -81,6 +81,7 @@ export function decisionAttributes(result: RoutingResult, servers: ReadonlyMap<s
   if (result.viewAgeMs !== null) a[ATTR.discoveryAgeMs] = result.viewAgeMs;
   if (decision.outcome === 'routed') {
     a[ATTR.upstream] = decision.upstream;
+    if (result.upstreamVersion !== undefined) a[ATTR.upstreamVersion] = result.upstreamVersion;
     const server = servers.get(decision.upstream);
     if (server) {
       a[ATTR.serverAddress] = server.address;

@@ -115,6 +115,10 @@ export class SkewgateMetrics {
     const ready = meter.createObservableGauge(METRIC.ready, {
       description: '1 when the apiserver answered /readyz with 200 at the last probe, else 0',
     });
+    const info = meter.createObservableGauge(METRIC.info, {
+      description:
+        '1 for each apiserver whose /version skewgate read, labelled with its gitVersion (an upgrade shows as the label changing)',
+    });
     const skewed = meter.createObservableGauge(METRIC.skewedResources, {
       description: 'Resources (and subresources) not served by every apiserver',
     });
@@ -156,6 +160,7 @@ export class SkewgateMetrics {
         for (const s of snap.servers) {
           if (s.lastSuccessAt !== null) r.observe(viewAge, Math.max(0, t - s.lastSuccessAt) / 1000, { apiserver: s.name });
           if (s.ready !== null) r.observe(ready, s.ready ? 1 : 0, { apiserver: s.name });
+          if (s.gitVersion !== undefined) r.observe(info, 1, { apiserver: s.name, git_version: s.gitVersion });
           for (const [document, bytes] of this.documentBytes.get(s.name) ?? [])
             r.observe(documentBytes, bytes, { apiserver: s.name, document });
         }
@@ -164,7 +169,7 @@ export class SkewgateMetrics {
         r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, skewed, missing, unmatched, membershipSynced, members, documentBytes, fastResources, fastGroupVersions],
+      [viewAge, ready, info, skewed, missing, unmatched, membershipSynced, members, documentBytes, fastResources, fastGroupVersions],
     );
   }
 

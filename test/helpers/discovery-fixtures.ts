@@ -2,7 +2,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { type Pki, type FakeResource, createPki, FakeApiServer, FakeCluster } from '../../harness/fake/index.js';
+import { type Pki, type FakeApiServerOptions, createPki, FakeApiServer, FakeCluster } from '../../harness/fake/index.js';
 import type { ApiServerSettings } from '../../src/kube/credentials.js';
 import type { DiscoveryConfig } from '../../src/discovery/options.js';
 import type { Snapshot } from '../../src/discovery/core/types.js';
@@ -17,18 +17,7 @@ export function otherPki(): Promise<Pki> {
   return createPki(join(tmpdir(), 'skewgate-test-pki-discovery-other'));
 }
 
-export async function startFake(
-  t: Test,
-  opts: {
-    name: string;
-    pki: Pki;
-    cluster: FakeCluster;
-    builtins: readonly FakeResource[];
-    discovery?: 'aggregated' | 'legacy';
-    host?: string;
-    port?: number;
-  },
-): Promise<FakeApiServer> {
+export async function startFake(t: Test, opts: FakeApiServerOptions): Promise<FakeApiServer> {
   const s = new FakeApiServer(opts);
   await s.start();
   t.teardown(() => s.close());

@@ -26,8 +26,8 @@ const run = runCli;
 
 const pki = await createPki(join(packageRoot(), '.cache/fake-pki'));
 const cluster = new FakeCluster();
-const oldServer = new FakeApiServer({ name: 'old-1', cluster, pki, builtins: BUILTINS_OLD });
-const newServer = new FakeApiServer({ name: 'new-1', cluster, pki, builtins: BUILTINS_NEW });
+const oldServer = new FakeApiServer({ name: 'old-1', cluster, pki, builtins: BUILTINS_OLD, gitVersion: 'v1.35.4' });
+const newServer = new FakeApiServer({ name: 'new-1', cluster, pki, builtins: BUILTINS_NEW, gitVersion: 'v1.36.3' });
 for (const s of [oldServer, newServer]) await s.start();
 const children = new Set<ChildProcess>();
 t.teardown(async () => {
@@ -123,11 +123,12 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.equal(s.config.generation, 1, 'config generation 1 before any reload');
   t.ok(s.snapshot.generation >= 1, 'a snapshot generation');
   t.same(
-    s.members.map((m) => [m.name, m.role, m.seed, m.healthy, m.viewSource]),
+    s.members.map((m) => [m.name, m.role, m.seed, m.healthy, m.viewSource, m.gitVersion]),
     [
-      ['old-1', 'member', true, true, 'aggregated'],
-      ['new-1', 'member', true, true, 'aggregated'],
+      ['old-1', 'member', true, true, 'aggregated', 'v1.35.4'],
+      ['new-1', 'member', true, true, 'aggregated', 'v1.36.3'],
     ],
+    'each member with the version its /version answers',
   );
   // No view is older than the process that fetched it: a count in µs or ns would be, one in ms is not.
   t.same(
@@ -139,7 +140,7 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.same(s.problems, []);
   const table = await run(['status', '--config', unixConfig]);
   t.match(table.stdout, new RegExp(`gateway: +unix:${socket} +skewgate \\d+\\.\\d+\\.\\d+, pid ${gw.child.pid}`));
-  t.match(table.stdout, /^old-1 +https:\/\/\S+ +member \(seed\) +yes +aggregated/m);
+  t.match(table.stdout, /^old-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +yes +aggregated/m);
 
   const skew = await run(['skew', '--config', unixConfig, '-o', 'json']);
   t.equal(skew.code, 1, 'a skew: exit 1');
@@ -153,6 +154,14 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.equal(e.code, 0, e.stderr);
   const ex = JSON.parse(e.stdout) as Explanation;
   t.match(ex.decision, { outcome: 'routed', reason: 'served_by_subset', upstream: 'new-1' });
+  t.same(
+    ex.servers.map((x) => [x.name, x.gitVersion]),
+    [
+      ['old-1', 'v1.35.4'],
+      ['new-1', 'v1.36.3'],
+    ],
+    "explain names each apiserver's version",
+  );
   const exOwn = JSON.parse(
     (await run(['explain', '--config', unixConfig, '--discover', '-o', 'json', 'POST', SKEWED])).stdout,
   ) as Explanation;

@@ -97,6 +97,25 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
   await t.rejects(svc.start(), /closed/);
 });
 
+t.test("each apiserver's /version: read with the view, read again when it comes back as another version", async (t) => {
+  const cluster = new FakeCluster();
+  const a = await startFake(t, { name: 'a', pki, cluster, builtins: BUILTINS_OLD, gitVersion: 'v1.35.4' });
+  const svc = service(t, discoveryConfig([tokenServer(a, pki)], { interval: 100 }));
+  await svc.start();
+  t.equal(server(svc.current(), 'a').gitVersion, 'v1.35.4', 'read in the first round');
+  const readAt = server(svc.current(), 'a').versionReadAt;
+  await new Promise((r) => setTimeout(r, 400));
+  t.equal(server(svc.current(), 'a').versionReadAt, readAt, 'not read again while it stays ready (rounds every 100 ms)');
+  // Restarted in place as the next version (an upgrade; a rollback is the same the other way).
+  await a.close();
+  await waitForSnapshot(svc, (s) => server(s, 'a').consecutiveFailures > 0, WAIT_MS);
+  t.equal(server(svc.current(), 'a').gitVersion, 'v1.35.4', 'kept while it cannot be reached');
+  a.setGitVersion('v1.36.3');
+  await a.start();
+  const snap = await waitForSnapshot(svc, (s) => server(s, 'a').gitVersion === 'v1.36.3', WAIT_MS);
+  t.equal(server(snap, 'a').consecutiveFailures, 0, 'read as soon as it answers again');
+});
+
 t.test('token file rotation is picked up without a restart', async (t) => {
   const cluster = new FakeCluster();
   const s = await startFake(t, { name: 'rot', pki, cluster, builtins: BUILTINS_OLD });

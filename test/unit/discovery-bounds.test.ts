@@ -259,7 +259,8 @@ t.test('service: a document that changes and fails every time is downloaded at g
       probes.push(clock.now());
       return respond({ status: 200, body: 'ok', contentType: 'text/plain' }, () => undefined);
     }
-    if (path === '/openapi/v3') return respond({ status: 404, body: '{}', contentType: 'application/json' }, () => undefined);
+    if (path === '/openapi/v3' || path === '/version')
+      return respond({ status: 404, body: '{}', contentType: 'application/json' }, () => undefined);
     if (path === '/api') {
       if (init.headers['if-none-match'] === '"api-1"') return respond({ status: 304, etag: '"api-1"' }, () => undefined);
       return respond({ status: 200, body: EMPTY_LIST, etag: '"api-1"' }, () => undefined);

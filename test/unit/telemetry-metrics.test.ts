@@ -42,6 +42,8 @@ const states: ServerState[] = [
     consecutiveFailures: 0,
     lastError: null,
     ready: true,
+    gitVersion: 'v1.36.3',
+    versionReadAt: NOW - 1500,
   },
   {
     name: 'apiserver-c',
@@ -255,6 +257,11 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
     ],
   );
   t.same(
+    points(find(ms, 'skewgate.apiserver.info')).map((p) => [p.attributes, p.value]),
+    [[{ apiserver: 'apiserver-a', git_version: 'v1.36.3' }, 1]],
+    'one series per apiserver whose /version was read, its gitVersion a label',
+  );
+  t.same(
     points(find(ms, 'skewgate.skew.resources')).map((p) => p.value),
     [1],
   );
@@ -280,10 +287,12 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
   );
 });
 
-t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role, document', async (t) => {
+t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role, document, git_version', async (t) => {
   const ms = await reader.metrics();
   const keys = new Set(ms.flatMap((m) => points(m).flatMap((p) => Object.keys(p.attributes))));
-  t.same([...keys].sort(), ['apiserver', 'document', 'outcome', 'reason', 'result', 'role', 'upstream']);
+  t.same([...keys].sort(), ['apiserver', 'document', 'git_version', 'outcome', 'reason', 'result', 'role', 'upstream']);
+  const versions = points(find(ms, 'skewgate.apiserver.info')).map((p) => p.attributes['apiserver']);
+  t.equal(new Set(versions).size, versions.length, 'git_version: one series per apiserver (its version now), never a history');
   const documents = new Set(
     ms.flatMap((m) => points(m).flatMap((p) => (p.attributes['document'] === undefined ? [] : [p.attributes['document']]))),
   );

@@ -95,6 +95,15 @@ t.test('routed: attributes of the request, the decision and the chosen apiserver
   t.equal(span?.status.code, SpanStatusCode.UNSET);
 });
 
+t.test('routed to an apiserver whose /version discovery read: its gitVersion on the span', async (t) => {
+  const obs = spans();
+  const ctx = { metadata: metadata(), headers: new Map([[':method', 'GET']]) };
+  const trace = obs.onRequest(ctx);
+  const routed = resultOf({ outcome: 'routed', reason: 'served_by_subset', upstream: 'apiserver-c', candidates: ['apiserver-c'] });
+  obs.onDecision({ ...routed, upstreamVersion: 'v1.36.3' }, { ...ctx, durationNs: 1n, trace });
+  t.equal(exporter.getFinishedSpans().at(-1)?.attributes['skewgate.upstream.git_version'], 'v1.36.3');
+});
+
 t.test('client certificates: the outcome for the identity and the fingerprint, never the name', async (t) => {
   const obs = spans();
   const ctx = {

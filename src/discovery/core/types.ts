@@ -46,6 +46,10 @@ export interface ServerState {
   readonly lastErrorKind?: FailureKind;
   /** /readyz answered 200 at the last probe; null until probed. */
   readonly ready: boolean | null;
+  /** The gitVersion its /version last answered (absent until read; kept when a read fails). */
+  readonly gitVersion?: string;
+  /** Epoch ms of that read. */
+  readonly versionReadAt?: number;
   /**
    * The apiserver left every membership source: no new request goes to it (it is not healthy for
    * routing, nor merged into /apis), but its current view still counts (docs/design.md, membership).

@@ -28,6 +28,8 @@ export const ATTR = {
   outcome: 'skewgate.outcome',
   reason: 'skewgate.reason',
   upstream: 'skewgate.upstream',
+  /** The routed upstream's gitVersion (its /version, as discovery last read it). */
+  upstreamVersion: 'skewgate.upstream.git_version',
   candidates: 'skewgate.candidates',
   discoveryAgeMs: 'skewgate.discovery.age_ms',
   generation: 'skewgate.snapshot.generation',
@@ -53,6 +55,8 @@ export const ATTR = {
   discoveryFailures: 'skewgate.discovery.consecutive_failures',
   httpStatus: 'http.response.status_code',
   ready: 'skewgate.apiserver.ready',
+  /** 1 per apiserver with its gitVersion as a label (Prometheus: skewgate_apiserver_info). */
+  info: 'skewgate.apiserver.info',
   // Events.
   gained: 'skewgate.resources.gained',
   lost: 'skewgate.resources.lost',
@@ -79,6 +83,8 @@ export const METRIC = {
   skewedResources: 'skewgate.skew.resources',
   missingResources: 'skewgate.skew.missing',
   ready: 'skewgate.apiserver.ready',
+  /** 1 per apiserver with its gitVersion as a label (Prometheus: skewgate_apiserver_info). */
+  info: 'skewgate.apiserver.info',
   unmatchedIdentities: 'skewgate.membership.unmatched_identities',
   membershipSynced: 'skewgate.membership.synced',
   members: 'skewgate.membership.members',
