@@ -76,6 +76,22 @@ async function gatewaySource(o: GatewayFlags): Promise<GatewaySource> {
   return { configFile: o.config, admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
 }
 
+const WATCH_OPTION = ['-w, --watch', 'keep asking the gateway and print again whenever what this shows changes (Ctrl-C ends it)'] as const;
+const INTERVAL_OPTION = ['--interval <duration>', 'with -w: how often to ask (Go duration or ms)', '2s'] as const;
+
+interface WatchFlags {
+  readonly watch?: boolean;
+  readonly interval: string;
+}
+
+async function watchOf(o: WatchFlags): Promise<{ readonly intervalMs: number } | null> {
+  if (o.watch !== true) return null;
+  const { parseDuration } = await import('../config/core/units.js');
+  const intervalMs = parseDuration(o.interval);
+  if (intervalMs === null || intervalMs < 100) throw new UsageError(`--interval ${o.interval}: a duration of at least 100ms (2s, 500ms)`);
+  return { intervalMs };
+}
+
 withGatewayOptions(
   program
     .command('status')
@@ -84,8 +100,10 @@ withGatewayOptions(
     ),
 )
   .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
-  .action(async (o: GatewayFlags & { output?: 'table' | 'json' | 'yaml' }) => {
-    process.exitCode = await (await import('./status.js')).runStatus(await gatewaySource(o), o.output ?? 'table');
+  .option(...WATCH_OPTION)
+  .option(...INTERVAL_OPTION)
+  .action(async (o: GatewayFlags & WatchFlags & { output?: 'table' | 'json' | 'yaml' }) => {
+    process.exitCode = await (await import('./status.js')).runStatus(await gatewaySource(o), o.output ?? 'table', await watchOf(o));
   });
 
 withGatewayOptions(
@@ -142,8 +160,12 @@ withGatewayOptions(
     ).choices(['table', 'wide', 'name', 'json', 'yaml']),
   )
   .option('--json', 'the same as -o json')
-  .action(async (o: GatewayFlags & { json?: boolean; output?: OutputFormat }) => {
-    process.exitCode = await (await import('./skew.js')).runSkew(await gatewaySource(o), o.json ? 'json' : (o.output ?? 'table'));
+  .option(...WATCH_OPTION)
+  .option(...INTERVAL_OPTION)
+  .action(async (o: GatewayFlags & WatchFlags & { json?: boolean; output?: OutputFormat }) => {
+    process.exitCode = await (
+      await import('./skew.js')
+    ).runSkew(await gatewaySource(o), o.json ? 'json' : (o.output ?? 'table'), await watchOf(o));
   });
 
 program

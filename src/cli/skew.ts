@@ -3,7 +3,8 @@
 // --discover. Exit 0: every apiserver was compared and none differs; 1: a skew, an apiserver that
 // could not be compared (named: its discovery is missing, so "no skew" would be a guess), or a
 // gateway that does not answer; 2: bad config or usage.
-import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
+import { changedLine, watchAnswers } from './watch.js';
 import type { SkewRow } from '../routing/skew.js';
 import { skewReport, type SkewReport } from '../inspect/skew-report.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
@@ -21,22 +22,48 @@ import {
 /** `-o name`: group/version/resource, as kubectl writes resource names (core: v1/pods). */
 const rowName = (r: SkewRow): string => `${r.group ? `${r.group}/` : ''}${r.version}/${r.resource}`;
 
-export async function runSkew(source: GatewaySource, output: OutputFormat = 'table'): Promise<number> {
-  const got = await fromGatewayOrDiscovery<SkewReport>('skew', source, {
-    ask: (gateway) => gateway(ADMIN_PATHS.skew),
-    discover: ({ snapshot, now, membershipProblem }) => skewReport(snapshot, now, membershipProblem),
-  });
+export async function runSkew(
+  source: GatewaySource,
+  output: OutputFormat = 'table',
+  watch: { readonly intervalMs: number; readonly signal?: AbortSignal } | null = null,
+): Promise<number> {
+  if (watch !== null && source.discover) {
+    process.stderr.write('skewgate skew: -w follows the running gateway: not with --discover\n');
+    return EXIT_BAD_CONFIG;
+  }
+  const ask = () =>
+    fromGatewayOrDiscovery<SkewReport>('skew', source, {
+      ask: (gateway) => gateway(ADMIN_PATHS.skew),
+      discover: ({ snapshot, now, membershipProblem }) => skewReport(snapshot, now, membershipProblem),
+    });
+  if (watch !== null) return watchAnswers({ ask, key: skewKey, print: (r, origin, at) => printSkew(r, origin, output, at), ...watch });
+  const got = await ask();
   if (typeof got === 'number') return got;
-  return printSkew(got.answer, got.origin, output);
+  return printSkew(got.answer, got.origin, output, null);
 }
 
-function printSkew(report: SkewReport, origin: AnswerOrigin, output: OutputFormat): number {
+/** What `skew -w` compares: the verdict, the rows, who was compared and the membership — not generations or ages. */
+export function skewKey(r: SkewReport): string {
+  return JSON.stringify([
+    r.verdict,
+    r.skew.map((x) => [x.group, x.version, x.resource, x.servedBy, x.missingFrom]),
+    r.compared,
+    r.notCompared.map((n) => [n.name, n.member]),
+    r.membership.unmatched.map((u) => u.identity),
+    r.membership.draining,
+    r.membership.probing.map((p) => p.name),
+  ]);
+}
+
+function printSkew(report: SkewReport, origin: AnswerOrigin, output: OutputFormat, changedAt: Date | null): number {
   const exitCode = report.verdict === 'no_skew' ? EXIT_OK : EXIT_PROBLEMS;
   const data = structured(output, report);
   if (data !== null) {
-    process.stdout.write(data);
+    // One document per answer: YAML's separator between them, JSON's stream as it is.
+    process.stdout.write(changedAt !== null && output === 'yaml' ? `---\n${data}` : data);
     return exitCode;
   }
+  if (changedAt !== null && output !== 'name') process.stdout.write(changedLine(changedAt));
   // Names only: nothing else on stdout (the summary and warnings go to stderr), for scripts.
   if (output === 'name') {
     for (const r of report.skew) process.stdout.write(`${rowName(r)}\n`);

@@ -6,12 +6,18 @@ import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import type { GatewayStatus } from '../inspect/status.js';
 import { membershipLines } from './membership-lines.js';
-import { formatTable, fromGatewayOrDiscovery, structured, type GatewaySource } from './one-shot.js';
+import { formatTable, fromGatewayOrDiscovery, structured, type AnswerOrigin, type GatewaySource } from './one-shot.js';
+import { skewKey } from './skew.js';
+import { changedLine, watchAnswers } from './watch.js';
 
 const seconds = (ms: number | null): string =>
   ms === null ? '-' : ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
 
-export async function runStatus(source: GatewaySource, output: 'table' | 'json' | 'yaml' = 'table'): Promise<number> {
+export async function runStatus(
+  source: GatewaySource,
+  output: 'table' | 'json' | 'yaml' = 'table',
+  watch: { readonly intervalMs: number; readonly signal?: AbortSignal } | null = null,
+): Promise<number> {
   if (source.discover) {
     // A round of this command's own has no generations, members or readiness history to show.
     process.stderr.write(
@@ -19,22 +25,51 @@ export async function runStatus(source: GatewaySource, output: 'table' | 'json' 
     );
     return EXIT_BAD_CONFIG;
   }
-  const got = await fromGatewayOrDiscovery<GatewayStatus>('status', source, {
-    ask: (gateway) => gateway(ADMIN_PATHS.status),
-    discover: () => {
-      throw new Error('unreachable: status never discovers');
-    },
-  });
+  const ask = () =>
+    fromGatewayOrDiscovery<GatewayStatus>('status', source, {
+      ask: (gateway) => gateway(ADMIN_PATHS.status),
+      discover: () => {
+        throw new Error('unreachable: status never discovers');
+      },
+    });
+  if (watch !== null) return watchAnswers({ ask, key: statusKey, print: (s, origin, at) => printStatus(s, origin, output, at), ...watch });
+  const got = await ask();
   if (typeof got === 'number') return got;
-  const s = got.answer;
+  return printStatus(got.answer, got.origin, output, null);
+}
+
+/** What `status -w` compares: the members' states, the skew and the membership, not their ages. */
+export function statusKey(s: GatewayStatus): string {
+  return JSON.stringify([
+    s.config.generation,
+    s.members.map((m) => [
+      m.name,
+      m.url,
+      m.role,
+      m.seed,
+      m.sources,
+      m.ready,
+      m.healthy,
+      m.fresh,
+      m.viewSource,
+      m.gitVersion,
+      m.lastErrorCode,
+    ]),
+    skewKey(s.skew),
+  ]);
+}
+
+function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | 'json' | 'yaml', changedAt: Date | null): number {
   const exitCode = s.problems.length === 0 ? EXIT_OK : EXIT_PROBLEMS;
   const data = structured(output, s);
   if (data !== null) {
-    process.stdout.write(data);
+    // One document per answer: YAML's separator between them, JSON's stream as it is.
+    process.stdout.write(changedAt !== null && output === 'yaml' ? `---\n${data}` : data);
     return exitCode;
   }
+  if (changedAt !== null) process.stdout.write(changedLine(changedAt));
   process.stdout.write(
-    `gateway:        ${got.origin.kind === 'gateway' ? got.origin.address : '-'}  skewgate ${s.skewgate.version}, pid ${s.skewgate.pid}, up ${seconds(s.skewgate.uptimeSeconds * 1000)}\n` +
+    `gateway:        ${origin.kind === 'gateway' ? origin.address : '-'}  skewgate ${s.skewgate.version}, pid ${s.skewgate.pid}, up ${seconds(s.skewgate.uptimeSeconds * 1000)}\n` +
       `config:         ${s.config.source} (generation ${s.config.generation})\n` +
       `snapshot:       generation ${s.snapshot.generation}\n\n`,
   );

@@ -169,9 +169,45 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   const bad = await run(['explain', '--config', unixConfig, '-H', 'no colon here', 'GET', '/api']);
   t.equal(bad.code, 2, 'a malformed -H: exit 2 before the gateway is asked');
 
+  // Followed as it happens: status -w prints a document now and again only when what it shows
+  // changes; skew -w, whose rows do not change below (new-1's view is kept), prints once.
+  const follow = (args: string[]): { child: ChildProcess; out: () => string; exited: Promise<number | null> } => {
+    const child = spawn(process.execPath, [CLI, ...args, '--config', unixConfig, '-w', '--interval', '200ms'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    let out = '';
+    child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+    return { child, out: () => out, exited: new Promise((r) => child.once('exit', (code) => r(code))) };
+  };
+  const docs = (text: string): GatewayStatus[] =>
+    text
+      .split(/^(?=\{)/m)
+      .filter((d) => d.trim() !== '')
+      .map((d) => JSON.parse(d) as GatewayStatus);
+  const statusWatch = follow(['status', '-o', 'json']);
+  const skewWatch = follow(['skew']);
+  await waitFor('the first answers of both watches', async () => docs(statusWatch.out()).length === 1 && skewWatch.out() !== '');
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal(docs(statusWatch.out()).length, 1, 'status -w: nothing printed again while nothing changed (5 asks, ages moving)');
+
   // The gateway's belief moves: new-1 stops answering. The running gateway marks it not ready
   // (its /readyz fails); its answers say so and route nothing there.
   await newServer.close();
+  await waitFor('status -w to print new-1 down', async () =>
+    docs(statusWatch.out()).some((d) => d.members.some((m) => m.name === 'new-1' && !m.healthy)),
+  );
+  const [first, ...later] = docs(statusWatch.out());
+  t.ok(
+    first?.members.every((m) => m.healthy),
+    'the first document: both members ready',
+  );
+  t.ok(later.length >= 1 && later.length <= 2, `one document per change (${later.length} after the first)`);
+  statusWatch.child.kill('SIGINT');
+  t.equal(await statusWatch.exited, 1, "Ctrl-C ends it with the last answer's exit code (a member not ready: 1)");
+  skewWatch.child.kill('SIGINT');
+  t.equal(await skewWatch.exited, 1, 'skew -w ends the same way (a skew: 1)');
+  t.notMatch(skewWatch.out(), /--- changed at/, 'skew -w: the rows did not change, nothing printed again');
   await waitFor('the gateway to see new-1 down', async () => {
     const r = await run(['status', '--config', unixConfig, '-o', 'json']);
     return (JSON.parse(r.stdout) as GatewayStatus).members.some((m) => m.name === 'new-1' && !m.healthy);
