@@ -23,7 +23,7 @@ const NOT_THE_HARNESS = {
  *   - I/O rooms: the runtime of Envoy, the composition, the command line.
  */
 const PURE_ROOMS = ['k8s', 'routing', 'membership', 'errors', 'envoy', 'inspect', 'pki'];
-const MIXED_ROOMS = ['config', 'discovery', 'extproc', 'identity', 'kube', 'kubernetes-service', 'telemetry', 'util', 'workers'];
+const MIXED_ROOMS = ['config', 'discovery', 'extproc', 'history', 'identity', 'kube', 'kubernetes-service', 'telemetry', 'util', 'workers'];
 const IO_ROOMS = ['envoy-runtime', 'app', 'cli'];
 
 const PURE = [...PURE_ROOMS.map((r) => `src/${r}/**/*.ts`), 'src/*/core/**/*.ts'];
@@ -42,7 +42,7 @@ const LAYERS = [
   ['routing'],
   ['kubernetes-service', 'extproc', 'envoy'],
   ['inspect', 'telemetry', 'envoy-runtime'],
-  ['workers'],
+  ['workers', 'history'],
   ['app'],
   ['cli'],
 ];

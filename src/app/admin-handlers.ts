@@ -1,4 +1,4 @@
-// What the admin endpoint answers (GET /v1/status, /v1/skew, POST /v1/explain): the same pure
+// What the admin endpoint answers (GET /v1/status, /v1/skew, /v1/history, POST /v1/explain): the same pure
 // inspect/ functions as the CLI's own discovery round, over the live snapshot, config and client
 // CA bundle of the running gateway.
 import type { DiscoveryService } from '../discovery/service.js';
@@ -8,12 +8,14 @@ import { gatewayStatus } from '../inspect/status.js';
 import type { ClientIdentityOf } from '../routing/router.js';
 import type { AdminHandlers } from './admin-server.js';
 import type { LiveConfig } from './reload.js';
+import type { HistoryRecorder } from '../history/recorder.js';
 
 export function adminHandlers(o: {
   readonly live: LiveConfig<DiscoveryService>;
   readonly clientIdentity: ClientIdentityOf;
   readonly version: string;
   readonly startedAt: number;
+  readonly history: HistoryRecorder;
 }): AdminHandlers {
   const { live } = o;
   return {
@@ -32,6 +34,7 @@ export function adminHandlers(o: {
       });
     },
     skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
+    history: () => o.history.answer(),
     explain: (req) => {
       const { config: c, discovery } = live.parts;
       return explainRequest(req, {

@@ -1,6 +1,6 @@
 // The admin endpoint: plain HTTP on loopback or a unix socket (config/core/admin-address.ts refuses anything
 // else), off the request path. Read-only: what the running gateway believes (GET /v1/status,
-// GET /v1/skew) and its own decision for a request (POST /v1/explain), every answer JSON. The
+// GET /v1/skew), what changed lately (GET /v1/history) and its own decision for a request (POST /v1/explain), every answer JSON. The
 // handlers are the pure inspect/ functions over the live snapshot; nothing here decides.
 import { chmod, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -9,6 +9,7 @@ import type { Logger } from '../util/log.js';
 import { ExplainInputError, type Explanation, type ExplainRequest } from '../inspect/explanation.js';
 import type { GatewayStatus } from '../inspect/status.js';
 import type { SkewReport } from '../inspect/skew-report.js';
+import type { HistoryAnswer } from '../history/recorder.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
 import { formatAdminAddress, parseAdminAddress } from '../config/core/admin-address.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
@@ -16,6 +17,7 @@ import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 export interface AdminHandlers {
   status(): GatewayStatus;
   skew(): SkewReport;
+  history(): HistoryAnswer;
   /** Throws ExplainInputError for a request that cannot be explained as given. */
   explain(req: ExplainRequest): Explanation;
 }
@@ -131,6 +133,9 @@ export class AdminServer {
       case ADMIN_PATHS.skew:
         allow(req, 'GET');
         return handlers.skew();
+      case ADMIN_PATHS.history:
+        allow(req, 'GET');
+        return handlers.history();
       case ADMIN_PATHS.explain: {
         allow(req, 'POST');
         return handlers.explain(explainRequestOf(await readJson(req)));

@@ -10,6 +10,7 @@ import { stateClientIdentity } from '../identity/core/client-identity.js';
 import { LiveConfig, type LiveParts, type ReloadInput, type ReloadOptions, type ReloadResult } from './reload.js';
 import { adminHandlers } from './admin-handlers.js';
 import { MembersFollower } from './members-follower.js';
+import { HistoryRecorder } from '../history/recorder.js';
 import { createRouter, type ClientIdentityOf, type RequestRouter } from '../routing/router.js';
 import type { SdkOptions } from '../telemetry/sdk.js';
 import { resolveTelemetrySettings, type Env } from '../telemetry/core/settings.js';
@@ -192,14 +193,17 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const secrets = config.envoy.xds ? new SecretRotator(config, logger.child({ component: 'envoy-secrets' })) : null;
   // What the running gateway believes, on loopback or a unix socket (admin.listen).
   const version = skewgateVersion();
+  // What changed lately (GET /v1/history): kept only where an admin endpoint can be asked for it.
+  const history = config.admin === undefined ? null : new HistoryRecorder();
+  const offHistory = history === null ? () => undefined : live.discovery.onChange((snap) => history.observe(snap));
   const admin =
-    config.admin === undefined
+    config.admin === undefined || history === null
       ? null
       : new AdminServer({
           listen: config.admin.listen,
           logger: logger.child({ component: 'admin' }),
           version,
-          handlers: adminHandlers({ live, clientIdentity, version, startedAt: Date.now() }),
+          handlers: adminHandlers({ live, clientIdentity, version, startedAt: Date.now(), history }),
         });
   let adminAddress: string | null = null;
   let closing: Promise<void> | undefined;
@@ -248,6 +252,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         offFastPath();
         await sync?.close().catch((err: unknown) => logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
         offWorkers();
+        offHistory();
         await Promise.all([
           server.close(config.extproc.shutdownGrace, opts),
           workers?.close(config.extproc.shutdownGrace, opts.drainMs ?? 0),

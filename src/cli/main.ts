@@ -108,6 +108,18 @@ withGatewayOptions(
 
 withGatewayOptions(
   program
+    .command('history')
+    .description(
+      "what changed lately in the running gateway's view, oldest first: apiservers joining and leaving, readiness, draining, versions, views, the skew",
+    ),
+)
+  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
+  .action(async (o: GatewayFlags & { output?: 'table' | 'json' | 'yaml' }) => {
+    process.exitCode = await (await import('./history.js')).runHistory(await gatewaySource(o), o.output ?? 'table');
+  });
+
+withGatewayOptions(
+  program
     .command('explain')
     .description(
       "the decision the running gateway makes for METHOD PATH (with -H headers and a client certificate), and why (--discover: from a discovery round of this command's own)",

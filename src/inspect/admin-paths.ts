@@ -3,4 +3,5 @@ export const ADMIN_PATHS = Object.freeze({
   status: '/v1/status',
   skew: '/v1/skew',
   explain: '/v1/explain',
+  history: '/v1/history',
 } as const);

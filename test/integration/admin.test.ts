@@ -13,6 +13,7 @@ import { stringify } from 'yaml';
 import { packageRoot } from '../../src/util/package-root.js';
 import { CLI, runCli } from '../helpers/cli.js';
 import { ADMIN_PATHS } from '../../src/inspect/admin-paths.js';
+import type { HistoryAnswer } from '../../src/history/recorder.js';
 import type { GatewayStatus } from '../../src/inspect/status.js';
 import type { SkewReport } from '../../src/inspect/skew-report.js';
 import type { Explanation } from '../../src/inspect/explanation.js';
@@ -222,6 +223,26 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
     'the last view kept, nobody healthy serves it: 503',
   );
   await newServer.start();
+  // What happened, in order, from the gateway's own history.
+  const kinds = async (): Promise<string[]> =>
+    (JSON.parse((await run(['history', '--config', unixConfig, '-o', 'json'])).stdout) as HistoryAnswer).events.map(
+      (e) => `${'apiserver' in e ? e.apiserver : '-'} ${e.kind}${e.kind === 'version' ? ` ${e.to}` : ''}`,
+    );
+  await waitFor(
+    'the history to show new-1 back',
+    async () => (await kinds()).filter((k) => k.startsWith('new-1 ')).at(-1) === 'new-1 ready',
+  );
+  const seen = await kinds();
+  t.same(
+    seen.filter((k) => k.startsWith('new-1 ')),
+    ['new-1 member_added', 'new-1 version v1.36.3', 'new-1 ready', 'new-1 not_ready', 'new-1 ready'],
+    'new-1: added with its version, ready, down, back',
+  );
+  t.ok(seen.includes('- skew'), 'the skew between 1.35 and 1.36 recorded once its views were in');
+  const historyTable = await run(['history', '--config', unixConfig]);
+  t.equal(historyTable.code, 0);
+  t.match(historyTable.stdout, /^TIME +APISERVER +EVENT +DETAIL\n/);
+  t.match(historyTable.stdout, /^\S+ +new-1 +not_ready +/m);
 
   gw.child.kill('SIGTERM');
   t.equal(await gw.exited, 0, 'graceful exit');

@@ -1,0 +1,53 @@
+// `skewgate history`: what changed lately in the running gateway's view (its admin endpoint, GET
+// /v1/history): apiservers joining and leaving, readiness, draining, versions, views and the skew,
+// oldest first. Exit 0 with an answer; 1 when the gateway does not answer; 2 bad usage or config.
+import { EXIT_BAD_CONFIG, EXIT_OK } from '../constants.js';
+import type { HistoryEvent } from '../history/core/transitions.js';
+import type { HistoryAnswer } from '../history/recorder.js';
+import { ADMIN_PATHS } from '../inspect/admin-paths.js';
+import { formatTable, fromGatewayOrDiscovery, structured, type GatewaySource } from './one-shot.js';
+
+export async function runHistory(source: GatewaySource, output: 'table' | 'json' | 'yaml' = 'table'): Promise<number> {
+  if (source.discover) {
+    process.stderr.write('skewgate history: --discover does not apply: the history is what the running gateway saw happen\n');
+    return EXIT_BAD_CONFIG;
+  }
+  const got = await fromGatewayOrDiscovery<HistoryAnswer>('history', source, {
+    ask: (gateway) => gateway(ADMIN_PATHS.history),
+    discover: () => {
+      throw new Error('unreachable: history never discovers');
+    },
+  });
+  if (typeof got === 'number') return got;
+  const h = got.answer;
+  const data = structured(output, h);
+  if (data !== null) {
+    process.stdout.write(data);
+    return EXIT_OK;
+  }
+  if (h.dropped > 0) process.stderr.write(`(the ${h.dropped} oldest events are no longer kept: the last ${h.capacity} are)\n`);
+  process.stdout.write(
+    formatTable([
+      ['TIME', 'APISERVER', 'EVENT', 'DETAIL'],
+      ...h.events.map((e) => [e.at, 'apiserver' in e ? e.apiserver : '-', e.kind, detail(e)]),
+    ]),
+  );
+  return EXIT_OK;
+}
+
+function detail(e: HistoryEvent): string {
+  switch (e.kind) {
+    case 'member_added':
+      return e.url;
+    case 'not_ready':
+      return e.error ?? '';
+    case 'version':
+      return e.from === null ? e.to : `${e.from} → ${e.to}`;
+    case 'skew': {
+      const named = [...e.newlySkewed.map((r) => `+${r}`), ...e.noLongerSkewed.map((r) => `-${r}`)];
+      return `${e.before} → ${e.after} skewed resources${named.length > 0 ? `: ${named.join('; ')}` : ''}`;
+    }
+    default:
+      return '';
+  }
+}
