@@ -34,6 +34,7 @@ interface Dashboard {
   uid: string;
   panels: { id: number; title: string; targets: { expr: string; refId: string }[] }[];
   templating: { list: { name: string; query?: unknown }[] };
+  annotations: { list: { name: string; expr: string }[] };
 }
 
 const rules = parse(readFileSync(join(MONITORING, 'skewgate-alerts.yaml'), 'utf8')) as Rules;
@@ -78,6 +79,7 @@ t.test('the alert rules and the dashboard name only metrics skewgate and Envoy e
     ...dashboard.panels.flatMap((p) =>
       p.targets.flatMap((q) => metricNames(q.expr).map((n) => [`panel "${p.title}"`, n] as [string, string])),
     ),
+    ...dashboard.annotations.list.flatMap((a) => metricNames(a.expr).map((n) => [`annotation "${a.name}"`, n] as [string, string])),
     ...dashboard.templating.list.flatMap((v) =>
       typeof v.query === 'string' ? metricNames(v.query).map((n) => [`variable ${v.name}`, n] as [string, string]) : [],
     ),
@@ -102,4 +104,9 @@ t.test('the rules and the dashboard are well-formed', async (t) => {
   const ids = dashboard.panels.map((p) => p.id);
   t.equal(new Set(ids).size, ids.length, 'panel ids are unique');
   for (const p of dashboard.panels) t.ok(p.targets.length > 0, `panel "${p.title}" has a query`);
+  t.same(
+    dashboard.annotations.list.map((a) => a.name),
+    ['apiserver version', 'apiserver not ready', 'skew changed'],
+    'an upgrade marked on every panel: versions, readiness, skew',
+  );
 });

@@ -43,6 +43,25 @@ t.test('promtool test rules: each alert fires when it should, and not before', a
   t.match(r.out, /SUCCESS/);
 });
 
+t.test('promtool check rules: every query of the dashboard (panels and annotations) is valid PromQL', async (t) => {
+  const dashboard = JSON.parse(readFileSync(join(MONITORING, 'skewgate-dashboard.json'), 'utf8')) as {
+    panels: { title: string; targets: { expr: string }[] }[];
+    annotations: { list: { name: string; expr: string }[] };
+  };
+  // Grafana's variable, as "All" gives it.
+  const exprs = [...dashboard.panels.flatMap((p) => p.targets.map((q) => q.expr)), ...dashboard.annotations.list.map((a) => a.expr)].map(
+    (e) => e.replaceAll('$instance', '.*'),
+  );
+  const dir = mkdtempSync(join(tmpdir(), 'sg-promtool-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'dashboard.yaml');
+  const rules = exprs.map((e, i) => `      - record: dashboard:query${i}\n        expr: ${JSON.stringify(e)}\n`).join('');
+  writeFileSync(file, `groups:\n  - name: dashboard\n    rules:\n${rules}`);
+  const r = await run('check', 'rules', file);
+  t.equal(r.code, 0, r.out);
+  t.match(r.out, new RegExp(`SUCCESS: ${exprs.length} rules found`));
+});
+
 t.test('a broken rule is caught (the check can fail)', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sg-promtool-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
