@@ -1,7 +1,7 @@
 // One span per discovery round per apiserver, with events when its view or the skew changed: how
 // an upgrade shows up in Jaeger. Spans are written after the fact, with the round's own times.
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/core/events.js';
+import { documentRequests, type DiscoveryRoundEvent } from '../discovery/core/events.js';
 import { diffViews } from '../discovery/core/view-compare.js';
 import type { ServerAddress } from './decision-spans.js';
 import { ATTR, EVENT_SKEW_CHANGED, EVENT_VIEW_CHANGED, SAMPLE_LIMIT, SPAN_DISCOVERY } from './core/names.js';
@@ -17,7 +17,7 @@ function label(key: string): string {
 }
 
 export function roundAttributes(e: DiscoveryRoundEvent, server: ServerAddress | undefined): Attributes {
-  const docs = e.requests.filter((r) => r.path !== '/readyz');
+  const docs = documentRequests(e.requests);
   const apis = docs.find((r) => r.path === '/apis') ?? docs[0];
   const view = e.after.view;
   const a: Attributes = {
@@ -35,6 +35,7 @@ export function roundAttributes(e: DiscoveryRoundEvent, server: ServerAddress | 
   }
   if (apis?.status != null) a[ATTR.httpStatus] = apis.status;
   if (e.after.ready !== null) a[ATTR.ready] = e.after.ready;
+  if (e.after.gitVersion !== undefined) a[ATTR.apiserverVersion] = e.after.gitVersion;
   if (view) {
     a[ATTR.discoverySource] = view.source;
     a[ATTR.discoveryResources] = view.resources.size;

@@ -2,7 +2,7 @@
 // are names from the config; no per-resource or per-path label.
 import type { FailureKind } from '../errors/catalog.js';
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import type { DiscoveryRoundEvent } from '../discovery/core/events.js';
+import { documentRequests, type DiscoveryRoundEvent } from '../discovery/core/events.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
 import type { Snapshot } from '../discovery/core/types.js';
 import type { RoutingResult } from '../routing/router.js';
@@ -70,7 +70,7 @@ export function fetchErrorReason(e: DiscoveryRoundEvent): FetchErrorReason {
 
 export function fetchResult(e: DiscoveryRoundEvent): FetchResult {
   if (e.after.consecutiveFailures > 0) return 'error';
-  const docs = e.requests.filter((r) => r.path !== '/readyz');
+  const docs = documentRequests(e.requests);
   return docs.length > 0 && docs.every((r) => r.status === 304) ? 'not_modified' : 'ok';
 }
 

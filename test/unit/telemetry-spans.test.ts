@@ -317,10 +317,11 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
   const skew = new SkewTracker();
   const a = state('apiserver-a', OLD);
   t.equal(skew.update(buildSnapshot([a, state('apiserver-c', null)], 1)), null, 'first sight: no change event');
-  const e = round(state('apiserver-c', null), state('apiserver-c', NEW), [a], 2, [
+  const e = round(state('apiserver-c', null), { ...state('apiserver-c', NEW), gitVersion: 'v1.36.3' }, [a], 2, [
     { path: '/api', status: 200, bytes: 300, durationMs: 5 },
     { path: '/apis', status: 200, bytes: 4000, durationMs: 6 },
     { path: '/readyz', status: 200, bytes: 2, durationMs: 1 },
+    { path: '/version', status: 200, bytes: 260, durationMs: 1 },
   ]);
   const change = skew.update(e.snapshot);
   t.same(change, {
@@ -353,6 +354,7 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
     'skewgate.discovery.resources': 3,
     'http.response.status_code': 200,
     'skewgate.apiserver.ready': true,
+    'skewgate.apiserver.git_version': 'v1.36.3',
     'server.address': 'fd00::3',
   });
   t.same(span?.startTime, [1_700_000_000, 0]);

@@ -5,7 +5,7 @@ import type { ServerState, Snapshot } from './types.js';
 
 export type SnapshotListener = (snapshot: Snapshot) => void;
 
-/** One HTTP request of a discovery round (/api, /apis, legacy group/versions, /readyz). */
+/** One HTTP request of a discovery round (/api, /apis, legacy group/versions, /readyz, /version). */
 export interface DiscoveryRequestRecord {
   /** URL path without query, e.g. "/apis" or "/apis/apps/v1". */
   readonly path: string;
@@ -39,3 +39,11 @@ export interface DiscoveryRoundEvent {
 }
 
 export type RoundListener = (event: DiscoveryRoundEvent) => void;
+
+/** A round's probes, beside its documents: readiness and version. */
+const PROBE_PATHS: ReadonlySet<string> = new Set(['/readyz', '/version']);
+
+/** The discovery documents a round fetched (its /readyz and /version probes left out). */
+export function documentRequests(requests: readonly DiscoveryRequestRecord[]): DiscoveryRequestRecord[] {
+  return requests.filter((r) => !PROBE_PATHS.has(r.path));
+}

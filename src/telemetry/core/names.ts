@@ -30,6 +30,8 @@ export const ATTR = {
   upstream: 'skewgate.upstream',
   /** The routed upstream's gitVersion (its /version, as discovery last read it). */
   upstreamVersion: 'skewgate.upstream.git_version',
+  /** A discovery round's apiserver's gitVersion, as last read. */
+  apiserverVersion: 'skewgate.apiserver.git_version',
   candidates: 'skewgate.candidates',
   discoveryAgeMs: 'skewgate.discovery.age_ms',
   generation: 'skewgate.snapshot.generation',
