@@ -24,6 +24,10 @@ export const REMOTE_GROUP_HEADER = 'x-remote-group';
 export const REMOTE_EXTRA_HEADER_PREFIX = 'x-remote-extra-';
 /** Set by Envoy alone (SANITIZE_SET) from the verified client certificate; read by skewgate, never sent upstream. */
 export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
+/** The id kube-apiserver audits a request under (and answers as Audit-Id); Envoy sets it to its request id. */
+export const AUDIT_ID_HEADER = 'audit-id';
+/** Envoy's id of a request: in its access log and span, the Audit-ID it sends upstream. */
+export const REQUEST_ID_HEADER = 'x-request-id';
 /**
  * Set, with ENVOY_IDENTITY_VALUE, by Envoy's Lua filter on a request whose client certificate it
  * stated itself (envoy/cert-identity.ts): the fast routes for certificates require it, skewgate

@@ -352,6 +352,8 @@ function accessLog(config: Config): JsonObject {
               upstream_host: '%UPSTREAM_HOST%',
               duration_ms: '%DURATION%',
               request_id: '%REQ(X-REQUEST-ID)%',
+              // What kube-apiserver audits the request under: the request id, or the client's own.
+              audit_id: '%REQ(AUDIT-ID)%',
               // A fast-path route's decision (fast-routes.ts); "-" for a request skewgate judged
               // (its decision is in skewgate's span and log line).
               route: '%ROUTE_NAME%',

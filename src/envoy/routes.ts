@@ -2,6 +2,7 @@
 // x-skewgate-upstream header, the balanced default, read retries, and the backstop answering 401
 // to a client certificate whose identity nobody stated. Pure.
 import {
+  AUDIT_ID_HEADER,
   BOUNDED_HEADER,
   CLIENT_CERT_HEADER,
   ENVOY_IDENTITY_HEADER,
@@ -116,6 +117,10 @@ export function routeConfig(upstreams: readonly Upstream[], opts: RouteOptions, 
     // For Envoy and skewgate alone: removed once the route is chosen, never sent upstream, also
     // when skewgate is down and did not remove x-forwarded-client-cert itself.
     request_headers_to_remove: [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER],
+    // kube-apiserver audits a request under the Audit-ID it came with (and answers it as Audit-Id):
+    // Envoy's request id, the one its access log, its span and skewgate's decision span carry. A
+    // client's own Audit-ID is kept.
+    request_headers_to_add: [{ header: { key: AUDIT_ID_HEADER, value: '%REQ(X-REQUEST-ID)%' }, append_action: 'ADD_IF_ABSENT' }],
     virtual_hosts: [{ name: 'kube-apiserver', domains: ['*'], routes }],
   };
 }

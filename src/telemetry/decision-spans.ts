@@ -14,7 +14,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { EXTPROC_SERVICE_NAME } from '../constants.js';
+import { AUDIT_ID_HEADER, EXTPROC_SERVICE_NAME, REQUEST_ID_HEADER } from '../constants.js';
 import type { CallMetadata, DecisionObserver, DecisionTrace, RequestContext } from '../extproc/observer.js';
 import type { RoutingResult } from '../routing/router.js';
 import { ATTR, SPAN_DECISION } from './core/names.js';
@@ -94,6 +94,16 @@ export function decisionAttributes(result: RoutingResult, servers: ReadonlyMap<s
   return a;
 }
 
+/**
+ * The id the apiserver will audit the request under: the client's own Audit-ID, else Envoy's
+ * request id, which Envoy sends as Audit-ID (envoy/routes.ts). A value that is not a short
+ * printable token is left out (it comes from the client).
+ */
+export function auditIdOf(headers: ReadonlyMap<string, string>): string | null {
+  const id = headers.get(AUDIT_ID_HEADER) ?? headers.get(REQUEST_ID_HEADER);
+  return id !== undefined && /^[\x21-\x7e]{1,128}$/.test(id) ? id : null;
+}
+
 /** apiserver name → host and port of its URL, for server.address. */
 export function serverAddresses(apiservers: readonly { readonly name: string; readonly url: string }[]): Map<string, ServerAddress> {
   return new Map(
@@ -146,6 +156,8 @@ export function createDecisionSpans(
       if (!span) return;
       if (span.isRecording()) {
         span.setAttributes(decisionAttributes(result, servers));
+        const auditId = auditIdOf(ctx.headers);
+        if (auditId !== null) span.setAttribute(ATTR.auditId, auditId);
         if (result.decision.outcome === 'unavailable') span.setStatus({ code: SpanStatusCode.ERROR, message: result.decision.reason });
       }
       span.end();

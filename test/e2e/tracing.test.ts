@@ -184,6 +184,14 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
     let up: JaegerSpan | undefined = upstreamSpan;
     while (up && byId(tr, up.parentSpanId)) up = byId(tr, up.parentSpanId);
     t.equal(up?.spanId, root?.spanId, 'the apiserver hop and the decision share the request span');
+
+    // One id from the trace to the apiserver's audit log (kube-apiserver audits under the Audit-ID
+    // it is sent; test/cluster/suites/identity.ts proves that part with real audit logs).
+    const received = stack.apiservers.flatMap((x) => [...x.requests].filter((r) => r.path.startsWith(SKEWED))).at(-1);
+    const sentId = received?.headers['audit-id'];
+    t.match(sentId, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, `the apiserver got an Audit-ID: ${String(sentId)}`);
+    t.equal(decision.tags['skewgate.audit_id'], sentId, "skewgate's decision span names it (skewgate.audit_id)");
+    t.equal(root?.tags['guid:x-request-id'], sentId, "Envoy's request span names it (guid:x-request-id)");
   });
 
   await t.test('not_found and unavailable spans: outcome, reason, status', async (t) => {

@@ -75,3 +75,28 @@ t.test('both filters together: envoy --mode validate', async (t) => {
   );
   t.ok(both.ok, both.output);
 });
+
+t.test("Audit-ID: Envoy's request id sent upstream and written in the access log; a client's own kept", async (t) => {
+  const logFile = join(scratch.dir, 'envoy-audit-id.log');
+  const envoy = await startEnvoy({ bootstrap: onEphemeralPort(renderBootstrap(base)), logFile });
+  fake.clearRequests();
+  try {
+    t.equal((await send(envoy.listenPort as number, pki, 'GET', `${OK}?mine=0`, auth)).status, 200);
+    t.equal((await send(envoy.listenPort as number, pki, 'GET', `${OK}?mine=1`, { ...auth, 'audit-id': 'client-chosen-1' })).status, 200);
+  } finally {
+    await envoy.stop();
+  }
+  const upstream = (q: string): Record<string, unknown> => fake.requests.find((r) => r.path.endsWith(q))?.headers ?? {};
+  const lines = readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{') && l.includes('"route"'))
+    .map((l) => JSON.parse(l) as { path: string; request_id: string; audit_id: string });
+  const line = (q: string): { request_id: string; audit_id: string } | undefined => lines.find((l) => l.path.endsWith(q));
+  const ours = upstream('mine=0');
+  t.match(ours['audit-id'], /^[0-9a-f-]{36}$/, 'a request id went upstream as Audit-ID');
+  t.equal(ours['audit-id'], ours['x-request-id'], "the same as Envoy's x-request-id");
+  t.equal(line('mine=0')?.audit_id, ours['audit-id'], 'and the access log says so');
+  t.equal(line('mine=0')?.request_id, ours['audit-id']);
+  t.equal(upstream('mine=1')['audit-id'], 'client-chosen-1', "a client's own Audit-ID is kept");
+  t.equal(line('mine=1')?.audit_id, 'client-chosen-1');
+});

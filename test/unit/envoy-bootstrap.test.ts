@@ -160,6 +160,11 @@ t.test('sanitising removes every identity and routing header, early and in the c
     [UPSTREAM_HEADER, BOUNDED_HEADER, CLIENT_CERT_HEADER, ENVOY_IDENTITY_HEADER],
     'the routing headers and XFCC are never forwarded upstream',
   );
+  t.same(
+    at(hcm(b), 'route_config.request_headers_to_add'),
+    [{ header: { key: 'audit-id', value: '%REQ(X-REQUEST-ID)%' }, append_action: 'ADD_IF_ABSENT' }],
+    "kube-apiserver audits each request under Envoy's request id, unless the client sent an Audit-ID",
+  );
 });
 
 const mutationsOf = (b: unknown): { early: Obj[]; chain: Obj[] } => ({

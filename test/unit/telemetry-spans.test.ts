@@ -95,6 +95,24 @@ t.test('routed: attributes of the request, the decision and the chosen apiserver
   t.equal(span?.status.code, SpanStatusCode.UNSET);
 });
 
+t.test("the Audit-ID the apiserver records the request under: the client's own, else Envoy's request id", async (t) => {
+  const id = (headers: Record<string, string>): unknown => {
+    const obs = spans();
+    const ctx = { metadata: metadata(), headers: new Map(Object.entries({ ':method': 'GET', ...headers })) };
+    const trace = obs.onRequest(ctx);
+    obs.onDecision(resultOf({ outcome: 'default', reason: 'served_by_all', candidates: [] }), { ...ctx, durationNs: 1n, trace });
+    return exporter.getFinishedSpans().at(-1)?.attributes['skewgate.audit_id'];
+  };
+  t.equal(id({ 'x-request-id': '5b9c1e2a-0d1f-4c55-9a57-2f6d3c1b7e10' }), '5b9c1e2a-0d1f-4c55-9a57-2f6d3c1b7e10', "Envoy's request id");
+  t.equal(
+    id({ 'x-request-id': 'r-1', 'audit-id': 'client-chosen' }),
+    'client-chosen',
+    "the client's own Audit-ID wins, as in Envoy's route",
+  );
+  t.equal(id({ 'audit-id': 'with space' }), undefined, 'not a printable token: left out');
+  t.equal(id({}), undefined, 'none: no attribute');
+});
+
 t.test('routed to an apiserver whose /version discovery read: its gitVersion on the span', async (t) => {
   const obs = spans();
   const ctx = { metadata: metadata(), headers: new Map([[':method', 'GET']]) };

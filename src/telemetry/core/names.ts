@@ -30,6 +30,8 @@ export const ATTR = {
   upstream: 'skewgate.upstream',
   /** The routed upstream's gitVersion (its /version, as discovery last read it). */
   upstreamVersion: 'skewgate.upstream.git_version',
+  /** The Audit-ID the apiserver records the request under (its audit log's auditID). */
+  auditId: 'skewgate.audit_id',
   /** A discovery round's apiserver's gitVersion, as last read. */
   apiserverVersion: 'skewgate.apiserver.git_version',
   candidates: 'skewgate.candidates',

@@ -380,6 +380,37 @@ export const identitySuite: Suite = {
       summary.push('Impersonate-User passes through (admin as jane: whoami jane, audit impersonatedUser jane); jane impersonating: 403');
     });
 
+    await t.test(
+      "d2. one id from Envoy to the audit log: Envoy's request id is the apiserver's Audit-ID; a client's own is kept",
+      async (t) => {
+        if (!needLab(t)) return;
+        const a = await ssr(gw.url, creds.janeToken);
+        const id = auditId(a) ?? '';
+        t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, `the answer's Audit-Id: ${id}`);
+        t.equal(servers((await auditEvents([id])).get(id)).length, 1, "in one apiserver's audit log");
+        // Envoy's access log (its stdout, the lab's log file of the gateway's Envoy) names the same id.
+        type Line = { request_id?: string; audit_id?: string };
+        let line: Line | undefined;
+        for (
+          const deadline = Date.now() + 15_000;
+          line === undefined && Date.now() < deadline;
+          await new Promise((r) => setTimeout(r, 250))
+        )
+          line = (await readFile(lab.logFile(`envoy-${GATEWAY}`), 'utf8'))
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l) as Line)
+            .find((l) => l.request_id === id);
+        t.ok(line, "Envoy's access log has the request under its request id");
+        t.equal(line?.audit_id, id, 'and under the Audit-ID it sent');
+        const mine = `sg-client-${process.pid}-${Date.now()}`;
+        const own = await ssr(gw.url, creds.janeToken, { 'Audit-ID': mine });
+        t.equal(auditId(own), mine, "a client's own Audit-ID: kept");
+        t.equal(servers((await auditEvents([mine])).get(mine)).length, 1, 'and audited under it');
+        summary.push("Audit-ID: Envoy's request id (access log request_id = audit_id = the audit log's auditID); a client's own kept");
+      },
+    );
+
     await t.test('e. certificates that must not authenticate', async (t) => {
       if (!needLab(t)) return;
       // A cluster-CA certificate for serverAuth only, with the admin's subject.
