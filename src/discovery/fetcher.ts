@@ -1,12 +1,11 @@
 // The discovery fetcher of one apiserver: aggregated v2 (/api, /apis) with conditional GETs and an
 // ETag cache, a legacy fallback for servers without aggregated discovery, the OpenAPI v3 index,
-// the /readyz probe, and the backoff of a document whose download failed. Text comes from the
+// and the backoff of a document whose download failed (its /readyz and /version: probes.ts). Text comes from the
 // transport (src/kube/) and goes to the pure parsers (parse.ts), sliced so that a large document
 // never holds the event loop.
 import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
 import { failureOf } from '../errors/catalog.js';
 import { getText, type TextResponse } from '../kube/requests.js';
-import { parseGitVersion } from './core/version.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
 import { downloadBackoffMs } from './core/document-bounds.js';
 import type { ResourceCapability, ServerView } from './core/types.js';
@@ -258,26 +257,6 @@ export class DiscoveryClient {
 
   private sliceOptions(): SliceOptions {
     return sliceBudget(this.opts.sliceBudgetMs);
-  }
-
-  /** GET /readyz → true on 200; any other answer or error → false. */
-  async probeReady(signal: AbortSignal): Promise<boolean> {
-    try {
-      await getText(this.opts, '/readyz', { accept: 'text/plain, */*', signal });
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  /** GET /version → its gitVersion (parseGitVersion); any other answer or error → null. */
-  async probeVersion(signal: AbortSignal): Promise<string | null> {
-    try {
-      const res = await getText(this.opts, '/version', { accept: 'application/json', signal });
-      return parseGitVersion(res.text);
-    } catch {
-      return null;
-    }
   }
 
   private async remember(view: ServerView, api: string, apis: string): Promise<ServerView> {

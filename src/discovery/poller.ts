@@ -11,6 +11,7 @@ import { countedResponse, defaultFetch, type FetchLike, type ServerTarget } from
 import type { MemberRole, MemberSpec } from '../membership/members.js';
 import type { DiscoveryRequestRecord } from './core/events.js';
 import { DiscoveryClient } from './fetcher.js';
+import { probeReady, probeVersion } from './probes.js';
 import { unprobedState } from './core/snapshot.js';
 import { versionDue } from './core/version.js';
 import type { ServerState } from './core/types.js';
@@ -23,6 +24,8 @@ export interface Poller {
   state: ServerState;
   readonly client: DiscoveryClient;
   readonly target: ServerTarget;
+  /** The target whose requests are recorded for the round's event: the client's and the probes'. */
+  readonly recorded: ServerTarget;
   readonly credentials: ServerCredentials;
   /** Aborts this poller's requests when it is removed (and with the service). */
   readonly abort: AbortController;
@@ -65,6 +68,7 @@ export function createPoller(spec: MemberSpec, role: MemberRole, seed: boolean, 
     maxDocumentBytes: s.maxDocumentBytes,
     ...(s.fetchImpl ? { fetchImpl: s.fetchImpl } : {}),
   };
+  const recorded: ServerTarget = { ...target, fetchImpl: recordingFetch(s.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)) };
   let firstDone: () => void = () => undefined;
   const first = new Promise<void>((resolve) => (firstDone = resolve));
   const poller: Poller = {
@@ -74,14 +78,14 @@ export function createPoller(spec: MemberSpec, role: MemberRole, seed: boolean, 
     sources,
     state: unprobedState(spec),
     client: new DiscoveryClient({
-      ...target,
-      fetchImpl: recordingFetch(s.fetchImpl ?? defaultFetch, (r) => poller.requests.push(r)),
+      ...recorded,
       ...(s.sliceBudgetMs === undefined ? {} : { sliceBudgetMs: s.sliceBudgetMs }),
       intervalMs: s.intervalMs,
       maxBackoffMs: s.maxDownloadBackoffMs,
       now: s.now,
     }),
     target,
+    recorded,
     credentials,
     abort,
     removed: false,
@@ -116,8 +120,8 @@ export async function pollOnce(p: Poller, signal: AbortSignal, now: () => number
       (view) => ({ view, failure: null }),
       (err: unknown) => ({ view: null, failure: failureOf(err) }),
     ),
-    p.client.probeReady(signal),
-    due ? p.client.probeVersion(signal) : Promise.resolve(null),
+    probeReady(p.recorded, signal),
+    due ? probeVersion(p.recorded, signal) : Promise.resolve(null),
   ]);
   // Read after the awaits: membership may have marked the server (draining) meanwhile.
   const before = p.state;

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { BUILTINS_NEW } from '../../harness/fake/index.js';
 import { DISCOVERY_ACCEPT } from '../../src/constants.js';
+import { probeReady } from '../../src/discovery/probes.js';
 import { DiscoveryClient, type DiscoveryClientOptions } from '../../src/discovery/fetcher.js';
 import { DiscoveryFetchError } from '../../src/kube/transport.js';
 import { type ApiServerSettings, CredentialsError, createCredentials } from '../../src/kube/credentials.js';
@@ -162,11 +163,14 @@ t.test('TLS: a CA mismatch and a wrong server name give clear errors; serverName
 });
 
 t.test('probeReady follows /readyz', async (t) => {
-  const c = client(t, tokenServer(agg, pki));
-  t.equal(await c.probeReady(signal), true);
+  const s = tokenServer(agg, pki);
+  const credentials = createCredentials(s);
+  t.teardown(() => credentials.close());
+  const target = { name: s.name, url: s.url, credentials, timeoutMs: 2000 };
+  t.equal(await probeReady(target, signal), true);
   agg.setReady(false);
   t.teardown(() => agg.setReady(true));
-  t.equal(await c.probeReady(signal), false);
+  t.equal(await probeReady(target, signal), false);
 });
 
 t.test('timeouts, server errors and a caller abort', async (t) => {
