@@ -1,4 +1,4 @@
-// What the admin endpoint answers (GET /v1/status, /v1/skew, /v1/history, POST /v1/explain): the same pure
+// What the admin endpoint answers (GET /v1/status, /v1/skew, /v1/history, POST /v1/explain, /v1/cordon): the same pure
 // inspect/ functions as the CLI's own discovery round, over the live snapshot, config and client
 // CA bundle of the running gateway.
 import type { DiscoveryService } from '../discovery/service.js';
@@ -9,6 +9,8 @@ import type { ClientIdentityOf } from '../routing/router.js';
 import type { AdminHandlers } from './admin-server.js';
 import type { LiveConfig } from './reload.js';
 import type { HistoryRecorder } from '../history/recorder.js';
+import type { CordonControl } from './cordon-control.js';
+import type { CordonStore } from '../cordon/store.js';
 
 export function adminHandlers(o: {
   readonly live: LiveConfig<DiscoveryService>;
@@ -16,6 +18,8 @@ export function adminHandlers(o: {
   readonly version: string;
   readonly startedAt: number;
   readonly history: HistoryRecorder;
+  readonly cordons: CordonControl;
+  readonly cordonStore: CordonStore;
 }): AdminHandlers {
   const { live } = o;
   return {
@@ -30,11 +34,20 @@ export function adminHandlers(o: {
         configGeneration: live.generation,
         staleAfterMs: c.discovery.staleAfter,
         snapshot: discovery.current(),
-        members: discovery.members().map((m) => ({ name: m.spec.name, url: m.spec.url, role: m.role, seed: m.seed, sources: m.sources })),
+        members: discovery.members().map((m) => ({
+          name: m.spec.name,
+          url: m.spec.url,
+          role: m.role,
+          seed: m.seed,
+          sources: m.sources,
+          ...(m.cordon ? { cordon: m.cordon } : {}),
+        })),
+        cordons: [...o.cordonStore.current().values()],
       });
     },
     skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
     history: () => o.history.answer(),
+    cordon: (req, peer) => o.cordons.change(req, peer),
     explain: (req) => {
       const { config: c, discovery } = live.parts;
       return explainRequest(req, {

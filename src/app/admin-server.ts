@@ -1,7 +1,8 @@
 // The admin endpoint: plain HTTP on loopback or a unix socket (config/core/admin-address.ts refuses anything
-// else), off the request path. Read-only: what the running gateway believes (GET /v1/status,
-// GET /v1/skew), what changed lately (GET /v1/history) and its own decision for a request (POST /v1/explain), every answer JSON. The
-// handlers are the pure inspect/ functions over the live snapshot; nothing here decides.
+// else), off the request path. What the running gateway believes (GET /v1/status, GET /v1/skew),
+// what changed lately (GET /v1/history) and its own decision for a request (POST /v1/explain);
+// and the one thing an operator may change here, cordons (POST /v1/cordon, /v1/uncordon). Every
+// answer JSON. The handlers are the pure inspect/ functions over the live snapshot; nothing here decides.
 import { chmod, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,6 +14,8 @@ import type { HistoryAnswer } from '../history/recorder.js';
 import { clearStaleSocket } from '../util/unix-socket.js';
 import { formatAdminAddress, parseAdminAddress } from '../config/core/admin-address.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
+import { cordonRequestOf, type CordonRequest } from '../cordon/core/cordons.js';
+import { CordonRefused, type CordonAnswer } from './cordon-control.js';
 
 export interface AdminHandlers {
   status(): GatewayStatus;
@@ -20,6 +23,8 @@ export interface AdminHandlers {
   history(): HistoryAnswer;
   /** Throws ExplainInputError for a request that cannot be explained as given. */
   explain(req: ExplainRequest): Explanation;
+  /** Throws CordonRefused; `peer` is where the request came from. */
+  cordon(req: CordonRequest, peer: string): Promise<CordonAnswer>;
 }
 
 export interface AdminServerOptions {
@@ -111,7 +116,9 @@ export class AdminServer {
           ? err
           : err instanceof ExplainInputError
             ? new AdminHttpError(400, err.message)
-            : new AdminHttpError(500, `internal error: ${(err as Error).message}`);
+            : err instanceof CordonRefused
+              ? new AdminHttpError(err.status, err.message)
+              : new AdminHttpError(500, `internal error: ${(err as Error).message}`);
       status = e.status;
       if (status === 500)
         this.opts.logger.error({ err: (err as Error).stack ?? String(err), path: req.url }, 'admin endpoint: request failed');
@@ -140,6 +147,13 @@ export class AdminServer {
         allow(req, 'POST');
         return handlers.explain(explainRequestOf(await readJson(req)));
       }
+      case ADMIN_PATHS.cordon:
+      case ADMIN_PATHS.uncordon: {
+        allow(req, 'POST');
+        const parsed = cordonRequestOf(await readJson(req), path === ADMIN_PATHS.uncordon);
+        if (Array.isArray(parsed)) throw new AdminHttpError(400, parsed.join('; '));
+        return handlers.cordon(parsed as CordonRequest, peerOf(req));
+      }
       default:
         // Drained so that a keep-alive connection stays usable.
         req.resume();
@@ -158,6 +172,12 @@ export class AdminServer {
     });
     res.end(text);
   }
+}
+
+/** Who sent it, as far as the connection says: the endpoint has no authentication of its own. */
+function peerOf(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress;
+  return a === undefined ? 'unix socket' : `${a}:${req.socket.remotePort ?? '?'}`;
 }
 
 function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {

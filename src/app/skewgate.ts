@@ -24,6 +24,8 @@ import { KubernetesServicePublisher } from '../kubernetes-service/publisher.js';
 import { SecretRotator } from '../envoy-runtime/secret-rotation.js';
 import { ExtProcWorkers } from '../workers/pool.js';
 import { AdminServer } from './admin-server.js';
+import { CordonControl } from './cordon-control.js';
+import { CordonStore } from '../cordon/store.js';
 import { skewgateVersion } from '../util/version.js';
 
 export interface SkewgateOptions {
@@ -96,6 +98,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   });
   // The bundle's current verifier: a rotated CA takes effect on the next request (and explain).
   const clientIdentity: ClientIdentityOf = (xfcc, now) => clientCa.verifier()?.state(xfcc, now) ?? stateClientIdentity(xfcc, null, now);
+  // The operator's cordons, kept beside the xDS files across restarts; every discovery service starts with them.
+  const cordonStore = new CordonStore(xdsDir ?? null, logger.child({ component: 'cordon' }));
   // The parts running now (after a reload, the new ones): none while the first are being built.
   let runningParts: () => LiveParts<DiscoveryService> | null = () => null;
   // Envoy's fast-path routes follow the running service's published snapshots (with envoy.xds only).
@@ -117,6 +121,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     const discovery: DiscoveryService = new DiscoveryService(c, {
       logger: logger.child({ component: 'discovery' }),
       lastKnown: known.map((k) => knownMemberSpec(k, c.membership.template)),
+      cordons: cordonStore.current(),
       // With the xDS files, a verified apiserver joins Envoy (its cluster, then its routes) before skewgate routes to it.
       joinDelayMs: c.envoy.xds === undefined ? 0 : XDS_JOIN_DELAY_MS,
       // Only the running service's snapshots reach Envoy; a reload's candidate waits for beforeSwap.
@@ -167,6 +172,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   if (workers !== null) members.onApiservers((list) => workers.setApiservers(list));
   live.onApplied((c, changed) => {
     if (changed.includes('log.level')) logger.level = c.log.level;
+    // A cordon changed while the new service was being built reaches it now.
+    void live.parts.discovery.setCordons(cordonStore.current());
     void members.follow(c, live.parts.discovery);
     if (changed.includes('apiservers')) members.setApiservers(c.apiservers);
     workers?.reconfigure(c);
@@ -203,7 +210,28 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           listen: config.admin.listen,
           logger: logger.child({ component: 'admin' }),
           version,
-          handlers: adminHandlers({ live, clientIdentity, version, startedAt: Date.now(), history }),
+          handlers: adminHandlers({
+            live,
+            clientIdentity,
+            version,
+            startedAt: Date.now(),
+            history,
+            cordonStore,
+            cordons: new CordonControl({
+              store: cordonStore,
+              members: () => live.parts.discovery.members().map((m) => m.spec.name),
+              // Answered once routing publishes by it and Envoy's files are written.
+              apply: async (table) => {
+                await live.parts.discovery.setCordons(table);
+                await xds?.idle();
+              },
+              log: logger.child({ component: 'cordon' }),
+              changed: (c) => {
+                telemetry?.recordCordon(c);
+                history.cordonChanged(c);
+              },
+            }),
+          }),
         });
   let adminAddress: string | null = null;
   let closing: Promise<void> | undefined;

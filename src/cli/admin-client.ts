@@ -1,4 +1,4 @@
-// Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain`.
+// Asks a running gateway's admin endpoint (src/app/admin-server.ts): `skewgate status|skew|explain|history|cordon`.
 import type { ErrorCode } from '../errors/catalog.js';
 import { Agent, request } from 'undici';
 import { adminTarget, parseAdminAddress } from '../config/core/admin-address.js';
@@ -8,7 +8,7 @@ export class AdminUnreachableError extends Error {
   readonly code = 'SKEWGATE_ERR_ADMIN_UNREACHABLE' satisfies ErrorCode;
 }
 
-/** The gateway refused the question (400): the request to explain is malformed. */
+/** The gateway refused the question (4xx): a request to explain that is malformed, a cordon of no member. */
 export class AdminRefusedError extends Error {
   readonly code = 'SKEWGATE_ERR_ADMIN_REFUSED' satisfies ErrorCode;
 }
@@ -46,7 +46,8 @@ export async function askGateway<T>(
     if (res.statusCode === 200) return json as T;
     const message = (json as { error?: unknown }).error;
     const why = typeof message === 'string' ? message : text.slice(0, 200);
-    if (res.statusCode === 400) throw new AdminRefusedError(why);
+    // 4xx: the gateway answered, and said no (a malformed question, an unknown apiserver, a cordon it cannot keep).
+    if (res.statusCode >= 400 && res.statusCode < 500) throw new AdminRefusedError(why);
     throw new AdminUnreachableError(`${listen} answered ${res.statusCode}: ${why}`);
   } catch (err) {
     if (err instanceof AdminUnreachableError || err instanceof AdminRefusedError) throw err;

@@ -122,7 +122,13 @@ function printExplanation(e: Explanation, origin: AnswerOrigin, output: 'table' 
       ...servers.map((s) => [
         s.name,
         s.gitVersion ?? '-',
-        s.healthy ? 'yes' : `no (ready=${String(s.ready)})`,
+        s.cordon === 'drain'
+          ? 'no (drained)'
+          : s.healthy
+            ? s.cordon === 'cordon'
+              ? 'yes (cordoned)'
+              : 'yes'
+            : `no (ready=${String(s.ready)})`,
         s.source === null ? 'none' : `${s.source}${s.fresh ? '' : ' (not fresh)'}`,
         s.viewAgeMs === null ? '-' : `${s.viewAgeMs}ms`,
         s.listing,

@@ -1,5 +1,5 @@
 // `skewgate history`: what changed lately in the running gateway's view (its admin endpoint, GET
-// /v1/history): apiservers joining and leaving, readiness, draining, versions, views and the skew,
+// /v1/history): apiservers joining and leaving, readiness, draining, versions, views, cordons and the skew,
 // oldest first. Exit 0 with an answer; 1 when the gateway does not answer; 2 bad usage or config.
 import { EXIT_BAD_CONFIG, EXIT_OK } from '../constants.js';
 import type { HistoryEvent } from '../history/core/transitions.js';
@@ -47,6 +47,9 @@ function detail(e: HistoryEvent): string {
       const named = [...e.newlySkewed.map((r) => `+${r}`), ...e.noLongerSkewed.map((r) => `-${r}`)];
       return `${e.before} → ${e.after} skewed resources${named.length > 0 ? `: ${named.join('; ')}` : ''}`;
     }
+    case 'cordoned':
+    case 'uncordoned':
+      return `${e.mode} by ${e.by || '?'}${e.reason === '' ? '' : `: ${e.reason}`}`;
     default:
       return '';
   }

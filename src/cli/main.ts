@@ -180,6 +180,36 @@ withGatewayOptions(
     ).runSkew(await gatewaySource(o), o.json ? 'json' : (o.output ?? 'table'), await watchOf(o));
   });
 
+for (const uncordon of [false, true]) {
+  const cmd = withGatewayOptions(
+    program
+      .command(uncordon ? 'uncordon' : 'cordon')
+      .description(
+        uncordon
+          ? 'give a cordoned or drained apiserver back its share of requests (the running gateway, kept across restarts)'
+          : 'keep requests off one apiserver: it gets only what no other member serves (--drain: nothing new); kept across restarts and reloads',
+      ),
+  )
+    .argument('<apiserver>', 'the apiserver, as `skewgate status` names it')
+    .option('--reason <text>', 'why, for the log, the trace and the history', '')
+    .option('--by <name>', 'who asks, as the gateway logs it (default user@host)')
+    .addOption(new Option('-o, --output <format>', 'text (default), json or yaml').choices(['text', 'json', 'yaml']));
+  if (!uncordon) cmd.option('--drain', 'nothing new goes to it, not even what only it serves');
+  cmd.action(
+    async (apiserver: string, o: GatewayFlags & { reason: string; by?: string; drain?: boolean; output?: 'text' | 'json' | 'yaml' }) => {
+      process.exitCode = await (
+        await import('./cordon.js')
+      ).runCordon(await gatewaySource(o), {
+        apiserver,
+        mode: uncordon ? null : o.drain ? 'drain' : 'cordon',
+        reason: o.reason,
+        by: o.by,
+        output: o.output === 'json' || o.output === 'yaml' ? o.output : 'table',
+      });
+    },
+  );
+}
+
 program
   .command('validate')
   .description(

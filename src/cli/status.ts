@@ -75,12 +75,13 @@ function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | '
   );
   process.stdout.write(
     formatTable([
-      ['APISERVER', 'URL', 'VERSION', 'ROLE', 'READY', 'VIEW', 'AGE', 'SOURCES', 'ERROR'],
+      ['APISERVER', 'URL', 'VERSION', 'ROLE', 'CORDON', 'READY', 'VIEW', 'AGE', 'SOURCES', 'ERROR'],
       ...s.members.map((m) => [
         m.name,
         m.url,
         m.gitVersion ?? '-',
         `${m.role}${m.seed ? ' (seed)' : ''}`,
+        m.cordon === null ? '-' : m.cordon === 'drain' ? 'drained' : 'cordoned',
         m.ready === null ? '-' : m.healthy ? 'yes' : m.ready ? 'draining' : 'no',
         m.viewSource === null ? 'none' : `${m.viewSource}${m.fresh ? '' : ' (not fresh)'}`,
         seconds(m.viewAgeMs),
@@ -89,7 +90,13 @@ function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | '
       ]),
     ]),
   );
-  const notes = membershipLines(s.skew.membership);
+  const notes = [
+    ...membershipLines(s.skew.membership),
+    ...(s.cordons ?? []).map(
+      (c) =>
+        `note: ${c.apiserver} ${c.mode === 'drain' ? 'drained (nothing new goes to it)' : 'cordoned (it gets only what no other member serves)'} by ${c.by || '?'} at ${c.at}${c.reason === '' ? '' : `: ${c.reason}`}`,
+    ),
+  ];
   if (notes.length > 0) process.stdout.write(`\n${notes.join('\n')}\n`);
   process.stdout.write(`\n${s.skew.summary}\n`);
   if (s.problems.length > 0)

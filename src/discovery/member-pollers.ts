@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { WatchCandidate } from '../kube/watch.js';
 import { admission, type MemberRecord, type MembershipAction } from '../membership/lifecycle.js';
 import type { MemberEntry, MemberRole, MemberSpec } from '../membership/members.js';
+import type { CordonTable } from '../cordon/core/cordons.js';
 import { createPoller, stopPoller, type Poller, type PollerSettings } from './poller.js';
 
 export interface MemberPollersHooks {
@@ -59,8 +60,13 @@ export class MemberPollers {
   }
 
   /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy-runtime/xds-files.ts). */
-  entries(): readonly MemberEntry[] {
-    return Object.freeze(this.all().map((p) => Object.freeze({ spec: p.spec, role: p.role, seed: p.seed, sources: p.sources })));
+  entries(cordons: CordonTable): readonly MemberEntry[] {
+    return Object.freeze(
+      this.all().map((p) => {
+        const cordon = cordons.get(p.spec.name)?.mode;
+        return Object.freeze({ spec: p.spec, role: p.role, seed: p.seed, sources: p.sources, ...(cordon ? { cordon } : {}) });
+      }),
+    );
   }
 
   /** Watches and lists go through members only: a probing apiserver is not verified, a draining one is leaving. */

@@ -5,6 +5,7 @@ import type { Config } from '../config/core/schema.js';
 import type { FetchLike } from '../kube/transport.js';
 import type { MemberSpec } from '../membership/members.js';
 import type { Snapshot } from './core/types.js';
+import type { CordonTable } from '../cordon/core/cordons.js';
 
 export type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
 
@@ -42,4 +43,6 @@ export interface DiscoveryServiceOptions {
    * a failure is logged and the snapshot published anyway.
    */
   readonly beforePublish?: (next: Snapshot) => Promise<void>;
+  /** The operator's cordons from the start (src/cordon/); changed with setCordons(). */
+  readonly cordons?: CordonTable;
 }

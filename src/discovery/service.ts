@@ -34,6 +34,8 @@ import { kickPoller, nextRoundDelay, pollOnce, stopPoller, type Poller, type Pol
 import { SnapshotPublisher } from './publisher.js';
 import { initialSnapshot, type SnapshotOptions } from './core/snapshot.js';
 import type { Snapshot } from './core/types.js';
+import type { CordonTable } from '../cordon/core/cordons.js';
+import { CordonSides } from './cordon-sides.js';
 
 /**
  * After a watch event, discovery is fetched at once and again after these delays: a real
@@ -73,6 +75,8 @@ export class DiscoveryService {
   private closing: Promise<void> | null = null;
   private refreshQueued = false;
   private followUps: NodeJS.Timeout[] = [];
+  /** The operator's cordons, as routing and as Envoy have them. */
+  private readonly cordons: CordonSides;
 
   constructor(config: DiscoveryConfig, opts: DiscoveryServiceOptions = {}) {
     // Every in-flight request listens on it (legacy servers fetch many group/versions at once).
@@ -93,6 +97,11 @@ export class DiscoveryService {
       now: this.now,
     };
     this.minRetryMs = Math.min(opts.minRetryMs ?? 250, intervalMs);
+    this.cordons = new CordonSides(opts.cordons, opts.joinDelayMs ?? 0, {
+      publish: () => this.publisher.request(),
+      emitMembers: () => this.memberships.emit(this.members()),
+      closed: () => this.closing !== null,
+    });
     this.seeds = config.apiservers;
     this.membership = config.membership ?? MEMBERSHIP_DEFAULTS;
     this.pollers = new MemberPollers(
@@ -127,7 +136,7 @@ export class DiscoveryService {
         this.snapshotOptions = { ...this.snapshotOptions, membership: this.currentMembership() };
         const rebuild = this.pollers.identitiesChanged;
         this.pollers.identitiesChanged = false;
-        return { servers: serversOf(this.pollers.all()), options: this.snapshotOptions, rebuild };
+        return { servers: serversOf(this.pollers.all(), this.cordons.routing()), options: this.snapshotOptions, rebuild };
       },
       publish: (snap) => this.published(snap),
     });
@@ -179,6 +188,7 @@ export class DiscoveryService {
       this.abort.abort();
       for (const t of this.followUps) clearTimeout(t);
       this.followUps = [];
+      this.cordons.cancel();
       const pollers = this.pollers.all();
       for (const p of pollers) stopPoller(p);
       await this.watcher?.close();
@@ -214,7 +224,12 @@ export class DiscoveryService {
 
   /** Every apiserver polled and its role; the Envoy clusters follow this (src/envoy-runtime/xds-files.ts). */
   members(): readonly MemberEntry[] {
-    return this.pollers.entries();
+    return this.pollers.entries(this.cordons.envoy());
+  }
+
+  /** The operator's cordons changed (src/cordon/): routing and Envoy hear of it in turn (cordon-sides.ts); resolves once both have. */
+  setCordons(table: CordonTable): Promise<void> {
+    return this.cordons.set(table);
   }
 
   /** Called whenever a member is learnt, admitted, drained or removed; returns the unsubscribe function. */

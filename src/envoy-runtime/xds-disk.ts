@@ -3,8 +3,7 @@
 // what Envoy's watch reacts to); the seed `envoy-config` writes; and members.json, the members
 // last written, read back at start.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/core/schema.js';
@@ -21,6 +20,7 @@ import {
   type XdsMembers,
 } from '../envoy/xds.js';
 import { writeSecretsSync } from './secret-rotation.js';
+import { writeAtomicSync } from '../util/atomic-file.js';
 
 /** What members.json keeps of a member: enough to find it again, reached with the template. */
 export interface KnownMember {
@@ -35,18 +35,6 @@ function versionOf(resources: readonly JsonObject[]): string {
 
 export function fileText(resources: readonly JsonObject[]): string {
   return `${JSON.stringify(discoveryResponse(versionOf(resources), resources), null, 2)}\n`;
-}
-
-function writeAtomicSync(dir: string, name: string, text: string): void {
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  writeFileSync(tmp, text, { mode: 0o644 });
-  renameSync(tmp, join(dir, name));
-}
-
-export async function writeAtomic(dir: string, name: string, text: string): Promise<void> {
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  await writeFile(tmp, text, { mode: 0o644 });
-  await rename(tmp, join(dir, name));
 }
 
 /**
@@ -109,7 +97,8 @@ export function rdsFile(routes: JsonObject): { readonly text: string; readonly v
 }
 
 export function membersText(m: XdsMembers): string {
-  const known: KnownMember[] = m.routable.map((s) => ({
+  // Cordoned and drained ones too: an operator's cordon leaves them members.
+  const known: KnownMember[] = [...m.routable, ...(m.cordoned ?? []), ...(m.drained ?? [])].map((s) => ({
     name: s.name,
     url: s.url,
     ...(s.hostname !== undefined ? { hostname: s.hostname } : {}),

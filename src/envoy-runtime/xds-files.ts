@@ -21,7 +21,8 @@ import {
 } from '../envoy/xds.js';
 import { fastClaimsCover, fastResourceCount, fastTableCovers, intersectFastTables, sameFastRequests } from '../routing/fast-table.js';
 import { type FastTable } from '../routing/fast-path.js';
-import { fileText, membersText, rdsFile, writeAtomic } from './xds-disk.js';
+import { fileText, membersText, rdsFile } from './xds-disk.js';
+import { writeAtomic } from '../util/atomic-file.js';
 import { RouteRenders } from './route-renders.js';
 
 /** Between the steps of one change: Envoy's file watch and cluster warming take milliseconds. */
@@ -32,8 +33,24 @@ export const XDS_SETTLE_MS = 250;
  */
 export const XDS_JOIN_DELAY_MS = 1000;
 
-function specsOf(entries: readonly MemberEntry[], role: MemberEntry['role']): ApiServerConfig[] {
-  return entries.filter((e) => e.role === role).map((e) => e.spec);
+function specsOf(entries: readonly MemberEntry[], role: MemberEntry['role'], cordon?: MemberEntry['cordon']): ApiServerConfig[] {
+  return entries.filter((e) => e.role === role && e.cordon === cordon).map((e) => e.spec);
+}
+
+/** The members as Envoy's files place them; an operator's cordon takes a member out of the pool, a drain out of the routes too. */
+export function xdsMembersOf(entries: readonly MemberEntry[]): XdsMembers {
+  return {
+    routable: specsOf(entries, 'member'),
+    joining: entries.filter((e) => e.role === 'joining').map((e) => e.spec),
+    cordoned: specsOf(entries, 'member', 'cordon'),
+    draining: entries.filter((e) => e.role === 'draining').map((e) => e.spec),
+    drained: specsOf(entries, 'member', 'drain'),
+  };
+}
+
+/** Every member the files name, pool or not. */
+function allOf(m: XdsMembers): readonly ApiServerConfig[] {
+  return [...m.routable, ...(m.joining ?? []), ...(m.cordoned ?? []), ...m.draining, ...(m.drained ?? [])];
 }
 
 /**
@@ -176,12 +193,8 @@ export class XdsWriter {
   }
 
   private async write(entries: readonly MemberEntry[]): Promise<void> {
-    const next: XdsMembers = {
-      routable: specsOf(entries, 'member'),
-      joining: specsOf(entries, 'joining'),
-      draining: specsOf(entries, 'draining'),
-    };
-    const nextNames = new Set([...next.routable, ...(next.joining ?? []), ...next.draining].map((s) => s.name));
+    const next = xdsMembersOf(entries);
+    const nextNames = new Set(allOf(next).map((s) => s.name));
     await mkdir(this.dir, { recursive: true });
     const fast = fastTableFor(this.config, next, this.fast);
     for (const [name, r] of this.remnants) if (r.until <= this.now()) this.remnants.delete(name);
@@ -190,15 +203,8 @@ export class XdsWriter {
     await this.withdraw(fast);
     const was = this.written;
     // 1. Clusters: the new ones added (and the pools changed), the ones going away kept for now.
-    const gone =
-      was === null
-        ? []
-        : [...was.members.routable, ...(was.members.joining ?? []), ...was.members.draining].filter((s) => !nextNames.has(s.name));
-    const union: XdsMembers = {
-      routable: next.routable,
-      ...(next.joining ? { joining: next.joining } : {}),
-      draining: [...next.draining, ...gone],
-    };
+    const gone = was === null ? [] : allOf(was.members).filter((s) => !nextNames.has(s.name));
+    const union: XdsMembers = { ...next, draining: [...next.draining, ...gone] };
     const cdsUnion = fileText(renderClusters(this.config, union, identity, poolsOf(was?.fast ?? null, fast), this.remnantsIn(fast)));
     // The first write does not know what Envoy loaded before (the seed, or another run's): all new.
     const added = [...nextNames].filter((n) => was?.names.has(n) !== true);
@@ -231,6 +237,8 @@ export class XdsWriter {
           dir: this.dir,
           routable: next.routable.map((s) => s.name),
           joining: (next.joining ?? []).map((s) => s.name),
+          cordoned: (next.cordoned ?? []).map((s) => s.name),
+          drained: (next.drained ?? []).map((s) => s.name),
           draining: next.draining.map((s) => s.name),
           removed: gone.map((s) => s.name),
         },
@@ -374,7 +382,8 @@ function poolsOf(...tables: (FastTable | null)[]): (readonly string[])[] {
 }
 
 function sameNames(a: XdsMembers, b: XdsMembers): boolean {
-  const key = (m: XdsMembers): string => [m.routable, m.joining ?? [], m.draining].map((l) => l.map((s) => s.name).join(',')).join('|');
+  const key = (m: XdsMembers): string =>
+    [m.routable, m.joining ?? [], m.cordoned ?? [], m.draining, m.drained ?? []].map((l) => l.map((s) => s.name).join(',')).join('|');
   return key(a) === key(b);
 }
 

@@ -21,13 +21,22 @@ const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration
 
 /**
  * What the files describe: the members balanced and routed to; the joining ones (own clusters and
- * routes, not in the pool yet: skewgate routes to them only once Envoy can); the draining ones
- * (own clusters only: no new requests, open ones may finish).
+ * routes, not in the pool yet: skewgate routes to them only once Envoy can); the cordoned ones
+ * (own clusters and routes, out of the pool: skewgate sends them only what nobody else serves);
+ * the draining ones and those an operator drained (own clusters only: no new requests, open ones may finish).
  */
 export interface XdsMembers {
   readonly routable: readonly ApiServerConfig[];
   readonly joining?: readonly ApiServerConfig[];
+  readonly cordoned?: readonly ApiServerConfig[];
   readonly draining: readonly ApiServerConfig[];
+  /** Members still (an operator's drain), placed as draining ones are. */
+  readonly drained?: readonly ApiServerConfig[];
+}
+
+/** Members with their own routes that are not in the balanced pool. */
+export function routedOutsiders(members: XdsMembers): readonly ApiServerConfig[] {
+  return [...(members.joining ?? []), ...(members.cordoned ?? [])];
 }
 
 function configSource(dir: string, fileName: string, file: PathFn): JsonObject {
@@ -70,7 +79,7 @@ export function renderClusters(
   fastPools: readonly (readonly string[])[] = [],
   remnants: readonly FastRemnant[] = [],
 ): JsonObject[] {
-  const outsiders = [...(members.joining ?? []), ...members.draining];
+  const outsiders = [...routedOutsiders(members), ...members.draining, ...(members.drained ?? [])];
   const outside = outsiders.map(upstreamOf);
   const all = [...members.routable, ...outsiders];
   const specsOf = (names: readonly string[]): ApiServerConfig[] =>
@@ -92,19 +101,19 @@ export function renderClusters(
 }
 
 /**
- * The rds.json resource: routes to the routable and joining members, never to a draining one;
+ * The rds.json resource: routes to the routable, joining and cordoned members, never to a draining one;
  * with a fast-path table's routes (fast-routes.ts), those too (the caller checks that the table
  * holds for these members: fastTableFor); with the Lua for the client CA bundle skewgate has
  * loaded (cert-identity.ts), Envoy states the certificates it can itself.
  */
 export function renderRoutes(config: Config, members: XdsMembers, fastRoutes: readonly JsonObject[] = [], envoyIdentityScript?: string): JsonObject {
-  const routed = [...members.routable, ...(members.joining ?? [])].map(upstreamOf);
+  const routed = [...members.routable, ...routedOutsiders(members)].map(upstreamOf);
   return { '@type': ROUTE_TYPE, ...routeConfig(routed, routeOptions(config, envoyIdentityScript), fastRoutes) };
 }
 
 /**
  * The table as Envoy may run it with these members, or null: only with routing.fastPath, and its
- * pool only the routable members (one joining, draining or gone is left out: a table stays true
+ * pool only the routable members (one joining, cordoned, draining or gone is left out: a table stays true
  * of fewer members of its pool); none when no pool member is left.
  */
 export function fastTableFor(config: Config, members: XdsMembers, fast: FastTable | null): FastTable | null {

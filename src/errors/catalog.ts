@@ -70,6 +70,12 @@ export const ERRORS = Object.freeze({
     means: "the running gateway's admin endpoint refused the question (400), or the address given is not one it may listen on",
     action: 'the message says why: an explain request needs a method and a path; an admin address is loopback or unix:',
   },
+  SKEWGATE_ERR_CORDON: {
+    means:
+      'a cordon or uncordon was refused: the gateway runs without envoy.xds (nowhere to keep it, and Envoy balances over a fixed list), the apiserver is not a member, or the cordons file could not be written',
+    action:
+      'the message says which; name a member as `skewgate status` lists it; cordons need envoy.xds.directory, writable by skewgate (cordons.json is kept there)',
+  },
   SKEWGATE_ERR_INTERNAL: {
     means: 'a failure with no code of its own: a defect in skewgate',
     action: 'report it with the log line (it carries the message and where it came from)',

@@ -5,7 +5,8 @@
 import type { Snapshot } from '../discovery/core/types.js';
 import { SkewTracker } from '../telemetry/core/skew-diff.js';
 import { runSliced } from '../util/slice-runner.js';
-import { serverTransitions, type HistoryEvent } from './core/transitions.js';
+import { cordonTransition, serverTransitions, type HistoryEvent } from './core/transitions.js';
+import type { CordonChange } from '../cordon/core/cordons.js';
 
 /** Transitions kept: an upgrade of a few apiservers writes tens; a flapping one is cut to the latest. */
 export const HISTORY_CAPACITY = 500;
@@ -59,6 +60,12 @@ export class HistoryRecorder {
         ]);
       })
       .catch(() => undefined);
+  }
+
+  /** An operator's cordon change (src/app/cordon-control.ts), with who asked. */
+  cordonChanged(c: CordonChange): void {
+    const e = cordonTransition(c, this.now());
+    if (e !== null) this.add([e]);
   }
 
   /** Resolves once every observed snapshot's skew is in (tests). */

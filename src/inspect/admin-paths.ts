@@ -4,4 +4,6 @@ export const ADMIN_PATHS = Object.freeze({
   skew: '/v1/skew',
   explain: '/v1/explain',
   history: '/v1/history',
+  cordon: '/v1/cordon',
+  uncordon: '/v1/uncordon',
 } as const);

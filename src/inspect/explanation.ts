@@ -3,6 +3,7 @@
 // included), over the snapshot and clock given, with the headers as Envoy hands them to skewgate.
 // `skewgate explain --discover` (a discovery round of its own) and the running gateway's
 // POST /v1/explain both build this object; `explain -o json` prints it.
+import type { CordonMode } from '../cordon/core/cordons.js';
 import type { ErrorCode } from '../errors/catalog.js';
 import { createHash } from 'node:crypto';
 import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
@@ -59,6 +60,8 @@ export interface ServerExplained {
   readonly source: 'aggregated' | 'legacy' | null;
   /** Its /version's gitVersion as last read (null until read). */
   readonly gitVersion: string | null;
+  /** An operator's cordon (null: none): a cordoned server gets only what no open one serves, a drained one nothing. */
+  readonly cordon: CordonMode | null;
   /** What its view lists for the request's resource ("-" for a request that names none). */
   readonly listing: string;
   readonly error: string | null;
@@ -166,6 +169,7 @@ export function explainRequest(req: ExplainRequest, ctx: ExplainContext): Explan
       viewAgeMs: s.lastSuccessAt === null ? null : now - s.lastSuccessAt,
       source: s.view?.source ?? null,
       gitVersion: s.gitVersion ?? null,
+      cordon: s.cordon ?? null,
       listing,
       error: s.lastError,
     };

@@ -6,6 +6,7 @@ import type { Snapshot } from '../discovery/core/types.js';
 import type { MemberRole } from '../membership/members.js';
 import { isFresh, isHealthy } from '../routing/freshness.js';
 import { skewReport, type SkewReport } from './skew-report.js';
+import type { Cordon, CordonMode } from '../cordon/core/cordons.js';
 
 /** One apiserver skewgate polls, as discovery's member list and the snapshot know it. */
 export interface StatusMember {
@@ -15,6 +16,8 @@ export interface StatusMember {
   /** Configured in apiservers[] (else learnt from a membership source). */
   readonly seed: boolean;
   readonly sources: readonly string[];
+  /** An operator's cordon, as Envoy has it (routing's is the snapshot's). */
+  readonly cordon?: CordonMode;
 }
 
 export interface StatusInput {
@@ -27,9 +30,10 @@ export interface StatusInput {
   readonly staleAfterMs: number;
   readonly snapshot: Snapshot;
   readonly members: readonly StatusMember[];
+  readonly cordons: readonly Cordon[];
 }
 
-export interface MemberStatus extends StatusMember {
+export interface MemberStatus extends Omit<StatusMember, 'cordon'> {
   /** In the snapshot: routed to when healthy (probing and joining members are not yet). */
   readonly inSnapshot: boolean;
   readonly ready: boolean | null;
@@ -43,6 +47,8 @@ export interface MemberStatus extends StatusMember {
   readonly lastError: string | null;
   /** The last failure's code (src/errors/catalog.ts: what it means, what to do); null when none. */
   readonly lastErrorCode: ErrorCode | null;
+  /** An operator's cordon as routing has it (null: none). */
+  readonly cordon: CordonMode | null;
 }
 
 export interface GatewayStatus {
@@ -50,6 +56,8 @@ export interface GatewayStatus {
   readonly config: { readonly source: string; readonly generation: number };
   readonly snapshot: { readonly generation: number };
   readonly members: readonly MemberStatus[];
+  /** Who cordoned what, when and why (src/cordon/). */
+  readonly cordons: readonly Cordon[];
   readonly skew: SkewReport;
   /** What an operator should look at (a member not ready, a view not fresh, skew not compared); empty when none. */
   readonly problems: readonly string[];
@@ -60,8 +68,9 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
   const byName = new Map(snapshot.servers.map((s) => [s.name, s]));
   const members = input.members.map((m): MemberStatus => {
     const s = byName.get(m.name);
+    const { cordon: envoyCordon, ...rest } = m;
     return {
-      ...m,
+      ...rest,
       inSnapshot: s !== undefined,
       ready: s?.ready ?? null,
       healthy: s !== undefined && isHealthy(s),
@@ -72,6 +81,7 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
       consecutiveFailures: s?.consecutiveFailures ?? 0,
       lastError: s?.lastError ?? null,
       lastErrorCode: s?.lastErrorCode ?? null,
+      cordon: s !== undefined ? (s.cordon ?? null) : (envoyCordon ?? null),
     };
   });
   const skew = skewReport(snapshot, now, null);
@@ -98,6 +108,7 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
     config: { source: input.configSource, generation: input.configGeneration },
     snapshot: { generation: snapshot.generation },
     members,
+    cordons: input.cordons,
     skew,
     problems,
   };

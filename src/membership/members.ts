@@ -8,6 +8,7 @@ import type { ApiServerConfig, Config } from '../config/core/schema.js';
 import { apiserverIdentity } from './apiserver-identity.js';
 import type { MembershipSource } from '../config/core/schema.js';
 import { candidatesOf, type Candidate, type SourceTable } from './sources.js';
+import type { CordonMode } from '../cordon/core/cordons.js';
 
 export type MemberRole = 'probing' | 'joining' | 'member' | 'draining';
 
@@ -117,6 +118,8 @@ export interface MemberEntry {
   readonly seed: boolean;
   /** The sources naming it ("config" for a seed no source contradicts). */
   readonly sources: readonly string[];
+  /** An operator's cordon (src/cordon/): out of Envoy's balanced pool; drained, out of its routes too. */
+  readonly cordon?: CordonMode;
 }
 
 export type MembersListener = (members: readonly MemberEntry[]) => void;

@@ -34,7 +34,8 @@ export interface DefaultDecision extends Base {
 
 /**
  * Send to one named apiserver. served_by_subset: a current view says it serves the request and
- * not every apiserver is known to. unverified_candidate: no current view says so, and the views
+ * not every apiserver is known to, or some are cordoned (src/cordon/): sent to an open one.
+ * served_by_cordoned: only cordoned apiservers can serve it (a cordon keeps what nobody else serves). unverified_candidate: no current view says so, and the views
  * that are current say their servers do not; the chosen server's view could not be refreshed
  * (it may just have come back as another version), so it is the only one that might.
  * For a discovery-like document (routing/document-route.ts): complete_document, the chosen server's
@@ -43,7 +44,8 @@ export interface DefaultDecision extends Base {
  */
 export interface RoutedDecision extends Base {
   readonly outcome: 'routed';
-  readonly reason: 'served_by_subset' | 'unverified_candidate' | 'complete_document' | 'openapi_hash' | 'no_complete_document';
+  readonly reason:
+    'served_by_subset' | 'served_by_cordoned' | 'unverified_candidate' | 'complete_document' | 'openapi_hash' | 'no_complete_document';
   readonly upstream: string;
 }
 

@@ -2,7 +2,7 @@
 // carries, or passed to the balanced pool when skewgate cannot vouch for a complete union. Pure.
 import type { RequestInfo } from '../k8s/request-info.js';
 import type { Snapshot } from '../discovery/core/types.js';
-import { isFresh } from './freshness.js';
+import { isFresh, isHealthy } from './freshness.js';
 import type { DiscoveryDecision, PassthroughDecision } from './decision.js';
 import { negotiateApisCached } from './discovery-accept.js';
 
@@ -49,7 +49,7 @@ export function decidePeerDiscovery(
   const doc = result.document;
   // The merge was keyed on readiness: the ready servers here are the merged ones.
   for (const s of snap.servers) {
-    if (s.ready === true && s.draining !== true && !isFresh(s, opts.now, opts.staleAfterMs))
+    if (isHealthy(s) && !isFresh(s, opts.now, opts.staleAfterMs))
       return { outcome: 'passthrough', reason: 'view_incomplete', candidates: doc.servers };
   }
   // kube-apiserver compares the first If-None-Match value, verbatim, with the quoted hash.

@@ -15,7 +15,7 @@ import {
   type UnavailableDecision,
 } from './decision.js';
 import { negotiateApisCached } from './discovery-accept.js';
-import { isFresh, isHealthy } from './freshness.js';
+import { isCordoned, isFresh, isHealthy } from './freshness.js';
 
 /** Which document a request asks for, and how its server is chosen. */
 export interface DocumentRequest {
@@ -108,7 +108,12 @@ export function decideDocument(doc: DocumentRequest, snap: Snapshot, opts: Decid
   if (ready.some((s) => s.view === null)) return { outcome: 'passthrough', reason: 'not_synced', candidates: NONE };
   if (ready.some((s) => !isFresh(s, opts.now, opts.staleAfterMs)))
     return { outcome: 'passthrough', reason: 'view_incomplete', candidates: NONE };
-  const pick = (names: readonly string[]): string => pickAtRandom(names, opts.rng);
+  // A cordoned server is sent a document only when no open one holds what is asked.
+  const cordoned = new Set(names(ready.filter(isCordoned)));
+  const pick = (candidates: readonly string[]): string => {
+    const open = candidates.filter((n) => !cordoned.has(n));
+    return pickAtRandom(open.length > 0 ? open : candidates, opts.rng);
+  };
   const index = snap.documents;
 
   if (doc.openapiPath !== undefined && doc.hash) {

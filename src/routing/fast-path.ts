@@ -1,7 +1,7 @@
 // The fast path (docs/design.md, "The fast path"): from a snapshot, the requests that need no
 // per-request judgement compiled into a table that Envoy matches itself, sending them straight to
 // the table's own pool without asking skewgate. The pool is every apiserver that is ready, not
-// draining and whose view is current; the table, the group/versions every pool member serves
+// draining nor cordoned, and whose view is current; the table, the group/versions every pool member serves
 // identically. An apiserver restarting or leaving only leaves the pool. Pure: snapshot × clock →
 // table.
 //
@@ -146,6 +146,8 @@ function fastResource(resource: string, cap: ResourceCapability): FastResource {
 /** Why a server stays out of the fast pool at this moment, or null when it is in. */
 function doubt(s: ServerState, now: number, staleAfterMs: number): string | null {
   if (s.draining === true) return `${s.name} is draining`;
+  // Out of the balanced pool: it gets only what no open apiserver serves (or, drained, nothing).
+  if (s.cordon !== undefined) return `${s.name} is ${s.cordon === 'drain' ? 'drained' : 'cordoned'}`;
   if (!isHealthy(s)) return `${s.name} is not ready`;
   if (!isFresh(s, now, staleAfterMs)) return `${s.name}'s view is not current`;
   return null;

@@ -13,11 +13,16 @@ export function isFresh(s: ServerState, now: number, staleAfterMs: number): bool
 /**
  * Healthy is the apiserver's own word: /readyz answered 200 at the last probe. A failing discovery
  * fetch alone (a malformed document, say) makes a view untrustworthy for 404s, not the server
- * unable to serve; an unreachable server fails its /readyz probe as well. A draining member is
- * not healthy: it takes no new request.
+ * unable to serve; an unreachable server fails its /readyz probe as well. A draining member, or
+ * one an operator drained (cordon --drain), is not healthy: it takes no new request.
  */
 export function isHealthy(s: ServerState): boolean {
-  return s.ready === true && s.draining !== true;
+  return s.ready === true && s.draining !== true && s.cordon !== 'drain';
+}
+
+/** Cordoned (not drained): healthy, but given only what no open apiserver can serve. */
+export function isCordoned(s: ServerState): boolean {
+  return s.cordon === 'cordon';
 }
 
 /** Age of the oldest view in the snapshot, or null if some server has none yet. */

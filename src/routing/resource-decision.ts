@@ -5,7 +5,7 @@
 import type { RequestInfo, ResourceRequest } from '../k8s/request-info.js';
 import { gvKey, gvrKey, type ResourceCapability, type Snapshot } from '../discovery/core/types.js';
 import { pickAtRandom, type DecideOptions, type Decision } from './decision.js';
-import { isFresh, isHealthy } from './freshness.js';
+import { isCordoned, isFresh, isHealthy } from './freshness.js';
 import { liveUnmatched } from '../membership/identity-leases.js';
 
 const NO_CANDIDATES: readonly string[] = Object.freeze([]);
@@ -42,21 +42,26 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   const byServer = snap.resources.get(gvrKey(info.group, info.version, info.resource));
   const known: string[] = []; // current view: serves this request
   const knownReady: string[] = [];
+  const knownOpen: string[] = []; // … ready and not cordoned
   const unverified: string[] = []; // view missing or not current
   const unverifiedReady: string[] = [];
+  const unverifiedOpen: string[] = [];
   let knownNot = 0; // current view: does not serve it
   let verbMissing = false;
   for (const s of servers) {
     const ready = isHealthy(s);
+    const open = ready && !isCordoned(s);
     if (!isFresh(s, opts.now, opts.staleAfterMs)) {
       unverified.push(s.name);
       if (ready) unverifiedReady.push(s.name);
+      if (open) unverifiedOpen.push(s.name);
       continue;
     }
     const c = capabilityFor(byServer?.get(s.name), info);
     if (c === 'capable') {
       known.push(s.name);
       if (ready) knownReady.push(s.name);
+      if (open) knownOpen.push(s.name);
     } else {
       knownNot++;
       if (c === 'verb_missing') verbMissing = true;
@@ -65,9 +70,11 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   const pick = (names: readonly string[]): string => pickAtRandom(names, opts.rng);
 
   if (knownReady.length > 0) {
-    // Balancing over every apiserver is only right when every one of them is proven able.
-    if (knownReady.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates: known };
-    return { outcome: 'routed', reason: 'served_by_subset', upstream: pick(knownReady), candidates: known };
+    // Balancing over every apiserver is only right when every one of them is proven able (and
+    // none is cordoned: a cordoned one gets only what no open one can serve).
+    if (knownOpen.length === servers.length) return { outcome: 'default', reason: 'served_by_all', candidates: known };
+    if (knownOpen.length > 0) return { outcome: 'routed', reason: 'served_by_subset', upstream: pick(knownOpen), candidates: known };
+    return { outcome: 'routed', reason: 'served_by_cordoned', upstream: pick(knownReady), candidates: known };
   }
   // An apiserver skewgate cannot see (a live identity Lease that matches no member: a machine just
   // added at a new address, say) may serve it: absence is proven only when there is none.
@@ -99,6 +106,12 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   }
   // Some apiservers are known NOT to serve it: never balance onto them (their 404 would be false).
   const candidates = [...known, ...unverified];
-  if (unverifiedReady.length > 0) return { outcome: 'routed', reason: 'unverified_candidate', upstream: pick(unverifiedReady), candidates };
+  if (unverifiedReady.length > 0)
+    return {
+      outcome: 'routed',
+      reason: 'unverified_candidate',
+      upstream: pick(unverifiedOpen.length > 0 ? unverifiedOpen : unverifiedReady),
+      candidates,
+    };
   return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
 }

@@ -139,6 +139,10 @@ export class SkewgateMetrics {
     const members = meter.createObservableGauge(METRIC.members, {
       description: 'Apiservers by membership role: member (routed to), draining (left every source), probing (learnt, not verified yet)',
     });
+    const cordoned = meter.createObservableGauge(METRIC.cordoned, {
+      description:
+        '1 for each apiserver an operator cordoned (mode cordon: it gets only what no other member serves) or drained (mode drain: nothing new)',
+    });
     const fastResources = meter.createObservableGauge(METRIC.fastPathResources, {
       description:
         'Resources whose requests Envoy sends straight to the balanced pool without asking skewgate (the fast path, in the routes last written); 0: every request is asked about',
@@ -161,6 +165,7 @@ export class SkewgateMetrics {
           if (s.lastSuccessAt !== null) r.observe(viewAge, Math.max(0, t - s.lastSuccessAt) / 1000, { apiserver: s.name });
           if (s.ready !== null) r.observe(ready, s.ready ? 1 : 0, { apiserver: s.name });
           if (s.gitVersion !== undefined) r.observe(info, 1, { apiserver: s.name, git_version: s.gitVersion });
+          if (s.cordon !== undefined) r.observe(cordoned, 1, { apiserver: s.name, mode: s.cordon });
           for (const [document, bytes] of this.documentBytes.get(s.name) ?? [])
             r.observe(documentBytes, bytes, { apiserver: s.name, document });
         }
@@ -169,7 +174,20 @@ export class SkewgateMetrics {
         r.observe(membershipSynced, snap.membership.synced ? 1 : 0);
         for (const [name, n] of skew.missingCounts()) r.observe(missing, n, { apiserver: name });
       },
-      [viewAge, ready, info, skewed, missing, unmatched, membershipSynced, members, documentBytes, fastResources, fastGroupVersions],
+      [
+        viewAge,
+        ready,
+        info,
+        cordoned,
+        skewed,
+        missing,
+        unmatched,
+        membershipSynced,
+        members,
+        documentBytes,
+        fastResources,
+        fastGroupVersions,
+      ],
     );
   }
 

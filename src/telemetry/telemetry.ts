@@ -7,6 +7,8 @@ import type { DecisionObserver } from '../extproc/observer.js';
 import { createDecisionSpans, serverAddresses } from './decision-spans.js';
 import { recordRoundSpan } from './discovery-spans.js';
 import { MembershipSpans } from './membership-spans.js';
+import { recordCordonSpan } from './operator-spans.js';
+import type { CordonChange } from '../cordon/core/cordons.js';
 import { ProcessMetrics } from './process-metrics.js';
 import type { ReloadResultName } from './core/names.js';
 import { ConfigMetrics, SkewgateMetrics, type ConfigState, type DecisionTally } from './metrics.js';
@@ -45,6 +47,8 @@ export interface Telemetry {
   recordReload(result: ReloadResultName, generation: number): void;
   /** Decisions made in ext_proc worker processes (workers/), counted as the main process's are. */
   recordTallies(tallies: readonly DecisionTally[], routeErrors: number): void;
+  /** An operator cordoned or uncordoned an apiserver: a span naming who asked. */
+  recordCordon(change: CordonChange): void;
   /** The apiservers of a reloaded config: decision spans name the address of the upstream. */
   setApiservers(apiservers: TelemetryDeps['apiservers']): void;
   /** Flushes and stops; idempotent. */
@@ -134,6 +138,9 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
       if (stopping) return;
       for (const t of tallies) decisionMetrics?.recordTally(t);
       for (let i = 0; i < routeErrors; i++) decisionMetrics?.recordRouteError();
+    },
+    recordCordon(change) {
+      if (sdk?.tracer && !stopping) recordCordonSpan(sdk.tracer, change, Date.now());
     },
     recordReload(result, generation) {
       configState = { generation, lastReloadSucceeded: result === 'applied' || result === 'unchanged' };

@@ -305,6 +305,57 @@ const rows: Row[] = [
     opts: { rng: () => 0.6 },
     want: { outcome: 'routed', upstream: 'c', candidates: ['a', 'c'] },
   },
+  // An operator's cordon (src/cordon/): a cordoned apiserver gets only what no open one serves.
+  {
+    name: 'served by all, one cordoned → routed to an open one, never balanced (the cordoned one is out of the pool)',
+    info: req({}),
+    servers: [server('a', OLD, { cordon: 'cordon' }), server('b', OLD), server('c', NEW)],
+    opts: { rng: () => 0 },
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'b', candidates: ['a', 'b', 'c'] },
+  },
+  {
+    name: 'served only by a cordoned apiserver → routed to it all the same (served_by_cordoned)',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', OLD), server('c', NEW, { cordon: 'cordon' })],
+    want: { outcome: 'routed', reason: 'served_by_cordoned', upstream: 'c', candidates: ['c'] },
+  },
+  {
+    name: 'served by a cordoned and an open apiserver → the open one, whatever the pick',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', NEW, { cordon: 'cordon' }), server('c', NEW)],
+    opts: { rng: () => 0 },
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'served only by a drained apiserver → 503, nothing new goes to it',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', OLD), server('c', NEW, { cordon: 'drain' })],
+    want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] },
+  },
+  {
+    name: 'served by all, one drained → routed to the others',
+    info: req({}),
+    servers: [server('a', OLD), server('b', OLD, { cordon: 'drain' }), server('c', NEW)],
+    opts: { rng: () => 0.9 },
+    want: { outcome: 'routed', reason: 'served_by_subset', upstream: 'c', candidates: ['a', 'b', 'c'] },
+  },
+  {
+    name: 'every view unverified, a cordoned and an open one ready → the open one',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [
+      server('a', OLD),
+      server('b', NEW, { consecutiveFailures: 1, cordon: 'cordon' }),
+      server('c', NEW, { consecutiveFailures: 1 }),
+    ],
+    opts: { rng: () => 0 },
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'every view unverified, only a cordoned one ready → it',
+    info: req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    servers: [server('a', OLD), server('b', NEW, { consecutiveFailures: 1, cordon: 'cordon' })],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b', candidates: ['b'] },
+  },
   { name: 'verb "" (OPTIONS) matches a listed resource', info: req({ verb: '' }), servers: mixed(), want: { outcome: 'default' } },
   { name: 'single server serving it → default', info: req({}), servers: [server('a', OLD)], want: { outcome: 'default' } },
 ];

@@ -100,6 +100,24 @@ const rows: Row[] = [
     want: { outcome: 'routed', reason: 'complete_document', upstream: 'c' },
   },
   {
+    name: 'a document two servers hold whole, one cordoned: the open one, whatever the pick',
+    path: '/apis/admissionregistration.k8s.io/v1',
+    servers: [old('a'), neu('b', { cordon: 'cordon' }), neu('c')],
+    want: { outcome: 'routed', reason: 'complete_document', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'a document only a cordoned server holds whole: routed to it',
+    path: '/apis/admissionregistration.k8s.io/v1',
+    servers: [old('a'), neu('c', { cordon: 'cordon' })],
+    want: { outcome: 'routed', reason: 'complete_document', upstream: 'c', candidates: ['c'] },
+  },
+  {
+    name: 'a document only a drained server serves: 503, nothing new goes to it',
+    path: '/apis/new.example/v1',
+    servers: [old('a'), old('b'), server('c', view([...OLD, { gvr: 'new.example/v1/widgets' }]), { cordon: 'drain' })],
+    want: { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates: ['c'] },
+  },
+  {
     name: '/apis/<group> with the same versions everywhere: balanced',
     path: '/apis/admissionregistration.k8s.io',
     servers: mixed(),

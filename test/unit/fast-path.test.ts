@@ -75,6 +75,8 @@ t.test('compile: a server in doubt leaves the fast pool, and the table is what t
     ['a server not ready', snap(withServer(1, { ready: false })), 'apiserver-b', /apiserver-b is not ready/],
     ['a server never probed', snap(withServer(1, { ready: null })), 'apiserver-b', /apiserver-b is not ready/],
     ['a server draining', snap(withServer(2, { draining: true })), 'apiserver-c', /apiserver-c is draining/],
+    ['a server cordoned', snap(withServer(2, { cordon: 'cordon' })), 'apiserver-c', /apiserver-c is cordoned/],
+    ['a server drained by an operator', snap(withServer(0, { cordon: 'drain' })), 'apiserver-a', /apiserver-a is drained/],
     ['a failed round', snap(withServer(0, { consecutiveFailures: 1 })), 'apiserver-a', /apiserver-a's view is not current/],
     [
       'a view going stale within the margin',
@@ -286,6 +288,8 @@ const moments: readonly [string, Snapshot][] = [
   ['apiserver-b restarting', snap(withServer(1, { ready: false, consecutiveFailures: 2 }))],
   ['apiserver-c (the new version) not ready', snap(withServer(2, { ready: false }))],
   ['apiserver-c draining', snap(withServer(2, { draining: true }))],
+  ['apiserver-c cordoned', snap(withServer(2, { cordon: 'cordon' }))],
+  ['apiserver-a drained by an operator', snap(withServer(0, { cordon: 'drain' }))],
 ];
 
 t.test(

@@ -5,6 +5,9 @@ import { parseConfig } from '../../src/config/load.js';
 import { type ApiServerConfig } from '../../src/config/core/schema.js';
 import { renderBootstrap } from '../../src/envoy/bootstrap.js';
 import { cdsConfig, rdsConfig, renderClusters, renderRoutes } from '../../src/envoy/xds.js';
+import { xdsMembersOf } from '../../src/envoy-runtime/xds-files.js';
+import { membersText } from '../../src/envoy-runtime/xds-disk.js';
+import type { MemberEntry } from '../../src/membership/members.js';
 
 const config = parseConfig(
   {
@@ -60,6 +63,40 @@ t.test('by role: a member is pooled and routed, a joining one routed only, a dra
     'a pool is never empty',
   );
 });
+
+t.test(
+  "an operator's cordon: a cordoned member is routed but out of the pool; a drained one neither; both stay known members",
+  async (t) => {
+    const entries: MemberEntry[] = [
+      { spec: spec('kas-1', '10.0.0.1'), role: 'member', seed: true, sources: ['config'] },
+      { spec: spec('kas-2', '10.0.0.2'), role: 'member', seed: true, sources: ['config'], cordon: 'cordon' },
+      { spec: spec('kas-3', '10.0.0.3'), role: 'member', seed: true, sources: ['config'], cordon: 'drain' },
+      { spec: spec('kas-4', '10.0.0.4'), role: 'draining', seed: false, sources: [], cordon: 'cordon' },
+    ];
+    const members = xdsMembersOf(entries);
+    t.same(
+      [members.routable, members.cordoned, members.drained, members.draining].map((l) => (l ?? []).map((s) => s.name)),
+      [['kas-1'], ['kas-2'], ['kas-3'], ['kas-4']],
+      'placed by role and cordon (a draining member stays draining)',
+    );
+    const clusters = renderClusters(config, members, (p) => p);
+    t.same(clusters.map((c) => c.name).sort(), ['default', 'kas-1', 'kas-2', 'kas-3', 'kas-4'], 'each keeps its cluster');
+    t.same(pool(clusters), ['10.0.0.1'], 'the pool: the open member only');
+    t.same(routed(renderRoutes(config, members)), ['kas-1', 'kas-2'], 'routes: the open and the cordoned member');
+    t.same(
+      (JSON.parse(membersText(members)) as { members: { name: string }[] }).members.map((m) => m.name),
+      ['kas-1', 'kas-2', 'kas-3'],
+      'members.json: a cordon leaves them members (a draining one is leaving)',
+    );
+    t.same(
+      pool(
+        renderClusters(config, xdsMembersOf(entries.map((e) => (e.role === 'member' ? { ...e, cordon: 'cordon' as const } : e))), (p) => p),
+      ).sort(),
+      ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'],
+      'every member cordoned: the pool is never empty',
+    );
+  },
+);
 
 t.test('the bootstrap points at the files and holds no apiserver', async (t) => {
   const b = renderBootstrap(config) as { dynamic_resources: unknown; static_resources: { clusters: { name: string }[] } };

@@ -10,7 +10,14 @@ import { compareGoStrings } from './relative-order.js';
 function samePeerInputs(a: readonly ServerState[], b: readonly ServerState[]): boolean {
   return (
     a.length === b.length &&
-    a.every((s, i) => s.name === b[i]?.name && s.ready === b[i]?.ready && s.draining === b[i]?.draining && s.view === b[i]?.view)
+    a.every(
+      (s, i) =>
+        s.name === b[i]?.name &&
+        s.ready === b[i]?.ready &&
+        s.draining === b[i]?.draining &&
+        s.cordon === b[i]?.cordon &&
+        s.view === b[i]?.view,
+    )
   );
 }
 
@@ -26,8 +33,9 @@ export function peerDiscoveryParticipants(
 ): { readonly ok: true; readonly servers: readonly ServerState[] } | Extract<PeerDiscoveryResult, { ok: false }> {
   const unprobed = servers.filter((s) => s.ready === null).map((s) => s.name);
   if (unprobed.length > 0) return { ok: false, reason: 'not_synced', detail: `readiness not yet known: ${unprobed.join(', ')}` };
-  // A draining member takes no new request: its document is left out, as an unready one's is.
-  const ready = servers.filter((s) => s.ready === true && s.draining !== true);
+  // A draining member takes no new request, nor one an operator drained: its document is left out,
+  // as an unready one's is. A cordoned one's is in: what only it serves is still routed to it.
+  const ready = servers.filter((s) => s.ready === true && s.draining !== true && s.cordon !== 'drain');
   if (ready.length === 0) return { ok: false, reason: 'view_incomplete', detail: 'no apiserver is ready' };
   const noView = ready.filter((s) => s.view === null).map((s) => s.name);
   if (noView.length > 0) return { ok: false, reason: 'not_synced', detail: `no discovery view yet: ${noView.join(', ')}` };

@@ -1,6 +1,7 @@
 // The immutable data that discovery produces and routing reads. No I/O, no mutation after build.
 import type { ErrorCode, FailureKind } from '../../errors/catalog.js';
 import type { Membership } from '../../membership/identity-leases.js';
+import type { CordonMode } from '../../cordon/core/cordons.js';
 
 /** What one apiserver says it can do with one resource (group/version/resource). */
 export interface ResourceCapability {
@@ -55,6 +56,11 @@ export interface ServerState {
    * routing, nor merged into /apis), but its current view still counts (docs/design.md, membership).
    */
   readonly draining?: true;
+  /**
+   * An operator's cordon (src/cordon/): `cordon`, it gets only what no other member can serve;
+   * `drain`, nothing new (not healthy for routing, nor merged into /apis). Out of the balanced pool either way.
+   */
+  readonly cordon?: CordonMode;
 }
 
 /** What routing needs to know about one resource across the servers that serve it. */

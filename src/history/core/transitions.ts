@@ -1,6 +1,8 @@
 // What changed between two snapshots, as the history on the admin endpoint records it: apiservers
-// joining and leaving the members, readiness, draining, versions and views. Pure; the time comes in.
+// joining and leaving the members, readiness, draining, versions and views; and an operator's
+// cordons. Pure; the time comes in.
 import type { ServerState } from '../../discovery/core/types.js';
+import type { CordonChange, CordonMode } from '../../cordon/core/cordons.js';
 
 /** One transition. `kind` is a literal: the same word in the JSON and the CLI's table. */
 export type HistoryEvent =
@@ -11,6 +13,15 @@ export type HistoryEvent =
   | { readonly at: string; readonly kind: 'draining'; readonly apiserver: string }
   | { readonly at: string; readonly kind: 'version'; readonly apiserver: string; readonly from: string | null; readonly to: string }
   | { readonly at: string; readonly kind: 'view_changed'; readonly apiserver: string }
+  | {
+      readonly at: string;
+      readonly kind: 'cordoned' | 'uncordoned';
+      readonly apiserver: string;
+      /** The mode after (cordoned) or before (uncordoned). */
+      readonly mode: CordonMode;
+      readonly by: string;
+      readonly reason: string;
+    }
   | {
       readonly at: string;
       readonly kind: 'skew';
@@ -49,4 +60,14 @@ export function serverTransitions(prev: readonly ServerState[] | null, next: rea
   const names = new Set(next.map((s) => s.name));
   for (const p of prev ?? []) if (!names.has(p.name)) out.push({ at, kind: 'member_removed', apiserver: p.name });
   return out;
+}
+
+/** An operator's cordon change as the history keeps it; null when it changed nothing. */
+export function cordonTransition(c: CordonChange, atMs: number): HistoryEvent | null {
+  const at = new Date(atMs).toISOString();
+  if (c.after !== null && c.after !== c.before)
+    return { at, kind: 'cordoned', apiserver: c.apiserver, mode: c.after, by: c.by, reason: c.reason };
+  if (c.after === null && c.before !== null)
+    return { at, kind: 'uncordoned', apiserver: c.apiserver, mode: c.before, by: c.by, reason: c.reason };
+  return null;
 }

@@ -94,6 +94,7 @@ export const METRIC = {
   members: 'skewgate.membership.members',
   fastPathResources: 'skewgate.fast_path.resources',
   fastPathGroupVersions: 'skewgate.fast_path.group_versions',
+  cordoned: 'skewgate.apiserver.cordoned',
   configGeneration: 'skewgate.config.generation',
   configReloads: 'skewgate.config.reloads',
   configLastReloadSuccess: 'skewgate.config.last_reload_success',
@@ -109,6 +110,20 @@ export const ATTR_MEMBERSHIP = {
   members: 'skewgate.membership.members',
   membersBefore: 'skewgate.membership.members_before',
   probing: 'skewgate.membership.probing',
+} as const;
+
+/** A span of its own for each operator action on the admin endpoint (a cordon, an uncordon), naming who asked. */
+export const SPAN_OPERATOR = 'skewgate.operator';
+export const EVENT_CORDON_CHANGED = 'skewgate.cordon.changed';
+export const ATTR_CORDON = {
+  apiserver: 'skewgate.cordon.apiserver',
+  /** cordon, drain or none (uncordoned). */
+  mode: 'skewgate.cordon.mode',
+  modeBefore: 'skewgate.cordon.mode_before',
+  by: 'skewgate.cordon.by',
+  reason: 'skewgate.cordon.reason',
+  /** Where the admin request came from: a TCP peer, or the unix socket. */
+  peer: 'skewgate.cordon.peer',
 } as const;
 
 /** Samples listed in span events are capped: an upgrade may add hundreds of resources at once. */
