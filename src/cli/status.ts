@@ -82,7 +82,7 @@ function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | '
         m.gitVersion ?? '-',
         `${m.role}${m.seed ? ' (seed)' : ''}`,
         m.cordon === null ? '-' : m.cordon === 'drain' ? 'drained' : 'cordoned',
-        m.ready === null ? '-' : m.healthy ? 'yes' : m.ready ? 'draining' : 'no',
+        m.ready === null ? '-' : !m.ready ? 'no' : m.role === 'draining' ? 'draining' : 'yes',
         m.viewSource === null ? 'none' : `${m.viewSource}${m.fresh ? '' : ' (not fresh)'}`,
         seconds(m.viewAgeMs),
         m.sources.join(',') || '-',

@@ -87,10 +87,11 @@ export function gatewayStatus(input: StatusInput): GatewayStatus {
   const skew = skewReport(snapshot, now, null);
   const problems = [
     ...members
-      .filter((m) => m.role === 'member' && !m.healthy)
+      // Drained by an operator is not unhealthy: its readiness is its own.
+      .filter((m) => m.role === 'member' && m.ready !== true)
       .map((m) => `${m.name} is not ready${m.lastError === null ? '' : `: ${m.lastError}`}`),
     ...members
-      .filter((m) => m.role === 'member' && m.healthy && !m.fresh)
+      .filter((m) => m.role === 'member' && m.ready === true && !m.fresh)
       .map(
         (m) =>
           `${m.name}'s view is not fresh${m.viewAgeMs === null ? ' (none yet)' : ` (${Math.round(m.viewAgeMs / 1000)}s old)`}: no 404 is answered from it`,

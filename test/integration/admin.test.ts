@@ -141,7 +141,7 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.same(s.problems, []);
   const table = await run(['status', '--config', unixConfig]);
   t.match(table.stdout, new RegExp(`gateway: +unix:${socket} +skewgate \\d+\\.\\d+\\.\\d+, pid ${gw.child.pid}`));
-  t.match(table.stdout, /^old-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +yes +aggregated/m);
+  t.match(table.stdout, /^old-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +- +yes +aggregated/m);
 
   const skew = await run(['skew', '--config', unixConfig, '-o', 'json']);
   t.equal(skew.code, 1, 'a skew: exit 1');
@@ -243,6 +243,12 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.equal(historyTable.code, 0);
   t.match(historyTable.stdout, /^TIME +APISERVER +EVENT +DETAIL\n/);
   t.match(historyTable.stdout, /^\S+ +new-1 +not_ready +/m);
+
+  // No envoy.xds here: a cordon has nowhere to be kept and no pool to leave. Refused, exit 2.
+  const cordon = await run(['cordon', 'old-1', '--config', unixConfig]);
+  t.equal(cordon.code, 2, 'cordon without envoy.xds: exit 2');
+  t.match(cordon.stderr, /cordons need envoy\.xds/);
+  t.equal((await run(['cordon', 'old-1', '--config', unixConfig, '--discover'])).code, 2, 'cordon has no round of its own');
 
   gw.child.kill('SIGTERM');
   t.equal(await gw.exited, 0, 'graceful exit');

@@ -53,6 +53,7 @@ const states: ServerState[] = [
     consecutiveFailures: 0,
     lastError: null,
     ready: false,
+    cordon: 'drain',
   },
   { name: 'apiserver-d', url: 'https://d:6443', view: null, lastSuccessAt: null, consecutiveFailures: 3, lastError: 'boom', ready: null },
 ];
@@ -262,6 +263,11 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
     'one series per apiserver whose /version was read, its gitVersion a label',
   );
   t.same(
+    points(find(ms, 'skewgate.apiserver.cordoned')).map((p) => [p.attributes, p.value]),
+    [[{ apiserver: 'apiserver-c', mode: 'drain' }, 1]],
+    'one series per apiserver an operator cordoned or drained, the mode a label',
+  );
+  t.same(
     points(find(ms, 'skewgate.skew.resources')).map((p) => p.value),
     [1],
   );
@@ -287,10 +293,10 @@ t.test('gauges: view age, readiness, skewed resources and what each apiserver la
   );
 });
 
-t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role, document, git_version', async (t) => {
+t.test('every label is bounded: only outcome, reason, upstream, apiserver, result, role, document, git_version, mode', async (t) => {
   const ms = await reader.metrics();
   const keys = new Set(ms.flatMap((m) => points(m).flatMap((p) => Object.keys(p.attributes))));
-  t.same([...keys].sort(), ['apiserver', 'document', 'git_version', 'outcome', 'reason', 'result', 'role', 'upstream']);
+  t.same([...keys].sort(), ['apiserver', 'document', 'git_version', 'mode', 'outcome', 'reason', 'result', 'role', 'upstream']);
   const versions = points(find(ms, 'skewgate.apiserver.info')).map((p) => p.attributes['apiserver']);
   t.equal(new Set(versions).size, versions.length, 'git_version: one series per apiserver (its version now), never a history');
   const documents = new Set(
