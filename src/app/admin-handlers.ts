@@ -11,6 +11,11 @@ import type { LiveConfig } from './reload.js';
 import type { HistoryRecorder } from '../history/recorder.js';
 import type { CordonControl } from './cordon-control.js';
 import type { CordonStore } from '../cordon/store.js';
+import type { Logger } from 'pino';
+import type { GateRecorder } from '../gate/recorder.js';
+import type { EnvoySampler } from '../gate/envoy-sampler.js';
+import { gateVerdict } from '../gate/core/verdict.js';
+import { gateSettingsOf } from '../gate/core/settings.js';
 
 export function adminHandlers(o: {
   readonly live: LiveConfig<DiscoveryService>;
@@ -20,8 +25,13 @@ export function adminHandlers(o: {
   readonly history: HistoryRecorder;
   readonly cordons: CordonControl;
   readonly cordonStore: CordonStore;
+  readonly gate: GateRecorder;
+  readonly envoy: EnvoySampler;
+  readonly log: Logger;
 }): AdminHandlers {
   const { live } = o;
+  // The last answer per question: a change is logged once, not every poll.
+  const lastGate = new Map<string, string>();
   return {
     status: () => {
       const { config: c, discovery } = live.parts;
@@ -48,6 +58,33 @@ export function adminHandlers(o: {
     skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
     history: () => o.history.answer(),
     cordon: (req, peer) => o.cordons.change(req, peer),
+    gate: async (question) => {
+      const { config: c, discovery } = live.parts;
+      const settings = gateSettingsOf(c.gate);
+      const envoy = await o.envoy.reading(settings.windowMs);
+      const answer = gateVerdict({
+        now: Date.now(),
+        snapshot: discovery.current(),
+        members: discovery.members().map((m) => ({ name: m.spec.name, url: m.spec.url, hostname: m.spec.hostname, role: m.role })),
+        staleAfterMs: c.discovery.staleAfter,
+        window: o.gate.summary(settings.windowMs),
+        envoy,
+        usageOf: o.gate.usageOf,
+        settings,
+        question,
+      });
+      const key = JSON.stringify(question);
+      const said = `${answer.verdict} ${answer.holds.map((h) => h.reason).join(',')}`;
+      if (lastGate.get(key) !== said) {
+        if (lastGate.size > 64) lastGate.clear();
+        lastGate.set(key, said);
+        o.log.info(
+          { verdict: answer.verdict, reasons: answer.holds.map((h) => h.reason), holds: answer.holds.map((h) => h.detail), ...question },
+          `gate: ${answer.verdict}`,
+        );
+      }
+      return answer;
+    },
     explain: (req) => {
       const { config: c, discovery } = live.parts;
       return explainRequest(req, {

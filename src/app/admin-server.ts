@@ -16,6 +16,7 @@ import { formatAdminAddress, parseAdminAddress } from '../config/core/admin-addr
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import { cordonRequestOf, type CordonRequest } from '../cordon/core/cordons.js';
 import { CordonRefused, type CordonAnswer } from './cordon-control.js';
+import type { GateAnswer, GateQuestion } from '../gate/core/verdict.js';
 
 export interface AdminHandlers {
   status(): GatewayStatus;
@@ -25,6 +26,8 @@ export interface AdminHandlers {
   explain(req: ExplainRequest): Explanation;
   /** Throws CordonRefused; `peer` is where the request came from. */
   cordon(req: CordonRequest, peer: string): Promise<CordonAnswer>;
+  /** May a rollout go on (src/gate/core/verdict.ts). */
+  gate(question: GateQuestion): Promise<GateAnswer>;
 }
 
 export interface AdminServerOptions {
@@ -147,6 +150,10 @@ export class AdminServer {
         allow(req, 'POST');
         return handlers.explain(explainRequestOf(await readJson(req)));
       }
+      case ADMIN_PATHS.gate: {
+        allow(req, 'GET');
+        return handlers.gate(gateQuestionOf(req.url ?? ''));
+      }
       case ADMIN_PATHS.cordon:
       case ADMIN_PATHS.uncordon: {
         allow(req, 'POST');
@@ -172,6 +179,20 @@ export class AdminServer {
     });
     res.end(text);
   }
+}
+
+/** ?expect=NAME&removing=NAME, each at most once. */
+function gateQuestionOf(url: string): GateQuestion {
+  const params = new URL(url, 'http://admin').searchParams;
+  const problems: string[] = [];
+  for (const k of new Set(params.keys())) {
+    if (k !== 'expect' && k !== 'removing') problems.push(`unknown parameter ${JSON.stringify(k)} (expect, removing)`);
+    else if (params.getAll(k).length > 1 || (params.get(k) ?? '') === '') problems.push(`${k}: one non-empty apiserver name`);
+  }
+  if (problems.length > 0) throw new AdminHttpError(400, problems.join('; '));
+  const expect = params.get('expect');
+  const removing = params.get('removing');
+  return { ...(expect === null ? {} : { expect }), ...(removing === null ? {} : { removing }) };
 }
 
 /** Who sent it, as far as the connection says: the endpoint has no authentication of its own. */

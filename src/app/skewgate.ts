@@ -3,7 +3,7 @@
 import type { Config } from '../config/core/schema.js';
 import type { Logger } from '../util/log.js';
 import { DiscoveryService } from '../discovery/service.js';
-import { combineObservers, createLogObserver } from '../extproc/observer.js';
+import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
 import { createExtProcServer, extprocLimits } from '../extproc/server.js';
 import { ClientCaBundle } from '../identity/client-ca.js';
 import { stateClientIdentity } from '../identity/core/client-identity.js';
@@ -26,6 +26,8 @@ import { ExtProcWorkers } from '../workers/pool.js';
 import { AdminServer } from './admin-server.js';
 import { CordonControl } from './cordon-control.js';
 import { CordonStore } from '../cordon/store.js';
+import { GATE_KEEP_MS, GateRecorder } from '../gate/recorder.js';
+import { EnvoySampler } from '../gate/envoy-sampler.js';
 import { skewgateVersion } from '../util/version.js';
 
 export interface SkewgateOptions {
@@ -156,6 +158,9 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // The xDS files and the apiservers' addresses (decision spans, workers) follow the running service's members.
   const members = new MembersFollower(xds, config.apiservers);
   members.onApiservers((list) => telemetry?.setApiservers(list));
+  // The gate's memory of recent decisions and of Envoy's counters: kept only where it can be asked (admin.listen).
+  const gate = config.admin === undefined ? null : new GateRecorder();
+  const envoyCounters = gate === null ? null : new EnvoySampler(() => adminUrl, GATE_KEEP_MS);
   // extproc.workers − 1 more ext_proc endpoints, on copies of the snapshots published here.
   const workers =
     config.extproc.workers > 1
@@ -165,7 +170,10 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           current: () => live.discovery.current(),
           telemetry: telemetrySettings.tracing ? telemetrySettings : null,
           apiservers: () => members.apiservers(),
-          onTallies: (t, errors) => telemetry?.recordTallies(t, errors),
+          onTallies: (t, errors) => {
+            telemetry?.recordTallies(t, errors);
+            gate?.tallies(t, errors);
+          },
         })
       : null;
   const offWorkers = workers ? live.discovery.onChange((snap) => workers.publish(snap)) : () => undefined;
@@ -185,7 +193,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const server = createExtProcServer({
     router,
     logger: extprocLogger,
-    observer: telemetry ? combineObservers(telemetry.observer, logObserver) : logObserver,
+    observer: combineObservers(...[telemetry?.observer, logObserver, gate].filter((x): x is DecisionObserver => x != null)),
     limits: extprocLimits(config),
   });
   // The gateways as the kubernetes Service's endpoints (off unless kubernetesService.publish).
@@ -204,7 +212,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const history = config.admin === undefined ? null : new HistoryRecorder();
   const offHistory = history === null ? () => undefined : live.discovery.onChange((snap) => history.observe(snap));
   const admin =
-    config.admin === undefined || history === null
+    config.admin === undefined || history === null || gate === null || envoyCounters === null
       ? null
       : new AdminServer({
           listen: config.admin.listen,
@@ -216,6 +224,9 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
             version,
             startedAt: Date.now(),
             history,
+            gate,
+            envoy: envoyCounters,
+            log: logger.child({ component: 'gate' }),
             cordonStore,
             cordons: new CordonControl({
               store: cordonStore,
@@ -255,6 +266,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       const workerPorts = (await workers?.start()) ?? [];
       publisher?.start();
       if (admin !== null) adminAddress = await admin.start();
+      envoyCounters?.start();
       logger.info(
         {
           listen: config.extproc.listen,
@@ -273,6 +285,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       closing ??= (async () => {
         await live.endReloads();
         await admin?.close();
+        envoyCounters?.close();
         // Out of the kubernetes Service first, so that pods stop being sent here while it drains.
         await publisher?.close();
         // Nobody keeps Envoy's fast-path routes current once this process is gone: every request

@@ -174,11 +174,62 @@ withGatewayOptions(
   .option('--json', 'the same as -o json')
   .option(...WATCH_OPTION)
   .option(...INTERVAL_OPTION)
-  .action(async (o: GatewayFlags & WatchFlags & { json?: boolean; output?: OutputFormat }) => {
-    process.exitCode = await (
-      await import('./skew.js')
-    ).runSkew(await gatewaySource(o), o.json ? 'json' : (o.output ?? 'table'), await watchOf(o));
+  .option(
+    '--if-removed <apiserver>',
+    'instead: what no member would serve if this apiserver left, and who used each lately (exit 1 while something is in use)',
+  )
+  .action(async (o: GatewayFlags & WatchFlags & { json?: boolean; output?: OutputFormat; ifRemoved?: string }) => {
+    const skew = await import('./skew.js');
+    const output = o.json ? 'json' : (o.output ?? 'table');
+    if (o.ifRemoved !== undefined) {
+      if (o.watch) throw new UsageError('--if-removed answers once: not with -w');
+      process.exitCode = await skew.runIfRemoved(await gatewaySource(o), o.ifRemoved, output);
+      return;
+    }
+    process.exitCode = await skew.runSkew(await gatewaySource(o), output, await watchOf(o));
   });
+
+withGatewayOptions(
+  program
+    .command('gate')
+    .description(
+      'may the rollout go on? "proceed" (exit 0) or "hold" (exit 1) with the reasons, from the running gateway: members ready and current, recent errors, a new member joined, a removal safe',
+    ),
+)
+  .option('--expect <apiserver>', 'hold until this apiserver (name, hostname or address) is a member, discovered and sent requests')
+  .option('--removing <apiserver>', 'hold while something only this apiserver serves is still in use, or it is the last one ready')
+  .option('--wait', 'ask again until the gate proceeds or --wait-timeout runs out (progress on stderr)')
+  .option('--wait-timeout <duration>', 'with --wait: how long at most', '10m')
+  .option('--interval <duration>', 'with --wait: how often to ask (Go duration or ms)', '2s')
+  .addOption(new Option('-o, --output <format>', 'text (default), json or yaml').choices(['text', 'json', 'yaml']))
+  .action(
+    async (
+      o: GatewayFlags & {
+        expect?: string;
+        removing?: string;
+        wait?: boolean;
+        waitTimeout: string;
+        interval: string;
+        output?: 'text' | 'json' | 'yaml';
+      },
+    ) => {
+      const { parseDuration } = await import('../config/core/units.js');
+      const waitMs = o.wait ? parseDuration(o.waitTimeout) : null;
+      if (o.wait && (waitMs === null || waitMs <= 0)) throw new UsageError(`--wait-timeout ${o.waitTimeout}: not a duration (10m, 90s)`);
+      const intervalMs = (await watchOf({ watch: true, interval: o.interval }))?.intervalMs ?? 2000;
+      process.exitCode = await (
+        await import('./gate.js')
+      ).runGate(await gatewaySource(o), {
+        question: {
+          ...(o.expect === undefined ? {} : { expect: o.expect }),
+          ...(o.removing === undefined ? {} : { removing: o.removing }),
+        },
+        output: o.output ?? 'text',
+        waitMs,
+        intervalMs,
+      });
+    },
+  );
 
 for (const uncordon of [false, true]) {
   const cmd = withGatewayOptions(

@@ -8,6 +8,7 @@ import { changedLine, watchAnswers } from './watch.js';
 import type { SkewRow } from '../routing/skew.js';
 import { skewReport, type SkewReport } from '../inspect/skew-report.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
+import type { GateAnswer } from '../gate/core/verdict.js';
 import { membershipLines } from './membership-lines.js';
 import {
   formatTable,
@@ -96,4 +97,67 @@ function printSkew(report: SkewReport, origin: AnswerOrigin, output: OutputForma
     );
   process.stdout.write(`${report.summary}\n`);
   return exitCode;
+}
+
+/**
+ * `skew --if-removed <apiserver>`: what no member would serve if it left, and who used each lately
+ * (the gateway's usage record: GET /v1/gate?removing=). Exit 0: nothing it alone serves is in use;
+ * 1: something is (or the gateway did not answer); 2: bad usage, an unknown apiserver.
+ */
+export async function runIfRemoved(source: GatewaySource, apiserver: string, output: OutputFormat): Promise<number> {
+  if (source.discover) {
+    process.stderr.write("skewgate skew --if-removed: who uses what is the running gateway's record: not with --discover\n");
+    return EXIT_BAD_CONFIG;
+  }
+  const got = await fromGatewayOrDiscovery<GateAnswer>('skew', source, {
+    ask: (gateway) => gateway(`${ADMIN_PATHS.gate}?${new URLSearchParams({ removing: apiserver }).toString()}`),
+    discover: () => {
+      throw new Error('unreachable: --if-removed never discovers');
+    },
+  });
+  if (typeof got === 'number') return got;
+  const g = got.answer;
+  const unknown = g.holds.find((h) => h.reason === 'removal_unknown_member');
+  if (unknown !== undefined || g.removal === null) {
+    process.stderr.write(`skewgate skew: ${unknown?.detail ?? `${apiserver}: no answer`}\n`);
+    return EXIT_BAD_CONFIG;
+  }
+  const r = g.removal;
+  const inUse = r.resources.some((x) => x.users.length > 0);
+  const data = structured(output, r);
+  if (data !== null) {
+    process.stdout.write(data);
+    return inUse ? EXIT_PROBLEMS : EXIT_OK;
+  }
+  if (output === 'name') {
+    for (const x of r.resources) process.stdout.write(`${x.resource.replace(/^\//, '')}\n`);
+    return inUse ? EXIT_PROBLEMS : EXIT_OK;
+  }
+  const minutes = Math.round(r.usageWindowMs / 60_000);
+  if (r.resources.length === 0)
+    process.stdout.write(`if ${r.apiserver} leaves, every resource it serves is still served by another member\n`);
+  else
+    process.stdout.write(
+      formatTable([
+        ['RESOURCE', 'USER', 'USER AGENT', 'COUNT', 'LAST SEEN'],
+        ...r.resources.flatMap((x) =>
+          x.users.length === 0
+            ? [[x.resource.replace(/^\//, ''), `- (not used in ${minutes}m)`, '', '', '']]
+            : x.users.map((u) => [
+                x.resource.replace(/^\//, ''),
+                u.user,
+                u.userAgent || '-',
+                String(u.count),
+                new Date(u.lastSeen).toISOString(),
+              ]),
+        ),
+      ]),
+    );
+  if (r.doubt !== null) process.stdout.write(`warning: ${r.doubt}\n`);
+  process.stdout.write(
+    inUse
+      ? `${r.resources.filter((x) => x.users.length > 0).length} of ${r.resources.length} resources only ${r.apiserver} serves were used in the last ${minutes}m: \`skewgate gate --removing ${r.apiserver}\` holds\n`
+      : `nothing only ${r.apiserver} serves was used in the last ${minutes}m\n`,
+  );
+  return inUse ? EXIT_PROBLEMS : EXIT_OK;
 }

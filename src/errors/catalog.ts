@@ -67,8 +67,9 @@ export const ERRORS = Object.freeze({
     action: 'check that `serve` runs with admin.listen set and that the address (or socket) is the one given',
   },
   SKEWGATE_ERR_ADMIN_REFUSED: {
-    means: "the running gateway's admin endpoint refused the question (400), or the address given is not one it may listen on",
-    action: 'the message says why: an explain request needs a method and a path; an admin address is loopback or unix:',
+    means: "the running gateway's admin endpoint refused the question (a 4xx answer), or the address given is not one it may listen on",
+    action:
+      'the message says why: an explain request needs a method and a path; a cordon names a member; an admin address is loopback or unix:',
   },
   SKEWGATE_ERR_CORDON: {
     means:

@@ -6,4 +6,5 @@ export const ADMIN_PATHS = Object.freeze({
   history: '/v1/history',
   cordon: '/v1/cordon',
   uncordon: '/v1/uncordon',
+  gate: '/v1/gate',
 } as const);

@@ -1,5 +1,6 @@
 // skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
 // are names from the config; no per-resource or per-path label.
+import type { UsageSample } from '../gate/core/usage.js';
 import type { FailureKind } from '../errors/catalog.js';
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
 import { documentRequests, type DiscoveryRoundEvent } from '../discovery/core/events.js';
@@ -24,6 +25,8 @@ export interface DecisionTally {
   readonly reason: string;
   readonly upstream: string | null;
   readonly seconds: number;
+  /** Who used a skewed resource (the gate's usage table, src/gate/core/usage.ts); absent for the rest. */
+  readonly usage?: UsageSample;
 }
 
 export interface MetricsSource {

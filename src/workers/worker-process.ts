@@ -2,6 +2,7 @@
 // (copied in over IPC, never fetched: one discovery per skewgate). Started by workers/pool.ts; it
 // logs on the stderr it shares, exports its own decision spans, and hands its decision counts to
 // the main process's metrics. It ends when told to, or when the main process is gone.
+import { usageSampleOf } from '../gate/core/usage.js';
 import type { Config } from '../config/core/schema.js';
 import type { Snapshot } from '../discovery/core/types.js';
 import { combineObservers, createLogObserver, type DecisionObserver } from '../extproc/observer.js';
@@ -74,11 +75,13 @@ flushTimer.unref();
 const tallyObserver: DecisionObserver = {
   onDecision(result, ctx) {
     const d = result.decision;
+    const usage = usageSampleOf(result, ctx.headers);
     tallies.push({
       outcome: d.outcome,
       reason: d.reason,
       upstream: d.outcome === 'routed' ? d.upstream : null,
       seconds: Number(ctx.durationNs) / 1e9,
+      ...(usage === null ? {} : { usage }),
     });
     if (tallies.length >= TALLY_BATCH) flush();
   },

@@ -13,7 +13,7 @@ export type ReloadPlan =
  * Sections rebuilt on a reload: discovery and routing are built anew from them. `membership` is
  * not in Config yet; when it arrives it is swapped the same way.
  */
-const SWAPPED_SECTIONS: ReadonlySet<string> = new Set(['apiservers', 'discovery', 'routing', 'membership']);
+const SWAPPED_SECTIONS: ReadonlySet<string> = new Set(['apiservers', 'discovery', 'routing', 'membership', 'gate']);
 /** Single fields applied in place in a section that otherwise needs a restart. */
 const SWAPPED_FIELDS: ReadonlySet<string> = new Set(['log.level']);
 /** Not configuration: the file it came from. */

@@ -9,7 +9,16 @@ import {
 } from '../../constants.js';
 import { ADMIN_LISTEN_DEFAULT } from './admin-address.js';
 import { EXTPROC_MAX_WORKERS, extprocListenProblem } from './extproc-listen.js';
-import { adminListen, apiserver, kubernetesService, listenAddress, membership, type membershipSource, telemetry } from './sections.js';
+import {
+  adminListen,
+  apiserver,
+  gate,
+  kubernetesService,
+  listenAddress,
+  membership,
+  type membershipSource,
+  telemetry,
+} from './sections.js';
 import { duration, path, size } from './units.js';
 
 const EXTPROC_LIMITS_DEFAULT = {
@@ -292,6 +301,7 @@ export const fields = z
       .object({ listen: adminListen.default(ADMIN_LISTEN_DEFAULT) })
       .strict()
       .optional(),
+    gate,
     log: z
       .object({
         level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),

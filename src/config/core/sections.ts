@@ -196,3 +196,32 @@ export const telemetry = z
   })
   .strict()
   .default({ tracing: {}, metrics: {} });
+
+/** The gate's defaults (docs/design.md, "The gate"). */
+export const GATE_DEFAULTS = Object.freeze({
+  window: 120_000,
+  usageWindow: 900_000,
+  maxErrorRate: 0.01,
+  maxDecisionLatency: 100,
+  minDecisions: 20,
+});
+
+/**
+ * The gate a rollout tool asks between apiservers (GET /v1/gate, `skewgate gate`): how far back
+ * it looks, and the thresholds it holds at. Applied on a reload.
+ */
+export const gate = z
+  .object({
+    /** Decisions, errors and Envoy's counters are judged over this much of the recent past. */
+    window: duration.default(GATE_DEFAULTS.window),
+    /** A resource used within this much is "in use": the removal of the last apiserver serving it holds. */
+    usageWindow: duration.default(GATE_DEFAULTS.usageWindow),
+    /** Unavailable and rejected decisions and routing failures, as a share of decisions, above which the gate holds. */
+    maxErrorRate: z.number().min(0).max(1).default(GATE_DEFAULTS.maxErrorRate),
+    /** The p99 of skewgate's decision time above which the gate holds (a fifth of the default message timeout). */
+    maxDecisionLatency: duration.default(GATE_DEFAULTS.maxDecisionLatency),
+    /** Below this many decisions in the window the error rate is not judged. */
+    minDecisions: z.number().int().min(1).default(GATE_DEFAULTS.minDecisions),
+  })
+  .strict()
+  .default({ ...GATE_DEFAULTS });
