@@ -160,7 +160,14 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   members.onApiservers((list) => telemetry?.setApiservers(list));
   // The gate's memory of recent decisions and of Envoy's counters: kept only where it can be asked (admin.listen).
   const gate = config.admin === undefined ? null : new GateRecorder();
-  const envoyCounters = gate === null ? null : new EnvoySampler(() => adminUrl, GATE_KEEP_MS);
+  const envoyCounters =
+    gate === null
+      ? null
+      : new EnvoySampler(
+          () => adminUrl,
+          () => live.parts.config.gate.window,
+          GATE_KEEP_MS,
+        );
   // extproc.workers − 1 more ext_proc endpoints, on copies of the snapshots published here.
   const workers =
     config.extproc.workers > 1

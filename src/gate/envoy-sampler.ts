@@ -7,29 +7,43 @@ import { EXTPROC_CLUSTER } from '../envoy/clusters.js';
 import { countersSince, parseEnvoyCounters, STATS_FILTER, type EnvoyCounters } from './core/envoy-counters.js';
 import type { EnvoyReading } from './core/verdict.js';
 
-const SAMPLE_MS = 10_000;
+/** A reading every quarter window (so one about a window old is at hand), within these bounds. */
+const SAMPLE_MIN_MS = 500;
+const SAMPLE_MAX_MS = 10_000;
 const READ_TIMEOUT_MS = 2_000;
 
 export class EnvoySampler {
   private samples: EnvoyCounters[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(
     private readonly adminUrl: () => string | null,
+    /** The gate's window now (gate.window: a reload may change it). */
+    private readonly windowMs: () => number,
     /** The longest window kept. */
     private readonly keepMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
   start(): void {
-    if (this.timer !== null) return;
+    if (this.timer !== null || this.closed) return;
+    const next = (): void => {
+      const every = Math.min(SAMPLE_MAX_MS, Math.max(SAMPLE_MIN_MS, this.windowMs() / 4));
+      this.timer = setTimeout(() => {
+        void this.sample().finally(() => {
+          if (!this.closed) next();
+        });
+      }, every);
+      this.timer.unref();
+    };
     void this.sample();
-    this.timer = setInterval(() => void this.sample(), SAMPLE_MS);
-    this.timer.unref();
+    next();
   }
 
   close(): void {
-    if (this.timer !== null) clearInterval(this.timer);
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
   }
 

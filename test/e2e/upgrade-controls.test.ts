@@ -1,7 +1,10 @@
-// An operator's cordon in a REAL Envoy (docs/design.md, "Cordon"): three fake apiservers, the
-// newest serving one API the others lack, behind Envoy on filesystem xDS and `skewgate serve`'s
-// parts in this process, cordoned and drained with the real `skewgate` command through the admin
-// endpoint. Once the command returns, no request another member can serve reaches the cordoned
+// The operator's controls in a REAL Envoy (docs/design.md, "The gate" and "Cordon"): three fake
+// apiservers, the newest serving one API the others lack, behind Envoy on filesystem xDS and
+// `skewgate serve`'s parts in this process, asked and told with the real `skewgate` command
+// through the admin endpoint. The gate proceeds on a calm plane, holds on a member down (and
+// `--wait` proceeds once it is back), on a member it was told to expect and has not seen, and on
+// the removal of the only apiserver serving something a client still uses, which `skew
+// --if-removed` names with the client. A cordon: once the command returns, no request another member can serve reaches the cordoned
 // apiserver (Envoy's balanced and fast pools leave it out; skewgate routes past it), what only
 // it serves still does, and, drained, nothing new does. The cordon is kept across a restart and
 // a reload, shown in status, explain and the history, and traced with who asked.
@@ -76,6 +79,8 @@ const configInput = {
     healthCheck: { interval: '500ms', timeout: '1s' },
   },
   admin: { listen: `unix:${adminSocket}` },
+  // A short window, so that a young gateway covers it within the test.
+  gate: { window: '3s', usageWindow: '1m', minDecisions: 5 },
   log: { level: 'warn' },
 };
 const configFile = join(dir, 'skewgate.yaml');
@@ -102,6 +107,63 @@ await t.test('before: balanced over the three', async (t) => {
     return toC(DEPLOYMENTS, from) > 0;
   });
   t.pass('kas-c takes its share of lists');
+});
+
+type Gate = {
+  verdict: string;
+  holds: { reason: string; detail: string }[];
+  passed: string[];
+  unchecked: string[];
+  window: { extprocFailures: unknown };
+};
+const gate = async (...args: string[]): Promise<{ code: number; g: Gate; stderr: string }> => {
+  const r = await runCli(['gate', ...ADMIN, '-o', 'json', ...args]);
+  return { code: r.code, g: JSON.parse(r.stdout) as Gate, stderr: r.stderr };
+};
+
+await t.test('the gate: proceeds on a calm plane once its window is covered; the expected member reached, by Envoy', async (t) => {
+  const r = await runCli(['gate', ...ADMIN, '--wait', '--wait-timeout', '30s', '--interval', '500ms']);
+  t.equal(r.code, 0, `proceeds (exit 0): ${r.stdout}${r.stderr}`);
+  t.match(r.stdout, /^proceed\n/);
+  // Balanced over three: 60 lists all missing kas-c has a chance of (2/3)^60.
+  await lists(60);
+  const e = await gate('--expect', 'kas-c');
+  t.equal(e.code, 0, JSON.stringify(e.g.holds));
+  t.match(e.g.passed.join('\n'), /kas-c joined, discovered and sent \d+ request/);
+  t.not(e.g.window.extprocFailures, null, "Envoy's counters were read");
+  const z = await gate('--expect', 'kas-z');
+  t.equal(z.code, 1, 'an apiserver it has never seen: hold, exit 1');
+  t.match(z.g.holds, [{ reason: 'expected_member_missing' }]);
+});
+
+await t.test(
+  'the gate: a removal holds while a client uses what only that apiserver serves; skew --if-removed names the client',
+  async (t) => {
+    for (let i = 0; i < 3; i++)
+      t.equal((await send(port, pki, 'GET', POLICIES, { ...auth, 'user-agent': 'policy-client/1.0' })).status, 200);
+    const removed = await runCli(['skew', ...ADMIN, '--if-removed', 'kas-c']);
+    t.equal(removed.code, 1, 'something only kas-c serves is in use: exit 1');
+    t.match(removed.stdout, /admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies +\S.* +policy-client\/1\.0 +3 +\S+/);
+    t.match(removed.stdout, /gate --removing kas-c` holds/);
+    const c = await gate('--removing', 'kas-c');
+    t.equal(c.code, 1);
+    t.match(c.g.holds, [{ reason: 'removal_in_use', detail: /mutatingadmissionpolicies/ }]);
+    const a = await gate('--removing', 'kas-a');
+    t.equal(a.code, 0, `kas-a serves nothing the others do not: ${JSON.stringify(a.g.holds)}`);
+    t.equal((await runCli(['skew', ...ADMIN, '--if-removed', 'kas-a'])).code, 0);
+  },
+);
+
+await t.test('the gate: a member down holds; --wait proceeds once it is back, saying why it waited', async (t) => {
+  const kasB = fakes[1] as FakeApiServer;
+  await kasB.close();
+  await until('the gate to hold on kas-b', async () => (await gate()).g.holds.some((h) => h.reason === 'member_not_ready'));
+  const waiting = runCli(['gate', ...ADMIN, '--wait', '--wait-timeout', '60s', '--interval', '500ms']);
+  await new Promise((r) => setTimeout(r, 1500));
+  await kasB.start();
+  const r = await waiting;
+  t.equal(r.code, 0, `proceeds once kas-b is back: ${r.stdout}${r.stderr}`);
+  t.match(r.stderr, /hold; asking again every 0\.5s:\n  - member_not_ready: kas-b is not ready/, 'progress names the reason');
 });
 
 await t.test('cordon: what others serve never reaches it once the command returns; what only it serves still does', async (t) => {
