@@ -163,7 +163,7 @@ await t.test('the gate: a member down holds; --wait proceeds once it is back, sa
   await kasB.start();
   const r = await waiting;
   t.equal(r.code, 0, `proceeds once kas-b is back: ${r.stdout}${r.stderr}`);
-  t.match(r.stderr, /hold; asking again every 0\.5s:\n  - member_not_ready: kas-b is not ready/, 'progress names the reason');
+  t.match(r.stderr, /hold; asking again every 0\.5s:\n {2}- member_not_ready: kas-b is not ready/, 'progress names the reason');
 });
 
 await t.test('cordon: what others serve never reaches it once the command returns; what only it serves still does', async (t) => {
