@@ -181,18 +181,18 @@ export class AdminServer {
   }
 }
 
-/** ?expect=NAME&removing=NAME, each at most once. */
+const GATE_PARAMS: readonly string[] = ['expect', 'removing', 'version'];
+
+/** ?expect=NAME&removing=NAME&version=vX.Y.Z, each at most once. */
 function gateQuestionOf(url: string): GateQuestion {
   const params = new URL(url, 'http://admin').searchParams;
   const problems: string[] = [];
   for (const k of new Set(params.keys())) {
-    if (k !== 'expect' && k !== 'removing') problems.push(`unknown parameter ${JSON.stringify(k)} (expect, removing)`);
-    else if (params.getAll(k).length > 1 || (params.get(k) ?? '') === '') problems.push(`${k}: one non-empty apiserver name`);
+    if (!GATE_PARAMS.includes(k)) problems.push(`unknown parameter ${JSON.stringify(k)} (${GATE_PARAMS.join(', ')})`);
+    else if (params.getAll(k).length > 1 || (params.get(k) ?? '') === '') problems.push(`${k}: given once, not empty`);
   }
   if (problems.length > 0) throw new AdminHttpError(400, problems.join('; '));
-  const expect = params.get('expect');
-  const removing = params.get('removing');
-  return { ...(expect === null ? {} : { expect }), ...(removing === null ? {} : { removing }) };
+  return Object.fromEntries(GATE_PARAMS.flatMap((k) => (params.has(k) ? [[k, params.get(k) as string]] : [])));
 }
 
 /** Who sent it, as far as the connection says: the endpoint has no authentication of its own. */

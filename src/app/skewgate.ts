@@ -28,6 +28,7 @@ import { CordonControl } from './cordon-control.js';
 import { CordonStore } from '../cordon/store.js';
 import { GATE_KEEP_MS, GateRecorder } from '../gate/recorder.js';
 import { EnvoySampler } from '../gate/envoy-sampler.js';
+import { RuntimeExtension } from '../gate/runtime-extension.js';
 import { skewgateVersion } from '../util/version.js';
 
 export interface SkewgateOptions {
@@ -52,6 +53,8 @@ export interface Skewgate {
   readonly workers: ExtProcWorkers | null;
   /** The admin endpoint's address once started (admin.listen, a port 0 resolved), else null. */
   adminAddress(): string | null;
+  /** The Cluster API Runtime Extension's port once started (gate.runtimeExtension), else null. */
+  runtimeExtensionPort(): number | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
   start(): Promise<{ port?: number; peerPort?: number; workerPorts?: readonly (number | undefined)[] }>;
   /**
@@ -159,7 +162,9 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const members = new MembersFollower(xds, config.apiservers);
   members.onApiservers((list) => telemetry?.setApiservers(list));
   // The gate's memory of recent decisions and of Envoy's counters: kept only where it can be asked (admin.listen).
-  const gate = config.admin === undefined ? null : new GateRecorder();
+  // … and by the Cluster API hooks (gate.runtimeExtension).
+  const asked = config.admin !== undefined || config.gate.runtimeExtension !== undefined;
+  const gate = asked ? new GateRecorder() : null;
   const envoyCounters =
     gate === null
       ? null
@@ -216,42 +221,55 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // What the running gateway believes, on loopback or a unix socket (admin.listen).
   const version = skewgateVersion();
   // What changed lately (GET /v1/history): kept only where an admin endpoint can be asked for it.
-  const history = config.admin === undefined ? null : new HistoryRecorder();
+  const history = asked ? new HistoryRecorder() : null;
   const offHistory = history === null ? () => undefined : live.discovery.onChange((snap) => history.observe(snap));
-  const admin =
-    config.admin === undefined || history === null || gate === null || envoyCounters === null
+  const handlers =
+    history === null || gate === null || envoyCounters === null
       ? null
-      : new AdminServer({
-          listen: config.admin.listen,
-          logger: logger.child({ component: 'admin' }),
+      : adminHandlers({
+          live,
+          clientIdentity,
           version,
-          handlers: adminHandlers({
-            live,
-            clientIdentity,
-            version,
-            startedAt: Date.now(),
-            history,
-            gate,
-            envoy: envoyCounters,
-            log: logger.child({ component: 'gate' }),
-            cordonStore,
-            cordons: new CordonControl({
-              store: cordonStore,
-              members: () => live.parts.discovery.members().map((m) => m.spec.name),
-              // Answered once routing publishes by it and Envoy's files are written.
-              apply: async (table) => {
-                await live.parts.discovery.setCordons(table);
-                await xds?.idle();
-              },
-              log: logger.child({ component: 'cordon' }),
-              changed: (c) => {
-                telemetry?.recordCordon(c);
-                history.cordonChanged(c);
-              },
-            }),
+          startedAt: Date.now(),
+          history,
+          gate,
+          envoy: envoyCounters,
+          log: logger.child({ component: 'gate' }),
+          cordonStore,
+          cordons: new CordonControl({
+            store: cordonStore,
+            members: () => live.parts.discovery.members().map((m) => m.spec.name),
+            // Answered once routing publishes by it and Envoy's files are written.
+            apply: async (table) => {
+              await live.parts.discovery.setCordons(table);
+              await xds?.idle();
+            },
+            log: logger.child({ component: 'cordon' }),
+            changed: (c) => {
+              telemetry?.recordCordon(c);
+              history.cordonChanged(c);
+            },
           }),
         });
+  const admin =
+    config.admin === undefined || handlers === null
+      ? null
+      : new AdminServer({ listen: config.admin.listen, logger: logger.child({ component: 'admin' }), version, handlers });
+  // The gate as a Cluster API Runtime Extension (gate.runtimeExtension), answering with the admin endpoint's gate.
+  const rx = config.gate.runtimeExtension;
+  const runtimeExtension =
+    rx === undefined || handlers === null
+      ? null
+      : new RuntimeExtension({
+          listen: rx.listen,
+          certFile: rx.certFile,
+          keyFile: rx.keyFile,
+          hooks: { handlerName: rx.handlerName, timeoutSeconds: rx.timeoutSeconds, failurePolicy: rx.failurePolicy },
+          gate: (q) => handlers.gate(q),
+          log: logger.child({ component: 'capi-hooks' }),
+        });
   let adminAddress: string | null = null;
+  let hooksPort: number | null = null;
   let closing: Promise<void> | undefined;
   return {
     get discovery() {
@@ -261,6 +279,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
     telemetry,
     workers,
     adminAddress: () => adminAddress,
+    runtimeExtensionPort: () => hooksPort,
     async start() {
       // Before discovery, so that its first rounds are traced and counted.
       await telemetry?.start(live.discovery);
@@ -274,6 +293,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       publisher?.start();
       if (admin !== null) adminAddress = await admin.start();
       envoyCounters?.start();
+      hooksPort = (await runtimeExtension?.start()) ?? null;
       logger.info(
         {
           listen: config.extproc.listen,
@@ -281,6 +301,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           ...(config.extproc.peer ? { peerListen: config.extproc.peer.listen, peerPort: bound.peerPort } : {}),
           ...(workers ? { workers: config.extproc.workers, workerPorts } : {}),
           ...(adminAddress === null ? {} : { admin: adminAddress }),
+          ...(hooksPort === null ? {} : { runtimeExtensionPort: hooksPort }),
           apiservers: config.apiservers.map((s) => s.name),
         },
         'skewgate serving ext_proc',
@@ -292,6 +313,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       closing ??= (async () => {
         await live.endReloads();
         await admin?.close();
+        await runtimeExtension?.close();
         envoyCounters?.close();
         // Out of the kubernetes Service first, so that pods stop being sent here while it drains.
         await publisher?.close();

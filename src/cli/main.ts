@@ -198,6 +198,7 @@ withGatewayOptions(
 )
   .option('--expect <apiserver>', 'hold until this apiserver (name, hostname or address) is a member, discovered and sent requests')
   .option('--removing <apiserver>', 'hold while something only this apiserver serves is still in use, or it is the last one ready')
+  .option('--version <gitVersion>', 'hold until every member runs this version (v1.36.3): the control plane upgrade finished')
   .option('--wait', 'ask again until the gate proceeds or --wait-timeout runs out (progress on stderr)')
   .option('--wait-timeout <duration>', 'with --wait: how long at most', '10m')
   .option('--interval <duration>', 'with --wait: how often to ask (Go duration or ms)', '2s')

@@ -239,6 +239,14 @@ t.test('verdict: every reason to hold, one row each; nothing else holds in that 
     ['an apiserver answered 503', { envoy: { ok: true, since: counters({}, { upstream_rq_503: 1 }), spanMs: 60_000 } }, 'unexplained_503'],
     ['errors above the rate', { window: { ...quiet, decisions: 100, errors: 2 } }, 'error_rate'],
     ['decisions slow', { window: { ...quiet, p99Ms: 200 } }, 'decision_latency'],
+    [
+      'a member not at the version asked',
+      {
+        snapshot: snap([state('kas-a', OLD, { gitVersion: 'v1.36.3' }), state('kas-b', OLD, { gitVersion: 'v1.35.4' })]),
+        question: { version: 'v1.36.3' },
+      },
+      'version_not_reached',
+    ],
     ['the expected member unknown', { question: { expect: 'kas-z' } }, 'expected_member_missing'],
     [
       'the expected member not current',
@@ -289,6 +297,14 @@ t.test('verdict: proceed, with what passed, what was not checked, the removal re
   t.equal(blind.verdict, 'proceed', 'Envoy unread and too few decisions: said, not held');
   t.match(blind.unchecked, [/error rate: 3 decisions/, /Envoy's counters.*no admin/]);
   t.equal(blind.window.extprocFailures, null);
+  const upgraded = gateVerdict(
+    base({
+      snapshot: snap([state('kas-a', OLD, { gitVersion: 'v1.36.3' }), state('kas-b', OLD, { gitVersion: 'v1.36.3+k3s1' })]),
+      question: { version: '1.36.3' },
+    }),
+  );
+  t.equal(upgraded.verdict, 'proceed', 'every member at the version (build metadata and a missing v aside)');
+  t.match(upgraded.passed, [/ready/, /window|last/, 'every member runs 1.36.3']);
   const unused = gateVerdict(base({ question: { removing: 'kas-c' } }));
   t.equal(unused.verdict, 'proceed', 'removing the only server of something nobody uses: proceed');
   t.same(

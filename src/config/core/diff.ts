@@ -14,6 +14,8 @@ export type ReloadPlan =
  * not in Config yet; when it arrives it is swapped the same way.
  */
 const SWAPPED_SECTIONS: ReadonlySet<string> = new Set(['apiservers', 'discovery', 'routing', 'membership', 'gate']);
+/** Parts of a swapped section built once, at start: a change there needs a restart (a listener). */
+const RESTART_IN_SWAPPED: ReadonlySet<string> = new Set(['gate.runtimeExtension']);
 /** Single fields applied in place in a section that otherwise needs a restart. */
 const SWAPPED_FIELDS: ReadonlySet<string> = new Set(['log.level']);
 /** Not configuration: the file it came from. */
@@ -33,7 +35,11 @@ export function reloadPlan(running: Config, next: Config): ReloadPlan {
   for (const key of unionKeys(a, b)) {
     if (IGNORED.has(key)) continue;
     if (SWAPPED_SECTIONS.has(key)) {
-      if (!sameValue(a[key], b[key])) changed.push(key);
+      const pinned = differingPaths(a[key], b[key], key).filter((p) =>
+        [...RESTART_IN_SWAPPED].some((r) => p === r || p.startsWith(`${r}.`)),
+      );
+      restart.push(...pinned);
+      if (pinned.length === 0 && !sameValue(a[key], b[key])) changed.push(key);
       continue;
     }
     for (const path of differingPaths(a[key], b[key], key)) (SWAPPED_FIELDS.has(path) ? changed : restart).push(path);

@@ -222,6 +222,28 @@ export const gate = z
     maxDecisionLatency: duration.default(GATE_DEFAULTS.maxDecisionLatency),
     /** Below this many decisions in the window the error rate is not judged. */
     minDecisions: z.number().int().min(1).default(GATE_DEFAULTS.minDecisions),
+    /**
+     * The gate as a Cluster API Runtime Extension (docs/cluster-api.md): HTTPS on this address,
+     * answering the lifecycle hooks BeforeClusterUpgrade, BeforeControlPlaneUpgrade,
+     * AfterControlPlaneUpgrade and BeforeWorkersUpgrade. Off when absent.
+     */
+    runtimeExtension: z
+      .object({
+        listen: z.string().regex(/^([^:\s]+|\[[0-9a-fA-F:]+\]):\d{1,5}$/, 'host:port'),
+        certFile: path,
+        keyFile: path,
+        /** The handler's name in discovery and in its path: a DNS-1123 label. */
+        handlerName: z
+          .string()
+          .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'a DNS-1123 label')
+          .default('skewgate-gate'),
+        /** How long Cluster API waits for an answer (the SDK allows 0–30). */
+        timeoutSeconds: z.number().int().min(1).max(30).default(10),
+        /** What Cluster API does when the extension cannot be reached: Fail (wait) or Ignore (go on). */
+        failurePolicy: z.enum(['Fail', 'Ignore']).default('Fail'),
+      })
+      .strict()
+      .optional(),
   })
   .strict()
   .default({ ...GATE_DEFAULTS });

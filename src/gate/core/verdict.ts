@@ -24,10 +24,12 @@ export interface GateSettings {
   readonly minDecisions: number;
 }
 
-/** What the asker names: a member that must have joined, and one about to be removed. */
+/** What the asker names: a member that must have joined, one about to be removed, the version every member must run. */
 export interface GateQuestion {
   readonly expect?: string | undefined;
   readonly removing?: string | undefined;
+  /** "v1.36.3": every member's /version gitVersion (build metadata aside) must be this. */
+  readonly version?: string | undefined;
 }
 
 export interface GateMember {
@@ -64,6 +66,7 @@ export type GateReason =
   | 'unexplained_503'
   | 'error_rate'
   | 'decision_latency'
+  | 'version_not_reached'
   | 'expected_member_missing'
   | 'expected_member_not_current'
   | 'expected_member_not_routed'
@@ -169,6 +172,18 @@ export function gateVerdict(input: GateInput): GateAnswer {
       `the last ${Math.round(w.windowMs / 1000)}s: ${w.decisions} decisions, ${failed} failed, p99 ≤ ${w.p99Ms ?? 0} ms${envoy.ok ? '; Envoy saw no ext_proc failure and no 503 skewgate did not answer' : ''}`,
     );
 
+  // 2b. A version every member must run (a control plane upgrade finished).
+  if (q.version !== undefined) {
+    const want = normalVersion(q.version);
+    const behind = servers.filter((x) => x.gitVersion === undefined || normalVersion(x.gitVersion) !== want);
+    if (behind.length > 0)
+      hold(
+        'version_not_reached',
+        `not every member runs ${q.version}: ${behind.map((x) => `${x.name} ${x.gitVersion ?? '(version not read)'}`).join(', ')}`,
+      );
+    else passed.push(`every member runs ${q.version}`);
+  }
+
   // 3. A named new member: joined, discovered, routed to.
   const members = input.members;
   if (q.expect !== undefined) {
@@ -254,6 +269,12 @@ function routedTo(m: GateMember, w: WindowSummary, envoy: EnvoyReading): number 
   // Envoy names a host by its address and, for a DNS name, by that name too (envoy-counters.ts).
   const n = envoy.since.hostRequests.get(addressOf(m.url)) ?? 0;
   return Math.max(n, own);
+}
+
+/** "1.36.3", "v1.36.3+k3s1" → "v1.36.3": build metadata is not the version. */
+function normalVersion(v: string): string {
+  const bare = v.trim().split('+')[0] ?? '';
+  return bare.startsWith('v') ? bare : `v${bare}`;
 }
 
 function described(m: ReadonlyMap<string, number>): string {
