@@ -44,6 +44,11 @@ export interface GatewayConfigInput {
   readonly clientCaFile?: string;
   /** routing.fastPath (default true; only in effect with xdsDir): false asks skewgate about every request. */
   readonly fastPath?: boolean;
+  /**
+   * The operator's controls: skewgate's admin endpoint (admin.listen) and its gate section, with
+   * Envoy's admin on this fixed port so that the gate can read Envoy's counters (else port 0).
+   */
+  readonly operator?: { readonly adminListen: string; readonly envoyAdminPort: number; readonly gate: Readonly<Record<string, unknown>> };
 }
 
 /** A skewgate config (src/config/core/schema.ts) for the lab's apiservers and gateway. */
@@ -70,7 +75,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     envoy: {
       listen: { address: o.address ?? '127.0.0.1', port: o.port },
       // Port 0: Envoy writes the address it bound to a file (--admin-address-path).
-      admin: { address: '127.0.0.1', port: 0 },
+      admin: { address: '127.0.0.1', port: o.operator?.envoyAdminPort ?? 0 },
       // Client certificates are verified against the apiservers' own --client-ca-file and
       // re-stated upstream as front-proxy identity (--requestheader-* flags, flags.ts).
       tls: { certFile: o.pki.gatewayCertFile, keyFile: o.pki.gatewayKeyFile, clientCaFile: o.clientCaFile ?? o.pki.caFile },
@@ -82,6 +87,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
       ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
     },
     ...(o.fastPath === undefined ? {} : { routing: { fastPath: o.fastPath } }),
+    ...(o.operator === undefined ? {} : { admin: { listen: o.operator.adminListen }, gate: { ...o.operator.gate } }),
     log: { level: o.logLevel ?? 'info' },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
     ...(o.publishService === undefined

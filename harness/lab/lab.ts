@@ -99,6 +99,11 @@ export interface GatewayOptions {
    * judges every request.
    */
   readonly fastPath?: boolean;
+  /**
+   * skewgate's admin endpoint (a unix socket in the gateway's folder: GatewayInfo.adminAddress) with
+   * this gate section (`gate`: window, thresholds), and Envoy's admin on a fixed port the gate reads.
+   */
+  readonly operator?: { readonly gate: Readonly<Record<string, unknown>> };
 }
 
 /** Envoy's serving pair, the client CA bundle it and skewgate verify against, and its front-proxy pair. */
@@ -119,6 +124,8 @@ export interface GatewayInfo {
   readonly envoyAdminUrl: string;
   /** GET <healthUrl> is the health listener's /ready (with healthListener). */
   readonly healthUrl?: string;
+  /** skewgate's admin endpoint (with operator): `skewgate gate|cordon|status --admin <this>`. */
+  readonly adminAddress?: string;
 }
 
 export interface LabProcessStatus {
@@ -388,6 +395,11 @@ export class Lab {
     }
     const peer = o.peerSkewgate === true ? await this.peerChannel(gwDir) : undefined;
     const healthPort = o.healthListener === true ? await freePort() : undefined;
+    const adminAddress = o.operator === undefined ? undefined : `unix:${join(gwDir, 'admin.sock')}`;
+    const operator =
+      o.operator === undefined || adminAddress === undefined
+        ? undefined
+        : { adminListen: adminAddress, envoyAdminPort: await freePort(), gate: o.operator.gate };
     const { clientCaFile, ...pairs } = o.tlsFiles ?? {};
     const input: GatewayConfigInput = {
       pki: { ...this.pki, ...pairs },
@@ -398,6 +410,7 @@ export class Lab {
       ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
       ...(xdsDir === undefined ? {} : { xdsDir }),
       ...(o.membershipSources === undefined ? {} : { membershipSources: o.membershipSources }),
+      ...(operator === undefined ? {} : { operator }),
       ...(o.address === undefined ? {} : { address: o.address }),
       ...(o.publishService === undefined ? {} : { publishService: { gatewayName: o.name, leaseDuration: o.publishService.leaseDuration } }),
       ...(peer === undefined ? {} : { extprocPeers: peer.envoySide }),
@@ -461,6 +474,7 @@ export class Lab {
       configFile,
       envoyAdminUrl: adminUrl,
       ...(healthPort === undefined ? {} : { healthUrl: `http://127.0.0.1:${healthPort}${HEALTH_PATH}` }),
+      ...(adminAddress === undefined ? {} : { adminAddress }),
     };
   }
 

@@ -94,3 +94,29 @@ export function labBinDir(): string {
 export function labBinary(name: LabBinaryName, version: string): string {
   return requireExecutable(join(labBinDir(), `${name}-${version}`), (bin) => new LabBinaryMissingError(bin, NODE_BINARIES.has(name)));
 }
+
+export class CapiHookCheckNotFoundError extends Error {
+  readonly code = 'SKEWGATE_ERR_CAPI_HOOK_CHECK_NOT_FOUND';
+  constructor(readonly path: string) {
+    super(
+      `capi-hook-check not found at ${path}: build it with \`bash lab/build-capi-hooks.sh\` (into $${TOOLS_DIR_ENV}/lab/bin, default .tools/lab/bin)`,
+    );
+    this.name = 'CapiHookCheckNotFoundError';
+  }
+}
+
+/** The Runtime SDK's module version pinned in lab/versions.env (CAPI_API_VERSION=…), which capi-hook-check is built against. */
+export function pinnedCapiApiVersion(root = packageRoot()): string {
+  const version = parseEnvFile(readFileSync(join(root, VERSIONS_FILE_RELATIVE), 'utf8')).get('CAPI_API_VERSION');
+  if (!version) throw new Error(`${VERSIONS_FILE_RELATIVE} has no CAPI_API_VERSION line`);
+  return version;
+}
+
+/**
+ * <tools>/lab/bin/capi-hook-check-<pinned version> (lab/build-capi-hooks.sh): checks a Runtime
+ * Extension's HTTPS endpoint against Cluster API's published hook types. Throws
+ * CapiHookCheckNotFoundError when it is missing: the test fails, it never skips.
+ */
+export function requireCapiHookCheck(): string {
+  return requireExecutable(join(labBinDir(), `capi-hook-check-${pinnedCapiApiVersion()}`), (bin) => new CapiHookCheckNotFoundError(bin));
+}
