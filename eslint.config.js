@@ -23,7 +23,20 @@ const NOT_THE_HARNESS = {
  *   - I/O rooms: the runtime of Envoy, the composition, the command line.
  */
 const PURE_ROOMS = ['k8s', 'routing', 'membership', 'errors', 'envoy', 'inspect', 'pki'];
-const MIXED_ROOMS = ['config', 'discovery', 'extproc', 'history', 'identity', 'kube', 'kubernetes-service', 'telemetry', 'util', 'workers'];
+const MIXED_ROOMS = [
+  'config',
+  'cordon',
+  'discovery',
+  'extproc',
+  'gate',
+  'history',
+  'identity',
+  'kube',
+  'kubernetes-service',
+  'telemetry',
+  'util',
+  'workers',
+];
 const IO_ROOMS = ['envoy-runtime', 'app', 'cli'];
 
 const PURE = [...PURE_ROOMS.map((r) => `src/${r}/**/*.ts`), 'src/*/core/**/*.ts'];
@@ -36,12 +49,12 @@ const PURE = [...PURE_ROOMS.map((r) => `src/${r}/**/*.ts`), 'src/*/core/**/*.ts'
 const LAYERS = [
   ['errors', 'util'],
   ['config', 'k8s', 'pki'],
-  ['kube', 'identity'],
+  ['kube', 'identity', 'cordon'],
   ['membership'],
   ['discovery'],
   ['routing'],
   ['kubernetes-service', 'extproc', 'envoy'],
-  ['inspect', 'telemetry', 'envoy-runtime'],
+  ['inspect', 'telemetry', 'envoy-runtime', 'gate'],
   ['workers', 'history'],
   ['app'],
   ['cli'],

@@ -1,6 +1,5 @@
 // skewgate's metrics. Labels are bounded: outcome and reason are literals, upstream and apiserver
 // are names from the config; no per-resource or per-path label.
-import type { UsageSample } from '../gate/core/usage.js';
 import type { FailureKind } from '../errors/catalog.js';
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
 import { documentRequests, type DiscoveryRoundEvent } from '../discovery/core/events.js';
@@ -25,8 +24,8 @@ export interface DecisionTally {
   readonly reason: string;
   readonly upstream: string | null;
   readonly seconds: number;
-  /** Who used a skewed resource (the gate's usage table, src/gate/core/usage.ts); absent for the rest. */
-  readonly usage?: UsageSample;
+  /** Who used a skewed resource (the gate's usage table, src/gate/core/usage.ts's UsageSample); absent for the rest. */
+  readonly usage?: { readonly resource: string; readonly user: string; readonly userAgent: string };
 }
 
 export interface MetricsSource {
