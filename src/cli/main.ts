@@ -198,7 +198,7 @@ withGatewayOptions(
 )
   .option('--expect <apiserver>', 'hold until this apiserver (name, hostname or address) is a member, discovered and sent requests')
   .option('--removing <apiserver>', 'hold while something only this apiserver serves is still in use, or it is the last one ready')
-  .option('--version <gitVersion>', 'hold until every member runs this version (v1.36.3): the control plane upgrade finished')
+  .option('--kubernetes-version <version>', 'hold until every member runs this version (v1.36.3): the control plane upgrade finished')
   .option('--wait', 'ask again until the gate proceeds or --wait-timeout runs out (progress on stderr)')
   .option('--wait-timeout <duration>', 'with --wait: how long at most', '10m')
   .option('--interval <duration>', 'with --wait: how often to ask (Go duration or ms)', '2s')
@@ -208,6 +208,7 @@ withGatewayOptions(
       o: GatewayFlags & {
         expect?: string;
         removing?: string;
+        kubernetesVersion?: string;
         wait?: boolean;
         waitTimeout: string;
         interval: string;
@@ -224,6 +225,7 @@ withGatewayOptions(
         question: {
           ...(o.expect === undefined ? {} : { expect: o.expect }),
           ...(o.removing === undefined ? {} : { removing: o.removing }),
+          ...(o.kubernetesVersion === undefined ? {} : { version: o.kubernetesVersion }),
         },
         output: o.output ?? 'text',
         waitMs,

@@ -9,6 +9,7 @@ import type { SkewRow } from '../routing/skew.js';
 import { skewReport, type SkewReport } from '../inspect/skew-report.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import type { GateAnswer } from '../gate/core/verdict.js';
+import { spanText } from '../gate/core/removal.js';
 import { membershipLines } from './membership-lines.js';
 import {
   formatTable,
@@ -133,7 +134,7 @@ export async function runIfRemoved(source: GatewaySource, apiserver: string, out
     for (const x of r.resources) process.stdout.write(`${x.resource.replace(/^\//, '')}\n`);
     return inUse ? EXIT_PROBLEMS : EXIT_OK;
   }
-  const minutes = Math.round(r.usageWindowMs / 60_000);
+  const span = spanText(r.usageWindowMs);
   if (r.resources.length === 0)
     process.stdout.write(`if ${r.apiserver} leaves, every resource it serves is still served by another member\n`);
   else
@@ -142,7 +143,7 @@ export async function runIfRemoved(source: GatewaySource, apiserver: string, out
         ['RESOURCE', 'USER', 'USER AGENT', 'COUNT', 'LAST SEEN'],
         ...r.resources.flatMap((x) =>
           x.users.length === 0
-            ? [[x.resource.replace(/^\//, ''), `- (not used in ${minutes}m)`, '', '', '']]
+            ? [[x.resource.replace(/^\//, ''), `- (not used in ${span})`, '', '', '']]
             : x.users.map((u) => [
                 x.resource.replace(/^\//, ''),
                 u.user,
@@ -156,8 +157,8 @@ export async function runIfRemoved(source: GatewaySource, apiserver: string, out
   if (r.doubt !== null) process.stdout.write(`warning: ${r.doubt}\n`);
   process.stdout.write(
     inUse
-      ? `${r.resources.filter((x) => x.users.length > 0).length} of ${r.resources.length} resources only ${r.apiserver} serves were used in the last ${minutes}m: \`skewgate gate --removing ${r.apiserver}\` holds\n`
-      : `nothing only ${r.apiserver} serves was used in the last ${minutes}m\n`,
+      ? `${r.resources.filter((x) => x.users.length > 0).length} of ${r.resources.length} resources only ${r.apiserver} serves were used in the last ${span}: \`skewgate gate --removing ${r.apiserver}\` holds\n`
+      : `nothing only ${r.apiserver} serves was used in the last ${span}\n`,
   );
   return inUse ? EXIT_PROBLEMS : EXIT_OK;
 }

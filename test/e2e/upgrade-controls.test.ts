@@ -131,6 +131,9 @@ await t.test('the gate: proceeds on a calm plane once its window is covered; the
   t.equal(e.code, 0, JSON.stringify(e.g.holds));
   t.match(e.g.passed.join('\n'), /kas-c joined, discovered and sent \d+ request/);
   t.not(e.g.window.extprocFailures, null, "Envoy's counters were read");
+  const future = await gate('--kubernetes-version', 'v9.9.9');
+  t.equal(future.code, 1, 'a version no member runs: hold');
+  t.match(future.g.holds, [{ reason: 'version_not_reached', detail: /not every member runs v9\.9\.9: kas-a / }]);
   const z = await gate('--expect', 'kas-z');
   t.equal(z.code, 1, 'an apiserver it has never seen: hold, exit 1');
   t.match(z.g.holds, [{ reason: 'expected_member_missing' }]);

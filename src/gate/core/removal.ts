@@ -47,3 +47,10 @@ export function removalReport(
     usageWindowMs: o.usageWindowMs,
   };
 }
+
+/** "15s", "15m", "2h": a window as people say it. */
+export function spanText(ms: number): string {
+  if (ms < 120_000) return `${Math.round(ms / 1000)}s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)}m`;
+  return `${Math.round(ms / 3_600_000)}h`;
+}

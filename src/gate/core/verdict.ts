@@ -8,7 +8,7 @@ import { liveUnmatched } from '../../membership/identity-leases.js';
 import { isFresh } from '../../routing/freshness.js';
 import type { Snapshot } from '../../discovery/core/types.js';
 import { total, type EnvoyCounters } from './envoy-counters.js';
-import { removalReport, type RemovalReport, type UsageOf } from './removal.js';
+import { removalReport, spanText, type RemovalReport, type UsageOf } from './removal.js';
 import type { WindowSummary } from './window.js';
 
 export interface GateSettings {
@@ -234,7 +234,7 @@ export function gateVerdict(input: GateInput): GateAnswer {
         passed.push(
           removal.resources.length === 0
             ? `every resource ${m.name} serves is served by another member`
-            : `${removal.resources.length} resource${removal.resources.length === 1 ? '' : 's'} only ${m.name} serves, none used in the last ${Math.round(s.usageWindowMs / 60_000)}m`,
+            : `${removal.resources.length} resource${removal.resources.length === 1 ? '' : 's'} only ${m.name} serves, none used in the last ${spanText(s.usageWindowMs)}`,
         );
     }
   }
