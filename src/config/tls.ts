@@ -191,20 +191,40 @@ export async function checkFrontProxyTls(
   return problems;
 }
 
+/** The Cluster API Runtime Extension's certificate and key (gate.runtimeExtension): skewgate serves them itself. */
+export async function checkRuntimeExtensionTls(config: FileFields, now: number = Date.now()): Promise<ConfigProblem[]> {
+  const pair = config.gate?.runtimeExtension;
+  if (pair === undefined) return [];
+  const certPath = 'gate.runtimeExtension.certFile';
+  const chain = await readCertificates(certPath, pair.certFile, "the Runtime Extension's serving certificate");
+  if (!Array.isArray(chain)) return [chain];
+  const problems: ConfigProblem[] = [];
+  const leaf = chain[0];
+  if (leaf === undefined) problems.push({ path: certPath, message: 'holds no certificate' });
+  else if (now > Date.parse(leaf.validTo))
+    problems.push({ path: certPath, message: `expired on ${new Date(Date.parse(leaf.validTo)).toISOString()}: Cluster API refuses it` });
+  const key = await keyProblem('gate.runtimeExtension.keyFile', pair.keyFile, leaf, certPath);
+  return key === null ? problems : [...problems, key];
+}
+
 /**
  * The TLS material a use acts on. `serve`: the front-proxy certificate against the client CA,
  * before any identity is stated; public files only (skewgate needs neither Envoy's serving key nor
- * the front-proxy key, and may run where they are not). `envoy-config`: none (Envoy reads them at
+ * the front-proxy key, and may run where they are not) — but for the Runtime Extension's pair, which it serves itself. `envoy-config`: none (Envoy reads them at
  * its start, and where the bootstrap is rendered they may not be yet). `validate`: every Envoy TLS
  * file, keys included.
  */
 export async function tlsProblems(config: FileFields, use: ConfigUse, now: number = Date.now()): Promise<ConfigProblem[]> {
   switch (use) {
     case 'serve':
-      return checkFrontProxyTls(config, now, { key: false });
+      return [...(await checkFrontProxyTls(config, now, { key: false })), ...(await checkRuntimeExtensionTls(config, now))];
     case 'envoy-config':
       return [];
     case 'validate':
-      return [...(await checkServingTls(config, now)), ...(await checkFrontProxyTls(config, now))];
+      return [
+        ...(await checkServingTls(config, now)),
+        ...(await checkFrontProxyTls(config, now)),
+        ...(await checkRuntimeExtensionTls(config, now)),
+      ];
   }
 }

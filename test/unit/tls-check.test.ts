@@ -280,3 +280,28 @@ t.test('skewgate validate and serve refuse an unsafe front-proxy certificate wit
     t.match(res.stderr, /clientAuth/, command);
   }
 });
+
+t.test("the Runtime Extension's pair: serve and validate read it (skewgate serves it itself); every problem named", async (t) => {
+  const { checkRuntimeExtensionTls } = await import('../../src/config/tls.js');
+  const fields = (certFile: string, keyFile: string) => ({
+    ...config(undefined, undefined),
+    gate: { runtimeExtension: { certFile, keyFile } },
+  });
+  t.same(await checkRuntimeExtensionTls(fields(certs.serving.certFile, certs.serving.keyFile)), [], 'a good pair');
+  t.match(await checkRuntimeExtensionTls(fields(join(dir, 'absent.crt'), certs.serving.keyFile)), [
+    { path: 'gate.runtimeExtension.certFile' },
+  ]);
+  t.match(await checkRuntimeExtensionTls(fields(certs.serving.certFile, certs.good.keyFile)), [
+    { path: 'gate.runtimeExtension.keyFile', message: /is not the private key of gate\.runtimeExtension\.certFile/ },
+  ]);
+  t.match(
+    await checkRuntimeExtensionTls(fields(certs.serving.certFile, certs.serving.keyFile), Date.parse('2200-01-01')),
+    [{ path: 'gate.runtimeExtension.certFile', message: /expired on/ }],
+    'expiry judged at the given time',
+  );
+  const serve = await tlsProblems(fields(notPem, certs.serving.keyFile), 'serve');
+  t.ok(
+    serve.some((p) => p.path === 'gate.runtimeExtension.certFile'),
+    'serve checks it',
+  );
+});

@@ -30,6 +30,8 @@ export interface FileFields {
     readonly tracing: { readonly caFile?: string | undefined };
     readonly metrics: { readonly otlp?: { readonly caFile?: string | undefined } | undefined };
   };
+  /** The Cluster API Runtime Extension's serving pair (gate.runtimeExtension). */
+  readonly gate?: { readonly runtimeExtension?: Pair | undefined } | undefined;
 }
 
 /** Every config field that names a CA bundle, with its value. */
@@ -104,6 +106,7 @@ export function looseFileFields(doc: unknown, baseDir: string): FileFields {
       tracing: { caFile: file(at(doc, 'telemetry', 'tracing', 'caFile')) },
       metrics: { otlp: { caFile: file(at(doc, 'telemetry', 'metrics', 'otlp', 'caFile')) } },
     },
+    gate: { runtimeExtension: pair(at(doc, 'gate', 'runtimeExtension')) },
   };
 }
 
