@@ -38,6 +38,13 @@ async function envoyReady(address: string, port: number, timeoutMs: number): Pro
 export async function runHealth(configFile: string, timeoutMs: number, opts: { readonly envoy?: boolean } = {}): Promise<number> {
   const config = loadConfig(configFile);
   if (opts.envoy === true) {
+    if (config.envoy.admin.port === 0) {
+      // Envoy picked its admin port at start: nothing here can know it.
+      process.stderr.write(
+        'envoy not checked: envoy.admin.port is 0 (Envoy chose its admin port at start, and this config cannot say which); set a port to probe it with --envoy\n',
+      );
+      return EXIT_PROBLEMS;
+    }
     const problem = await envoyReady(config.envoy.admin.address, config.envoy.admin.port, timeoutMs);
     if (problem !== null) {
       process.stderr.write(`envoy not ready: ${problem}\n`);

@@ -31,6 +31,12 @@ function logFormat(): LogFormat | undefined {
 /** A flag's value that commander cannot check itself: said on stderr, exit 2. */
 class UsageError extends Error {}
 
+/** A duration flag's parser: a Go duration (2s, 1m30s), or bare digits as milliseconds (as these flags always took). */
+async function flagDuration(): Promise<(text: string) => number | null> {
+  const { parseDuration } = await import('../config/core/units.js');
+  return (text) => (/^\d+$/.test(text.trim()) ? Number(text.trim()) : parseDuration(text));
+}
+
 const configOption = ['-c, --config <file>', 'skewgate YAML config file'] as const;
 
 program
@@ -50,16 +56,24 @@ program
     process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo);
   });
 
-/** --admin, --discover and --timeout: where status, skew and explain get their answer. */
-function withGatewayOptions(cmd: Command): Command {
-  return cmd
-    .option('-c, --config <file>', 'skewgate YAML config file: its admin.listen names the gateway to ask (with --discover: the apiservers)')
+/**
+ * --config, --admin and --timeout: where a command asks the running gateway; with `discover`, also
+ * --discover (skew and explain can answer from a discovery round of their own; the others cannot,
+ * and do not offer it).
+ */
+function withGatewayOptions(cmd: Command, discover = false): Command {
+  cmd
+    .option(
+      '-c, --config <file>',
+      `skewgate YAML config file: its admin.listen names the gateway to ask${discover ? ' (with --discover: the apiservers)' : ''}`,
+    )
     .option(
       '--admin <address>',
       "ask the gateway's admin endpoint here (host:port on loopback, or unix:/path) instead of the config's admin.listen",
-    )
-    .option('--discover', "do not ask the running gateway: run a discovery round of this command's own against the config's apiservers")
-    .option('--timeout <duration>', 'how long the gateway may take to answer (Go duration or ms)', '5s');
+    );
+  if (discover)
+    cmd.option('--discover', "do not ask the running gateway: run a discovery round of this command's own against the config's apiservers");
+  return cmd.option('--timeout <duration>', 'how long the gateway may take to answer (Go duration or ms)', '5s');
 }
 
 interface GatewayFlags {
@@ -70,7 +84,7 @@ interface GatewayFlags {
 }
 
 async function gatewaySource(o: GatewayFlags): Promise<GatewaySource> {
-  const { parseDuration } = await import('../config/core/units.js');
+  const parseDuration = await flagDuration();
   const timeoutMs = parseDuration(o.timeout);
   if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (5s, 1500ms, 1m)`);
   return { configFile: o.config, admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
@@ -86,7 +100,7 @@ interface WatchFlags {
 
 async function watchOf(o: WatchFlags): Promise<{ readonly intervalMs: number } | null> {
   if (o.watch !== true) return null;
-  const { parseDuration } = await import('../config/core/units.js');
+  const parseDuration = await flagDuration();
   const intervalMs = parseDuration(o.interval);
   if (intervalMs === null || intervalMs < 100) throw new UsageError(`--interval ${o.interval}: a duration of at least 100ms (2s, 500ms)`);
   return { intervalMs };
@@ -124,6 +138,7 @@ withGatewayOptions(
     .description(
       "the decision the running gateway makes for METHOD PATH (with -H headers and a client certificate), and why (--discover: from a discovery round of this command's own)",
     ),
+  true,
 )
   .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
   .option('--json', 'the same as -o json')
@@ -164,6 +179,7 @@ withGatewayOptions(
     .description(
       "list every resource that not all apiservers serve, as the running gateway sees it: who serves it, who does not (--discover: a discovery round of this command's own)",
     ),
+  true,
 )
   .addOption(
     new Option(
@@ -215,7 +231,7 @@ withGatewayOptions(
         output?: 'text' | 'json' | 'yaml';
       },
     ) => {
-      const { parseDuration } = await import('../config/core/units.js');
+      const parseDuration = await flagDuration();
       const waitMs = o.wait ? parseDuration(o.waitTimeout) : null;
       if (o.wait && (waitMs === null || waitMs <= 0)) throw new UsageError(`--wait-timeout ${o.waitTimeout}: not a duration (10m, 90s)`);
       const intervalMs = (await watchOf({ watch: true, interval: o.interval }))?.intervalMs ?? 2000;
@@ -287,10 +303,13 @@ program
   .command('health')
   .description('ask a running skewgate for its gRPC health (grpc.health.v1, as Envoy does); exit 0 when serving')
   .requiredOption(...configOption)
-  .option('--timeout <ms>', 'give up after this many milliseconds', '2000')
+  .option('--timeout <duration>', 'give up after this long (Go duration, e.g. 2s, or milliseconds)', '2s')
   .option('--envoy', "also require Envoy's GET /ready on its admin address (envoy.admin) to answer 200")
   .action(async (o: { config: string; timeout: string; envoy?: boolean }) => {
-    process.exitCode = await (await import('./health.js')).runHealth(o.config, Number(o.timeout), { envoy: Boolean(o.envoy) });
+    const parseDuration = await flagDuration();
+    const timeoutMs = parseDuration(o.timeout);
+    if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (2s, 1500ms, 500)`);
+    process.exitCode = await (await import('./health.js')).runHealth(o.config, timeoutMs, { envoy: Boolean(o.envoy) });
   });
 
 program

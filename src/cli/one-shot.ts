@@ -17,9 +17,13 @@ export interface OneShot {
   readonly membershipProblem: string | null;
 }
 
-/** The inspection commands' own loggers: warnings and worse on stderr, text unless --log-format json. */
+/**
+ * The inspection commands' own loggers: errors on stderr, text unless --log-format json. What fails
+ * in their discovery round (an apiserver down) is in their report already, said once; set
+ * SKEWGATE_LOG_LEVEL=warn (or debug) to see the log lines too.
+ */
 export function oneShotLogger(format: LogFormat = 'text'): Logger {
-  return createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'warn', process.stderr, format);
+  return createLogger(process.env['SKEWGATE_LOG_LEVEL'] ?? 'error', process.stderr, format);
 }
 
 export async function withOneShotDiscovery<T>(configFile: string, fn: (s: OneShot) => T | Promise<T>, logger: Logger): Promise<T> {

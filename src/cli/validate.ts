@@ -62,7 +62,10 @@ export async function runValidate(configFile: string, output: 'table' | 'json' |
       const membership = membershipView(snapshot, now, membershipProblem);
       if (!membership.synced)
         problems.push(
-          `${membershipProblem ?? 'identity leases not listed'}: grant get/list/watch on leases in kube-system to the discovery credentials (deploy/kubernetes/rbac.yaml)`,
+          leaseProblem(
+            membershipProblem,
+            apiservers.some((a) => a.discovery === 'ok'),
+          ),
         );
       for (const u of membership.unmatched)
         problems.push(
@@ -99,4 +102,17 @@ export async function runValidate(configFile: string, output: 'table' | 'json' |
     },
     oneShotLogger(logFormat),
   );
+}
+
+/**
+ * Why the identity Leases could not be listed, with the fix that fits: an RBAC grant only when an
+ * apiserver refused the credentials (401/403); when none answered at all, the network is the
+ * problem, not the grant (issue 30).
+ */
+export function leaseProblem(problem: string | null, anyAnswered: boolean): string {
+  const why = problem ?? 'identity leases not listed';
+  if (/\b(401|403)\b|forbidden|unauthorized/i.test(why))
+    return `${why}: grant get/list/watch on leases in kube-system to the discovery credentials (deploy/kubernetes/rbac.yaml)`;
+  if (!anyAnswered) return `${why}: no apiserver answered (see above); the membership cannot be verified until one does`;
+  return `${why}: the membership cannot be verified (a 404 is then trusted only from the configured apiservers)`;
 }

@@ -120,6 +120,7 @@ export function createTelemetry(deps: TelemetryDeps): Telemetry | null {
                   skewedAfter: change.after,
                   newlySkewed: change.newlySkewed.slice(0, 10),
                   noLongerSkewed: change.noLongerSkewed.slice(0, 10),
+                  ...(change.changed.length === 0 ? {} : { missingFromChanged: change.changed.slice(0, 10) }),
                 },
                 'skew changed',
               );

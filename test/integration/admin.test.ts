@@ -100,6 +100,10 @@ t.test('no admin endpoint: status, skew and explain refuse to guess (exit 2), an
   t.equal(both.code, 2, '--admin with --discover is a usage error');
   t.match(both.stderr, /exclude each other/);
   t.equal((await run(['status', '--config', unixConfig, '--discover'])).code, 2, 'status has no round of its own');
+  // …and does not offer one: only skew and explain list --discover (issue 30).
+  for (const c of ['status', 'history', 'gate', 'cordon', 'uncordon'])
+    t.notMatch((await run([c, '--help'])).stdout, /--discover/, `${c} --help lists no --discover`);
+  t.match((await run(['skew', '--help'])).stdout, /--discover/, 'skew --help lists --discover');
   t.equal((await run(['skew'])).code, 2, 'neither --config nor --admin: exit 2');
   t.equal((await run(['skew', '--config', unixConfig, '--timeout', 'soon'])).code, 2, 'a --timeout that is no duration: exit 2');
 });

@@ -98,12 +98,23 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   const r = await run(['validate', '--config', down]);
   t.equal(r.code, 1);
   t.match(r.stdout, /gone \(https:\/\/127\.0\.0\.1:1\): .*ECONNREFUSED|gone .*FAILED/);
+  // Each failure said once, on stdout: no timestamped log line repeating it on stderr (issue 30).
+  t.notMatch(r.stderr, /WARN|"level"/, `no log lines beside the report: ${r.stderr}`);
+  const dead = writeConfig('all-dead.yaml', {
+    ...base,
+    apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } }],
+  });
+  const allDead = await run(['validate', '--config', dead]);
+  t.equal(allDead.code, 1);
+  t.notMatch(allDead.stdout, /grant get\/list\/watch/, 'every apiserver refusing connections: no RBAC advice for a network failure');
+  t.match(allDead.stdout, /no apiserver answered/);
   const wrongToken = join(dir, 'wrong.token');
   writeFileSync(wrongToken, 'not-the-token');
   const denied = writeConfig('denied.yaml', { ...base, apiservers: [{ ...base.apiservers[0], credentials: { tokenFile: wrongToken } }] });
   const d = await run(['validate', '--config', denied]);
   t.equal(d.code, 1);
   t.match(d.stdout, /401/);
+  t.match(d.stdout, /grant get\/list\/watch on leases/, 'credentials refused: the RBAC advice');
 });
 
 t.test('skew lists what not every apiserver serves, and exits 1 for it', async (t) => {
@@ -213,11 +224,16 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
     ...base,
     apiservers: [{ name: 'gone', url: 'https://127.0.0.1:1', caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } }],
   });
+  // Their log lines are errors only by default (a failure is in the report already, said once);
+  // SKEWGATE_LOG_LEVEL=warn shows discovery's warnings too.
+  const quiet = await run(['skew', '--config', down, '--discover']);
+  t.equal(quiet.stderr, '', `by default no log line repeats what the report says: ${quiet.stderr}`);
+  const warn = { SKEWGATE_LOG_LEVEL: 'warn' };
   for (const args of [
     ['--log-format', 'json', 'skew', '--discover', '--config', down],
     ['skew', '--config', down, '--discover', '--log-format', 'json'],
   ]) {
-    const r = await run(args);
+    const r = await run(args, warn);
     t.ok(r.stderr.trim().length > 0, `${args.join(' ')}: discovery's warnings are logged`);
     t.notMatch(r.stdout, /"level"/, `${args.join(' ')}: no log line on stdout`);
     t.ok(
@@ -228,7 +244,7 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
       `${args.join(' ')}: JSON lines on stderr (${r.stderr.split('\n')[0] ?? ''})`,
     );
   }
-  const text = await run(['skew', '--config', down, '--discover']);
+  const text = await run(['skew', '--config', down, '--discover'], warn);
   t.match(text.stderr, /^\S+ WARN {2}.*server=gone/m, 'the inspection commands log text lines by default');
   t.notMatch(text.stderr, /^\{/m, 'and no JSON');
   t.equal((await run(['--log-format', 'xml', 'skew', '--config', down])).code, 2, 'an unknown format is a usage error');
@@ -262,6 +278,14 @@ t.test('serve answers ext_proc, then SIGTERM finishes gracefully with exit 0', a
   const health = await run(['health', '--config', good]);
   t.equal(health.code, 0, `skewgate health while serving: ${health.stderr}`);
   t.match(health.stdout, /ext_proc at unix:.*sg\.sock: SERVING/);
+  // An exec probe written the natural way: a Go duration, not 2 ms (issue 30).
+  const natural = await run(['health', '--config', good, '--timeout', '2s']);
+  t.equal(natural.code, 0, `health --timeout 2s: ${natural.stderr}`);
+  t.equal((await run(['health', '--config', good, '--timeout', 'soon'])).code, 2, 'a --timeout that is no duration: exit 2');
+  const zeroConfig = writeConfig('admin-port-0.yaml', { ...base, envoy: { ...base.envoy, admin: { address: '127.0.0.1', port: 0 } } });
+  const portZero = await run(['health', '--config', zeroConfig, '--envoy']);
+  t.equal(portZero.code, 1, 'health --envoy with envoy.admin.port 0: exit 1');
+  t.match(portZero.stderr, /envoy not checked: envoy\.admin\.port is 0/, 'says why, not "fetch failed"');
   // --envoy also asks Envoy's admin /ready: nothing listens on that port here.
   const closed = await new Promise<number>((resolve) => {
     const srv = createServer().listen(0, '127.0.0.1', () => {

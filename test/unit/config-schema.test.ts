@@ -23,6 +23,7 @@ t.test('it names every section, requires what skewgate requires, and refuses unk
     'discovery',
     'envoy',
     'extproc',
+    'gate',
     'kubernetesService',
     'log',
     'membership',

@@ -6,6 +6,7 @@
 // the seed) with Envoy following through an xDS folder shared by the init container, Envoy and
 // skewgate (on the node for the static pod).
 // test/cluster/deploy-manifests.test.ts sends the same manifests to a real kube-apiserver.
+import { parseDuration } from '../../src/config/core/units.js';
 import t from 'tap';
 import type { Test } from 'tap';
 import { spawnSync } from 'node:child_process';
@@ -222,7 +223,7 @@ function checkHealthProbes(
   where: string,
 ): void {
   t.equal(HEALTH_HELP.status, 0, `skewgate health --help runs${HEALTH_HELP.stderr === '' ? '' : `: ${HEALTH_HELP.stderr}`}`);
-  const defaultTimeout = /--timeout <ms>.*\(default: "(\d+)"\)/.exec(HEALTH_HELP.stdout)?.[1];
+  const defaultTimeout = /--timeout <duration>[\s\S]*?\(default: "([^"]+)"\)/.exec(HEALTH_HELP.stdout)?.[1];
   t.ok(defaultTimeout, `skewgate health has a default --timeout (${defaultTimeout ?? 'none'})`);
   t.equal(ENTRYPOINT.length, 2, `the Dockerfile's ENTRYPOINT is node and the CLI script: ${JSON.stringify(ENTRYPOINT)}`);
   const script = ENTRYPOINT[1] ?? '';
@@ -249,7 +250,8 @@ function checkHealthProbes(
     t.equal(opts.get('--config'), configPath, `${where} ${p}: --config ${configPath}, the container's own config`);
     t.equal(opts.has('--envoy'), envoyWanted[p], `${where} ${p}: ${envoyWanted[p] ? 'with' : 'without'} --envoy`);
     // Each check (Envoy's /ready, then the gRPC call) may take the whole --timeout.
-    const budget = Number(opts.get('--timeout') ?? defaultTimeout) * (opts.has('--envoy') ? 2 : 1);
+    const timeout = opts.get('--timeout') ?? defaultTimeout;
+    const budget = (typeof timeout === 'string' ? (parseDuration(timeout) ?? Number.NaN) : Number.NaN) * (opts.has('--envoy') ? 2 : 1);
     const kubelet = Number(at(c, `${p}.timeoutSeconds`)) * 1000;
     t.ok(kubelet >= budget + 500, `${where} ${p}: timeoutSeconds ${kubelet / 1000} covers ${budget} ms of checks and the start of node`);
   }

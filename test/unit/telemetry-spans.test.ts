@@ -347,6 +347,7 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
     after: 1,
     newlySkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies missing from apiserver-a'],
     noLongerSkewed: [],
+    changed: [],
   });
   t.equal(skew.size, 1);
   t.same(
@@ -399,8 +400,25 @@ t.test('a discovery round: attributes, view and skew events, times', async (t) =
     after: 0,
     newlySkewed: [],
     noLongerSkewed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies (was missing from apiserver-a)'],
+    changed: [],
   });
   t.equal(skew.update(up.snapshot), null, 'same views: no recomputation, no event');
+});
+
+t.test('skew: a resource still skewed but missing from other apiservers is changed, not newly skewed (issue 30)', async (t) => {
+  const skew = new SkewTracker();
+  const a = state('apiserver-a', OLD);
+  const c = state('apiserver-c', NEW);
+  skew.update(buildSnapshot([a, state('apiserver-b', null), c], 1));
+  // apiserver-b's first view (old) arrives: the policies are now missing from a and b.
+  const change = skew.update(buildSnapshot([a, state('apiserver-b', OLD), c], 2));
+  t.same(change, {
+    before: 1,
+    after: 1,
+    newlySkewed: [],
+    noLongerSkewed: [],
+    changed: ['admissionregistration.k8s.io/v1/mutatingadmissionpolicies missing from apiserver-a,apiserver-b (was apiserver-a)'],
+  });
 });
 
 t.test('a 304 round and a failed round', async (t) => {

@@ -7,9 +7,11 @@ import { computeSkewSteps, type SkewRow } from '../../routing/skew.js';
 export interface SkewChange {
   readonly before: number;
   readonly after: number;
-  /** "group/version/resource missing from a,b", sorted. */
+  /** "group/version/resource missing from a,b", sorted: skewed now, not before. */
   readonly newlySkewed: readonly string[];
   readonly noLongerSkewed: readonly string[];
+  /** "group/version/resource missing from a,b (was c)": skewed before and now, missing from other apiservers. */
+  readonly changed: readonly string[];
 }
 
 /** "apps/v1/deployments", "v1/pods/resize" for the core group. */
@@ -60,10 +62,21 @@ export class SkewTracker {
     this.initialised = true;
     const newlySkewed: string[] = [];
     const noLongerSkewed: string[] = [];
-    for (const [k, missing] of next) if (prev.get(k) !== missing) newlySkewed.push(`${k} missing from ${missing}`);
+    const changed: string[] = [];
+    for (const [k, missing] of next) {
+      const was = prev.get(k);
+      if (was === undefined) newlySkewed.push(`${k} missing from ${missing}`);
+      else if (was !== missing) changed.push(`${k} missing from ${missing} (was ${was})`);
+    }
     for (const [k, missing] of prev) if (!next.has(k)) noLongerSkewed.push(`${k} (was missing from ${missing})`);
-    if (first || (newlySkewed.length === 0 && noLongerSkewed.length === 0)) return null;
-    return { before: prev.size, after: next.size, newlySkewed: newlySkewed.sort(), noLongerSkewed: noLongerSkewed.sort() };
+    if (first || (newlySkewed.length === 0 && noLongerSkewed.length === 0 && changed.length === 0)) return null;
+    return {
+      before: prev.size,
+      after: next.size,
+      newlySkewed: newlySkewed.sort(),
+      noLongerSkewed: noLongerSkewed.sort(),
+      changed: changed.sort(),
+    };
   }
 
   update(snap: Snapshot): SkewChange | null {
