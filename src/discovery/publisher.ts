@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { runSliced, sliceBudget } from '../util/slice-runner.js';
-import { buildSnapshotSteps, type SnapshotOptions } from './core/snapshot.js';
+import { buildSnapshotSteps, routingInputsChanged, type SnapshotOptions } from './core/snapshot.js';
 import type { ServerState, Snapshot } from './core/types.js';
 
 export interface PublisherParts {
@@ -65,7 +65,9 @@ export class SnapshotPublisher {
     let longest = 0;
     let snap: Snapshot;
     try {
-      snap = await runSliced(buildSnapshotSteps(servers, this.snapshot.generation + 1, previous, options), {
+      // Only a change routing can tell moves the generation (a view's age alone does not).
+      const generation = this.snapshot.generation + (rebuild || routingInputsChanged(this.snapshot, servers, options.membership) ? 1 : 0);
+      snap = await runSliced(buildSnapshotSteps(servers, generation, previous, options), {
         signal,
         ...sliceBudget(this.parts.sliceBudgetMs),
         onSlice: (ms) => {

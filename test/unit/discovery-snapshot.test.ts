@@ -117,3 +117,29 @@ t.test('initial snapshot: every server, no view', async (t) => {
   t.equal(snap.resources.size, 0);
   t.equal(snap.groupVersions.size, 0);
 });
+
+t.test(
+  'the generation moves only for what routing can tell: a view, readiness, failures, versions, cordons, membership — not a time',
+  async (t) => {
+    const { routingInputsChanged } = await import('../../src/discovery/core/snapshot.js');
+    const servers = [state('a', OLD), state('b', NEW)];
+    const prev = buildSnapshot(servers, 7);
+    const same = (over: Partial<ServerState>): readonly ServerState[] => [
+      servers[0] as ServerState,
+      { ...(servers[1] as ServerState), ...over },
+    ];
+    t.notOk(routingInputsChanged(prev, same({ lastSuccessAt: 99_999 }), prev.membership), "a round that only refreshed b's view age");
+    const rows: [string, Partial<ServerState>][] = [
+      ['a new view object', { view: view({ '/v1': { pods: cap(['get']) } }) }],
+      ['readiness', { ready: false }],
+      ['a failed round', { consecutiveFailures: 1, lastError: 'boom' }],
+      ['a version read', { gitVersion: 'v1.36.3' }],
+      ['draining', { draining: true }],
+      ['a cordon', { cordon: 'drain' }],
+      ['a first fetch', { lastSuccessAt: null }],
+    ];
+    for (const [what, over] of rows) t.ok(routingInputsChanged(prev, same(over), prev.membership), what);
+    t.ok(routingInputsChanged(prev, [servers[0] as ServerState], prev.membership), 'a member gone');
+    t.ok(routingInputsChanged(prev, servers, { synced: true, unmatched: [], livenessMs: 1, probing: [] }), 'the membership verified');
+  },
+);

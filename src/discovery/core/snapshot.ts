@@ -4,7 +4,7 @@ import type { ResourceCapability, ServerState, Snapshot } from './types.js';
 import { apiserverIdentity } from '../../membership/apiserver-identity.js';
 import { buildDocumentIndexSteps } from './document-index.js';
 import { mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
-import { NO_MEMBERSHIP, type Membership } from '../../membership/identity-leases.js';
+import { NO_MEMBERSHIP, sameMembership, type Membership } from '../../membership/identity-leases.js';
 import { peerDiscoveryOfSteps } from './peer-discovery.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 
@@ -119,4 +119,33 @@ export function unprobedState(s: { readonly name: string; readonly url: string }
 
 export function initialSnapshot(servers: readonly { readonly name: string; readonly url: string }[], opts: SnapshotOptions = {}): Snapshot {
   return buildSnapshot(servers.map(unprobedState), 0, undefined, opts);
+}
+
+/**
+ * Whether a snapshot built from these states and this membership would differ from `prev` in
+ * anything but a view's time: a view (object), readiness, failures, a version, draining, a cordon,
+ * the members or the membership. The generation moves only when this holds: a round that only
+ * refreshed a view's age is the same generation, so that "the generation moved on" means
+ * something changed (docs/design.md, "Snapshots").
+ */
+export function routingInputsChanged(prev: Snapshot, servers: readonly ServerState[], membership: Membership | undefined): boolean {
+  if (!sameMembership(prev.membership, membership ?? NO_MEMBERSHIP)) return true;
+  if (prev.servers.length !== servers.length) return true;
+  return servers.some((s, i) => {
+    const p = prev.servers[i];
+    return (
+      p === undefined ||
+      p.name !== s.name ||
+      p.url !== s.url ||
+      p.view !== s.view ||
+      p.ready !== s.ready ||
+      p.consecutiveFailures !== s.consecutiveFailures ||
+      p.lastError !== s.lastError ||
+      p.gitVersion !== s.gitVersion ||
+      p.draining !== s.draining ||
+      p.cordon !== s.cordon ||
+      // A view that had never been fetched, fetched: freshness can prove something now.
+      (p.lastSuccessAt === null) !== (s.lastSuccessAt === null)
+    );
+  });
 }

@@ -68,7 +68,10 @@ export type ResourceServers = ReadonlyMap<string, ResourceCapability>;
 
 /** The merged, immutable view that every routing decision reads. Replaced, never changed. */
 export interface Snapshot {
-  /** Increases by one with every swap; handy in logs and spans. */
+  /**
+   * Increases by one with every swap that changes what routing can tell (core/snapshot.ts,
+   * routingInputsChanged); a swap that only refreshed a view's time keeps it. In logs and spans.
+   */
   readonly generation: number;
   /** Servers in config order. */
   readonly servers: readonly ServerState[];
