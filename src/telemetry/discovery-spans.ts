@@ -78,6 +78,7 @@ export function recordRoundSpan(tracer: Tracer, e: DiscoveryRoundEvent, server: 
         [ATTR.skewedAfter]: skew.after,
         [ATTR.newlySkewed]: sample(skew.newlySkewed),
         [ATTR.noLongerSkewed]: sample(skew.noLongerSkewed),
+        ...(skew.changed.length === 0 ? {} : { [ATTR.skewChanged]: sample(skew.changed) }),
       },
       at,
     );

@@ -236,19 +236,22 @@ t.test('Envoy tracing on, OTLP/gRPC: client → Envoy → skewgate decision → 
   await t.test('discovery rounds are spans; the initial skew is an event', async (t) => {
     const FULL_SKEW = /admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies missing from apiserver-a,apiserver-b/;
     let events: JaegerSpan['logs'] = [];
+    const fullSkew = (l: JaegerSpan['logs'][number]): boolean =>
+      FULL_SKEW.test(`${String(l.fields['skewgate.skew.newly_skewed'])} ${String(l.fields['skewgate.skew.missing_from_changed'])}`);
     await eventually(
       'a discovery span with a skew event',
       async () => {
         const traces = await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', limit: 200 });
         const spans = traces.flatMap((x) => x.spans);
         events = spans.flatMap((s) => s.logs).filter((l) => l.fields['event'] === 'skewgate.skew.changed');
-        // The apiservers' first rounds end one by one, so the skew may be reported in steps.
-        return spans.length > 0 && events.some((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
+        // The apiservers' first rounds end one by one, so the skew may be reported in steps: newly
+        // skewed (missing from the first old one), then changed (missing from both).
+        return spans.length > 0 && events.some(fullSkew);
       },
       WAIT_MS,
       200,
     );
-    const e = events.find((l) => FULL_SKEW.test(String(l.fields['skewgate.skew.newly_skewed'])));
+    const e = events.find(fullSkew);
     t.ok(e, 'a skew event names the resource only the new apiserver serves, missing from both old ones');
     const rounds = (
       await jaeger.traces({ service: 'skewgate', operation: 'skewgate.discovery', tags: { 'skewgate.apiserver': 'apiserver-c' }, limit: 5 })

@@ -88,7 +88,7 @@ t.test('lifecycle and the merged snapshot of an aggregated and a legacy server',
   t.equal(server(after, 'new').view, server(snap, 'new').view, 'view kept on 304');
   t.equal(server(after, 'old').view, server(snap, 'old').view, 'unchanged legacy view kept as the same object');
   t.equal(after.resources, snap.resources, 'merged index reused, not rebuilt');
-  t.equal(after.generation, snap.generation, 'nothing changed but the views\' age: the same generation (issue 30)');
+  t.equal(after.generation, snap.generation, "nothing changed but the views' age: the same generation (issue 30)");
   t.not(after, snap, '… in a new snapshot, which carries the new times');
 
   await svc.close();

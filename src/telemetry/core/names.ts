@@ -71,6 +71,8 @@ export const ATTR = {
   skewedAfter: 'skewgate.skew.after',
   newlySkewed: 'skewgate.skew.newly_skewed',
   noLongerSkewed: 'skewgate.skew.no_longer_skewed',
+  /** Skewed before and after, missing from other apiservers now ("… missing from a,b (was a)"). */
+  skewChanged: 'skewgate.skew.missing_from_changed',
 } as const;
 
 /** Metric names (OTel dots; the Prometheus endpoint shows them with underscores and units). */
