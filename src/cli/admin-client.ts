@@ -6,6 +6,13 @@ import { adminTarget, parseAdminAddress } from '../config/core/admin-address.js'
 /** The gateway could not be asked: nothing listens, it did not answer in time, or it answered an error. */
 export class AdminUnreachableError extends Error {
   readonly code = 'SKEWGATE_ERR_ADMIN_UNREACHABLE' satisfies ErrorCode;
+  constructor(
+    message: string,
+    /** It answered, with a 5xx saying why (a cordon it could not keep): not "did not answer". */
+    readonly answered = false,
+  ) {
+    super(message);
+  }
 }
 
 /** The gateway refused the question (4xx): a request to explain that is malformed, a cordon of no member. */
@@ -48,7 +55,7 @@ export async function askGateway<T>(
     const why = typeof message === 'string' ? message : text.slice(0, 200);
     // 4xx: the gateway answered, and said no (a malformed question, an unknown apiserver, a cordon it cannot keep).
     if (res.statusCode >= 400 && res.statusCode < 500) throw new AdminRefusedError(why);
-    throw new AdminUnreachableError(`${listen} answered ${res.statusCode}: ${why}`);
+    throw new AdminUnreachableError(`${listen} answered ${res.statusCode}: ${why}`, true);
   } catch (err) {
     if (err instanceof AdminUnreachableError || err instanceof AdminRefusedError) throw err;
     const e = err as NodeJS.ErrnoException;

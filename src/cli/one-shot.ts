@@ -106,6 +106,8 @@ export async function fromGatewayOrDiscovery<T>(
     return { answer: await how.ask(gateway, config), origin: { kind: 'gateway', address } };
   } catch (err) {
     if (err instanceof AdminRefusedError) return fail(EXIT_BAD_CONFIG, err.message);
+    if (err instanceof AdminUnreachableError && err.answered)
+      return fail(EXIT_PROBLEMS, `the running gateway could not do it: ${err.message}`);
     if (err instanceof AdminUnreachableError)
       return fail(
         EXIT_PROBLEMS,

@@ -9,7 +9,7 @@
 // it serves still does, and, drained, nothing new does. The cordon is kept across a restart and
 // a reload, shown in status, explain and the history, and traced with who asked.
 import t from 'tap';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -218,6 +218,16 @@ await t.test('drain: nothing new reaches it, not even what only it serves (503 a
 });
 
 await t.test('refusals: an unknown apiserver (exit 2, the members named); the first process traced who asked', async (t) => {
+  // A cordon it cannot keep (the file's place taken by a folder): refused whole, said as such.
+  const kept = readFileSync(join(xdsDir, CORDON_FILE), 'utf8');
+  rmSync(join(xdsDir, CORDON_FILE));
+  mkdirSync(join(xdsDir, CORDON_FILE));
+  const unkept = await runCli(['cordon', 'kas-a', ...ADMIN]);
+  rmSync(join(xdsDir, CORDON_FILE), { recursive: true });
+  writeFileSync(join(xdsDir, CORDON_FILE), kept);
+  t.equal(unkept.code, 1, 'a cordon that cannot be kept: exit 1');
+  t.match(unkept.stderr, /could not do it: .*answered 500: cannot keep the cordon in .*cordons\.json.*nothing changed/);
+  t.equal((await status()).members.find((m) => m.name === 'kas-a')?.cordon, null, 'kas-a not cordoned: nothing changed');
   const r = await runCli(['cordon', 'kas-z', ...ADMIN]);
   t.equal(r.code, 2);
   t.match(r.stderr, /kas-z is not an apiserver of this gateway; they are: kas-a, kas-b, kas-c/);
