@@ -1,6 +1,6 @@
 // The docker-compose demo, run for real: a Docker engine on this machine, the images of
 // docker-compose.yml (upstream's where present, else scripts/demo-images.sh's local stand-ins),
-// `docker-compose up`, the client's tally, the README's upgrade step, Jaeger's traces, the user
+// `docker-compose up`, the client's tally, docs/demo.md's upgrade step, Jaeger's traces, the user
 // every container runs as, a second build that takes every layer from the cache, and `down -v`
 // leaving nothing running (the built images stay, for the next run).
 // The test reaches the stack only through the ports the compose file publishes on 127.0.0.1; the
@@ -43,7 +43,7 @@ async function run(cmd: string, args: readonly string[], timeoutMs = 10 * 60_000
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? e.message };
   }
 }
-/** docker-compose on this project; `upgrade` adds the upgrade profile (kas-1-upgraded), as the README's step does. */
+/** docker-compose on this project; `upgrade` adds the upgrade profile (kas-1-upgraded), as docs/demo.md's step does. */
 const compose = (args: readonly string[], timeoutMs?: number, upgrade = false): Promise<Run> =>
   run(COMPOSE, ['-p', PROJECT, ...(upgrade ? ['--profile', 'upgrade'] : []), ...args], timeoutMs);
 const tail = (s: string, n = 15): string => s.trim().split('\n').slice(-n).join('\n');
@@ -60,7 +60,7 @@ const composeDoc = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'))
 };
 const images = [...new Set(Object.values(composeDoc.services).flatMap((s) => (s.image ? [s.image] : [])))];
 
-/** The README's "who runs as whom" table: | `service` | uid | ... */
+/** docs/demo.md's "who runs as whom" table (moved there from the README): | `service` | uid | ... */
 function readmeUsers(readme: string): Map<string, number> {
   const section = readme.slice(readme.indexOf('<!-- compose-users -->'), readme.indexOf('<!-- /compose-users -->'));
   const users = new Map<string, number>();
@@ -144,7 +144,7 @@ await t.test("the runbook's commands in the demo: the running skewgate's admin e
   t.match(skew.stdout, /^admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies$/m, 'naming what only the new apiserver serves');
 });
 
-await t.test('the upgrade step of the README: kas-1 replaced by v1.36.3 on its name and address', async (t) => {
+await t.test('the upgrade step of docs/demo.md: kas-1 replaced by v1.36.3 on its name and address', async (t) => {
   const stop = await compose(['stop', 'kas-1']);
   t.equal(stop.code, 0, `stop kas-1${stop.code === 0 ? '' : `: ${tail(stop.stderr)}`}`);
   const up = await compose(['up', '-d', 'kas-1-upgraded'], 5 * 60_000, true);
@@ -193,9 +193,9 @@ await t.test("Jaeger has skewgate's routed decisions in the same trace as the ap
   t.ok(joined.length > 0, `of them with the apiserver's own spans in the same trace: ${joined.length}`);
 });
 
-await t.test('every container runs as the user the README says', async (t) => {
-  const claimed = readmeUsers(await readFile(join(ROOT, 'README.md'), 'utf8'));
-  t.ok(claimed.size >= 8, `the README lists ${claimed.size} services`);
+await t.test('every container runs as the user docs/demo.md says', async (t) => {
+  const claimed = readmeUsers(await readFile(join(ROOT, 'docs/demo.md'), 'utf8'));
+  t.ok(claimed.size >= 8, `docs/demo.md lists ${claimed.size} services`);
   const ids = (await compose(['ps', '-a', '-q'], undefined, true)).stdout.trim().split('\n').filter(Boolean);
   const seenServices = new Set<string>();
   for (const id of ids) {
@@ -209,7 +209,7 @@ await t.test('every container runs as the user the README says', async (t) => {
     if (service === 'client' && running !== 'true' && seenServices.has('client')) continue;
     seenServices.add(service);
     const want = claimed.get(service);
-    t.ok(want !== undefined, `the README says whom ${service} runs as`);
+    t.ok(want !== undefined, `docs/demo.md says whom ${service} runs as`);
     if (running === 'true') {
       // The process's real uid, as the kernel sees it.
       const status = await readFile(`/proc/${pid}/status`, 'utf8');
