@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse as parseYaml, stringify } from 'yaml';
+import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { packageRoot } from '../../src/util/package-root.js';
 import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } from '../../harness/fake/index.js';
 import { CHART, KUBEADM_VALUES, pinnedHelmVersion, renderKubeadmExample, requireHelm, runHelm, yamlObjects } from '../helpers/helm.js';
@@ -191,6 +191,30 @@ t.test("values.schema.json: helm refuses a wrong type or an unknown value with t
   const seedInConfig = await runHelm(helm, ['template', 'skewgate', CHART, '-f', KUBEADM_VALUES, '--set', 'config.apiservers[0].name=x']);
   t.not(seedInConfig.code, 0, 'config.apiservers: refused');
   t.match(seedInConfig.stderr, /config\.apiservers: set the seed in `apiservers`/);
+});
+
+t.test('imagePullSecrets: names, or {name} objects, on the pod (issue 30); anything else refused by the schema', async (t) => {
+  const r = await runHelm(helm, [
+    'template',
+    'skewgate',
+    CHART,
+    '-f',
+    KUBEADM_VALUES,
+    '--set',
+    'imagePullSecrets[0]=registry-a',
+    '--set',
+    'imagePullSecrets[1].name=registry-b',
+  ]);
+  t.equal(r.code, 0, r.stderr);
+  const deployment = parseAllDocuments(r.stdout)
+    .map((d) => d.toJSON() as Record<string, unknown>)
+    .find((d) => d?.['kind'] === 'Deployment') as { spec: { template: { spec: { imagePullSecrets?: unknown } } } } | undefined;
+  t.same(deployment?.spec.template.spec.imagePullSecrets, [{ name: 'registry-a' }, { name: 'registry-b' }]);
+  const none = await runHelm(helm, ['template', 'skewgate', CHART, '-f', KUBEADM_VALUES]);
+  t.notMatch(none.stdout, /imagePullSecrets/, 'none by default: the manifests stay as deploy/kubernetes/ has them');
+  const bad = await runHelm(helm, ['template', 'skewgate', CHART, '-f', KUBEADM_VALUES, '--set', 'imagePullSecrets[0].secret=x']);
+  t.not(bad.code, 0, 'an object without a name: refused');
+  t.match(bad.stderr, /values don't meet the specifications of the schema\(s\)/);
 });
 
 t.test("serviceMonitor.enabled: a ServiceMonitor scraping skewgate's metrics port", async (t) => {
