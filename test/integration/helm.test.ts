@@ -44,6 +44,8 @@ const ALLOWED = {
     'app.kubernetes.io/managed-by': 'Helm',
   },
   parsedData: { ConfigMap: 'skewgate.yaml' },
+  /** The pod template's annotation that rolls the pods on a config change: a SHA-256 of the rendered ConfigMap. */
+  podAnnotations: { 'checksum/config': /^[0-9a-f]{64}$/ },
 } as const;
 
 const keyOf = (o: Obj): string => {
@@ -92,6 +94,15 @@ function withoutHelmLabels(o: Obj): { object: Obj; problems: string[] } {
   for (const [k, v] of Object.entries(ALLOWED.labels)) {
     if (labels[k] !== v) problems.push(`${keyOf(o)}: label ${k} is ${JSON.stringify(labels[k])}, expected ${JSON.stringify(v)}`);
     delete labels[k];
+  }
+  if (copy.kind === 'Deployment') {
+    const meta = obj(obj(obj(copy.spec, 'spec').template, 'template').metadata, 'template metadata');
+    const annotations = obj(meta.annotations ?? {}, 'annotations');
+    for (const [k, pattern] of Object.entries(ALLOWED.podAnnotations)) {
+      if (!pattern.test(String(annotations[k]))) problems.push(`${keyOf(o)}: pod annotation ${k} is ${JSON.stringify(annotations[k])}`);
+      delete annotations[k];
+    }
+    if (Object.keys(annotations).length === 0) delete meta.annotations;
   }
   return { object: copy, problems };
 }
@@ -164,11 +175,27 @@ t.test('helm template with examples/kubeadm.yaml = deploy/kubernetes/deployment.
   );
 });
 
+t.test('checksum/config: a config change rolls the pods, a replica count does not (issue 30)', async (t) => {
+  const checksum = (objects: readonly Obj[]): unknown => {
+    const d = objects.find((o) => o.kind === 'Deployment');
+    return obj(obj(obj(obj(d?.spec, 'spec').template, 'template').metadata, 'metadata').annotations, 'annotations')['checksum/config'];
+  };
+  const base = checksum(await renderKubeadmExample(helm));
+  t.match(base, /^[0-9a-f]{64}$/);
+  t.not(checksum(await renderKubeadmExample(helm, ['--set', 'config.log.level=debug'])), base, 'the config changed: another checksum');
+  t.equal(checksum(await renderKubeadmExample(helm, ['--set', 'replicas=2'])), base, 'only the replicas changed: the same');
+});
+
 t.test('no apiservers: helm template fails with the required message', async (t) => {
   for (const args of [[], ['--set', 'apiservers=null']]) {
     const r = await runHelm(helm, ['template', 'skewgate', CHART, '--namespace', 'skewgate', ...args]);
     t.not(r.code, 0, `helm template ${args.join(' ')} fails`);
-    t.match(r.stderr, /execution error at \(skewgate\/templates\/configmap\.yaml.*\): apiservers is required: the seed/, r.stderr.trim());
+    // From the ConfigMap, wherever helm renders it first (the Deployment's checksum includes it).
+    t.match(
+      r.stderr,
+      /execution error at \(skewgate\/templates\/(configmap|deployment)\.yaml.*\): apiservers is required: the seed/,
+      r.stderr.trim(),
+    );
     t.equal(r.stdout, '', 'and renders nothing');
   }
 });
