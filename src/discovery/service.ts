@@ -36,12 +36,7 @@ import { initialSnapshot, type SnapshotOptions } from './core/snapshot.js';
 import type { Snapshot } from './core/types.js';
 import type { CordonTable } from '../cordon/core/cordons.js';
 import { CordonSides } from './cordon-sides.js';
-
-/**
- * After a watch event, discovery is fetched at once and again after these delays: a real
- * apiserver publishes a new CRD in discovery shortly after the watch event, not with it.
- */
-const WATCH_FOLLOW_UPS_MS: readonly number[] = [250, 750];
+import { Refresher } from './refresher.js';
 
 export class DiscoveryService {
   private readonly now: () => number;
@@ -73,8 +68,12 @@ export class DiscoveryService {
   private unmatchedLogged = '';
   private starting: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
-  private refreshQueued = false;
-  private followUps: NodeJS.Timeout[] = [];
+  private readonly refresher = new Refresher(
+    () => {
+      for (const p of this.pollers.all()) this.kick(p);
+    },
+    () => this.closing === null && this.starting !== null,
+  );
   /** The operator's cordons, as routing and as Envoy have them. */
   private readonly cordons: CordonSides;
 
@@ -186,8 +185,7 @@ export class DiscoveryService {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
-      for (const t of this.followUps) clearTimeout(t);
-      this.followUps = [];
+      this.refresher.cancel();
       this.cordons.cancel();
       const pollers = this.pollers.all();
       for (const p of pollers) stopPoller(p);
@@ -254,12 +252,7 @@ export class DiscoveryService {
 
   /** Fetch every server again now (also one in failure backoff). Bursts coalesce into one round per server. */
   refresh(): void {
-    if (this.closing || !this.starting || this.refreshQueued) return;
-    this.refreshQueued = true;
-    setImmediate(() => {
-      this.refreshQueued = false;
-      for (const p of this.pollers.all()) this.kick(p);
-    });
+    this.refresher.refresh();
   }
 
   private kick(p: Poller): void {
@@ -397,12 +390,6 @@ export class DiscoveryService {
   private onWatchEvent(kind: string, type: string): void {
     if (this.closing) return;
     this.log.debug({ kind, type }, 'watch event; refreshing discovery');
-    this.refresh();
-    for (const t of this.followUps) clearTimeout(t);
-    this.followUps = WATCH_FOLLOW_UPS_MS.map((ms) => {
-      const t = setTimeout(() => this.refresh(), ms);
-      t.unref();
-      return t;
-    });
+    this.refresher.afterWatchEvent();
   }
 }

@@ -9,6 +9,7 @@
 // it serves still does, and, drained, nothing new does. The cordon is kept across a restart and
 // a reload, shown in status, explain and the history, and traced with who asked.
 import t from 'tap';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ import type { Explanation } from '../../src/inspect/explanation.js';
 import type { GatewayStatus } from '../../src/inspect/status.js';
 import { ATTR_CORDON, EVENT_CORDON_CHANGED, SPAN_OPERATOR } from '../../src/telemetry/core/names.js';
 import { createLogger } from '../../src/util/log.js';
-import { runCli } from '../helpers/cli.js';
+import { CLI, runCli } from '../helpers/cli.js';
 import { send, sharedPki } from '../helpers/envoy-fixtures.js';
 import { waitMs } from '../helpers/waits.js';
 import { xdsGateway } from '../helpers/xds-gateway.js';
@@ -161,10 +162,16 @@ await t.test('the gate: a member down holds; --wait proceeds once it is back, sa
   const kasB = fakes[1] as FakeApiServer;
   await kasB.close();
   await until('the gate to hold on kas-b', async () => (await gate()).g.holds.some((h) => h.reason === 'member_not_ready'));
-  const waiting = runCli(['gate', ...ADMIN, '--wait', '--wait-timeout', '60s', '--interval', '500ms']);
-  await new Promise((r) => setTimeout(r, 1500));
+  // kas-b comes back only once the waiting command has said it holds (its own stderr line), not after a sleep.
+  const child = spawn(process.execPath, [CLI, 'gate', ...ADMIN, '--wait', '--wait-timeout', '60s', '--interval', '500ms']);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((res) => child.once('close', (code) => res(code)));
+  await until('the waiting gate to say it holds', () => stderr.includes('member_not_ready'));
   await kasB.start();
-  const r = await waiting;
+  const r = { code: await exited, stdout, stderr };
   t.equal(r.code, 0, `proceeds once kas-b is back: ${r.stdout}${r.stderr}`);
   t.match(r.stderr, /hold; asking again every 0\.5s:\n {2}- member_not_ready: kas-b is not ready/, 'progress names the reason');
 });
