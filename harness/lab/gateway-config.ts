@@ -88,7 +88,9 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     },
     ...(o.fastPath === undefined ? {} : { routing: { fastPath: o.fastPath } }),
     ...(o.operator === undefined ? {} : { admin: { listen: o.operator.adminListen }, gate: { ...o.operator.gate } }),
-    log: { level: o.logLevel ?? 'info' },
+    // Every routed or refused decision on its own line (production holds repeats back): a false 404's
+    // line is then found by its request id (test/helpers/false-404s.ts).
+    log: { level: o.logLevel ?? 'info', decisions: { interval: '0s' } },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
     ...(o.publishService === undefined
       ? {}

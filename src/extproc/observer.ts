@@ -5,6 +5,7 @@ import type { RoutingResult } from '../routing/router.js';
 import { parseTraceparent } from './core/traceparent.js';
 import { redactHeaders } from './core/headers.js';
 import { createLogThrottle } from '../util/core/log-throttle.js';
+import { REQUEST_ID_HEADER } from '../constants.js';
 
 /** A call's metadata (its HTTP/2 request headers), as grpc-js's Metadata reads too. */
 export interface CallMetadata {
@@ -163,6 +164,9 @@ export function createLogObserver(logger: Logger, opts: LogObserverOptions = { i
         viewAgeMs: result.viewAgeMs,
         durationUs: Number(ctx.durationNs / 1000n),
       };
+      // Envoy's request id: the same value is in its access log line and, as Audit-Id, the apiserver's audit event.
+      const requestId = ctx.headers.get(REQUEST_ID_HEADER);
+      if (requestId) fields['requestId'] = requestId;
       if (heldBack > 0) fields['heldBack'] = heldBack;
       if (decision.outcome === 'routed') fields['upstream'] = decision.upstream;
       if (decision.outcome === 'rejected') fields['problem'] = decision.problem;

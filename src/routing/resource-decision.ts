@@ -46,6 +46,8 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   const unverified: string[] = []; // view missing or not current
   const unverifiedReady: string[] = [];
   const unverifiedOpen: string[] = [];
+  const lastCapableReady: string[] = []; // … ready, and its last view (not current) served it
+  const lastCapableOpen: string[] = [];
   let knownNot = 0; // current view: does not serve it
   let verbMissing = false;
   for (const s of servers) {
@@ -55,6 +57,10 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
       unverified.push(s.name);
       if (ready) unverifiedReady.push(s.name);
       if (open) unverifiedOpen.push(s.name);
+      if (ready && s.view !== null && capabilityFor(byServer?.get(s.name), info) === 'capable') {
+        lastCapableReady.push(s.name);
+        if (open) lastCapableOpen.push(s.name);
+      }
       continue;
     }
     const c = capabilityFor(byServer?.get(s.name), info);
@@ -106,12 +112,12 @@ export function decideByPath(info: RequestInfo, snap: Snapshot, opts: DecideOpti
   }
   // Some apiservers are known NOT to serve it: never balance onto them (their 404 would be false).
   const candidates = [...known, ...unverified];
-  if (unverifiedReady.length > 0)
-    return {
-      outcome: 'routed',
-      reason: 'unverified_candidate',
-      upstream: pick(unverifiedOpen.length > 0 ? unverifiedOpen : unverifiedReady),
-      candidates,
-    };
+  if (unverifiedReady.length > 0) {
+    // Aged evidence still ranks: one whose last view served it before one whose last view did not
+    // (a view goes out of date on a busy machine too, not only when its apiserver is replaced);
+    // that outranks a cordon, which keeps what nobody else is thought to serve.
+    const among = [lastCapableOpen, lastCapableReady, unverifiedOpen, unverifiedReady].find((l) => l.length > 0) ?? unverifiedReady;
+    return { outcome: 'routed', reason: 'unverified_candidate', upstream: pick(among), candidates };
+  }
   return { outcome: 'unavailable', reason: 'no_healthy_capable_server', candidates };
 }

@@ -317,6 +317,7 @@ t.test(
         const false404Evidence = {
           origin,
           accessLogOf: (arm: string) => lab.logFile(`envoy-${arm}`),
+          skewgateLogOf: (arm: string) => ((SKEWGATE_ARMS as readonly string[]).includes(arm) ? lab.logFile(`skewgate-${arm}`) : undefined),
           auditLogs: lab.apiServerSpecs().map((s) => ({ server: s.name, file: lab.auditLogFile(s.name) })),
         };
         for (const arm of SKEWGATE_ARMS) {

@@ -297,6 +297,7 @@ t.test('a part-way upgrade rolled back, in place and by replacement, through ske
       const evidence = {
         origin,
         accessLogOf: (arm: string) => lab.logFile(`envoy-${arm}`),
+        skewgateLogOf: (arm: string) => (arm === SG ? lab.logFile(`skewgate-${SG}`) : undefined),
         auditLogs: lab.apiServerSpecs().map((s) => ({ server: s.name, file: lab.auditLogFile(s.name) })),
       };
       for (const phase of a.phases) {

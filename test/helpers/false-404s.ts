@@ -8,6 +8,7 @@ import type { False404 } from '../load/accounting.js';
 interface AccessLine {
   readonly at: number;
   readonly text: string;
+  readonly requestId: string | undefined;
 }
 
 /** The 404 lines of an Envoy access log (the lab's JSON format), by start time. */
@@ -17,10 +18,38 @@ async function notFoundLines(file: string): Promise<AccessLine[]> {
   for (const line of text.split('\n')) {
     if (!line.startsWith('{') || !line.includes('"status":404')) continue;
     try {
-      const o = JSON.parse(line) as { start?: string; method?: string; path?: string; route?: string; upstream_host?: string };
+      const o = JSON.parse(line) as { start?: string; request_id?: string };
       const at = Date.parse(o.start ?? '');
       const { start: _start, ...rest } = o;
-      if (Number.isFinite(at)) out.push({ at, text: JSON.stringify(rest) });
+      if (Number.isFinite(at)) out.push({ at, text: JSON.stringify(rest), requestId: o.request_id });
+    } catch {
+      // a torn line: skipped
+    }
+  }
+  return out;
+}
+
+/** skewgate's decision lines (lab gateways log each one, harness/lab/gateway-config.ts) by Envoy's request id. */
+async function decisionLines(file: string): Promise<Map<string, string>> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{') || !line.includes('"requestId"')) continue;
+    try {
+      const o = JSON.parse(line) as {
+        msg?: string;
+        requestId?: string;
+        reason?: string;
+        upstream?: string;
+        candidates?: string[];
+        generation?: number;
+        viewAgeMs?: number;
+      };
+      if (o.msg !== 'decision' || o.requestId === undefined) continue;
+      out.set(
+        o.requestId,
+        `${o.reason ?? '?'}${o.upstream === undefined ? '' : ` → ${o.upstream}`} candidates [${(o.candidates ?? []).join(', ')}] generation ${o.generation ?? '?'} oldest view ${o.viewAgeMs ?? '?'} ms`,
+      );
     } catch {
       // a torn line: skipped
     }
@@ -37,12 +66,15 @@ export async function describeFalse404s(
   o: {
     readonly origin: number;
     readonly accessLogOf: (arm: string) => string;
+    /** The arm's skewgate log (absent for an arm without skewgate). */
+    readonly skewgateLogOf?: (arm: string) => string | undefined;
     readonly auditLogs: readonly { readonly server: string; readonly file: string }[];
   },
 ): Promise<string[]> {
   if (list.length === 0) return [];
   const audit = await readAuditEvents(o.auditLogs);
   const logs = new Map<string, AccessLine[]>();
+  const decisions = new Map<string, Map<string, string>>();
   const out: string[] = [];
   for (const f of list) {
     let lines = logs.get(f.arm);
@@ -53,6 +85,13 @@ export async function describeFalse404s(
     const near = lines
       .filter((l) => l.at >= f.atMs - ACCESS_WINDOW_MS.before && l.at <= f.atMs + ACCESS_WINDOW_MS.after)
       .sort((a, b) => Math.abs(a.at - f.atMs) - Math.abs(b.at - f.atMs))[0];
+    let byId = decisions.get(f.arm);
+    if (byId === undefined) {
+      const file = o.skewgateLogOf?.(f.arm);
+      byId = file === undefined ? new Map() : await decisionLines(file);
+      decisions.set(f.arm, byId);
+    }
+    const decided = near?.requestId === undefined ? undefined : byId.get(near.requestId);
     const servers = f.auditId === undefined ? [] : [...new Set((audit.get(f.auditId) ?? []).map((e) => e.server))];
     out.push(
       [
@@ -60,6 +99,7 @@ export async function describeFalse404s(
         `${f.why} (capable ready ${(f.capableReadyForMs / 1000).toFixed(1)} s${f.reason === undefined ? '' : `, skewgate said ${f.reason}`});`,
         `answered by ${servers.join('+') || (f.auditId === undefined ? 'no apiserver (no Audit-Id)' : `? (Audit-Id ${f.auditId} in no audit log)`)};`,
         `envoy ${near === undefined ? 'no 404 line near it' : `+${near.at - f.atMs} ms ${near.text}`}`,
+        ...(o.skewgateLogOf?.(f.arm) === undefined ? [] : [`; skewgate ${decided ?? 'logged no decision for it'}`]),
       ].join(' '),
     );
   }

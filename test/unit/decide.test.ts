@@ -109,6 +109,7 @@ const NEW: Res[] = [
   { gvr: 'admissionregistration.k8s.io/v1/mutatingadmissionpolicies' },
 ];
 const opts = (over: Partial<DecideOptions> = {}): DecideOptions => ({ now: NOW, staleAfterMs: 3000, rng: () => 0, ...over });
+const NEW_ONLY_REQ = req({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies', name: 'm', verb: 'get' });
 const mixed = (): ServerState[] => [server('a', OLD), server('b', OLD), server('c', NEW)];
 
 interface Row {
@@ -274,6 +275,43 @@ const rows: Row[] = [
     info: req({ resource: 'widgets' }),
     servers: [server('a', OLD), server('b', OLD, { consecutiveFailures: 1 }), server('c', NEW)],
     want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b' },
+  },
+  // The replace-upgrade test's CI miss (session 23): on a busy machine the old kas-2's view and the
+  // new kas-4's both went out of date while kas-3's was current; a random pick among them sent a
+  // read for what only kas-4 serves to kas-2. The aged views still rank them.
+  ...[0, 0.99].map((r): Row => ({
+    name: `views out of date: the one whose last view served it first, whatever the rng (${r})`,
+    info: NEW_ONLY_REQ,
+    servers: [server('a', OLD), server('b', OLD, { lastSuccessAt: NOW - 5_000 }), server('c', NEW, { consecutiveFailures: 1 })],
+    opts: { rng: () => r },
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'c', candidates: ['b', 'c'] },
+  })),
+  {
+    name: 'views out of date: a cordoned one whose last view served it before an open one whose did not',
+    info: NEW_ONLY_REQ,
+    servers: [
+      server('a', OLD),
+      server('b', OLD, { lastSuccessAt: NOW - 5_000 }),
+      server('c', NEW, { consecutiveFailures: 1, cordon: 'cordon' }),
+    ],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'c' },
+  },
+  {
+    name: 'views out of date, none of them served it last: any of them (it may have been upgraded)',
+    info: NEW_ONLY_REQ,
+    servers: [server('a', OLD), server('b', OLD, { lastSuccessAt: NOW - 5_000 }), server('c', OLD, { consecutiveFailures: 1 })],
+    opts: { rng: () => 0.99 },
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'c', candidates: ['b', 'c'] },
+  },
+  {
+    name: 'views out of date: an unready one whose last view served it is not a candidate to send to',
+    info: NEW_ONLY_REQ,
+    servers: [
+      server('a', OLD),
+      server('b', OLD, { lastSuccessAt: NOW - 5_000 }),
+      server('c', NEW, { consecutiveFailures: 1, ready: false }),
+    ],
+    want: { outcome: 'routed', reason: 'unverified_candidate', upstream: 'b', candidates: ['b', 'c'] },
   },
   // The race the rolling-upgrade test found: kas-1 restarting as v1.36 (serving before /readyz
   // passes) while kas-2/3 (v1.35) are known not to serve the new resource. Balancing would let a

@@ -33,6 +33,15 @@ t.test("log lines carry the decision span's trace_id and span_id", async (t) => 
   t.equal(logs.lines[0]?.['traceparent'], TRACEPARENT, "Envoy's incoming context is kept as it was");
 });
 
+t.test("a decision line carries Envoy's request id (its access log's request_id, the apiserver's Audit-Id)", async (t) => {
+  const logs = captureLogs('info');
+  const obs = createLogObserver(logs.logger);
+  obs.onDecision(routed, { metadata: md(), headers: new Map([...headers, ['x-request-id', 'req-42']]), durationNs: 1n });
+  obs.onDecision(routed, { metadata: md(), headers, durationNs: 1n });
+  t.equal(logs.lines[0]?.['requestId'], 'req-42');
+  t.notOk('requestId' in (logs.lines[1] ?? {}), 'none when Envoy sent none');
+});
+
 t.test("without a span (tracing off): the caller's trace id, Envoy's first, then the client's", async (t) => {
   const logs = captureLogs('info');
   const obs = createLogObserver(logs.logger);
