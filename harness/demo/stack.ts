@@ -106,12 +106,12 @@ function configDocument(
       serverName: 'localhost',
       credentials: { tokenFile: pki.tokenFile },
     })),
-    discovery: { interval: o.discoveryInterval ?? 1000, timeout: 2000 },
+    discovery: { interval: `${o.discoveryInterval ?? 1000}ms`, timeout: '2s' },
     extproc: {
       listen: `127.0.0.1:${extprocPort}`,
-      messageTimeout: 1000,
+      messageTimeout: '1s',
       failureMode: o.failureMode ?? 'open',
-      shutdownGrace: 2000,
+      shutdownGrace: '2s',
       ...o.extproc,
     },
     envoy: {

@@ -16,6 +16,11 @@ export interface GatewayConfigInput {
   readonly extprocListen: string;
   readonly port: number;
   readonly logLevel?: string;
+  /**
+   * log.decisions.interval 0s: every routed or refused decision on its own line (the default holds
+   * repeats back), so that a false 404's line is found by its request id (test/helpers/false-404s.ts).
+   */
+  readonly logEveryDecision?: boolean;
   /** The config's `telemetry` section as written in YAML (Envoy's tracer follows it); none: off. */
   readonly telemetry?: Readonly<Record<string, unknown>>;
   /** Filesystem xDS in this folder: Envoy's apiserver clusters and routes can change while it runs. */
@@ -88,9 +93,7 @@ export function gatewayConfigDocument(o: GatewayConfigInput): Record<string, unk
     },
     ...(o.fastPath === undefined ? {} : { routing: { fastPath: o.fastPath } }),
     ...(o.operator === undefined ? {} : { admin: { listen: o.operator.adminListen }, gate: { ...o.operator.gate } }),
-    // Every routed or refused decision on its own line (production holds repeats back): a false 404's
-    // line is then found by its request id (test/helpers/false-404s.ts).
-    log: { level: o.logLevel ?? 'info', decisions: { interval: '0s' } },
+    log: { level: o.logLevel ?? 'info', ...(o.logEveryDecision === true ? { decisions: { interval: '0s' } } : {}) },
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
     ...(o.publishService === undefined
       ? {}

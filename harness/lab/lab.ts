@@ -417,6 +417,7 @@ export class Lab {
       ...(healthPort === undefined ? {} : { healthPort }),
       ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
       ...(o.fastPath === undefined ? {} : { fastPath: o.fastPath }),
+      logEveryDecision: true,
     };
     const doc = gatewayConfigDocument(input);
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);

@@ -128,7 +128,7 @@ export function testConfig(pki: Pki, o: TestConfigOptions): Config {
           : o.clientCert === true
             ? { upstreamClientCert: { certFile: pki.clientCertFile, keyFile: pki.clientKeyFile } }
             : {}),
-        ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: o.healthCheckIntervalMs, timeout: 1000 } }),
+        ...(o.healthCheckIntervalMs === undefined ? {} : { healthCheck: { interval: `${o.healthCheckIntervalMs}ms`, timeout: '1s' } }),
         ...(o.xdsDir === undefined ? {} : { xds: { directory: o.xdsDir } }),
         ...(o.extprocPeers === undefined
           ? {}

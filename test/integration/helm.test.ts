@@ -415,4 +415,13 @@ t.test("the ConfigMap's skewgate.yaml passes the real `skewgate validate` (pod p
   writeFileSync(denied, stringify(mapStrings(config)));
   const refused = await validate(denied);
   t.equal(refused.code, 1, `a refused token: exit 1 (${refused.out.split('\n').slice(-3).join(' ').trim()})`);
+  // A duration set without its unit (helm --set makes 5 a number): refused by name, not read as 5 ms (issue 30).
+  const bare = join(dir, 'bare.yaml');
+  writeFileSync(
+    bare,
+    stringify(mapStrings(configOf(await renderKubeadmExample(helm, ['-f', values, '--set', 'config.discovery.interval=5'])))),
+  );
+  const noUnit = await validate(bare);
+  t.not(noUnit.code, 0, 'discovery.interval=5: refused');
+  t.match(noUnit.out, /discovery\.interval: 5 has no unit: write "5ms" or "5s"/);
 });

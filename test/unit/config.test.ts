@@ -38,9 +38,14 @@ t.test('a minimal config gets defaults, absolute paths, and is frozen', async (t
   });
 });
 
-t.test('durations accept units and milliseconds', async (t) => {
+t.test('durations take a unit, as Go writes them; a bare number is refused but 0 (issue 30)', async (t) => {
   const c = parseConfig(
-    { ...minimal, discovery: { interval: '2s', timeout: 750, staleAfter: '1m' }, extproc: { messageTimeout: '250ms' } },
+    {
+      ...minimal,
+      discovery: { interval: '2s', timeout: '750ms', staleAfter: '1m' },
+      extproc: { messageTimeout: '250ms' },
+      log: { decisions: { interval: 0 } },
+    },
     't',
     '/b',
   );
@@ -48,6 +53,14 @@ t.test('durations accept units and milliseconds', async (t) => {
   t.equal(c.discovery.timeout, 750);
   t.equal(c.discovery.staleAfter, 60_000);
   t.equal(c.extproc.messageTimeout, 250);
+  t.equal(c.log.decisions.interval, 0, 'a bare 0 is a duration');
+  // `interval: 5` read as 5 ms would poll every apiserver two hundred times a second.
+  const got = problems({ ...minimal, discovery: { interval: 5, timeout: '2s' }, membership: { drainTimeout: 30 } });
+  t.same(
+    got.map((p) => p.path),
+    ['discovery.interval', 'membership.drainTimeout'],
+  );
+  t.match(got[0]?.message, /^5 has no unit: write "5ms" or "5s", whichever is meant \(only 0 may go without\)$/);
 });
 
 t.test('a unix listen path is resolved against the config folder', async (t) => {
@@ -149,7 +162,7 @@ t.test('dangerous configs are refused, each with why', async (t) => {
     ],
     [
       'staleAfter equal to interval',
-      { ...minimal, discovery: { interval: '2s', staleAfter: 2000 } },
+      { ...minimal, discovery: { interval: '2s', staleAfter: '2000ms' } },
       'discovery.staleAfter',
       /longer than/,
     ],

@@ -1,10 +1,11 @@
-// Units of the config: durations as Go writes them and sizes as Kubernetes writes them, each also
-// a plain number (milliseconds, bytes). Pure.
+// Units of the config: durations as Go writes them (a bare 0 too) and sizes as Kubernetes writes
+// them (or a number of bytes). Pure.
 import { z } from 'zod';
 
 /**
  * Durations are written as Go writes them ("500ms", "5s", "1m30s", "1.5h", "2h45m"; units ns, us
- * or µs, ms, s, m, h) or as a number of milliseconds. Pure.
+ * or µs, ms, s, m, h), as Kubernetes' component configs take them. A bare number is refused but 0:
+ * `interval: 5` read as 5 ms polls two hundred times a second (issue 30). Pure.
  */
 const DURATION_PART = /(\d+(?:\.\d+)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
 const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -26,9 +27,13 @@ export function parseDuration(text: string): number | null {
 
 export const duration = z
   .union([z.number().nonnegative(), z.string()])
-  .meta({ description: 'a duration as Go writes it (500ms, 5s, 1m30s, 2h45m) or a number of milliseconds' })
+  .meta({ description: 'a duration as Go writes it (500ms, 5s, 1m30s, 2h45m); only 0 may go without a unit' })
   .transform((v, ctx) => {
-    if (typeof v === 'number') return v;
+    if (typeof v === 'number') {
+      if (v === 0) return 0;
+      ctx.addIssue({ code: 'custom', message: `${v} has no unit: write "${v}ms" or "${v}s", whichever is meant (only 0 may go without)` });
+      return z.NEVER;
+    }
     const ms = parseDuration(v);
     if (ms === null) {
       ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration (use e.g. 500ms, 5s, 1m30s, 2h)` });
