@@ -74,6 +74,11 @@ CMD ["lab", "pki", "--dir", "/pki"]
 # ---- runtime: the service ------------------------------------------------------------------
 FROM runtime-base
 COPY --from=build /app/dist/src ./dist/src
+# `skewgate` on PATH (as package.json's bin names it), so that `kubectl exec … -- skewgate status`
+# and `crictl exec … skewgate status` work as written; with the config at /etc/skewgate/skewgate.yaml
+# or named by SKEWGATE_CONFIG, they need no --config either (src/cli/config-file.ts).
+RUN chmod 0755 /app/dist/src/cli/main.js \
+ && ln -s /app/dist/src/cli/main.js /usr/local/bin/skewgate
 # Loaded from disk at start-up by src/extproc/proto.ts: proto/ beside package.json (the package root).
 COPY proto ./proto
 # uid 1000 in the node images.

@@ -154,14 +154,16 @@ export function composeDocument(v: ComposeVersions): ComposeDocument {
     },
     [SERVICES.skewgate]: {
       build: skewgateBuild,
-      command: ['serve', '--config', deployPath(DEPLOY_FILES.skewgate)],
+      // Every skewgate command in the container reads it without --config (`skewgate status`).
+      environment: { SKEWGATE_CONFIG: deployPath(DEPLOY_FILES.skewgate) },
+      command: ['serve'],
       volumes: [pkiRo, socketRw, deployRo],
       networks: onNetwork,
       ports: [publish(HOST_PORTS.metrics, METRICS_PORT)],
       depends_on: { [SERVICES.pki]: completed, [SERVICES.setup]: completed },
       // The grpc.health.v1 check Envoy makes too: SERVING once the first discovery round is done.
       healthcheck: {
-        test: ['CMD', 'node', '/app/dist/src/cli/main.js', 'health', '--config', deployPath(DEPLOY_FILES.skewgate)],
+        test: ['CMD', 'skewgate', 'health'],
         interval: '5s',
         timeout: '5s',
         retries: 3,

@@ -9,6 +9,7 @@ import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { LOG_FORMATS, type LogFormat } from '../util/log.js';
 import type { GatewaySource, OutputFormat } from './one-shot.js';
 import { skewgateVersion } from '../util/version.js';
+import { CONFIG_DEFAULT_HELP, NoConfigError, optionalConfigFile, requiredConfigFile } from './config-file.js';
 
 const program = new Command()
   .name('skewgate')
@@ -37,23 +38,23 @@ async function flagDuration(): Promise<(text: string) => number | null> {
   return (text) => (/^\d+$/.test(text.trim()) ? Number(text.trim()) : parseDuration(text));
 }
 
-const configOption = ['-c, --config <file>', 'skewgate YAML config file'] as const;
+const configOption = ['-c, --config <file>', `skewgate YAML config file (${CONFIG_DEFAULT_HELP})`] as const;
 
 program
   .command('serve')
   .description('run the ext_proc service: discovery in the background, a routing decision per request')
-  .requiredOption(...configOption)
-  .action(async (o: { config: string }) => {
-    process.exitCode = await (await import('./serve.js')).runServe(o.config, logFormat());
+  .option(...configOption)
+  .action(async (o: { config?: string }) => {
+    process.exitCode = await (await import('./serve.js')).runServe(requiredConfigFile(o.config), logFormat());
   });
 
 program
   .command('envoy-config')
   .description('print the Envoy bootstrap (YAML) for this config on stdout')
-  .requiredOption(...configOption)
+  .option(...configOption)
   .option('--relative-to <dir>', 'write file paths relative to this folder (for a committed bootstrap)')
-  .action(async (o: { config: string; relativeTo?: string }) => {
-    process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(o.config, o.relativeTo);
+  .action(async (o: { config?: string; relativeTo?: string }) => {
+    process.exitCode = await (await import('./envoy-config.js')).runEnvoyConfig(requiredConfigFile(o.config), o.relativeTo);
   });
 
 /**
@@ -65,7 +66,7 @@ function withGatewayOptions(cmd: Command, discover = false): Command {
   cmd
     .option(
       '-c, --config <file>',
-      `skewgate YAML config file: its admin.listen names the gateway to ask${discover ? ' (with --discover: the apiservers)' : ''}`,
+      `skewgate YAML config file: its admin.listen names the gateway to ask${discover ? ' (with --discover: the apiservers)' : ''}; ${CONFIG_DEFAULT_HELP}, if it exists`,
     )
     .option(
       '--admin <address>',
@@ -87,7 +88,7 @@ async function gatewaySource(o: GatewayFlags): Promise<GatewaySource> {
   const parseDuration = await flagDuration();
   const timeoutMs = parseDuration(o.timeout);
   if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (5s, 1500ms, 1m)`);
-  return { configFile: o.config, admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
+  return { configFile: optionalConfigFile(o.config), admin: o.admin, discover: Boolean(o.discover), timeoutMs, logFormat: logFormat() };
 }
 
 const WATCH_OPTION = ['-w, --watch', 'keep asking the gateway and print again whenever what this shows changes (Ctrl-C ends it)'] as const;
@@ -285,10 +286,10 @@ program
   .description(
     'check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it',
   )
-  .requiredOption(...configOption)
+  .option(...configOption)
   .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
-  .action(async (o: { config: string; output?: 'table' | 'json' | 'yaml' }) => {
-    process.exitCode = await (await import('./validate.js')).runValidate(o.config, o.output ?? 'table', logFormat());
+  .action(async (o: { config?: string; output?: 'table' | 'json' | 'yaml' }) => {
+    process.exitCode = await (await import('./validate.js')).runValidate(requiredConfigFile(o.config), o.output ?? 'table', logFormat());
   });
 
 program
@@ -302,14 +303,14 @@ program
 program
   .command('health')
   .description('ask a running skewgate for its gRPC health (grpc.health.v1, as Envoy does); exit 0 when serving')
-  .requiredOption(...configOption)
+  .option(...configOption)
   .option('--timeout <duration>', 'give up after this long (Go duration, e.g. 2s, or milliseconds)', '2s')
   .option('--envoy', "also require Envoy's GET /ready on its admin address (envoy.admin) to answer 200")
-  .action(async (o: { config: string; timeout: string; envoy?: boolean }) => {
+  .action(async (o: { config?: string; timeout: string; envoy?: boolean }) => {
     const parseDuration = await flagDuration();
     const timeoutMs = parseDuration(o.timeout);
     if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout ${o.timeout}: not a duration (2s, 1500ms, 500)`);
-    process.exitCode = await (await import('./health.js')).runHealth(o.config, timeoutMs, { envoy: Boolean(o.envoy) });
+    process.exitCode = await (await import('./health.js')).runHealth(requiredConfigFile(o.config), timeoutMs, { envoy: Boolean(o.envoy) });
   });
 
 program
@@ -344,7 +345,7 @@ program
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof UsageError) {
+  if (err instanceof UsageError || err instanceof NoConfigError) {
     process.stderr.write(`skewgate: ${err.message}\n`);
     process.exitCode = EXIT_BAD_CONFIG;
   } else if (err instanceof ConfigError) {

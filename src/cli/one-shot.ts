@@ -1,5 +1,6 @@
 // Shared by the inspection commands: the running gateway's answer (its admin endpoint), or one
 // round of discovery of their own, no watch, then close; and how they print.
+import { CONFIG_ENV, DEFAULT_CONFIG_FILE } from './config-file.js';
 import { stringify as stringifyYaml } from 'yaml';
 import { loadConfig } from '../config/load.js';
 import { type Config } from '../config/core/schema.js';
@@ -83,7 +84,8 @@ export async function fromGatewayOrDiscovery<T>(
   };
   if (source.discover) {
     if (source.admin !== undefined) return fail(EXIT_BAD_CONFIG, '--admin and --discover exclude each other: ask the gateway, or discover');
-    if (source.configFile === undefined) return fail(EXIT_BAD_CONFIG, '--discover needs --config: the apiservers to ask');
+    if (source.configFile === undefined)
+      return fail(EXIT_BAD_CONFIG, `--discover needs a config, the apiservers to ask: give --config FILE or set ${CONFIG_ENV}`);
     const answer = await withOneShotDiscovery(source.configFile, how.discover, oneShotLogger(source.logFormat));
     return { answer, origin: { kind: 'discovery' } };
   }
@@ -93,7 +95,7 @@ export async function fromGatewayOrDiscovery<T>(
     return fail(
       EXIT_BAD_CONFIG,
       source.configFile === undefined
-        ? 'give --config (its admin.listen names the gateway to ask) or --admin ADDRESS'
+        ? `no config: give --config FILE or set ${CONFIG_ENV} (its admin.listen names the gateway to ask; ${DEFAULT_CONFIG_FILE}, the default, does not exist), or --admin ADDRESS`
         : `${source.configFile} has no admin.listen, so the gateway has no admin endpoint to ask: set one (docs/design.md, "The admin endpoint"), give --admin ADDRESS, or --discover for a discovery round of this command's own`,
     );
   if (/:0$/.test(address))

@@ -279,6 +279,23 @@ const readyTransition = async (): Promise<string> => {
 };
 const faults: { what: string; outageMs: number; maxLagMs: number; refused: number; kubeletErrors: number }[] = [];
 
+await t.test(
+  "deploy/runbook.md's `sg status`: `crictl exec <skewgate> skewgate status`, the CLI on the image's PATH, no --config",
+  async (t) => {
+    const { id } = await runningContainer('skewgate');
+    const out = await crictl(['exec', id, 'skewgate', 'status', '-o', 'json']).then(
+      (r) => r.stdout,
+      (err: Error & { stderr?: string }) => `failed: ${err.stderr ?? err.message}`,
+    );
+    const members = (JSON.parse(out.startsWith('{') ? out : '{}') as { members?: { name: string; ready: boolean | null }[] }).members;
+    t.same(
+      (members ?? []).map((m) => [m.name, m.ready]).sort(),
+      servers.map((s) => [s.name, true]),
+      `the gateway's own members, read from /etc/skewgate/skewgate.yaml's admin.listen (${out.slice(0, 200)})`,
+    );
+  },
+);
+
 for (const container of ['skewgate', 'envoy'] as const) {
   await t.test(`SIGKILL of the static pod's ${container}: what the node's kubelet sees; the node stays Ready`, async (t) => {
     if (node === undefined) {

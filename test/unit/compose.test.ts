@@ -429,7 +429,9 @@ t.test("Envoy's bootstraps: rendered at start by envoy-config from skewgate.yaml
   t.same(s.build, svc('pki').build, 'the harness stage, like pki');
   t.same(s.entrypoint, ['sh', '-c'], 'a shell line, for the redirections');
   t.equal(s.command?.length, 1);
-  const serveConfig = svc('skewgate').command?.[(svc('skewgate').command?.indexOf('--config') ?? -2) + 1] ?? '';
+  // skewgate serves the file its container's SKEWGATE_CONFIG names (every CLI command there reads it).
+  t.same(svc('skewgate').command, ['serve'], 'skewgate serve, no --config');
+  const serveConfig = svc('skewgate').environment?.['SKEWGATE_CONFIG'] ?? '';
   t.equal(serveConfig, '/deploy/skewgate.yaml');
   const steps = (s.command?.[0] ?? '').split(' && ');
   t.same(
@@ -511,7 +513,8 @@ t.test("Envoy's bootstraps: rendered at start by envoy-config from skewgate.yaml
     ['pki', 'skewgate', 'envoy'],
     'nobody else mounts the socket volume',
   );
-  t.same(svc('skewgate').command, ['serve', '--config', '/deploy/skewgate.yaml']);
+  t.same(svc('skewgate').command, ['serve']);
+  t.same(svc('skewgate').environment, { SKEWGATE_CONFIG: '/deploy/skewgate.yaml' });
 
   // In the containers the files are under /pki and /run/skewgate; here, the PKI `lab pki` made above.
   t.ok(existsSync(join(pkiDir, 'ca.crt')), 'the PKI of the previous test');
@@ -580,12 +583,11 @@ t.test('start order: one-shots gate what needs them; no cycles', async (t) => {
     t.same(svc(n).depends_on?.['setup'], { condition: 'service_completed_successfully' }, `${n} after the RBAC objects exist`);
   // The client plays the demo once skewgate answers Envoy's health check: `skewgate health` on the config it serves.
   t.same(svc('client').depends_on?.['skewgate'], { condition: 'service_healthy' }, 'the client waits for skewgate to be healthy');
-  const serveConfig = svc('skewgate').command?.[(svc('skewgate').command?.indexOf('--config') ?? -2) + 1];
-  t.ok(serveConfig, 'skewgate serves a config');
+  t.ok(svc('skewgate').environment?.['SKEWGATE_CONFIG'], 'skewgate serves the config SKEWGATE_CONFIG names');
   t.same(
     (svc('skewgate') as { healthcheck?: { test?: unknown } }).healthcheck?.test,
-    ['CMD', 'node', '/app/dist/src/cli/main.js', 'health', '--config', serveConfig],
-    "its healthcheck is `skewgate health` on that config, through the image's entrypoint script",
+    ['CMD', 'skewgate', 'health'],
+    "its healthcheck is `skewgate health` on that config (the same variable), the CLI on the image's PATH",
   );
   const visiting = new Set<string>();
   const done = new Set<string>();

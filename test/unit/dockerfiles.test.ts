@@ -235,6 +235,21 @@ t.test(`${ROOT_DOCKERFILE}: skewgate's command line`, async (t) => {
   const argv = [...(execForm(final, 'ENTRYPOINT') ?? []), ...(execForm(final, 'CMD') ?? [])];
   t.same(argv, ['node', '/app/dist/src/cli/main.js', 'serve', '--config', '/deploy/skewgate.yaml'], 'ENTRYPOINT + CMD (exec form)');
   t.equal(lastUser(final), 'node', 'USER node (uid 1000 in the node images)');
+  // `kubectl exec … -- skewgate status` (issue 30): the CLI script executable and linked onto PATH.
+  t.ok(
+    final.instructions.some(
+      (i) =>
+        i.keyword === 'RUN' &&
+        /\bchmod 0755 \/app\/dist\/src\/cli\/main\.js\b/.test(i.args) &&
+        /\bln -s \/app\/dist\/src\/cli\/main\.js \/usr\/local\/bin\/skewgate\b/.test(i.args),
+    ),
+    'skewgate on PATH: /usr/local/bin/skewgate → the executable CLI script',
+  );
+  t.match(
+    readFileSync(join(root, 'dist/src/cli/main.js'), 'utf8').split('\n')[0],
+    /^#!\/usr\/bin\/env node$/,
+    'which starts with its interpreter line',
+  );
   t.equal(workdirs(final).at(-1), '/app');
   t.notOk(
     final.instructions.some((i) => i.keyword === 'RUN' && /\bopenssl\b/.test(i.args)),

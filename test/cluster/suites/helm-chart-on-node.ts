@@ -238,6 +238,26 @@ export async function helmChartOnNode(t: Tap, c: ChartNode): Promise<void> {
   });
 
   await t.test(
+    "values.yaml's `kubectl exec … -c skewgate -- skewgate status`: the image's CLI on PATH, its config without --config",
+    async (t) => {
+      const pod = await chartPod();
+      const name = pod?.metadata?.name ?? '';
+      t.not(name, '', "the chart's pod");
+      const status = await kubectl(['-n', NS, 'exec', name, '-c', 'skewgate', '--', 'skewgate', 'status', '-o', 'json']).then(
+        (r) => r.stdout,
+        (err: Error & { stderr?: string }) => `failed: ${err.stderr ?? err.message}`,
+      );
+      const members = (JSON.parse(status.startsWith('{') ? status : '{}') as { members?: { name: string; ready: boolean | null }[] })
+        .members;
+      t.same(
+        c.apiservers.map((a) => [a.name, members?.find((m) => m.name === a.name)?.ready]),
+        c.apiservers.map((a) => [a.name, true]),
+        `the running replica's members: the seed, every one ready (${status.slice(0, 200)})`,
+      );
+    },
+  );
+
+  await t.test(
     'readiness means what the chart says: a replica whose skewgate does not answer leaves the Service, and comes back',
     async (t) => {
       const { stdout } = await c.crictl([
