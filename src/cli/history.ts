@@ -5,9 +5,10 @@ import { EXIT_BAD_CONFIG, EXIT_OK } from '../constants.js';
 import type { HistoryEvent } from '../history/core/transitions.js';
 import type { HistoryAnswer } from '../history/recorder.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
-import { formatTable, fromGatewayOrDiscovery, structured, type GatewaySource } from './one-shot.js';
+import { fromGatewayOrDiscovery, type GatewaySource } from './one-shot.js';
+import { renderListing, sayAside, type Listing, type ListOptions } from './listing.js';
 
-export async function runHistory(source: GatewaySource, output: 'table' | 'json' | 'yaml' = 'table'): Promise<number> {
+export async function runHistory(source: GatewaySource, list: ListOptions = { format: 'table' }): Promise<number> {
   if (source.discover) {
     process.stderr.write('skewgate history: --discover does not apply: the history is what the running gateway saw happen\n');
     return EXIT_BAD_CONFIG;
@@ -20,19 +21,25 @@ export async function runHistory(source: GatewaySource, output: 'table' | 'json'
   });
   if (typeof got === 'number') return got;
   const h = got.answer;
-  const data = structured(output, h);
-  if (data !== null) {
-    process.stdout.write(data);
-    return EXIT_OK;
-  }
-  if (h.dropped > 0) process.stderr.write(`(the ${h.dropped} oldest events are no longer kept: the last ${h.capacity} are)\n`);
-  process.stdout.write(
-    formatTable([
-      ['TIME', 'APISERVER', 'EVENT', 'DETAIL'],
-      ...h.events.map((e) => [e.at, 'apiserver' in e ? e.apiserver : '-', e.kind, detail(e)]),
-    ]),
-  );
+  sayAside(list, h.dropped > 0 ? [`(the ${h.dropped} oldest events are no longer kept: the last ${h.capacity} are)`] : []);
+  process.stdout.write(renderListing(historyListing(h), list));
   return EXIT_OK;
+}
+
+/** The events as rows, oldest first; -o name: apiserver/event (- for the gateway's own, the skew). */
+export function historyListing(h: HistoryAnswer): Listing<HistoryEvent> {
+  const apiserver = (e: HistoryEvent): string => ('apiserver' in e ? e.apiserver : '-');
+  return {
+    data: h,
+    rows: h.events,
+    name: (e) => `${apiserver(e)}/${e.kind}`,
+    columns: [
+      { header: 'TIME', cell: (e) => e.at },
+      { header: 'APISERVER', cell: apiserver },
+      { header: 'EVENT', cell: (e) => e.kind },
+      { header: 'DETAIL', cell: detail },
+    ],
+  };
 }
 
 function detail(e: HistoryEvent): string {

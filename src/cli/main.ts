@@ -7,7 +7,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../config/core/problems.js';
 import { EXIT_BAD_CONFIG, EXIT_PROBLEMS } from '../constants.js';
 import { LOG_FORMATS, type LogFormat } from '../util/log.js';
-import type { GatewaySource, OutputFormat } from './one-shot.js';
+import type { GatewaySource } from './one-shot.js';
+import { LIST_FORMATS, type ListFormat } from './formats.js';
+import type { ListOptions } from './listing.js';
 import { skewgateVersion } from '../util/version.js';
 import { CONFIG_DEFAULT_HELP, NoConfigError, optionalConfigFile, requiredConfigFile } from './config-file.js';
 
@@ -107,31 +109,59 @@ async function watchOf(o: WatchFlags): Promise<{ readonly intervalMs: number } |
   return { intervalMs };
 }
 
-withGatewayOptions(
-  program
-    .command('status')
-    .description(
-      'what the running gateway believes now (its admin endpoint): members, readiness, view ages and sources, generations, skew',
-    ),
+/** -o for a listing, as kubectl's (wide: `wide`), and --no-headers. */
+function withListOptions(cmd: Command, wide: string, name: string): Command {
+  return cmd
+    .addOption(
+      new Option('-o, --output <format>', `table (default), wide (${wide}), name (${name}, one per line), json or yaml`).choices(
+        LIST_FORMATS,
+      ),
+    )
+    .option('--no-headers', 'table and wide: leave out the header row');
+}
+
+interface ListFlags {
+  readonly output?: ListFormat;
+  /** False with --no-headers. */
+  readonly headers: boolean;
+}
+
+const listOf = (o: ListFlags, json = false): ListOptions => ({
+  format: json ? 'json' : (o.output ?? 'table'),
+  noHeaders: !o.headers,
+  logFormat: logFormat(),
+});
+
+withListOptions(
+  withGatewayOptions(
+    program
+      .command('status')
+      .description(
+        'what the running gateway believes now (its admin endpoint): members, readiness, view ages and sources, generations, skew',
+      ),
+  ),
+  "the failure count and the last error's code",
+  'apiserver names',
 )
-  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
   .option(...WATCH_OPTION)
   .option(...INTERVAL_OPTION)
-  .action(async (o: GatewayFlags & WatchFlags & { output?: 'table' | 'json' | 'yaml' }) => {
-    process.exitCode = await (await import('./status.js')).runStatus(await gatewaySource(o), o.output ?? 'table', await watchOf(o));
+  .action(async (o: GatewayFlags & WatchFlags & ListFlags) => {
+    process.exitCode = await (await import('./status.js')).runStatus(await gatewaySource(o), listOf(o), await watchOf(o));
   });
 
-withGatewayOptions(
-  program
-    .command('history')
-    .description(
-      "what changed lately in the running gateway's view, oldest first: apiservers joining and leaving, readiness, draining, versions, views, the skew",
-    ),
-)
-  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
-  .action(async (o: GatewayFlags & { output?: 'table' | 'json' | 'yaml' }) => {
-    process.exitCode = await (await import('./history.js')).runHistory(await gatewaySource(o), o.output ?? 'table');
-  });
+withListOptions(
+  withGatewayOptions(
+    program
+      .command('history')
+      .description(
+        "what changed lately in the running gateway's view, oldest first: apiservers joining and leaving, readiness, draining, versions, views, the skew",
+      ),
+  ),
+  'the same: every field is in the table',
+  'apiserver/event',
+).action(async (o: GatewayFlags & ListFlags) => {
+  process.exitCode = await (await import('./history.js')).runHistory(await gatewaySource(o), listOf(o));
+});
 
 withGatewayOptions(
   program
@@ -174,20 +204,18 @@ withGatewayOptions(
     },
   );
 
-withGatewayOptions(
-  program
-    .command('skew')
-    .description(
-      "list every resource that not all apiservers serve, as the running gateway sees it: who serves it, who does not (--discover: a discovery round of this command's own)",
-    ),
-  true,
+withListOptions(
+  withGatewayOptions(
+    program
+      .command('skew')
+      .description(
+        "list every resource that not all apiservers serve, as the running gateway sees it: who serves it, who does not (--discover: a discovery round of this command's own)",
+      ),
+    true,
+  ),
+  'a column per apiserver',
+  'group/version/resource',
 )
-  .addOption(
-    new Option(
-      '-o, --output <format>',
-      'table (default), wide (a column per apiserver), name (group/version/resource), json or yaml',
-    ).choices(['table', 'wide', 'name', 'json', 'yaml']),
-  )
   .option('--json', 'the same as -o json')
   .option(...WATCH_OPTION)
   .option(...INTERVAL_OPTION)
@@ -195,9 +223,9 @@ withGatewayOptions(
     '--if-removed <apiserver>',
     'instead: what no member would serve if this apiserver left, and who used each lately (exit 1 while something is in use)',
   )
-  .action(async (o: GatewayFlags & WatchFlags & { json?: boolean; output?: OutputFormat; ifRemoved?: string }) => {
+  .action(async (o: GatewayFlags & WatchFlags & ListFlags & { json?: boolean; ifRemoved?: string }) => {
     const skew = await import('./skew.js');
-    const output = o.json ? 'json' : (o.output ?? 'table');
+    const output = listOf(o, o.json);
     if (o.ifRemoved !== undefined) {
       if (o.watch) throw new UsageError('--if-removed answers once: not with -w');
       process.exitCode = await skew.runIfRemoved(await gatewaySource(o), o.ifRemoved, output);
@@ -281,16 +309,18 @@ for (const uncordon of [false, true]) {
   );
 }
 
-program
-  .command('validate')
-  .description(
-    'check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it',
-  )
-  .option(...configOption)
-  .addOption(new Option('-o, --output <format>', 'table (default), json or yaml').choices(['table', 'json', 'yaml']))
-  .action(async (o: { config?: string; output?: 'table' | 'json' | 'yaml' }) => {
-    process.exitCode = await (await import('./validate.js')).runValidate(requiredConfigFile(o.config), o.output ?? 'table', logFormat());
-  });
+withListOptions(
+  program
+    .command('validate')
+    .description(
+      'check the config, then reachability, TLS and credentials of every apiserver, and that no running apiserver is missing from it',
+    )
+    .option(...configOption),
+  'the discovery error',
+  'apiserver names',
+).action(async (o: ListFlags & { config?: string }) => {
+  process.exitCode = await (await import('./validate.js')).runValidate(requiredConfigFile(o.config), listOf(o), logFormat());
+});
 
 program
   .command('config-schema')

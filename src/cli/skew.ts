@@ -10,23 +10,18 @@ import { skewReport, type SkewReport } from '../inspect/skew-report.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
 import type { GateAnswer } from '../gate/core/verdict.js';
 import { spanText } from '../gate/core/removal.js';
+import type { ClientUsage } from '../gate/core/usage.js';
 import { membershipLines } from './membership-lines.js';
-import {
-  formatTable,
-  fromGatewayOrDiscovery,
-  originLine,
-  structured,
-  type AnswerOrigin,
-  type GatewaySource,
-  type OutputFormat,
-} from './one-shot.js';
+import { fromGatewayOrDiscovery, originLine, type AnswerOrigin, type GatewaySource } from './one-shot.js';
+import type { ListFormat } from './formats.js';
+import { isRowFormat, renderListing, sayAside, type Column, type Listing, type ListOptions } from './listing.js';
 
 /** `-o name`: group/version/resource, as kubectl writes resource names (core: v1/pods). */
 const rowName = (r: SkewRow): string => `${r.group ? `${r.group}/` : ''}${r.version}/${r.resource}`;
 
 export async function runSkew(
   source: GatewaySource,
-  output: OutputFormat = 'table',
+  list: ListOptions = { format: 'table' },
   watch: { readonly intervalMs: number; readonly signal?: AbortSignal } | null = null,
 ): Promise<number> {
   if (watch !== null && source.discover) {
@@ -38,10 +33,10 @@ export async function runSkew(
       ask: (gateway) => gateway(ADMIN_PATHS.skew),
       discover: ({ snapshot, now, membershipProblem }) => skewReport(snapshot, now, membershipProblem),
     });
-  if (watch !== null) return watchAnswers({ ask, key: skewKey, print: (r, origin, at) => printSkew(r, origin, output, at), ...watch });
+  if (watch !== null) return watchAnswers({ ask, key: skewKey, print: (r, origin, at) => printSkew(r, origin, list, at), ...watch });
   const got = await ask();
   if (typeof got === 'number') return got;
-  return printSkew(got.answer, got.origin, output, null);
+  return printSkew(got.answer, got.origin, list, null);
 }
 
 /** What `skew -w` compares: the verdict, the rows, who was compared and the membership — not generations or ages. */
@@ -57,47 +52,52 @@ export function skewKey(r: SkewReport): string {
   ]);
 }
 
-function printSkew(report: SkewReport, origin: AnswerOrigin, output: OutputFormat, changedAt: Date | null): number {
+function printSkew(report: SkewReport, origin: AnswerOrigin, list: ListOptions, changedAt: Date | null): number {
   const exitCode = report.verdict === 'no_skew' ? EXIT_OK : EXIT_PROBLEMS;
-  const data = structured(output, report);
-  if (data !== null) {
+  const rows = renderListing(skewListing(report, list.format), list);
+  if (!isRowFormat(list.format)) {
     // One document per answer: YAML's separator between them, JSON's stream as it is.
-    process.stdout.write(changedAt !== null && output === 'yaml' ? `---\n${data}` : data);
+    process.stdout.write(changedAt !== null && list.format === 'yaml' ? `---\n${rows}` : rows);
     return exitCode;
   }
-  if (changedAt !== null && output !== 'name') process.stdout.write(changedLine(changedAt));
-  // Names only: nothing else on stdout (the summary and warnings go to stderr), for scripts.
-  if (output === 'name') {
-    for (const r of report.skew) process.stdout.write(`${rowName(r)}\n`);
-    process.stderr.write(`${report.summary}\n`);
-    return exitCode;
-  }
-  process.stdout.write(`${originLine(origin, report.generation)}\n`);
-  for (const line of membershipLines(report.membership)) process.stdout.write(`${line}\n`);
-  for (const s of report.notCompared.filter((n) => n.member))
-    process.stdout.write(`warning: no discovery from ${s.name}: ${s.error} (left out of the comparison)\n`);
-  if (report.skew.length > 0 && output === 'wide')
-    // One column per apiserver compared: whether it serves the resource.
-    process.stdout.write(
-      formatTable([
-        ['GROUP', 'VERSION', 'RESOURCE', ...report.compared.map((n) => n.toUpperCase())],
-        ...report.skew.map((r) => [
-          r.group || '(core)',
-          r.version,
-          r.resource,
-          ...report.compared.map((n) => (r.servedBy.includes(n) ? 'yes' : '-')),
-        ]),
-      ]),
-    );
-  else if (report.skew.length > 0)
-    process.stdout.write(
-      formatTable([
-        ['GROUP', 'VERSION', 'RESOURCE', 'SERVED BY', 'NOT SERVED BY'],
-        ...report.skew.map((r) => [r.group || '(core)', r.version, r.resource, r.servedBy.join(',') || '-', r.missingFrom.join(',')]),
-      ]),
-    );
-  process.stdout.write(`${report.summary}\n`);
+  sayAside(list, [
+    ...(changedAt === null ? [] : [changedLine(changedAt).trimEnd()]),
+    ...(list.format === 'name' ? [] : [originLine(origin, report.generation), ...membershipLines(report.membership)]),
+    ...report.notCompared
+      .filter((n) => n.member)
+      .map((n) => `warning: no discovery from ${n.name}: ${n.error} (left out of the comparison)`),
+  ]);
+  process.stdout.write(rows);
+  sayAside(list, [report.summary]);
   return exitCode;
+}
+
+/** The skewed resources as rows: -o wide has a column per apiserver compared (does it serve it?). */
+export function skewListing(report: SkewReport, format: ListFormat): Listing<SkewRow> {
+  const gvr: Column<SkewRow>[] = [
+    { header: 'GROUP', cell: (r) => r.group || '(core)' },
+    { header: 'VERSION', cell: (r) => r.version },
+    { header: 'RESOURCE', cell: (r) => r.resource },
+  ];
+  return {
+    data: report,
+    rows: report.skew,
+    name: rowName,
+    columns:
+      format === 'wide'
+        ? [
+            ...gvr,
+            ...report.compared.map((n): Column<SkewRow> => ({
+              header: n.toUpperCase(),
+              cell: (r) => (r.servedBy.includes(n) ? 'yes' : '-'),
+            })),
+          ]
+        : [
+            ...gvr,
+            { header: 'SERVED BY', cell: (r) => r.servedBy.join(',') || '-' },
+            { header: 'NOT SERVED BY', cell: (r) => r.missingFrom.join(',') },
+          ],
+  };
 }
 
 /**
@@ -105,7 +105,7 @@ function printSkew(report: SkewReport, origin: AnswerOrigin, output: OutputForma
  * (the gateway's usage record: GET /v1/gate?removing=). Exit 0: nothing it alone serves is in use;
  * 1: something is (or the gateway did not answer); 2: bad usage, an unknown apiserver.
  */
-export async function runIfRemoved(source: GatewaySource, apiserver: string, output: OutputFormat): Promise<number> {
+export async function runIfRemoved(source: GatewaySource, apiserver: string, list: ListOptions): Promise<number> {
   if (source.discover) {
     process.stderr.write("skewgate skew --if-removed: who uses what is the running gateway's record: not with --discover\n");
     return EXIT_BAD_CONFIG;
@@ -125,40 +125,33 @@ export async function runIfRemoved(source: GatewaySource, apiserver: string, out
   }
   const r = g.removal;
   const inUse = r.resources.some((x) => x.users.length > 0);
-  const data = structured(output, r);
-  if (data !== null) {
-    process.stdout.write(data);
-    return inUse ? EXIT_PROBLEMS : EXIT_OK;
-  }
-  if (output === 'name') {
-    for (const x of r.resources) process.stdout.write(`${x.resource.replace(/^\//, '')}\n`);
-    return inUse ? EXIT_PROBLEMS : EXIT_OK;
-  }
   const span = spanText(r.usageWindowMs);
-  if (r.resources.length === 0)
-    process.stdout.write(`if ${r.apiserver} leaves, every resource it serves is still served by another member\n`);
-  else
-    process.stdout.write(
-      formatTable([
-        ['RESOURCE', 'USER', 'USER AGENT', 'COUNT', 'LAST SEEN'],
-        ...r.resources.flatMap((x) =>
-          x.users.length === 0
-            ? [[x.resource.replace(/^\//, ''), `- (not used in ${span})`, '', '', '']]
-            : x.users.map((u) => [
-                x.resource.replace(/^\//, ''),
-                u.user,
-                u.userAgent || '-',
-                String(u.count),
-                new Date(u.lastSeen).toISOString(),
-              ]),
-        ),
-      ]),
-    );
-  if (r.doubt !== null) process.stdout.write(`warning: ${r.doubt}\n`);
-  process.stdout.write(
+  type UseRow = { readonly resource: string; readonly user: ClientUsage | null };
+  const listing: Listing<UseRow> = {
+    data: r,
+    // A row per resource and user (one per resource for -o name).
+    rows: r.resources.flatMap((x): UseRow[] => {
+      const resource = x.resource.replace(/^\//, '');
+      return x.users.length === 0 || list.format === 'name' ? [{ resource, user: null }] : x.users.map((user) => ({ resource, user }));
+    }),
+    name: (row) => row.resource,
+    columns: [
+      { header: 'RESOURCE', cell: (row) => row.resource },
+      { header: 'USER', cell: (row) => row.user?.user ?? `- (not used in ${span})` },
+      { header: 'USER AGENT', cell: (row) => (row.user === null ? '' : row.user.userAgent || '-') },
+      { header: 'COUNT', cell: (row) => (row.user === null ? '' : String(row.user.count)) },
+      { header: 'LAST SEEN', cell: (row) => (row.user === null ? '' : new Date(row.user.lastSeen).toISOString()) },
+    ],
+  };
+  process.stdout.write(renderListing(listing, list));
+  sayAside(list, [
+    ...(r.resources.length === 0 && list.format !== 'name'
+      ? [`if ${r.apiserver} leaves, every resource it serves is still served by another member`]
+      : []),
+    ...(r.doubt === null ? [] : [`warning: ${r.doubt}`]),
     inUse
-      ? `${r.resources.filter((x) => x.users.length > 0).length} of ${r.resources.length} resources only ${r.apiserver} serves were used in the last ${span}: \`skewgate gate --removing ${r.apiserver}\` holds\n`
-      : `nothing only ${r.apiserver} serves was used in the last ${span}\n`,
-  );
+      ? `${r.resources.filter((x) => x.users.length > 0).length} of ${r.resources.length} resources only ${r.apiserver} serves were used in the last ${span}: \`skewgate gate --removing ${r.apiserver}\` holds`
+      : `nothing only ${r.apiserver} serves was used in the last ${span}`,
+  ]);
   return inUse ? EXIT_PROBLEMS : EXIT_OK;
 }

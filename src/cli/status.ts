@@ -4,9 +4,10 @@
 // unaccounted for; 1: a problem listed (or the gateway does not answer); 2: bad usage or config.
 import { EXIT_BAD_CONFIG, EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { ADMIN_PATHS } from '../inspect/admin-paths.js';
-import type { GatewayStatus } from '../inspect/status.js';
+import type { GatewayStatus, MemberStatus } from '../inspect/status.js';
 import { membershipLines } from './membership-lines.js';
-import { formatTable, fromGatewayOrDiscovery, structured, type AnswerOrigin, type GatewaySource } from './one-shot.js';
+import { fromGatewayOrDiscovery, type AnswerOrigin, type GatewaySource } from './one-shot.js';
+import { isRowFormat, renderListing, sayAside, type Listing, type ListOptions } from './listing.js';
 import { skewKey } from './skew.js';
 import { changedLine, watchAnswers } from './watch.js';
 
@@ -15,7 +16,7 @@ const seconds = (ms: number | null): string =>
 
 export async function runStatus(
   source: GatewaySource,
-  output: 'table' | 'json' | 'yaml' = 'table',
+  list: ListOptions = { format: 'table' },
   watch: { readonly intervalMs: number; readonly signal?: AbortSignal } | null = null,
 ): Promise<number> {
   if (source.discover) {
@@ -32,10 +33,10 @@ export async function runStatus(
         throw new Error('unreachable: status never discovers');
       },
     });
-  if (watch !== null) return watchAnswers({ ask, key: statusKey, print: (s, origin, at) => printStatus(s, origin, output, at), ...watch });
+  if (watch !== null) return watchAnswers({ ask, key: statusKey, print: (s, origin, at) => printStatus(s, origin, list, at), ...watch });
   const got = await ask();
   if (typeof got === 'number') return got;
-  return printStatus(got.answer, got.origin, output, null);
+  return printStatus(got.answer, got.origin, list, null);
 }
 
 /** What `status -w` compares: the members' states, the skew and the membership, not their ages. */
@@ -59,37 +60,24 @@ export function statusKey(s: GatewayStatus): string {
   ]);
 }
 
-function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | 'json' | 'yaml', changedAt: Date | null): number {
+function printStatus(s: GatewayStatus, origin: AnswerOrigin, list: ListOptions, changedAt: Date | null): number {
   const exitCode = s.problems.length === 0 ? EXIT_OK : EXIT_PROBLEMS;
-  const data = structured(output, s);
-  if (data !== null) {
+  const rows = renderListing(statusListing(s), list);
+  if (!isRowFormat(list.format)) {
     // One document per answer: YAML's separator between them, JSON's stream as it is.
-    process.stdout.write(changedAt !== null && output === 'yaml' ? `---\n${data}` : data);
+    process.stdout.write(changedAt !== null && list.format === 'yaml' ? `---\n${rows}` : rows);
     return exitCode;
   }
-  if (changedAt !== null) process.stdout.write(changedLine(changedAt));
-  process.stdout.write(
-    `gateway:        ${origin.kind === 'gateway' ? origin.address : '-'}  skewgate ${s.skewgate.version}, pid ${s.skewgate.pid}, up ${seconds(s.skewgate.uptimeSeconds * 1000)}\n` +
-      `config:         ${s.config.source} (generation ${s.config.generation})\n` +
-      `snapshot:       generation ${s.snapshot.generation}\n\n`,
-  );
-  process.stdout.write(
-    formatTable([
-      ['APISERVER', 'URL', 'VERSION', 'ROLE', 'CORDON', 'READY', 'VIEW', 'AGE', 'SOURCES', 'ERROR'],
-      ...s.members.map((m) => [
-        m.name,
-        m.url,
-        m.gitVersion ?? '-',
-        `${m.role}${m.seed ? ' (seed)' : ''}`,
-        m.cordon === null ? '-' : m.cordon === 'drain' ? 'drained' : 'cordoned',
-        m.ready === null ? '-' : !m.ready ? 'no' : m.role === 'draining' ? 'draining' : 'yes',
-        m.viewSource === null ? 'none' : `${m.viewSource}${m.fresh ? '' : ' (not fresh)'}`,
-        seconds(m.viewAgeMs),
-        m.sources.join(',') || '-',
-        m.lastError ?? '',
-      ]),
-    ]),
-  );
+  const aside: string[] = [];
+  if (changedAt !== null) aside.push(changedLine(changedAt).trimEnd());
+  if (list.format !== 'name')
+    aside.push(
+      `gateway:        ${origin.kind === 'gateway' ? origin.address : '-'}  skewgate ${s.skewgate.version}, pid ${s.skewgate.pid}, up ${seconds(s.skewgate.uptimeSeconds * 1000)}`,
+      `config:         ${s.config.source} (generation ${s.config.generation})`,
+      `snapshot:       generation ${s.snapshot.generation}`,
+    );
+  sayAside(list, aside);
+  process.stdout.write(rows);
   const notes = [
     ...membershipLines(s.skew.membership),
     ...(s.cordons ?? []).map(
@@ -97,11 +85,35 @@ function printStatus(s: GatewayStatus, origin: AnswerOrigin, output: 'table' | '
         `note: ${c.apiserver} ${c.mode === 'drain' ? 'drained (nothing new goes to it)' : 'cordoned (it gets only what no other member serves)'} by ${c.by || '?'} at ${c.at}${c.reason === '' ? '' : `: ${c.reason}`}`,
     ),
   ];
-  if (notes.length > 0) process.stdout.write(`\n${notes.join('\n')}\n`);
-  process.stdout.write(`\n${s.skew.summary}\n`);
-  if (s.problems.length > 0)
-    process.stdout.write(
-      `\n${s.problems.length} problem${s.problems.length === 1 ? '' : 's'}:\n${s.problems.map((p) => `  - ${p}`).join('\n')}\n`,
-    );
+  sayAside(list, [
+    ...notes,
+    s.skew.summary,
+    ...(s.problems.length > 0
+      ? [`${s.problems.length} problem${s.problems.length === 1 ? '' : 's'}:`, ...s.problems.map((p) => `  - ${p}`)]
+      : []),
+  ]);
   return exitCode;
+}
+
+/** The members as rows: -o wide adds the failure count and the last error's code. */
+export function statusListing(s: GatewayStatus): Listing<MemberStatus> {
+  return {
+    data: s,
+    rows: s.members,
+    name: (m) => m.name,
+    columns: [
+      { header: 'APISERVER', cell: (m) => m.name },
+      { header: 'URL', cell: (m) => m.url },
+      { header: 'VERSION', cell: (m) => m.gitVersion ?? '-' },
+      { header: 'ROLE', cell: (m) => `${m.role}${m.seed ? ' (seed)' : ''}` },
+      { header: 'CORDON', cell: (m) => (m.cordon === null ? '-' : m.cordon === 'drain' ? 'drained' : 'cordoned') },
+      { header: 'READY', cell: (m) => (m.ready === null ? '-' : !m.ready ? 'no' : m.role === 'draining' ? 'draining' : 'yes') },
+      { header: 'VIEW', cell: (m) => (m.viewSource === null ? 'none' : `${m.viewSource}${m.fresh ? '' : ' (not fresh)'}`) },
+      { header: 'AGE', cell: (m) => seconds(m.viewAgeMs) },
+      { header: 'SOURCES', cell: (m) => m.sources.join(',') || '-' },
+      { header: 'FAILURES', cell: (m) => String(m.consecutiveFailures), wide: true },
+      { header: 'CODE', cell: (m) => m.lastErrorCode ?? '-', wide: true },
+      { header: 'ERROR', cell: (m) => m.lastError ?? '' },
+    ],
+  };
 }

@@ -5,7 +5,8 @@ import { checkConfig } from '../config/check.js';
 import { EXIT_OK, EXIT_PROBLEMS } from '../constants.js';
 import { membershipView } from '../inspect/membership-view.js';
 import type { LogFormat } from '../util/log.js';
-import { formatTable, oneShotLogger, structured, withOneShotDiscovery } from './one-shot.js';
+import { oneShotLogger, withOneShotDiscovery } from './one-shot.js';
+import { renderListing, sayAside, type Listing, type ListOptions } from './listing.js';
 
 /** What `validate -o json|yaml` prints. */
 export interface ValidationReport {
@@ -22,7 +23,7 @@ export interface ValidationReport {
   readonly problems: readonly string[];
 }
 
-export async function runValidate(configFile: string, output: 'table' | 'json' | 'yaml' = 'table', logFormat?: LogFormat): Promise<number> {
+export async function runValidate(configFile: string, list: ListOptions = { format: 'table' }, logFormat?: LogFormat): Promise<number> {
   // Before any discovery, every check serve and envoy-config run (exit 2): an unsafe front-proxy
   // certificate, say, is a config problem whatever the apiservers answer.
   await checkConfig(configFile, 'validate');
@@ -73,35 +74,37 @@ export async function runValidate(configFile: string, output: 'table' | 'json' |
         );
       const report: ValidationReport = { config: config.source, apiservers, problems };
       const exitCode = problems.length > 0 ? EXIT_PROBLEMS : EXIT_OK;
-      const data = structured(output, report);
-      if (data !== null) {
-        process.stdout.write(data);
-        return exitCode;
-      }
-      process.stdout.write(`config ${config.source}: ok (${config.apiservers.length} apiservers)\n\n`);
-      process.stdout.write(
-        formatTable([
-          ['APISERVER', 'URL', 'DISCOVERY', 'VIEW', 'READYZ'],
-          ...apiservers.map((a) => [
-            a.name,
-            a.url,
-            a.discovery === 'ok' ? 'ok' : 'FAILED',
-            a.view ? `${a.view.source}, ${a.view.resources} resources` : '-',
-            a.ready ? 'ready' : 'NOT READY',
-          ]),
-        ]),
+      sayAside(list, list.format === 'name' ? [] : [`config ${config.source}: ok (${config.apiservers.length} apiservers)`]);
+      process.stdout.write(renderListing(validationListing(report), list));
+      sayAside(
+        list,
+        problems.length > 0
+          ? [`${problems.length} problem${problems.length === 1 ? '' : 's'}:`, ...problems.map((p) => `  - ${p}`)]
+          : ['all apiservers reachable, TLS verified, credentials accepted, every running apiserver listed'],
       );
-      if (problems.length > 0) {
-        process.stdout.write(
-          `\n${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
-        );
-        return exitCode;
-      }
-      process.stdout.write('\nall apiservers reachable, TLS verified, credentials accepted, every running apiserver listed\n');
       return exitCode;
     },
     oneShotLogger(logFormat),
   );
+}
+
+type CheckedApiServer = ValidationReport['apiservers'][number];
+
+/** The apiservers as rows; -o wide adds the discovery error. */
+export function validationListing(report: ValidationReport): Listing<CheckedApiServer> {
+  return {
+    data: report,
+    rows: report.apiservers,
+    name: (a) => a.name,
+    columns: [
+      { header: 'APISERVER', cell: (a) => a.name },
+      { header: 'URL', cell: (a) => a.url },
+      { header: 'DISCOVERY', cell: (a) => (a.discovery === 'ok' ? 'ok' : 'FAILED') },
+      { header: 'VIEW', cell: (a) => (a.view ? `${a.view.source}, ${a.view.resources} resources` : '-') },
+      { header: 'READYZ', cell: (a) => (a.ready ? 'ready' : 'NOT READY') },
+      { header: 'ERROR', cell: (a) => a.error ?? '-', wide: true },
+    ],
+  };
 }
 
 /**

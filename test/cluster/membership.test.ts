@@ -134,16 +134,21 @@ t.test('an apiserver no source names blocks the 404 from the creation of its ide
     [[stranger, STRANGER.name]],
   );
   const skew = await run(process.execPath, [cli, 'skew', '--config', gw.configFile, '--discover'], { timeout: 60_000 }).then(
-    (r) => ({ code: 0, stdout: r.stdout }),
-    (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '' }),
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: err.code ?? -1,
+      stdout: err.stdout ?? '',
+      stderr: err.stderr ?? '',
+    }),
   );
   t.equal(skew.code, 1, 'skew: exit 1, an apiserver it could not compare');
-  t.match(skew.stdout, new RegExp(`not compared: ${stranger} \\(hostname kas-11\\)`));
-  t.match(skew.stdout, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
+  // What is said to a person is on stderr; stdout holds the rows (issue 30, item 3).
+  t.match(skew.stderr, new RegExp(`not compared: ${stranger} \\(hostname kas-11\\)`));
+  t.match(skew.stderr, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
   const validated = await run(process.execPath, [cli, 'validate', '--config', gw.configFile], { timeout: 60_000 }).then(
-    () => ({ code: 0, stdout: '' }),
-    (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '' }),
+    () => ({ code: 0, stderr: '' }),
+    (err: { code?: number; stderr?: string }) => ({ code: err.code ?? -1, stderr: err.stderr ?? '' }),
   );
   t.equal(validated.code, 1, 'validate: exit 1, a problem');
-  t.match(validated.stdout, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
+  t.match(validated.stderr, new RegExp(`a running apiserver is not in the config: identity ${stranger} \\(hostname kas-11\\)`));
 });

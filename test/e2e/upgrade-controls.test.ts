@@ -148,7 +148,7 @@ await t.test(
     const removed = await runCli(['skew', ...ADMIN, '--if-removed', 'kas-c']);
     t.equal(removed.code, 1, 'something only kas-c serves is in use: exit 1');
     t.match(removed.stdout, /admissionregistration\.k8s\.io\/v1\/mutatingadmissionpolicies +\S.* +policy-client\/1\.0 +3 +\S+/);
-    t.match(removed.stdout, /gate --removing kas-c` holds/);
+    t.match(removed.stderr, /gate --removing kas-c` holds/);
     const c = await gate('--removing', 'kas-c');
     t.equal(c.code, 1);
     t.match(c.g.holds, [{ reason: 'removal_in_use', detail: /mutatingadmissionpolicies/ }]);
@@ -202,7 +202,7 @@ await t.test('cordon: what others serve never reaches it once the command return
   t.match(s.cordons, [{ apiserver: 'kas-c', mode: 'cordon', by: 'tester', reason: 'bad build' }]);
   t.same(s.problems, [], 'a cordon is no problem');
   const table = await runCli(['status', ...ADMIN]);
-  t.match(table.stdout, /note: kas-c cordoned \(it gets only what no other member serves\) by tester at \S+: bad build/);
+  t.match(table.stderr, /note: kas-c cordoned \(it gets only what no other member serves\) by tester at \S+: bad build/);
   const file = JSON.parse(readFileSync(join(xdsDir, CORDON_FILE), 'utf8')) as { cordons: { apiserver: string }[] };
   t.same(
     file.cordons.map((c) => c.apiserver),

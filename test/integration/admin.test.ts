@@ -144,8 +144,29 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   t.equal(s.skew.verdict, 'skew', 'the skew between 1.35 and 1.36');
   t.same(s.problems, []);
   const table = await run(['status', '--config', unixConfig]);
-  t.match(table.stdout, new RegExp(`gateway: +unix:${socket} +skewgate \\d+\\.\\d+\\.\\d+, pid ${gw.child.pid}`));
-  t.match(table.stdout, /^old-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +- +yes +aggregated/m);
+  // As kubectl: the rows on stdout, whose view it is and the summary on stderr (issue 30, item 3).
+  t.match(table.stderr, new RegExp(`gateway: +unix:${socket} +skewgate \\d+\\.\\d+\\.\\d+, pid ${gw.child.pid}`));
+  t.match(
+    table.stdout,
+    /^APISERVER +URL +VERSION +ROLE +CORDON +READY +VIEW +AGE +SOURCES +ERROR\nold-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +- +yes +aggregated/,
+  );
+  t.equal(table.stdout.trim().split('\n').length, 3, 'stdout: the header and a row per member, nothing else');
+  const wide = await run(['status', '--config', unixConfig, '-o', 'wide', '--no-headers']);
+  t.equal(wide.code, 0, wide.stderr);
+  t.match(
+    wide.stdout,
+    /^old-1 +https:\/\/\S+ +v1\.35\.4 +member \(seed\) +- +yes +aggregated +\S+ +\S+ +0 +-\s*$/m,
+    '-o wide: the failure count and the error code; --no-headers: no header',
+  );
+  t.notMatch(wide.stdout, /APISERVER/);
+  t.equal((await run(['status', '--config', unixConfig, '-o', 'name'])).stdout, 'old-1\nnew-1\n', '-o name: the members, one per line');
+  const history = await run(['history', '--config', unixConfig, '-o', 'name']);
+  t.match(history.stdout, /^old-1\/member_added$/m, 'history -o name: apiserver/event');
+  t.match(
+    (await run(['history', '--config', unixConfig, '--no-headers'])).stdout,
+    /^\S+Z +old-1 +member_added +https:/m,
+    'history --no-headers',
+  );
 
   const skew = await run(['skew', '--config', unixConfig, '-o', 'json']);
   t.equal(skew.code, 1, 'a skew: exit 1');
@@ -153,7 +174,7 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   const own = JSON.parse((await run(['skew', '--config', unixConfig, '--discover', '-o', 'json'])).stdout) as SkewReport;
   t.same(asked.skew, own.skew, "the gateway's skew rows equal a fresh round's while nothing changes");
   t.ok(asked.generation > 1, "the gateway's snapshot has moved on past its first");
-  t.match((await run(['skew', '--config', unixConfig])).stdout, new RegExp(`^gateway: +unix:${socket} \\(snapshot generation \\d+\\)`));
+  t.match((await run(['skew', '--config', unixConfig])).stderr, new RegExp(`^gateway: +unix:${socket} \\(snapshot generation \\d+\\)`));
 
   const e = await run(['explain', '--config', unixConfig, '-o', 'json', 'POST', SKEWED]);
   t.equal(e.code, 0, e.stderr);
@@ -219,7 +240,7 @@ t.test("a unix socket: status, skew and explain are the running gateway's own, a
   });
   const down = await run(['status', '--config', unixConfig]);
   t.equal(down.code, 1, 'a member not ready: exit 1');
-  t.match(down.stdout, /problems?:\n {2}- new-1 is not ready/);
+  t.match(down.stderr, /problems?:\n {2}- new-1 is not ready/);
   const e2 = JSON.parse((await run(['explain', '--config', unixConfig, '-o', 'json', 'POST', SKEWED])).stdout) as Explanation;
   t.match(
     e2.decision,

@@ -97,7 +97,7 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   });
   const r = await run(['validate', '--config', down]);
   t.equal(r.code, 1);
-  t.match(r.stdout, /gone \(https:\/\/127\.0\.0\.1:1\): .*ECONNREFUSED|gone .*FAILED/);
+  t.match(r.stdout + r.stderr, /gone \(https:\/\/127\.0\.0\.1:1\): .*ECONNREFUSED|gone .*FAILED/);
   // Each failure said once, on stdout: no timestamped log line repeating it on stderr (issue 30).
   t.notMatch(r.stderr, /WARN|"level"/, `no log lines beside the report: ${r.stderr}`);
   const dead = writeConfig('all-dead.yaml', {
@@ -106,21 +106,22 @@ t.test('validate: all reachable → 0; one apiserver down → 1 naming it', asyn
   });
   const allDead = await run(['validate', '--config', dead]);
   t.equal(allDead.code, 1);
-  t.notMatch(allDead.stdout, /grant get\/list\/watch/, 'every apiserver refusing connections: no RBAC advice for a network failure');
-  t.match(allDead.stdout, /no apiserver answered/);
+  t.notMatch(allDead.stderr, /grant get\/list\/watch/, 'every apiserver refusing connections: no RBAC advice for a network failure');
+  t.match(allDead.stderr, /no apiserver answered/);
   const wrongToken = join(dir, 'wrong.token');
   writeFileSync(wrongToken, 'not-the-token');
   const denied = writeConfig('denied.yaml', { ...base, apiservers: [{ ...base.apiservers[0], credentials: { tokenFile: wrongToken } }] });
   const d = await run(['validate', '--config', denied]);
   t.equal(d.code, 1);
-  t.match(d.stdout, /401/);
-  t.match(d.stdout, /grant get\/list\/watch on leases/, 'credentials refused: the RBAC advice');
+  t.match(d.stderr, /401/);
+  t.match(d.stderr, /grant get\/list\/watch on leases/, 'credentials refused: the RBAC advice');
 });
 
 t.test('skew lists what not every apiserver serves, and exits 1 for it', async (t) => {
   const r = await run(['skew', '--config', good, '--discover']);
   t.equal(r.code, 1, `a skew is a finding: exit 1 (${r.stderr})`);
-  t.match(r.stdout, /^skew: \d+ resources? not served by all 3 apiservers compared$/m);
+  t.match(r.stderr, /^skew: \d+ resources? not served by all 3 apiservers compared$/m, 'the summary: said to a person, on stderr');
+  t.match(r.stdout, /^GROUP\s+VERSION\s+RESOURCE\s+SERVED BY\s+NOT SERVED BY\n/, 'stdout: the table alone, its header first');
   t.match(r.stdout, /admissionregistration\.k8s\.io\s+v1\s+mutatingadmissionpolicies\s+new-1\s+old-1,old-2/);
   t.notMatch(r.stdout, /configmaps/);
   const j = JSON.parse((await run(['skew', '--config', good, '--discover', '--json'])).stdout) as {
@@ -133,7 +134,8 @@ t.test('skew lists what not every apiserver serves, and exits 1 for it', async (
   const same = writeConfig('same.yaml', { ...base, apiservers: base.apiservers.slice(0, 2) });
   const none = await run(['skew', '--config', same, '--discover']);
   t.equal(none.code, 0, `no skew among every apiserver: exit 0 (${none.stdout}${none.stderr})`);
-  t.match(none.stdout, /^no skew: every resource is served by all 2 apiservers$/m);
+  t.match(none.stderr, /^no skew: every resource is served by all 2 apiservers$/m);
+  t.equal(none.stdout, '', 'nothing skewed: no rows, no lone header');
 });
 
 t.test('skew -o: wide, name, json and yaml print the same findings', async (t) => {
@@ -177,8 +179,8 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
   });
   const all = await run(['skew', '--config', unreachable, '--discover']);
   t.equal(all.code, 1, 'exit 1');
-  t.match(all.stdout, /cannot compare: no apiserver answered discovery \(gone-1, gone-2\)/);
-  t.notMatch(all.stdout, /no skew/);
+  t.match(all.stderr, /cannot compare: no apiserver answered discovery \(gone-1, gone-2\)/);
+  t.notMatch(all.stdout + all.stderr, /no skew/);
   const one = writeConfig('one-down.yaml', {
     ...base,
     apiservers: [
@@ -188,8 +190,8 @@ t.test('skew with apiservers it cannot reach: exit 1, naming them, never "no ske
   });
   const r = await run(['skew', '--config', one, '--discover']);
   t.equal(r.code, 1, 'exit 1 with one apiserver not compared');
-  t.match(r.stdout, /warning: no discovery from gone: /);
-  t.match(r.stdout, /no skew among the 2 apiservers compared, but not compared: gone/);
+  t.match(r.stderr, /warning: no discovery from gone: /);
+  t.match(r.stderr, /no skew among the 2 apiservers compared, but not compared: gone/);
 });
 
 t.test('explain shows classification, candidates, decision and reason', async (t) => {
@@ -227,14 +229,20 @@ t.test('--version, and --log-format: text lines on stderr, never on stdout', asy
   // Their log lines are errors only by default (a failure is in the report already, said once);
   // SKEWGATE_LOG_LEVEL=warn shows discovery's warnings too.
   const quiet = await run(['skew', '--config', down, '--discover']);
-  t.equal(quiet.stderr, '', `by default no log line repeats what the report says: ${quiet.stderr}`);
+  t.notMatch(quiet.stderr, /^\S+ (WARN|ERROR|INFO) /m, `by default no log line repeats what the report says: ${quiet.stderr}`);
+  t.equal(
+    quiet.stderr.match(/ECONNREFUSED 127\.0\.0\.1:1 \(ECONNREFUSED\) \(left out/g)?.length,
+    1,
+    'the failure said once, by the report (on stderr)',
+  );
+  t.equal(quiet.stdout, '', 'nothing compared: no rows');
   const warn = { SKEWGATE_LOG_LEVEL: 'warn' };
   for (const args of [
     ['--log-format', 'json', 'skew', '--discover', '--config', down],
     ['skew', '--config', down, '--discover', '--log-format', 'json'],
   ]) {
     const r = await run(args, warn);
-    t.ok(r.stderr.trim().length > 0, `${args.join(' ')}: discovery's warnings are logged`);
+    t.match(r.stderr, /"level":"warn"/, `${args.join(' ')}: discovery's warnings are logged`);
     t.notMatch(r.stdout, /"level"/, `${args.join(' ')}: no log line on stdout`);
     t.ok(
       r.stderr
