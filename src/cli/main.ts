@@ -11,6 +11,7 @@ import type { GatewaySource } from './one-shot.js';
 import { LIST_FORMATS, type ListFormat } from './formats.js';
 import type { ListOptions } from './listing.js';
 import { skewgateVersion } from '../util/version.js';
+import { addHelpExtras } from './help.js';
 import { CONFIG_DEFAULT_HELP, NoConfigError, optionalConfigFile, requiredConfigFile } from './config-file.js';
 
 const program = new Command()
@@ -371,6 +372,8 @@ program
       force: Boolean(o.force),
     });
   });
+
+addHelpExtras(program);
 
 try {
   await program.parseAsync(process.argv);
