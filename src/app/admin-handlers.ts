@@ -28,6 +28,8 @@ export function adminHandlers(o: {
   readonly gate: GateRecorder;
   readonly envoy: EnvoySampler;
   readonly log: Logger;
+  /** Whether the ext_proc server reports SERVING. */
+  readonly serving: () => boolean;
 }): AdminHandlers {
   const { live } = o;
   // The last answer per question: a change is logged once, not every poll.
@@ -57,6 +59,7 @@ export function adminHandlers(o: {
     },
     skew: () => skewReport(live.parts.discovery.current(), Date.now(), null),
     history: () => o.history.answer(),
+    serving: o.serving,
     cordon: (req, peer) => o.cordons.change(req, peer),
     gate: async (question) => {
       const { config: c, discovery } = live.parts;

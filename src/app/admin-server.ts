@@ -28,6 +28,8 @@ export interface AdminHandlers {
   cordon(req: CordonRequest, peer: string): Promise<CordonAnswer>;
   /** May a rollout go on (src/gate/core/verdict.ts). */
   gate(question: GateQuestion): Promise<GateAnswer>;
+  /** Whether ext_proc serves (grpc.health.v1 SERVING): GET /healthz. */
+  serving(): boolean;
 }
 
 export interface AdminServerOptions {
@@ -150,6 +152,11 @@ export class AdminServer {
         allow(req, 'POST');
         return handlers.explain(explainRequestOf(await readJson(req)));
       }
+      case ADMIN_PATHS.healthz:
+        allow(req, 'GET');
+        // What grpc.health.v1 says, for a probe that cannot speak gRPC on loopback (httpGet, host 127.0.0.1).
+        if (!handlers.serving()) throw new AdminHttpError(503, 'ext_proc not serving: skewgate is shutting down');
+        return { status: 'SERVING' };
       case ADMIN_PATHS.gate: {
         allow(req, 'GET');
         return handlers.gate(gateQuestionOf(req.url ?? ''));

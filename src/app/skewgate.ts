@@ -56,7 +56,7 @@ export interface Skewgate {
   /** The Cluster API Runtime Extension's port once started (gate.runtimeExtension), else null. */
   runtimeExtensionPort(): number | null;
   /** Starts telemetry, discovery (first round awaited, failures included), then the gRPC listener. */
-  start(): Promise<{ port?: number; peerPort?: number; workerPorts?: readonly (number | undefined)[] }>;
+  start(): Promise<{ port?: number; peerPort?: number; healthPort?: number; workerPorts?: readonly (number | undefined)[] }>;
   /**
    * Swaps in a new config (or reads one when it runs) if every change can be made at run time;
    * otherwise the running config stays. Reloads asked for during one run once more after it.
@@ -235,6 +235,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           gate,
           envoy: envoyCounters,
           log: logger.child({ component: 'gate' }),
+          serving: () => server.servingStatus() === 'SERVING',
           cordonStore,
           cordons: new CordonControl({
             store: cordonStore,
@@ -288,7 +289,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
       // Envoy follows the members from here on (it started from the files as they were).
       await members.follow(config, live.parts.discovery);
       await secrets?.start();
-      const bound = await server.start(config.extproc.listen, config.extproc.peer);
+      const bound = await server.start(config.extproc.listen, config.extproc.peer, config.extproc.healthListen);
       const workerPorts = (await workers?.start()) ?? [];
       publisher?.start();
       if (admin !== null) adminAddress = await admin.start();
@@ -299,6 +300,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
           listen: config.extproc.listen,
           port: bound.port,
           ...(config.extproc.peer ? { peerListen: config.extproc.peer.listen, peerPort: bound.peerPort } : {}),
+          ...(config.extproc.healthListen ? { healthListen: config.extproc.healthListen, healthPort: bound.healthPort } : {}),
           ...(workers ? { workers: config.extproc.workers, workerPorts } : {}),
           ...(adminAddress === null ? {} : { admin: adminAddress }),
           ...(hooksPort === null ? {} : { runtimeExtensionPort: hooksPort }),

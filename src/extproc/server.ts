@@ -65,9 +65,10 @@ export interface PeerListen {
 export interface ExtProcServer {
   /**
    * `listen` is "host:port" (port 0 picks one) or "unix:/path"; `peer` adds the mutual-TLS
-   * listener. Resolves with the TCP ports.
+   * listener, `healthListen` a plaintext one for grpc.health.v1 alone (the kubelet's gRPC probes).
+   * Resolves with the TCP ports.
    */
-  start(listen: string, peer?: PeerListen): Promise<{ port?: number; peerPort?: number }>;
+  start(listen: string, peer?: PeerListen, healthListen?: string): Promise<{ port?: number; peerPort?: number; healthPort?: number }>;
   /**
    * Health goes NOT_SERVING, then the server stops accepting and lets open streams finish; what
    * is still open after graceMs is cut. Idempotent: every call returns the same promise.
@@ -245,8 +246,26 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
     session.on('error', (err) => logger.debug({ err }, 'ext_proc connection error'));
   }
 
-  function serve<S extends http2.Http2Server | http2.Http2SecureServer>(server: S): S {
-    server.on('stream', onStream);
+  /** The probe listener: grpc.health.v1 only; ext_proc is not served there. */
+  function onHealthStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    if (headers[':path'] === PROCESS_PATH) {
+      stream.on('error', () => undefined);
+      stream.respond(
+        {
+          ':status': 200,
+          'content-type': 'application/grpc+proto',
+          'grpc-status': String(GrpcStatus.UNIMPLEMENTED),
+          'grpc-message': encodeGrpcMessage('this listener (extproc.healthListen) serves grpc.health.v1 only'),
+        },
+        { endStream: true },
+      );
+      return;
+    }
+    onStream(stream, headers);
+  }
+
+  function serve<S extends http2.Http2Server | http2.Http2SecureServer>(server: S, handler = onStream): S {
+    server.on('stream', handler);
     server.on('session', onSession);
     listeners.push(server);
     return server;
@@ -272,7 +291,11 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   let binding: Promise<unknown> | undefined;
   let closing: Promise<void> | undefined;
 
-  async function bind(listen: string, peer: PeerListen | undefined): Promise<{ port?: number; peerPort?: number }> {
+  async function bind(
+    listen: string,
+    peer: PeerListen | undefined,
+    healthListen: string | undefined,
+  ): Promise<{ port?: number; peerPort?: number; healthPort?: number }> {
     const socketPath = unixSocketPath(listen);
     if (socketPath !== null) await clearStaleSocket(socketPath);
     // The peer material first: a bad file fails start() before anything listens.
@@ -292,7 +315,15 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
       peerPort = await listenOn(secure, peer.listen, logger);
       refreshPeer(secure, peer, material);
     }
-    return { ...(socketPath === null && port !== undefined ? { port } : {}), ...(peerPort === undefined ? {} : { peerPort }) };
+    const healthPort =
+      healthListen === undefined
+        ? undefined
+        : await listenOn(serve(http2.createServer(serverOptions(limits)), onHealthStream), healthListen, logger);
+    return {
+      ...(socketPath === null && port !== undefined ? { port } : {}),
+      ...(peerPort === undefined ? {} : { peerPort }),
+      ...(healthPort === undefined ? {} : { healthPort }),
+    };
   }
 
   /** Stops accepting, lets open streams finish (GOAWAY), and resolves once every connection is gone. */
@@ -323,10 +354,10 @@ export function createExtProcServer(opts: ExtProcServerOptions): ExtProcServer {
   }
 
   return {
-    start(listen, peer) {
+    start(listen, peer, healthListen) {
       if (closing) return Promise.reject(new Error('ext_proc server is closed'));
       if (binding) return Promise.reject(new Error('ext_proc server already started'));
-      const bound = bind(listen, peer);
+      const bound = bind(listen, peer, healthListen);
       binding = bound;
       // A failed bind leaves the server unstarted, so start may be tried again.
       bound.catch(() => {

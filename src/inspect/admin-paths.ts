@@ -7,4 +7,6 @@ export const ADMIN_PATHS = Object.freeze({
   cordon: '/v1/cordon',
   uncordon: '/v1/uncordon',
   gate: '/v1/gate',
+  /** 200 while skewgate serves ext_proc, 503 once it shuts down: the kubelet's httpGet probe (static pods). */
+  healthz: '/healthz',
 } as const);

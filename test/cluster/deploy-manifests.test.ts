@@ -94,9 +94,15 @@ interface Ran {
   readonly stderr: string;
 }
 
-function runProcess(cmd: string, args: readonly string[], stdin?: string, timeoutMs = 60_000): Promise<Ran> {
+function runProcess(
+  cmd: string,
+  args: readonly string[],
+  stdin?: string,
+  timeoutMs = 60_000,
+  env: Readonly<Record<string, string>> = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd: root, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => {
@@ -439,7 +445,8 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   t.ok(socket.length < 100, 'the socket path fits in sun_path');
   // The node's /var/lib/skewgate/xds (hostPath): kept across the "reboot" below.
   const xdsDir = join(dir, 'xds');
-  const [gatewayPort, adminPort, metricsPort, otlpPort, healthPort] = [
+  const [gatewayPort, adminPort, metricsPort, otlpPort, healthPort, skewgateAdminPort] = [
+    await freePort(),
     await freePort(),
     await freePort(),
     await freePort(),
@@ -461,6 +468,7 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
     ['https://10.0.0.13:6443', server],
     ['http://10.0.0.20:4317', `http://127.0.0.1:${otlpPort}`],
     ['127.0.0.1:9464', `127.0.0.1:${metricsPort}`],
+    ['127.0.0.1:9003', `127.0.0.1:${skewgateAdminPort}`],
     ['0.0.0.0', '127.0.0.1'],
   ]);
   const mapped = obj(mapStrings(original, paths));
@@ -530,33 +538,62 @@ await t.test("the static pod's skewgate config and probes, run: skewgate + Envoy
   t.equal(obj(depConfig.extproc).listen, obj(original.extproc).listen, "the Deployment's config: the same ext_proc socket");
   t.same(obj(obj(depConfig.envoy).admin), obj(obj(original.envoy).admin), 'and the same Envoy admin address');
 
-  /** A probe's exec command with node, the image's CLI script and the container's config mapped to this machine. */
+  /**
+   * A container's probe as the kubelet runs it, on this machine: an exec command (skewgate on the
+   * image's PATH run with node, its config from the container's SKEWGATE_CONFIG, mapped), or an
+   * httpGet (host and port mapped: the static pod's admin endpoint), killed after timeoutSeconds.
+   */
   interface Probe {
-    readonly argv: readonly string[];
-    readonly timeoutMs: number;
     readonly what: string;
+    readonly timeoutMs: number;
+    /** What it runs: argv, or the URL it gets. */
+    readonly shape: readonly string[];
+    run(): Promise<Ran>;
   }
+  const adminListen = String(obj(mapped.admin).listen);
   const probeOf = (c: Obj, which: string, what: string): Probe => {
-    const configPath = String((c.args as string[])[(c.args as string[]).indexOf('--config') + 1]);
-    const map = new Map([
-      ['node', process.execPath],
-      ['/app/dist/src/cli/main.js', skewgateMain],
-      [configPath, configFile],
-    ]);
-    const argv = (obj(obj(c[which]).exec).command as string[]).map((a) => map.get(a) ?? a);
-    return { argv, timeoutMs: Number(obj(c[which]).timeoutSeconds) * 1000, what: `${what} ${which} (${argv.slice(2).join(' ')})` };
+    const p = obj(c[which]);
+    const timeoutMs = Number(p.timeoutSeconds) * 1000;
+    if (p.httpGet !== undefined) {
+      const h = obj(p.httpGet);
+      // The manifest's host:port is the config's admin.listen on the node; here, the mapped one.
+      const url = `http://${h.host === '127.0.0.1' && Number(h.port) === 9003 ? adminListen : `${String(h.host)}:${String(h.port)}`}${String(h.path)}`;
+      return {
+        what: `${what} ${which} (GET ${String(h.host)}:${String(h.port)}${String(h.path)})`,
+        timeoutMs,
+        shape: ['GET', url],
+        run: async () => {
+          try {
+            const r = await request(url, { signal: AbortSignal.timeout(timeoutMs) });
+            await r.body.dump();
+            // The kubelet: 200-399 passes.
+            return { code: r.statusCode >= 200 && r.statusCode < 400 ? 0 : 1, stdout: '', stderr: `HTTP ${r.statusCode}` };
+          } catch (err) {
+            return { code: 1, stdout: '', stderr: (err as Error).message };
+          }
+        },
+      };
+    }
+    const command = obj(p.exec).command as string[];
+    const argv = command[0] === 'skewgate' ? [process.execPath, skewgateMain, ...command.slice(1)] : command;
+    const env = (c.env as { name: string; value: string }[] | undefined)?.find((e) => e.name === 'SKEWGATE_CONFIG');
+    return {
+      what: `${what} ${which} (${command.join(' ')})`,
+      timeoutMs,
+      shape: argv,
+      run: () =>
+        runProcess(argv[0] as string, argv.slice(1), undefined, timeoutMs, env === undefined ? {} : { SKEWGATE_CONFIG: configFile }),
+    };
   };
   const staticProbes = ['startupProbe', 'readinessProbe', 'livenessProbe'].map((w) => probeOf(skewgateC, w, 'static pod'));
   const depReady = probeOf(depSkewgate, 'readinessProbe', 'Deployment');
   for (const p of staticProbes)
-    t.same(p.argv, [process.execPath, skewgateMain, 'health', '--config', configFile], `${p.what}: skewgate health, mapped`);
-  t.same(
-    depReady.argv,
-    [process.execPath, skewgateMain, 'health', '--config', configFile, '--envoy'],
-    `${depReady.what}: skewgate health --envoy, mapped`,
-  );
-  // Killed after the probe's timeoutSeconds, as the kubelet does.
-  const runProbe = (p: Probe): Promise<Ran> => runProcess(p.argv[0] as string, p.argv.slice(1), undefined, p.timeoutMs);
+    t.same(p.shape, ['GET', `http://${adminListen}/healthz`], `${p.what}: the admin endpoint's /healthz, mapped`);
+  t.same(depReady.shape, [process.execPath, skewgateMain, 'health', '--envoy'], `${depReady.what}: skewgate health --envoy, mapped`);
+  for (const w of ['startupProbe', 'livenessProbe'])
+    t.same(obj(depSkewgate[w]).grpc, { port: 9004 }, `Deployment ${w}: the kubelet's gRPC probe on extproc.healthListen's port`);
+  t.equal(obj(depConfig.extproc).healthListen, '0.0.0.0:9004', "the Deployment's config: extproc.healthListen, the probes' port");
+  const runProbe = (p: Probe): Promise<Ran> => p.run();
   const probePasses = async (t: Test, p: Probe, why: string): Promise<void> => {
     const r = await runProbe(p);
     t.equal(r.code, 0, `${p.what} passes: ${why}${r.code === 0 ? '' : ` (${r.stderr.trim()})`}`);

@@ -286,7 +286,12 @@ t.test('loopback TCP, and the endpoint itself: JSON errors for what it cannot an
   const index = await request(`${base}/`);
   t.equal(index.statusCode, 200);
   t.same(await index.body.json(), { endpoints: ADMIN_PATHS });
+  // The static pods' httpGet probe (host 127.0.0.1): what grpc.health.v1 says.
+  const healthz = await request(`${base}${ADMIN_PATHS.healthz}`);
+  t.equal(healthz.statusCode, 200, 'GET /healthz: 200 while ext_proc serves');
+  t.same(await healthz.body.json(), { status: 'SERVING' });
   const cases: [string, string, object, number, RegExp][] = [
+    ['POST', ADMIN_PATHS.healthz, {}, 405, /POST is not allowed/],
     ['GET', '/nope', {}, 404, /no such endpoint: \/nope/],
     ['GET', ADMIN_PATHS.explain, {}, 405, /GET is not allowed here: POST/],
     ['POST', ADMIN_PATHS.status, {}, 405, /POST is not allowed/],

@@ -148,3 +148,25 @@ t.test('start and close edge cases', async (t) => {
   await t.rejects(bad.start('not a valid address::::'), /cannot listen/);
   await bad.close(100);
 });
+
+t.test('extproc.healthListen: grpc.health.v1 alone, for the kubelet; its status follows the server (issue 30, item 7)', async (t) => {
+  const logs = captureLogs('info');
+  const server = createExtProcServer({ router, logger: logs.logger });
+  const { port, healthPort } = await server.start('127.0.0.1:0', undefined, '127.0.0.1:0');
+  t.ok(healthPort !== undefined && healthPort > 0 && healthPort !== port, `a port of its own (${healthPort}, ext_proc on ${port})`);
+  const probe = createExtProcClient(`127.0.0.1:${healthPort}`);
+  t.teardown(() => probe.close());
+  t.match(await probe.check(''), { status: 'SERVING', code: grpc.status.OK }, "Check '' (the kubelet's default): SERVING");
+  t.match(await probe.check(EXTPROC_SERVICE_NAME), { status: 'SERVING' }, 'Check of the ext_proc service: SERVING');
+  t.match(await probe.check('nope'), { code: grpc.status.NOT_FOUND }, 'an unknown service: NOT_FOUND');
+  const p = await probe.process({ path: WIDGETS });
+  t.equal(p.status.code, grpc.status.UNIMPLEMENTED, 'ext_proc is not served there');
+  t.match(p.status.details, /serves grpc\.health\.v1 only/);
+  const watch = probe.watch('');
+  t.equal(await watch.next(), 'SERVING');
+  const closed = server.close(2000, { drainMs: 300 });
+  t.equal(await watch.next(), 'NOT_SERVING', 'shutdown: NOT_SERVING there too, at once');
+  await closed;
+  const after = await probe.check('');
+  t.not(after.code, grpc.status.OK, `closed: the probe fails (${after.code} ${after.details ?? ''})`);
+});

@@ -447,6 +447,17 @@ t.test('discovery.maxDocumentBytes and maxDownloadBackoff: defaults, units, ever
   );
 });
 
+t.test('extproc.healthListen: off by default; host:port of its own, or named as refused (issue 30, item 7)', async (t) => {
+  t.equal(parseConfig(minimal, 't', '/b').extproc.healthListen, undefined);
+  t.equal(parseConfig({ ...minimal, extproc: { healthListen: '0.0.0.0:9004' } }, 't', '/b').extproc.healthListen, '0.0.0.0:9004');
+  t.match(problems({ ...minimal, extproc: { healthListen: 'unix:/run/h.sock' } }), [
+    { path: 'extproc.healthListen', message: /must be host:port \(TCP: the kubelet dials the pod IP\)/ },
+  ]);
+  t.match(problems({ ...minimal, extproc: { listen: '127.0.0.1:9002', healthListen: '127.0.0.1:9002' } }), [
+    { path: 'extproc.healthListen', message: /taken by another ext_proc listener/ },
+  ]);
+});
+
 t.test('extproc.limits and envoy.requestTimeout: defaults, units, and every bad value listed', async (t) => {
   const c = parseConfig(minimal, 'test.yaml', '/base');
   t.same(c.extproc.limits, { maxStreams: 1000, maxStreamsPerConnection: 100, maxMessageBytes: 2 * 1024 * 1024, firstMessageTimeout: 5000 });

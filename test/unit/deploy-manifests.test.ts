@@ -10,7 +10,7 @@ import { parseDuration } from '../../src/config/core/units.js';
 import t from 'tap';
 import type { Test } from 'tap';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
@@ -191,14 +191,13 @@ function filesNeeded(config: Config, role: 'envoy' | 'skewgate'): string[] {
   return [...new Set(list.filter((x): x is string => x !== undefined))];
 }
 
-/** The image's CLI: the final (service) stage's ENTRYPOINT (exec form) and WORKDIR, from the Dockerfile. */
+/** The image's CLI: the final (service) stage's ENTRYPOINT (exec form), from the Dockerfile. */
 const DOCKERFILE = readFileSync(join(root, 'Dockerfile'), 'utf8');
 const ENTRYPOINT = ((): string[] => {
   const finalStage = DOCKERFILE.slice(DOCKERFILE.lastIndexOf('\nFROM '));
   const m = /^ENTRYPOINT (\[.*\])\s*$/m.exec(finalStage);
   return m?.[1] === undefined ? [] : arr(JSON.parse(m[1]), 'ENTRYPOINT').map((x) => str(x));
 })();
-const WORKDIR = [...DOCKERFILE.matchAll(/^WORKDIR (\S+)\s*$/gm)].at(-1)?.[1] ?? '';
 
 /** `skewgate health --help` of this build: the options the probes may use, and --timeout's default. */
 const HEALTH_HELP = spawnSync(process.execPath, [join(root, 'dist/src/cli/main.js'), 'health', '--help'], {
@@ -210,49 +209,69 @@ const PROBES = ['startupProbe', 'readinessProbe', 'livenessProbe'] as const;
 type ProbeName = (typeof PROBES)[number];
 
 /**
- * A skewgate container's probes must each run `node <script> health --config <its own config>`
- * (exec probes do not use the ENTRYPOINT, so they spell it out), --envoy exactly where wanted,
- * with a kubelet timeout that leaves the command time to give its reason.
+ * How each probe of a skewgate container asks it (issue 30, item 7): `grpc` (the kubelet's own, on
+ * extproc.healthListen's port), `httpGet` (the admin endpoint's /healthz, where the pod shares the
+ * node's loopback), `exec` (`skewgate health`, only where a check no kubelet probe reaches is
+ * needed: `exec --envoy`, Envoy's /ready on the pod's loopback).
  */
+type ProbeKind = 'grpc' | 'httpGet' | 'exec' | 'exec --envoy';
+
 function checkHealthProbes(
   t: Test,
   spec: Obj,
   c: Obj,
+  config: Config,
   configPath: string,
-  envoyWanted: Readonly<Record<ProbeName, boolean>>,
+  kinds: Readonly<Record<ProbeName, ProbeKind>>,
   where: string,
 ): void {
   t.equal(HEALTH_HELP.status, 0, `skewgate health --help runs${HEALTH_HELP.stderr === '' ? '' : `: ${HEALTH_HELP.stderr}`}`);
   const defaultTimeout = /--timeout <duration>[\s\S]*?\(default: "([^"]+)"\)/.exec(HEALTH_HELP.stdout)?.[1];
   t.ok(defaultTimeout, `skewgate health has a default --timeout (${defaultTimeout ?? 'none'})`);
-  t.equal(ENTRYPOINT.length, 2, `the Dockerfile's ENTRYPOINT is node and the CLI script: ${JSON.stringify(ENTRYPOINT)}`);
-  const script = ENTRYPOINT[1] ?? '';
-  t.ok(
-    script.startsWith(`${WORKDIR}/`) && existsSync(join(root, posix.relative(WORKDIR, script))),
-    `${script} is this build's ${posix.relative(WORKDIR, script)} (WORKDIR ${WORKDIR})`,
-  );
   t.ok(mountFor(spec, c, configPath), `${where}: ${configPath} is mounted in the skewgate container`);
   for (const p of PROBES) {
+    const kind = kinds[p];
+    const probe = obj(at(c, p), `${where} ${p}`);
+    const kubelet = Number(probe.timeoutSeconds) * 1000;
+    if (kind === 'grpc') {
+      const listen = config.extproc.healthListen ?? '';
+      t.match(listen, /:\d+$/, `${where}: extproc.healthListen is set (${listen})`);
+      t.same(
+        probe.grpc,
+        { port: Number(listen.split(':').at(-1)) },
+        `${where} ${p}: the kubelet's gRPC probe on extproc.healthListen's port`,
+      );
+      continue;
+    }
+    if (kind === 'httpGet') {
+      const admin = config.admin?.listen ?? '';
+      t.match(admin, /^127\.0\.0\.1:\d+$/, `${where}: admin.listen on loopback (${admin})`);
+      t.same(
+        probe.httpGet,
+        { host: '127.0.0.1', port: Number(admin.split(':').at(-1)), path: '/healthz' },
+        `${where} ${p}: GET /healthz on the admin endpoint`,
+      );
+      t.equal(at(spec, 'hostNetwork'), true, `${where}: hostNetwork, so the kubelet reaches that loopback`);
+      continue;
+    }
+    // exec: skewgate on the image's PATH; its config from the container's SKEWGATE_CONFIG.
     const cmd = arr(at(c, `${p}.exec.command`), `${where} ${p}.exec.command`).map((x) => str(x));
-    const line = cmd.join(' ');
-    t.same(cmd.slice(0, ENTRYPOINT.length), ENTRYPOINT, `${where} ${p}: the image's CLI, as its ENTRYPOINT runs it: ${line}`);
-    const [sub, ...rest] = cmd.slice(ENTRYPOINT.length);
-    t.equal(sub, 'health', `${where} ${p}: skewgate health`);
+    t.same(cmd.slice(0, 2), ['skewgate', 'health'], `${where} ${p}: skewgate health: ${cmd.join(' ')}`);
+    const env = objs(c.env ?? []).find((e) => e.name === 'SKEWGATE_CONFIG');
+    t.equal(env?.value, configPath, `${where}: SKEWGATE_CONFIG names the container's own config`);
+    const rest = cmd.slice(2);
     const opts = new Map<string, string | true>();
     for (let i = 0; i < rest.length; i++) {
       const o = rest[i] ?? '';
-      const key = o === '-c' ? '--config' : o;
-      if (key === '--envoy') opts.set(key, true);
-      else if (key === '--config' || key === '--timeout') opts.set(key, rest[++i] ?? '');
+      if (o === '--envoy') opts.set(o, true);
+      else if (o === '--timeout') opts.set(o, rest[++i] ?? '');
       else t.fail(`${where} ${p}: unexpected argument ${o}`);
     }
     for (const k of opts.keys()) t.ok(HEALTH_HELP.stdout.includes(k), `${where} ${p}: skewgate health knows ${k}`);
-    t.equal(opts.get('--config'), configPath, `${where} ${p}: --config ${configPath}, the container's own config`);
-    t.equal(opts.has('--envoy'), envoyWanted[p], `${where} ${p}: ${envoyWanted[p] ? 'with' : 'without'} --envoy`);
+    t.equal(opts.has('--envoy'), kind === 'exec --envoy', `${where} ${p}: ${kind === 'exec --envoy' ? 'with' : 'without'} --envoy`);
     // Each check (Envoy's /ready, then the gRPC call) may take the whole --timeout.
     const timeout = opts.get('--timeout') ?? defaultTimeout;
     const budget = (typeof timeout === 'string' ? (parseDuration(timeout) ?? Number.NaN) : Number.NaN) * (opts.has('--envoy') ? 2 : 1);
-    const kubelet = Number(at(c, `${p}.timeoutSeconds`)) * 1000;
     t.ok(kubelet >= budget + 500, `${where} ${p}: timeoutSeconds ${kubelet / 1000} covers ${budget} ms of checks and the start of node`);
   }
 }
@@ -673,8 +692,9 @@ t.test('the static pod: hostNetwork, node-critical, kubeadm PKI read-only, share
     t,
     spec,
     skewgate,
+    config,
     configPath,
-    { startupProbe: false, readinessProbe: false, livenessProbe: false },
+    { startupProbe: 'httpGet', readinessProbe: 'httpGet', livenessProbe: 'httpGet' },
     'static pod skewgate',
   );
   t.same(
@@ -730,8 +750,9 @@ t.test('the Deployment: config valid and rendered by the init container, replica
     t,
     spec,
     skewgate,
+    config,
     configPath,
-    { startupProbe: false, readinessProbe: true, livenessProbe: false },
+    { startupProbe: 'grpc', readinessProbe: 'exec --envoy', livenessProbe: 'grpc' },
     'Deployment skewgate',
   );
   t.match(

@@ -137,9 +137,24 @@ export const fields = z
           })
           .strict()
           .optional(),
+        /**
+         * A plaintext TCP listener that serves grpc.health.v1 alone (no ext_proc): for the
+         * kubelet's gRPC probes (`grpc: {port}`), which dial the pod's IP and cannot reach a unix
+         * socket (docs/design.md, "Probes"). Off by default.
+         */
+        healthListen: z
+          .string()
+          .regex(/^(\[[0-9a-fA-F:]+\]|[^:[\]]*):\d{1,5}$/, 'must be host:port (TCP: the kubelet dials the pod IP), e.g. 0.0.0.0:9004')
+          .optional(),
       })
       .strict()
       .superRefine((e, ctx) => {
+        if (e.healthListen !== undefined && [e.listen, e.peer?.listen].includes(e.healthListen))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['healthListen'],
+            message: `${e.healthListen} is taken by another ext_proc listener: give it a port of its own`,
+          });
         const problem = extprocListenProblem(e.listen, e.workers);
         if (problem !== null) ctx.addIssue({ code: 'custom', path: ['workers'], message: problem });
       })
