@@ -17,6 +17,8 @@ import { BUILTINS_NEW, BUILTINS_OLD, FakeApiServer, FakeCluster, createPki } fro
 import { CHART, KUBEADM_VALUES, pinnedHelmVersion, renderKubeadmExample, requireHelm, runHelm, yamlObjects } from '../helpers/helm.js';
 import { arr, at, obj, objs, str, type Obj } from '../helpers/json.js';
 
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
+
 const helm = requireHelm();
 const root = packageRoot();
 const dir = mkdtempSync(join(tmpdir(), 'sg-helm-'));
@@ -291,20 +293,25 @@ t.test("serviceMonitor.enabled: a ServiceMonitor scraping skewgate's metrics por
     ],
     "the Service's endpoints are the gateway pods",
   );
-  const noMetrics = await runHelm(helm, [
+  await refusedWithoutMetrics(t, 'serviceMonitor.enabled');
+});
+
+/** helm template with `flag` true and skewgate's Prometheus listener off: refused with the template's message. */
+async function refusedWithoutMetrics(t: Tap, flag: string): Promise<void> {
+  const r = await runHelm(helm, [
     'template',
     'skewgate',
     CHART,
     '-f',
     KUBEADM_VALUES,
     '--set',
-    'serviceMonitor.enabled=true',
+    `${flag}=true`,
     '--set',
     'telemetry.metrics.prometheus.enabled=false',
   ]);
-  t.not(noMetrics.code, 0, 'refused without the Prometheus listener');
-  t.match(noMetrics.stderr, /serviceMonitor\.enabled needs telemetry\.metrics\.prometheus\.enabled/);
-});
+  t.not(r.code, 0, `${flag} without the Prometheus listener: refused`);
+  t.match(r.stderr, new RegExp(`${flag.replaceAll('.', '\\.')} needs telemetry\\.metrics\\.prometheus\\.enabled`));
+}
 
 t.test('telemetry: tracing off when the endpoint is empty; config merged into the defaults', async (t) => {
   const example = configOf(await renderKubeadmExample(helm));
@@ -425,3 +432,156 @@ t.test("the ConfigMap's skewgate.yaml passes the real `skewgate validate` (pod p
   t.not(noUnit.code, 0, 'discovery.interval=5: refused');
   t.match(noUnit.out, /discovery\.interval: 5 has no unit: write "5ms" or "5s"/);
 });
+
+/** Every name an object of this set refers to is an object of the set (or the Group the static pods' certificates carry). */
+function danglingReferences(objs: readonly Obj[]): string[] {
+  const names = (kind: string): Set<string> => new Set(objs.filter((o) => o.kind === kind).map((o) => String(obj(o.metadata).name)));
+  const out: string[] = [];
+  const want = (kind: string, name: unknown, from: string): void => {
+    if (!names(kind).has(String(name))) out.push(`${from}: ${kind} ${String(name)} is not rendered`);
+  };
+  for (const o of objs) {
+    const from = keyOf(o);
+    if (o.kind === 'Deployment') {
+      const pod = obj(at(o, 'spec.template.spec'));
+      want('ServiceAccount', pod.serviceAccountName, from);
+      // kube-root-ca.crt: Kubernetes publishes it in every namespace.
+      for (const v of objs_(pod.volumes))
+        if (v.configMap !== undefined && at(v, 'configMap.name') !== 'kube-root-ca.crt') want('ConfigMap', at(v, 'configMap.name'), from);
+      const podLabels = obj(at(o, 'spec.template.metadata.labels'));
+      const sel = obj(at(o, 'spec.selector.matchLabels'));
+      for (const [k, v] of Object.entries(sel)) if (podLabels[k] !== v) out.push(`${from}: selector ${k}=${String(v)} not on its pods`);
+      for (const s of objs.filter((x) => x.kind === 'Service' || x.kind === 'PodDisruptionBudget')) {
+        const ss = obj(s.kind === 'Service' ? at(s, 'spec.selector') : at(s, 'spec.selector.matchLabels'));
+        for (const [k, v] of Object.entries(ss))
+          if (podLabels[k] !== v) out.push(`${keyOf(s)}: selector ${k}=${String(v)} not on the pods`);
+      }
+    }
+    if (o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding') {
+      want(String(at(o, 'roleRef.kind')), at(o, 'roleRef.name'), from);
+      for (const s of objs_(o.subjects)) if (s.kind === 'ServiceAccount') want('ServiceAccount', s.name, from);
+    }
+  }
+  return out;
+}
+const objs_ = (v: unknown): Obj[] => (v === undefined ? [] : objs(v));
+
+t.test(
+  'names (issue 30, item 4): a release named skewgate gets the names of deploy/kubernetes; another release or fullnameOverride its own, cluster-wide too; nameOverride the selector; every reference resolves',
+  async (t) => {
+    const render = async (release: string, extra: readonly string[]): Promise<Obj[]> => {
+      const r = await runHelm(helm, ['template', release, CHART, '--namespace', 'gateways', '-f', KUBEADM_VALUES, ...extra]);
+      t.equal(r.code, 0, `helm template ${release} ${extra.join(' ')}: ${r.stderr.trim()}`);
+      return yamlObjects(r.stdout, 'helm template');
+    };
+    const monitored = [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'telemetry.metrics.prometheus.enabled=true',
+      '--set',
+      'rbac.kubernetesService=true',
+    ];
+    const first = await render('skewgate', monitored);
+    const second = await render('edge', monitored);
+    const third = await render('skewgate', [...monitored, '--set', 'fullnameOverride=sg-b', '--set', 'nameOverride=skewgate-b']);
+    const name = (set: readonly Obj[], kind: string): string[] =>
+      set.filter((o) => o.kind === kind).map((o) => String(obj(o.metadata).name));
+    t.same(name(first, 'Deployment'), ['skewgate-gateway'], 'release skewgate: skewgate-gateway, as deploy/kubernetes');
+    t.same(name(second, 'Deployment'), ['edge-skewgate-gateway'], 'release edge: edge-skewgate-gateway');
+    t.same(name(third, 'Deployment'), ['sg-b-gateway'], 'fullnameOverride sg-b: sg-b-gateway');
+    t.ok(
+      name(second, 'ClusterRole').every((n) => n.startsWith('edge-skewgate:')),
+      `cluster-wide names of their own: ${name(second, 'ClusterRole').join(', ')}`,
+    );
+    for (const [what, set] of [
+      ['skewgate', first],
+      ['edge', second],
+      ['sg-b', third],
+    ] as const)
+      t.same(danglingReferences(set), [], `${what}: every ServiceAccount, ConfigMap, role and selector a reference names is there`);
+    // Two releases side by side: no object of one is an object of the other (kind, namespace, name).
+    for (const [a, b, what] of [
+      [first, second, 'skewgate and edge'],
+      [first, third, 'skewgate and sg-b'],
+    ] as const) {
+      const keys = new Set(a.map(keyOf));
+      t.same(
+        b.map(keyOf).filter((k) => keys.has(k)),
+        [],
+        `${what}: no object in common`,
+      );
+    }
+    const pods = (set: readonly Obj[]): Obj =>
+      obj(
+        at(
+          set.find((o) => o.kind === 'Deployment'),
+          'spec.selector.matchLabels',
+        ),
+      );
+    t.equal(
+      pods(third)['app.kubernetes.io/name'],
+      'skewgate-b',
+      "nameOverride: the pods' selector, so that two releases in one namespace select their own pods",
+    );
+    t.equal(pods(first)['app.kubernetes.io/name'], 'skewgate');
+    const monitor = third.find((o) => o.kind === 'ServiceMonitor');
+    t.equal(
+      obj(at(monitor, 'spec.selector.matchLabels'))['app.kubernetes.io/name'],
+      'skewgate-b',
+      'the ServiceMonitor selects its own metrics Service',
+    );
+    const refused = await runHelm(helm, ['template', 'x', CHART, '-f', KUBEADM_VALUES, '--set', 'fullnameOverride=Not_A_Name']);
+    t.not(refused.code, 0, 'fullnameOverride that is no DNS label: refused by the schema');
+    t.match(refused.stderr, /fullnameOverride/);
+  },
+);
+
+t.test(
+  'prometheusRule and dashboard (issue 30, item 4): off by default; on, deploy/monitoring/ as it is, with the labels asked for',
+  async (t) => {
+    const off = await renderKubeadmExample(helm);
+    t.same(
+      off.filter((o) => o.kind === 'PrometheusRule' || String(obj(o.metadata).name).endsWith('-dashboard')).map(keyOf),
+      [],
+      'neither by default',
+    );
+    const on = await renderKubeadmExample(helm, [
+      '--set',
+      'telemetry.metrics.prometheus.enabled=true',
+      '--set',
+      'prometheusRule.enabled=true',
+      '--set',
+      'prometheusRule.labels.release=prometheus',
+      '--set',
+      'dashboard.enabled=true',
+      '--set',
+      'dashboard.namespace=monitoring',
+    ]);
+    const rule = on.find((o) => o.kind === 'PrometheusRule');
+    const alerts = obj(parseYaml(readFileSync(join(root, 'deploy/monitoring/skewgate-alerts.yaml'), 'utf8')));
+    t.same(
+      at(rule, 'spec.groups'),
+      alerts.groups,
+      "the PrometheusRule's groups are deploy/monitoring/skewgate-alerts.yaml's (promtool-checked)",
+    );
+    t.equal(obj(at(rule, 'metadata.labels')).release, 'prometheus', 'with the ruleSelector label asked for');
+    t.match(JSON.stringify(at(rule, 'spec.groups')), /\{\{ \$value \}\}/, "Prometheus's own templates kept as text, not run by helm");
+    const dashboard = on.find((o) => o.kind === 'ConfigMap' && String(obj(o.metadata).name) === 'skewgate-dashboard');
+    t.equal(at(dashboard, 'metadata.namespace'), 'monitoring', "in the sidecar's namespace");
+    t.equal(obj(at(dashboard, 'metadata.labels')).grafana_dashboard, '1', "with the sidecar's default label");
+    t.same(
+      JSON.parse(str(obj(at(dashboard, 'data'))['skewgate-dashboard.json'])) as unknown,
+      JSON.parse(readFileSync(join(root, 'deploy/monitoring/skewgate-dashboard.json'), 'utf8')) as unknown,
+      'the dashboard is deploy/monitoring/skewgate-dashboard.json',
+    );
+    // The chart carries copies (helm reads nothing outside it): the same bytes as deploy/monitoring/.
+    for (const f of ['skewgate-alerts.yaml', 'skewgate-dashboard.json'])
+      t.equal(
+        readFileSync(join(CHART, 'files', f), 'utf8'),
+        readFileSync(join(root, 'deploy/monitoring', f), 'utf8'),
+        `deploy/helm/skewgate/files/${f} is deploy/monitoring/${f} (else: cp deploy/monitoring/${f} deploy/helm/skewgate/files/)`,
+      );
+    await refusedWithoutMetrics(t, 'prometheusRule.enabled');
+  },
+);

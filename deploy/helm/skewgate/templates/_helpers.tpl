@@ -2,8 +2,36 @@
 Labels of every object: the plain manifests' app.kubernetes.io/name, then Helm's standard labels
 (test/integration/helm.test.ts allows exactly these four beyond deploy/kubernetes).
 */}}
+{{/* The chart's name (nameOverride): app.kubernetes.io/name and the pods' selector. */}}
+{{- define "skewgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/*
+The stem of every object's name (fullnameOverride, else the release name when it holds the chart's
+name, else release-name): "skewgate" for a release named skewgate, so that the names are those of
+deploy/kubernetes; another release gets names of its own, cluster-scoped ones included.
+*/}}
+{{- define "skewgate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "skewgate.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* The gateway's namespaced objects: Deployment, Service, ConfigMap, ServiceAccount, PDB. */}}
+{{- define "skewgate.gatewayName" -}}
+{{- printf "%s-gateway" (include "skewgate.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
 {{- define "skewgate.labels" -}}
-app.kubernetes.io/name: skewgate
+app.kubernetes.io/name: {{ include "skewgate.name" . }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
@@ -12,7 +40,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The gateway's pods: the Deployment's selector, the Service's, the PDB's, the anti-affinity's. */}}
 {{- define "skewgate.selectorLabels" -}}
-app.kubernetes.io/name: skewgate
+app.kubernetes.io/name: {{ include "skewgate.name" . }}
 app.kubernetes.io/component: gateway
 {{- end }}
 
