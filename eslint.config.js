@@ -139,7 +139,7 @@ const OWN_ROOMS_IO = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.cache/**', '.tap/**'] },
+  { ignores: ['dist/**', 'dist.next/**', 'dist.old/**', 'node_modules/**', '.tools/**', '.cache/**', '.tap/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -202,7 +202,13 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     cleanups.push(() => envoy.stop());
     let baselineEnvoy: EnvoyHandle | undefined;
     if (o.baseline) {
-      const baselineConfig = parseConfig(configDocument(o, pki, apiservers, extprocPort, 0, proxies), configFile, dir);
+      // A plain balancer: its own static clusters, never skewgate's xDS folder (with envoy.xds).
+      const { xds: _xds, ...plainEnvoy } = o.envoy ?? {};
+      const baselineConfig = parseConfig(
+        configDocument({ ...o, envoy: plainEnvoy }, pki, apiservers, extprocPort, 0, proxies),
+        configFile,
+        dir,
+      );
       baselineEnvoy = await startEnvoy({
         bootstrap: withoutExtProc(renderBootstrap(baselineConfig)),
         logFile: join(dir, 'envoy-baseline.log'),

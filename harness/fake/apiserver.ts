@@ -270,7 +270,7 @@ export class FakeApiServer {
       const [prefix] = segs;
       if (prefix !== 'api' && prefix !== 'apis') throw NO_RESOURCE();
       if (segs.length <= (prefix === 'api' ? 2 : 3)) return this.discovery(req, res, segs);
-      return await this.resource(req, res, segs, query);
+      return await this.resource(req, res, segs, query, user);
     } catch (err) {
       const e =
         err instanceof FakeApiError
@@ -406,7 +406,7 @@ export class FakeApiServer {
     res.end(notModified ? undefined : body);
   }
 
-  private async resource(req: IncomingMessage, res: ServerResponse, segs: string[], query: URLSearchParams): Promise<void> {
+  private async resource(req: IncomingMessage, res: ServerResponse, segs: string[], query: URLSearchParams, user: FakeUser): Promise<void> {
     let rest = segs[0] === 'api' ? segs.slice(2) : segs.slice(3);
     const [group, version] = segs[0] === 'api' ? ['', segs[1]] : [segs[1], segs[2]];
     const watchPath = rest[0] === 'watch';
@@ -441,6 +441,18 @@ export class FakeApiServer {
     const gr: GroupResource = { group: r.group, resource: r.resource };
     const out = (o: KObject): KObject => Object.assign({ apiVersion: gvOf(r), kind: r.kind }, o, { apiVersion: gvOf(r), kind: r.kind });
     if (sub) return this.subresource(req, res, r, gr, ns, name, sub, verb);
+    // `kubectl auth whoami`: who the request was authenticated as, stored nowhere (as kube-apiserver).
+    if (r.group === 'authentication.k8s.io' && r.resource === 'selfsubjectreviews') {
+      // Read, not parsed: kubectl sends this one as protobuf, and it holds nothing to keep.
+      for await (const _chunk of req as AsyncIterable<Buffer>) void _chunk;
+      const userInfo = { username: user.name, groups: [...user.groups] };
+      return json(res, 201, {
+        apiVersion: gvOf(r),
+        kind: r.kind,
+        metadata: { creationTimestamp: new Date().toISOString() },
+        status: { userInfo },
+      });
+    }
     switch (verb) {
       case 'get':
         return json(res, 200, out(cluster.get(gr, ns, name)));

@@ -49,6 +49,7 @@ export const BUILTINS_OLD: readonly FakeResource[] = Object.freeze([
     shortNames: ['crd', 'crds'],
     subresources: [STATUS],
   }),
+  r('authentication.k8s.io/v1', 'selfsubjectreviews', 'SelfSubjectReview', false, { verbs: ['create'] }),
   r('coordination.k8s.io/v1', 'leases', 'Lease', true),
   r('discovery.k8s.io/v1', 'endpointslices', 'EndpointSlice', true),
   r('resource.k8s.io/v1', 'deviceclasses', 'DeviceClass', false),

@@ -111,7 +111,8 @@ function printExplanation(e: Explanation, origin: AnswerOrigin, output: 'table' 
       : identity.kind === 'unstated'
         ? `unstated  ${identity.problem}`
         : 'none (no client certificate)';
-  process.stdout.write(`${originLine(origin, e.generation)}\n`);
+  // Whose view this is, said to a person (stderr, as the listing commands do): stdout is the report.
+  process.stderr.write(`${originLine(origin, e.generation)}\n`);
   process.stdout.write(`request:        ${method} ${path}\nclassification: ${info.kind}  ${fields}\nidentity:       ${who}\n`);
   if (stripped.length > 0)
     process.stdout.write(`stripped:       ${stripped.join(', ')} (Envoy removes these before skewgate sees the request)\n`);
