@@ -7,8 +7,8 @@ import { Agent, request } from 'undici';
 import { createWriteStream } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
-import { stringify } from 'yaml';
-import { BUILTINS_NEW, BUILTINS_OLD, type Pki } from '../fake/index.js';
+import { BUILTINS_NEW, BUILTINS_OLD } from '../fake/index.js';
+import { kubeconfigFor } from '../fake/pki.js';
 import { startStack, type Stack } from '../demo/stack.js';
 import { DemoUpgrade } from '../demo/upgrade.js';
 import { createLogger } from '../../src/util/log.js';
@@ -42,24 +42,6 @@ async function tally(url: string, path: string, token: string, ca: string, n: nu
   return [...counts].map(([k, v]) => `${v}× ${k}`).join(', ');
 }
 
-/** A kubeconfig for the gateway itself (kubectl needs no --server): the token and the client certificate. */
-function gatewayKubeconfig(pki: Pki, server: string): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'skewgate-demo', cluster: { server, 'certificate-authority': pki.caFile } }],
-    users: [
-      { name: 'token', user: { token: pki.token } },
-      { name: 'cert', user: { 'client-certificate': pki.clientCertFile, 'client-key': pki.clientKeyFile } },
-    ],
-    contexts: [
-      { name: 'token', context: { cluster: 'skewgate-demo', user: 'token' } },
-      { name: 'cert', context: { cluster: 'skewgate-demo', user: 'cert' } },
-    ],
-    'current-context': 'token',
-  });
-}
-
 export async function runDemo(o: DemoOptions): Promise<number> {
   const log = (s: string): void => {
     process.stdout.write(`${s}\n`);
@@ -89,7 +71,7 @@ export async function runDemo(o: DemoOptions): Promise<number> {
     const ca = await readFile(stack.pki.caFile, 'utf8');
     const token = stack.pki.token;
     const kubeconfig = join(dir, 'kubeconfig');
-    await writeFile(kubeconfig, gatewayKubeconfig(stack.pki, stack.gatewayUrl), { mode: 0o600 });
+    await writeFile(kubeconfig, kubeconfigFor(stack.pki, stack.gatewayUrl), { mode: 0o600 });
     const selfCheck = async (): Promise<void> => {
       log('\nself-check, 12 requests each:');
       log(`  GET ${SKEWED}`);

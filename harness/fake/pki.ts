@@ -126,10 +126,15 @@ async function generate(tmp: string, dir: string): Promise<void> {
 }
 
 function kubeconfig(p: Pki): string {
+  return kubeconfigFor(p, 'https://127.0.0.1:1');
+}
+
+/** A kubeconfig with the set's token (context token, the current one) and client certificate (context cert) for `server`. */
+export function kubeconfigFor(p: Pki, server: string): string {
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'skewgate', cluster: { server: 'https://127.0.0.1:1', 'certificate-authority': p.caFile } }],
+    clusters: [{ name: 'skewgate', cluster: { server, 'certificate-authority': p.caFile } }],
     users: [
       { name: 'token', user: { token: p.token } },
       { name: 'cert', user: { 'client-certificate': p.clientCertFile, 'client-key': p.clientKeyFile } },
