@@ -1,5 +1,5 @@
-import type { ErrorCode } from '../../errors/catalog.js';
 // A config's problems: each with its path, all of them in one error (SKEWGATE_ERR_CONFIG). Pure.
+import type { ErrorCode } from '../../errors/catalog.js';
 
 /** One problem in a config: where, and what is wrong. */
 export interface ConfigProblem {
