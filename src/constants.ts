@@ -125,3 +125,6 @@ export const EXIT_BAD_CONFIG = 2;
  */
 export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
 export const MANAGED_BY = 'skewgate.dev';
+
+/** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses (Envoy's local-reply mappers leave them be). */
+export const DETAILS_PREFIX = 'skewgate_';

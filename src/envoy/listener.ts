@@ -1,7 +1,7 @@
 // The bootstrap's listener: downstream TLS (client certificates optional), the HTTP connection
 // manager and its filter chain — header sanitiser, skewgate's ext_proc filter, router. Pure.
 import type { Config } from '../config/core/schema.js';
-import { CLIENT_CERT_HEADER, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
+import { CLIENT_CERT_HEADER, DETAILS_PREFIX, SANITIZED_REQUEST_HEADER_PREFIXES, SANITIZED_REQUEST_HEADERS } from '../constants.js';
 import { EXTPROC_CLUSTER } from './clusters.js';
 import { BootstrapError, duration, type JsonObject, type PathFn } from './json.js';
 import { ENVOY_SERVING_PAIR_REQUIRED } from '../config/core/envoy-rules.js';
@@ -22,19 +22,14 @@ export const MAX_REQUEST_HEADERS_KB = 1024;
 /** Go counts no headers; 1 MiB holds at most a few hundred thousand. Envoy needs a number. */
 export const MAX_REQUEST_HEADERS_COUNT = 10_000;
 
-/**
- * Response flags of the replies Envoy makes itself (protocol errors, no route or healthy upstream,
- * upstream failures, overload). skewgate's own answers (ImmediateResponse) and the backstop route
- * carry no flag and keep their bodies.
- */
-const ENVOY_REPLY_FLAGS = ['DPE', 'IH', 'NR', 'NC', 'UH', 'UF', 'UO', 'URX', 'UT', 'UC', 'UR', 'LR', 'UPE', 'OM', 'DO', 'SI', 'DT'];
-
 /** Kubernetes Status reasons for the codes Envoy answers with. */
 const REASON_BY_CODE: readonly (readonly [number, StatusReason])[] = [
   [400, 'BadRequest'],
   [404, 'NotFound'],
   [408, 'Timeout'],
   [413, 'RequestEntityTooLarge'],
+  // HTTP/1.0 (Envoy's low_version): kube-apiserver would answer it, the gateway asks for 1.1.
+  [426, 'BadRequest'],
   [431, 'BadRequest'],
   [503, 'ServiceUnavailable'],
   [504, 'Timeout'],
@@ -60,26 +55,41 @@ function codeIs(code: number): JsonObject {
 }
 
 /**
+ * The replies Envoy makes itself: every local reply but skewgate's own answers (ImmediateResponse,
+ * details skewgate_*: DETAILS_PREFIX) and the backstop route's (direct_response), which keep their
+ * bodies. Told by the response's details, not its flags: the codec's refusals (a malformed request
+ * line, header or framing; HTTP/1.0) and the request-header timeout are answered before Envoy flags
+ * them (DPE comes after the reply), and came out as text/plain "Bad Request" (issue 31). A CEL
+ * filter, since no other filter reads the details; after the status code in each and_filter, so
+ * that it runs only for the codes mapped.
+ */
+function envoysOwn(): JsonObject {
+  return {
+    extension_filter: {
+      name: 'envoy.access_loggers.extension_filters.cel',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter',
+        expression: `!response.code_details.startsWith('${DETAILS_PREFIX}') && response.code_details != 'direct_response'`,
+      },
+    },
+  };
+}
+
+/**
  * Envoy's own 503s (no healthy apiserver, a connection that could not be opened, an overflowing
  * breaker) are as temporary as skewgate's: the same Retry-After, so that client-go waits and retries.
  */
 function localReplyConfig(retryAfterSeconds: number): JsonObject {
-  const flags = { response_flag_filter: { flags: ENVOY_REPLY_FLAGS } };
+  const own = envoysOwn();
   const retryAfter = [{ header: { key: 'retry-after', value: String(retryAfterSeconds) }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }];
   return {
     mappers: [
-      // A request refused before it was parsed (431) carries no flag, and only Envoy answers 431.
-      { filter: codeIs(431), body_format_override: statusFormat('BadRequest') },
       ...REASON_BY_CODE.map(([code, reason]) => ({
-        filter: {
-          and_filter: {
-            filters: [flags, codeIs(code)],
-          },
-        },
+        filter: { and_filter: { filters: [codeIs(code), own] } },
         body_format_override: statusFormat(reason),
         ...(code === 503 ? { headers_to_add: retryAfter } : {}),
       })),
-      { filter: flags, body_format_override: statusFormat('InternalError') },
+      { filter: own, body_format_override: statusFormat('InternalError') },
     ],
   };
 }

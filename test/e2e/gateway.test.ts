@@ -4,7 +4,6 @@ import t from 'tap';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'node:tls';
 import { Agent, request } from 'undici';
 import { readFileSync } from 'node:fs';
 import { REASON_HEADER } from '../../src/constants.js';
@@ -12,6 +11,7 @@ import { BUILTINS_NEW, BUILTINS_OLD } from '../../harness/fake/index.js';
 import { startStack, type Stack } from '../../harness/demo/stack.js';
 import { createClient, eventually, type Client } from '../helpers/http.js';
 import { waitMs } from '../helpers/waits.js';
+import { rawHttp, type RawAnswer } from '../helpers/raw-http.js';
 
 const SKEWED = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies';
 const COMMON = '/api/v1/namespaces/default/configmaps';
@@ -117,35 +117,17 @@ t.test('not_found: a resource nobody serves is a 404 Status from the edge, no up
   t.match(sub.json(), { kind: 'Status', code: 404 });
 });
 
-/** One HTTP/1.1 request with the request line's bytes exactly as given (undici refuses raw control bytes). */
-function rawGet(path: Buffer): Promise<{ status: number; head: string; body: string }> {
-  const { hostname, port } = new URL(stack.gatewayUrl);
-  return new Promise((resolve, reject) => {
-    const socket = connect(
-      { host: hostname, port: Number(port), ca: readFileSync(stack.pki.caFile), servername: 'localhost', ALPNProtocols: ['http/1.1'] },
-      () => {
-        // write, not end: Envoy drops a half-closed downstream connection, at times before its answer.
-        socket.write(
-          Buffer.concat([
-            Buffer.from('GET '),
-            path,
-            Buffer.from(` HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer ${stack.pki.token}\r\nconnection: close\r\n\r\n`),
-          ]),
-        );
-      },
-    );
-    // Envoy closes the connection after its answer; the timeout only guards against a hang.
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')));
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const text = Buffer.concat(chunks).toString('latin1');
-      const cut = text.indexOf('\r\n\r\n');
-      const head = cut < 0 ? text : text.slice(0, cut);
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1] ?? NaN), head, body: cut < 0 ? '' : text.slice(cut + 4) });
-    });
-  });
+/** One HTTP/1.1 GET with the request line's path bytes exactly as given. */
+function rawGet(path: Buffer): Promise<RawAnswer> {
+  return rawHttp(
+    stack.gatewayUrl,
+    stack.pki.caFile,
+    Buffer.concat([
+      Buffer.from('GET '),
+      path,
+      Buffer.from(` HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer ${stack.pki.token}\r\nconnection: close\r\n\r\n`),
+    ]),
+  );
 }
 
 t.test("malformed paths: a 400 Status from skewgate, or Envoy's own 400 before it; never an apiserver", async (t) => {
@@ -182,13 +164,18 @@ t.test("malformed paths: a 400 Status from skewgate, or Envoy's own 400 before i
     t.equal(statDelta(before, after, IMMEDIATE), 1, `${tail}: answered by skewgate itself`);
   }
 
-  // %00: Envoy's path normalisation refuses it (no ext_proc stream), an empty 400 of its own.
+  // %00: Envoy's path normalisation refuses it (no ext_proc stream), a 400 of its own, as a Status.
   {
     const before = await stats();
     const a = await client.send('GET', `${stack.gatewayUrl}${base}a%00b`);
     const after = await stats();
     t.equal(a.status, 400, '%00: 400');
-    t.equal(a.text, '', "%00: Envoy's empty body");
+    t.match(a.json(), { kind: 'Status', reason: 'BadRequest', code: 400 }, "%00: Envoy's 400 as a Kubernetes Status");
+    t.match(
+      (a.json() as { message?: string }).message,
+      /the gateway could not pass this request on: .*path_normalization_failed/,
+      '%00: naming why',
+    );
     t.equal(a.headers[REASON_HEADER], undefined, '%00: not skewgate');
     t.equal(statDelta(before, after, 'http.skewgate.downstream_rq_failed_path_normalization'), 1, '%00: refused by path normalisation');
     t.equal(statDelta(before, after, STREAMS), 0, '%00: skewgate was not asked');

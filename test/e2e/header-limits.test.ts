@@ -9,6 +9,7 @@ import { issueCert } from '../../harness/openssl.js';
 import { send, type Reply } from '../helpers/envoy-fixtures.js';
 import { eventually } from '../helpers/http.js';
 import { stackFixture } from '../helpers/stack-fixture.js';
+import { rawHttp } from '../helpers/raw-http.js';
 
 const COMMON = '/api/v1/namespaces/default/configmaps';
 const GROUPS = Array.from({ length: 150 }, (_, i) => `team-${String(i).padStart(3, '0')}`);
@@ -66,6 +67,36 @@ t.test('headers up to what kube-apiserver takes pass; beyond, a Status from Envo
   t.match(body, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 431 }, 'a Kubernetes Status');
   t.match(String(body['message']), /the gateway could not pass this request on/);
   t.match(tooBig.headers['content-type'], /^application\/json/);
+});
+
+t.test("the HTTP/1 codec's own refusals: a Status too, naming Envoy's details (issue 31, item 5)", async (t) => {
+  const s = fixture.stack();
+  const auth = `authorization: Bearer ${s.pki.token}\r\n`;
+  // Each refused by Envoy's codec before skewgate is asked; each was an 11-byte text/plain "Bad Request".
+  const cases: [string, string, number, RegExp][] = [
+    ['a malformed request line', 'GET\r\n\r\n', 400, /\(http1\.codec_error\)/],
+    ['a space in a header name', `GET /api HTTP/1.1\r\nhost: x\r\nbad header: y\r\n\r\n`, 400, /\(http1\.codec_error\)/],
+    ['a NUL in a header value', `GET /api HTTP/1.1\r\nhost: x\r\nx-a: a\u0000b\r\n\r\n`, 400, /\(http1\.invalid_characters\)/],
+    [
+      'Content-Length and chunked',
+      `POST ${COMMON} HTTP/1.1\r\nhost: x\r\n${auth}content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n`,
+      400,
+      /\(http1\.content_length_and_chunked_not_allowed\)/,
+    ],
+    ['HTTP/1.0', 'GET /api HTTP/1.0\r\n\r\n', 426, /\(low_version\)/],
+  ];
+  for (const [what, request, status, details] of cases) {
+    const a = await rawHttp(s.gatewayUrl, s.pki.caFile, Buffer.from(request, 'latin1'));
+    t.equal(a.status, status, `${what}: ${status}`);
+    t.match(a.head.toLowerCase(), /\r\ncontent-type: application\/json\r\n/, `${what}: JSON`);
+    const body = JSON.parse(a.body) as Record<string, unknown>;
+    t.match(
+      body,
+      { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: status },
+      `${what}: a Kubernetes Status`,
+    );
+    t.match(String(body['message']), details, `${what}: Envoy's details in the message (${String(body['message'])})`);
+  }
 });
 
 t.test("skewgate's own answers keep their bodies", async (t) => {

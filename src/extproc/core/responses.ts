@@ -1,6 +1,7 @@
 // RoutingResult → the ProcessingResponse Envoy acts on. Pure: no clock, no I/O.
 import {
   BOUNDED_HEADER,
+  DETAILS_PREFIX,
   MEDIA_AGGREGATED_V2,
   MEDIA_JSON,
   REASON_HEADER,
@@ -14,9 +15,6 @@ import { frontProxyHeaders, frontProxyRemovals } from '../../identity/core/front
 import type { Decision, DiscoveryDecision, RejectedDecision } from '../../routing/decision.js';
 import type { RoutingResult } from '../../routing/router.js';
 import type { HeaderValueOptionOut, ImmediateResponseOut, ProcessingResponseOut, RequestPhase } from './messages.js';
-
-/** %RESPONSE_CODE_DETAILS% prefix of skewgate's immediate responses. */
-export const DETAILS_PREFIX = 'skewgate_';
 
 /** One header to set. raw_value only: Envoy rejects a mutation carrying both value and raw_value. */
 export function setHeader(key: string, value: string): HeaderValueOptionOut {
