@@ -99,6 +99,8 @@ export interface GatewayOptions {
    * judges every request.
    */
   readonly fastPath?: boolean;
+  /** log.decisions.interval 0s: every routed or refused decision on its own line (tests that explain a false 404 by it). */
+  readonly logEveryDecision?: boolean;
   /**
    * skewgate's admin endpoint (a unix socket in the gateway's folder: GatewayInfo.adminAddress) with
    * this gate section (`gate`: window, thresholds), and Envoy's admin on a fixed port the gate reads.
@@ -417,7 +419,7 @@ export class Lab {
       ...(healthPort === undefined ? {} : { healthPort }),
       ...(o.requestTimeout === undefined ? {} : { requestTimeout: o.requestTimeout }),
       ...(o.fastPath === undefined ? {} : { fastPath: o.fastPath }),
-      logEveryDecision: true,
+      ...(o.logEveryDecision === true ? { logEveryDecision: true } : {}),
     };
     const doc = gatewayConfigDocument(input);
     await writeFile(configFile, `# written by skewgate's lab (${new Date().toISOString()})\n${stringify(doc)}`);

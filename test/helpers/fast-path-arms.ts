@@ -18,9 +18,10 @@ export type SkewgateArm = (typeof SKEWGATE_ARMS)[number];
  * is then off only by routing.fastPath: false); without, the static routes and the same flag.
  */
 export function skewgateArmOptions(arm: SkewgateArm, port: number, offXds = false): GatewayOptions {
+  // Every decision logged: a false 404's report names skewgate's decision for it (test/helpers/false-404s.ts).
   return arm === FAST_ON
-    ? { name: arm, withSkewgate: true, port, xds: true }
-    : { name: arm, withSkewgate: true, port, fastPath: false, ...(offXds ? { xds: true } : {}) };
+    ? { name: arm, withSkewgate: true, port, xds: true, logEveryDecision: true }
+    : { name: arm, withSkewgate: true, port, fastPath: false, logEveryDecision: true, ...(offXds ? { xds: true } : {}) };
 }
 
 /** How a results table names an arm's mode. */
