@@ -9,7 +9,7 @@ import { getText, type TextResponse } from '../kube/requests.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
 import { downloadBackoffMs } from './core/document-bounds.js';
 import type { ResourceCapability, ServerView } from './core/types.js';
-import { parseJsonSteps } from './core/json-items.js';
+import { AGGREGATED_PATH, parseJsonSteps } from './core/json-items.js';
 import { runSliced, sliceBudget, type SliceOptions } from '../util/slice-runner.js';
 import { runToEnd, type Sliced } from '../util/core/sliced.js';
 import {
@@ -31,7 +31,7 @@ import { sameOpenApiIndex } from './core/types.js';
 /** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */
 function* parseJsonDocument(text: string, document: string): Sliced<unknown> {
   try {
-    return yield* parseJsonSteps(text);
+    return yield* parseJsonSteps(text, AGGREGATED_PATH);
   } catch (err) {
     throw new DiscoveryDocumentError(document, '', `not valid JSON (${(err as Error).message})`);
   }

@@ -1,6 +1,6 @@
 // parseJsonSteps: the same value as JSON.parse for any text, the same error for a malformed one.
 import t from 'tap';
-import { parseJsonSteps } from '../../src/discovery/core/json-items.js';
+import { AGGREGATED_PATH, NESTED_MIN_CHARS, parseJsonSteps } from '../../src/discovery/core/json-items.js';
 import { runToEnd } from '../../src/util/core/sliced.js';
 import { seededRandom } from '../../bench/synthetic.js';
 
@@ -13,6 +13,42 @@ function errorOf(f: () => unknown): string {
     return (err as Error).message;
   }
   return 'no error';
+}
+
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
+
+/**
+ * 400 documents from `doc`, every second one with one character corrupted (most become malformed,
+ * some stay valid with another meaning): `parse` gives JSON.parse's value or its error for each.
+ */
+function agreesWithJsonParse(
+  t: Tap,
+  rnd: () => number,
+  doc: () => string,
+  parse: (text: string) => unknown,
+): { valid: number; malformed: number } {
+  let valid = 0;
+  let malformed = 0;
+  for (let n = 0; n < 400; n++) {
+    let text = doc();
+    if (n % 2 === 1) {
+      const at = Math.floor(rnd() * text.length);
+      text = text.slice(0, at) + ['"', ',', ']', '}', '[', '{', ':', '\\', 'x'][Math.floor(rnd() * 9)] + text.slice(at + 1);
+    }
+    const expected = errorOf(() => JSON.parse(text));
+    if (expected === 'no error') {
+      valid++;
+      t.same(parse(text), JSON.parse(text), `document ${n}`);
+    } else {
+      malformed++;
+      t.equal(
+        errorOf(() => parse(text)),
+        expected,
+        `document ${n}: same error`,
+      );
+    }
+  }
+  return { valid, malformed };
 }
 
 t.test('the same value as JSON.parse (table)', async (t) => {
@@ -73,29 +109,17 @@ t.test('random documents and random corruptions agree with JSON.parse', async (t
       Array.from({ length: Math.floor(rnd() * 4) }, (_, i) => [pick(['items', 'k', `f${i}`, 'a"b']), value(depth + 1)]),
     );
   };
-  let valid = 0;
-  let malformed = 0;
-  for (let n = 0; n < 400; n++) {
-    const doc = { kind: 'X', metadata: value(1), items: Array.from({ length: Math.floor(rnd() * 6) }, () => value(1)) };
-    let text = JSON.stringify(doc, null, rnd() < 0.5 ? undefined : 1);
-    if (n % 2 === 1) {
-      // Corrupt one character: most become malformed, some stay valid with another meaning.
-      const at = Math.floor(rnd() * text.length);
-      text = text.slice(0, at) + pick(['"', ',', ']', '}', '[', '{', ':', '\\', 'x']) + text.slice(at + 1);
-    }
-    const expected = errorOf(() => JSON.parse(text));
-    if (expected === 'no error') {
-      valid++;
-      t.same(parse(text), JSON.parse(text), `document ${n}`);
-    } else {
-      malformed++;
-      t.equal(
-        errorOf(() => parse(text)),
-        expected,
-        `document ${n}: same error`,
-      );
-    }
-  }
+  const { valid, malformed } = agreesWithJsonParse(
+    t,
+    rnd,
+    () =>
+      JSON.stringify(
+        { kind: 'X', metadata: value(1), items: Array.from({ length: Math.floor(rnd() * 6) }, () => value(1)) },
+        null,
+        rnd() < 0.5 ? undefined : 1,
+      ),
+    parse,
+  );
   t.ok(valid > 200 && malformed > 50, `both kinds exercised: ${valid} valid, ${malformed} malformed`);
 });
 
@@ -110,4 +134,51 @@ t.test('a large list pauses between elements', async (t) => {
   }
   t.ok(pauses >= 1000, `paused ${pauses} times`);
   t.same(step.value, JSON.parse(text));
+});
+
+t.test('a path: an element past the threshold is split at the next key, the same value and errors as JSON.parse', async (t) => {
+  const rnd = seededRandom(11);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
+  // Nested `items` at every level, so that every level of the path has something to split.
+  const value = (depth: number): unknown => {
+    const r = rnd();
+    if (depth > 4 || r < 0.25) return pick([1, 'a', 'q"uo\\te', '[{,}]', null, 'é']);
+    if (r < 0.45) return Array.from({ length: Math.floor(rnd() * 4) }, () => value(depth + 1));
+    return { k: value(depth + 1), items: Array.from({ length: Math.floor(rnd() * 4) }, () => value(depth + 1)) };
+  };
+  const deep = (text: string): unknown => runToEnd(parseJsonSteps(text, ['items', 'items', 'items'], 0));
+  const { valid, malformed } = agreesWithJsonParse(
+    t,
+    rnd,
+    () => JSON.stringify({ kind: 'X', items: Array.from({ length: Math.floor(rnd() * 5) }, () => value(1)) }),
+    deep,
+  );
+  t.ok(valid > 150 && malformed > 50, `both kinds exercised: ${valid} valid, ${malformed} malformed`);
+});
+
+t.test('one group of many resources pauses between its resources (AGGREGATED_PATH), not only between groups', async (t) => {
+  const resources = Array.from({ length: 5000 }, (_, i) => ({ resource: `r${i}s`, verbs: ['get', 'list'] }));
+  const text = JSON.stringify({
+    kind: 'APIGroupDiscoveryList',
+    items: [
+      { metadata: { name: 'big.example.com' }, versions: [{ version: 'v1', resources }] },
+      { metadata: { name: 'small' }, versions: [] },
+    ],
+  });
+  t.ok(text.length > NESTED_MIN_CHARS, 'the group is past the threshold');
+  const count = (path: string | readonly string[]): number => {
+    const work = parseJsonSteps(text, path);
+    let pauses = 0;
+    let step = work.next();
+    while (step.done !== true) {
+      pauses++;
+      step = work.next();
+    }
+    t.same(step.value, JSON.parse(text), `${JSON.stringify(path)}: the same value`);
+    return pauses;
+  };
+  const byGroup = count('items');
+  const byResource = count(AGGREGATED_PATH);
+  t.ok(byResource >= 5000, `split to its resources: ${byResource} pauses`);
+  t.ok(byGroup < 100, `by group only: ${byGroup} pauses (the one group parsed at once)`);
 });
