@@ -53,15 +53,26 @@ export interface FastPathState {
 export interface StallChildStart {
   readonly apiservers: readonly { name: string; url: string; caFile: string; credentials: { tokenFile: string } }[];
   readonly sliceBudgetMs: number | null;
+  /** discovery.maxDocumentBytes (absent: the default). */
+  readonly maxDocumentBytes?: number;
 }
 
 export interface StallChildStatus {
   readonly generation: number;
   /** Resources in each apiserver's view, in config order. */
   readonly perServer: readonly number[];
+  /** Each apiserver's failed discovery rounds in a row, and the last one's error code. */
+  readonly failures: readonly { readonly consecutive: number; readonly code: string | null }[];
   readonly rssBytes: number;
+  /** V8's heap in use and its size, and memory outside it (Buffers' included). */
+  readonly heapUsedBytes: number;
+  readonly heapTotalBytes: number;
+  readonly externalBytes: number;
   /** The child's own event-loop delay since the last resetLoopDelay (perf_hooks, 5 ms resolution). */
   readonly loopDelayMaxMs: number;
+  /** The longest garbage collection pause since the last resetLoopDelay, and its kind. */
+  readonly gcMaxMs: number;
+  readonly gcMaxKind: string;
 }
 
 /** (i) The node-phases stack lives here, under the package root; its PKI is reused from run to run. */

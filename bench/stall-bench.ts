@@ -1,166 +1,76 @@
-// (f) The request path while a large discovery change is absorbed: three apiservers (static HTTPS
-// fakes in this process) each list ~36,000 resources; skewgate's discovery service and ext_proc
-// server run in a child process; this process probes the ext_proc server at a fixed rate and
-// measures each answer from its due time, while one or all three documents change. Two arms side
-// by side: the parsing and snapshot building in one slice (as before slicing) and in 5 ms slices.
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
+// (f) The request path while a discovery change is absorbed. Three apiservers (static HTTPS fakes
+// in this process, stall-documents.ts); skewgate's discovery service, skew tracking and ext_proc
+// server run in a child process (stall-child.ts); this process probes the ext_proc server at a
+// fixed rate and measures each answer from its due time, while one apiserver's /apis changes:
+// typical → the largest document the cap accepts → the largest again → typical, in a fresh child
+// and in one that has run for a while. The arms (stall-arms.ts) alternate round by round.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createPki, type Pki } from '../harness/fake/index.js';
-import { MEDIA_AGGREGATED_V2 } from '../src/constants.js';
+import { createPki } from '../harness/fake/index.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_RESOURCES } from '../src/constants.js';
 import { DEFAULT_SLICE_BUDGET_MS } from '../src/util/slice-runner.js';
 import { createExtProcClient, requestHeadersMessage, type ExtProcTestClient } from '../test/helpers/extproc-client.js';
-import { forkChild } from './child-ipc.js';
+import { forkChild, type ChildHandle } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';
 import type { Section } from './report.js';
-import { countInto, fmt, formatCounts, nowNs, summarise } from './stats.js';
+import { countInto, fmt, formatCounts, nowNs } from './stats.js';
+import { crdDocument, largestDocument, pastBoundsDocument, StaticApiServer, type Doc } from './stall-documents.js';
+import { judgeStall, stallArms, type StallArm, type Window } from './stall-verdict.js';
 
-const GROUPS = 1800;
-const PER_GROUP = 20;
 const PROBE_RATE = 500;
 /** Envoy's ext_proc message timeout in the shipped config: an answer later than this fails open. */
-const MESSAGE_TIMEOUT_MS = 500;
-const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
-
-/** An aggregated /apis of GROUPS CRD-like groups; variant 1 adds a resource to every 7th group. */
-function apisDocument(variant: 0 | 1): string {
-  const items = [];
-  for (let g = 0; g < GROUPS; g++) {
-    const resources = [];
-    for (let r = 0; r < PER_GROUP + (variant === 1 && g % 7 === 0 ? 1 : 0); r++) {
-      const kind = `Kind${g}x${r}`;
-      resources.push({
-        resource: `kind${g}x${r}s`,
-        responseKind: { group: '', version: '', kind },
-        scope: 'Namespaced',
-        singularResource: `kind${g}x${r}`,
-        verbs: VERBS,
-        categories: ['all'],
-        subresources: [{ subresource: 'status', responseKind: { group: '', version: '', kind }, verbs: ['get', 'patch', 'update'] }],
-      });
-    }
-    items.push({ metadata: { name: `g${g}.example.com` }, versions: [{ version: 'v1', resources, freshness: 'Current' }] });
-  }
-  return JSON.stringify({ kind: 'APIGroupDiscoveryList', apiVersion: 'apidiscovery.k8s.io/v2', metadata: {}, items });
-}
-
-const CORE = JSON.stringify({
-  kind: 'APIGroupDiscoveryList',
-  apiVersion: 'apidiscovery.k8s.io/v2',
-  metadata: {},
-  items: [
-    {
-      metadata: {},
-      versions: [
-        {
-          version: 'v1',
-          resources: [{ resource: 'pods', responseKind: { group: '', version: 'v1', kind: 'Pod' }, scope: 'Namespaced', verbs: VERBS }],
-          freshness: 'Current',
-        },
-      ],
-    },
-  ],
-});
-
-interface Doc {
-  readonly body: Buffer;
-  readonly etag: string;
-}
-
-/** Resources in a view of each variant: the core group's pods, and every 7th group's extra one in variant 1. */
-const RESOURCES = [1 + GROUPS * PER_GROUP, 1 + GROUPS * PER_GROUP + Math.ceil(GROUPS / 7)] as const;
-
-const doc = (text: string): Doc => ({ body: Buffer.from(text), etag: `"${createHash('sha1').update(text).digest('hex')}"` });
-
-/** An apiserver that serves prepared bytes (no per-request encoding in this process). */
-class StaticApiServer {
-  apis: Doc;
-  private server: Server | null = null;
-  url = '';
-  constructor(
-    readonly name: string,
-    private readonly pki: Pki,
-    initial: Doc,
-  ) {
-    this.apis = initial;
-  }
-  async start(): Promise<void> {
-    const core = doc(CORE);
-    const server = createServer({ cert: readFileSync(this.pki.serverCertFile), key: readFileSync(this.pki.serverKeyFile) }, (req, res) => {
-      const path = (req.url ?? '').split('?', 1)[0];
-      const d = path === '/api' ? core : path === '/apis' ? this.apis : null;
-      if (path === '/readyz') return void res.end('ok');
-      if (d === null) {
-        res.writeHead(404, { 'content-type': 'application/json' });
-        return void res.end('{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}');
-      }
-      if (req.headers['if-none-match'] === d.etag) {
-        res.writeHead(304, { etag: d.etag });
-        return void res.end();
-      }
-      res.writeHead(200, { 'content-type': MEDIA_AGGREGATED_V2, etag: d.etag, 'content-length': d.body.length });
-      res.end(d.body);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const addr = server.address();
-    this.url = `https://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
-    this.server = server;
-  }
-  close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.server?.closeAllConnections();
-      this.server?.close(() => resolve());
-    });
-  }
-}
-
-interface Window {
-  readonly arm: string;
-  readonly change: string;
-  readonly probes: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly max: number;
-  readonly overTimeout: number;
-  /** Probes without a reply (a gRPC error or a rejected call): failures, not latencies. */
-  readonly failed: number;
-  /** Why, by gRPC status. */
-  readonly failures: ReadonlyMap<string, number>;
-  readonly absorbMs: number;
-  readonly loopDelayMaxMs: number;
-}
+export const MESSAGE_TIMEOUT_MS = 500;
+const ROUNDS = Number(process.env.STALL_ROUNDS ?? 2);
+/** How long the long-running child runs (typical changes under the probe) before its sequence. */
+const WARM_MS = 20_000;
+/** How long the RSS is followed after the last change (back to typical), under the probe. */
+export const SETTLE_MS = 30_000;
+/** The document past the bounds: lean resources filling 31.5 MB, as in the probe behind issue 31. */
+const PAST_BYTES = 31.5e6;
 
 const PROBE_REQUEST = { method: 'GET', path: '/api/v1/namespaces/default/pods', headers: { authorization: 'Bearer probe' } };
 
+interface ProbeResult {
+  readonly replyMs: number | null;
+  readonly status: string;
+  readonly notFound: boolean;
+}
+
 /**
  * One exchange as Envoy has it: request_headers, the reply — the time that counts, Envoy acts on
- * it — then a half-close, as Envoy does with the bootstrap skewgate renders (a reset per stream
- * trips Node's HTTP/2 rapid-reset protection, which closes the session every ~1,000 streams, see
- * (b): those probes would fail for a reason of the probe's own). No reply before the stream ends: a failure.
+ * it — then a half-close, as Envoy does with the bootstrap skewgate renders. Every apiserver
+ * serves pods throughout: a 404 is a false one.
  */
-function probeOnce(client: ExtProcTestClient, dueNs: number): Promise<{ replyMs: number | null; status: string }> {
+function probeOnce(client: ExtProcTestClient, dueNs: number): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const call = client.open();
     let replyMs: number | null = null;
-    call.on('data', () => {
+    let notFound = false;
+    call.on('data', (msg: { immediate_response?: { status?: { code?: unknown } } }) => {
       if (replyMs !== null) return;
       replyMs = (nowNs() - dueNs) / 1e6;
+      const code = msg.immediate_response?.status?.code;
+      notFound = code === 404 || code === 'NotFound';
       call.end();
     });
     call.on('error', () => undefined); // the status event carries the outcome
-    call.on('status', (st: { code: number; details: string }) => resolve({ replyMs, status: `gRPC ${st.code}: ${st.details}` }));
+    call.on('status', (st: { code: number; details: string }) => resolve({ replyMs, status: `gRPC ${st.code}: ${st.details}`, notFound }));
     call.write(requestHeadersMessage(PROBE_REQUEST));
   });
 }
 
-/** Probes at PROBE_RATE until stopped; latencies (ms) from each probe's due time. */
-function probe(port: number): { stop(): Promise<{ latencies: number[]; failures: Map<string, number> }> } {
+interface ProbeTally {
+  latencies: number[];
+  failures: Map<string, number>;
+  notFound: number;
+}
+
+/** Probes at PROBE_RATE until stopped; `take()` hands over what was measured since the last take. */
+function probe(port: number): { take(): ProbeTally; stop(): Promise<void> } {
   const client = createExtProcClient(`127.0.0.1:${port}`);
-  const latencies: number[] = [];
-  const failures = new Map<string, number>();
+  let tally: ProbeTally = { latencies: [], failures: new Map(), notFound: 0 };
   let running = true;
   const loop = (async () => {
     const intervalNs = 1e9 / PROBE_RATE;
@@ -170,12 +80,14 @@ function probe(port: number): { stop(): Promise<{ latencies: number[]; failures:
       const due = start + i * intervalNs;
       const wait = Math.floor((due - nowNs()) / 1e6);
       if (wait > 0) await sleep(wait);
+      const into = tally;
       const p: Promise<void> = probeOnce(client, due)
         .then((r) => {
-          if (r.replyMs === null) countInto(failures, r.status);
-          else latencies.push(r.replyMs);
+          if (r.replyMs === null) countInto(into.failures, r.status);
+          else into.latencies.push(r.replyMs);
+          if (r.notFound) into.notFound++;
         })
-        .catch((err: unknown) => countInto(failures, String(err)))
+        .catch((err: unknown) => countInto(into.failures, String(err)))
         .finally(() => inflight.delete(p));
       inflight.add(p);
     }
@@ -183,148 +95,202 @@ function probe(port: number): { stop(): Promise<{ latencies: number[]; failures:
     client.close();
   })();
   return {
+    take() {
+      const t = tally;
+      tally = { latencies: [], failures: new Map(), notFound: 0 };
+      return t;
+    },
     async stop() {
       running = false;
       await loop;
-      return { latencies, failures };
     },
   };
 }
 
-async function measureChange(
-  arm: string,
-  change: string,
-  port: number,
-  child: { call<T>(type: string): Promise<T> },
-  apply: () => readonly number[],
+/** The child's resident set now, and its peak since the last reset (VmHWM; reset by clear_refs 5). */
+function rssOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+const resetPeak = (pid: number): void => writeFileSync(`/proc/${pid}/clear_refs`, '5');
+
+interface Step {
+  readonly label: string;
+  readonly doc: Doc;
+}
+
+type Child = ChildHandle<Record<string, never>>;
+
+/**
+ * Whether the child shows server 0 with `doc`, or (a refused document) a failed round. After a
+ * failing round only the view counts: the failure a 304 re-states is the old document's.
+ */
+async function absorbed(child: Child, doc: Doc, failingBefore: boolean): Promise<'view' | 'refused' | null> {
+  const s = await child.call<StallChildStatus>('status');
+  const failing = (s.failures[0]?.consecutive ?? 0) > 0;
+  if (s.perServer[0] === doc.resources && !failing) return 'view';
+  if (!failingBefore && failing) return 'refused';
+  return null;
+}
+
+async function measureStep(
+  ctx: { arm: StallArm; kind: string; round: number; child: Child; pid: number; probe: ReturnType<typeof probe> },
+  server: StaticApiServer,
+  step: Step,
+  steadyRss: number,
+  last: boolean,
 ): Promise<Window> {
-  const p = probe(port);
+  const { child, pid } = ctx;
+  const failingBefore = ((await child.call<StallChildStatus>('status')).failures[0]?.consecutive ?? 0) > 0;
   await sleep(1000);
   await child.call('resetLoopDelay');
+  resetPeak(pid);
+  ctx.probe.take();
   const t0 = performance.now();
-  const expected = apply();
-  let absorbMs = Number.NaN;
-  for (const deadline = t0 + 60_000; performance.now() < deadline;) {
+  server.apis = step.doc;
+  let outcome: 'view' | 'refused' | null = null;
+  for (const deadline = t0 + 90_000; outcome === null && performance.now() < deadline;) {
     await sleep(50);
-    const s = await child.call<StallChildStatus>('status');
-    if (s.perServer.every((n, i) => n === expected[i])) {
-      absorbMs = performance.now() - t0;
-      break;
-    }
+    outcome = await absorbed(child, step.doc, failingBefore);
   }
+  const absorbMs = performance.now() - t0;
+  if (outcome === null) throw new Error(`${ctx.arm.name}/${step.label}: the change was not absorbed within 90 s`);
   await sleep(1000);
-  const loopDelayMaxMs = (await child.call<StallChildStatus>('status')).loopDelayMaxMs;
-  const { latencies: lat, failures } = await p.stop();
-  if (Number.isNaN(absorbMs)) throw new Error(`${arm}/${change}: the change was not absorbed within 60 s`);
-  const sorted = Float64Array.from(lat).sort();
-  const s = summarise(sorted);
+  const s = await child.call<StallChildStatus>('status');
+  const tally = ctx.probe.take();
+  const peak = rssOf(pid).peak;
+  // Settled: what the process holds 3 s later, once the change's garbage has had time to go; after
+  // the last change, up to SETTLE_MS, until within 10 % of the steady RSS.
+  await sleep(3000);
+  let settle = rssOf(pid).rss;
+  let settledAfterMs = performance.now() - t0;
+  if (last) {
+    for (const until = performance.now() + SETTLE_MS; settle > steadyRss * 1.1 && performance.now() < until;) {
+      await sleep(1000);
+      settle = rssOf(pid).rss;
+    }
+    settledAfterMs = settle > steadyRss * 1.1 ? Number.NaN : performance.now() - t0;
+  }
+  // Then with the probe stopped: what the process gives back once nothing asks (V8's memory
+  // reducer collects only when the allocation rate is low).
+  let idleSettleRss = Number.NaN;
+  let idleSettledAfterMs = Number.NaN;
+  if (last) {
+    await ctx.probe.stop();
+    const idleFrom = performance.now();
+    idleSettleRss = rssOf(pid).rss;
+    for (const until = idleFrom + SETTLE_MS; idleSettleRss > steadyRss * 1.1 && performance.now() < until;) {
+      await sleep(1000);
+      idleSettleRss = rssOf(pid).rss;
+    }
+    if (idleSettleRss <= steadyRss * 1.1) idleSettledAfterMs = performance.now() - idleFrom;
+  }
+  const heap = await child.call<StallChildStatus>('status');
+  // With STALL_CHILD_ARGS=--expose-gc: what is still live once collected (a diagnostic, not a verdict).
+  const live = await child.call<number | null>('liveHeap');
+  const lat = tally.latencies;
   return {
-    arm,
-    change,
+    arm: ctx.arm.name,
+    kind: ctx.kind,
+    round: ctx.round,
+    step: step.label,
+    outcome,
     probes: lat.length,
-    p50: s.p50,
-    p99: s.p99,
-    max: s.max,
+    maxMs: lat.reduce((a, v) => Math.max(a, v), 0),
     overTimeout: lat.filter((v) => v > MESSAGE_TIMEOUT_MS).length,
-    failed: [...failures.values()].reduce((a, n) => a + n, 0),
-    failures,
+    failed: [...tally.failures.values()].reduce((a, n) => a + n, 0),
+    failures: formatCounts(tally.failures),
+    falseNotFound: tally.notFound,
+    loopDelayMaxMs: s.loopDelayMaxMs,
+    gcMaxMs: s.gcMaxMs,
+    gcMaxKind: s.gcMaxKind,
     absorbMs,
-    loopDelayMaxMs,
+    steadyRss,
+    peakRss: peak,
+    settleRss: settle,
+    settledAfterMs,
+    idleSettleRss,
+    idleSettledAfterMs,
+    settleHeapUsed: heap.heapUsedBytes,
+    settleHeapTotal: heap.heapTotalBytes,
+    settleExternal: heap.externalBytes,
+    ...(live === null ? {} : { liveHeap: live }),
   };
 }
 
 export async function benchStall(progress: (msg: string) => void): Promise<Section> {
   const pki = await createPki(join(tmpdir(), 'skewgate-bench-pki-stall'));
-  progress(`(f) encoding three ${fmt(GROUPS * PER_GROUP)}-resource documents`);
-  const docs = [doc(apisDocument(0)), doc(apisDocument(1))] as const;
-  const servers = ['apiserver-a', 'apiserver-b', 'apiserver-c'].map((n) => new StaticApiServer(n, pki, docs[0]));
+  const maxBytes = DEFAULT_MAX_DOCUMENT_BYTES;
+  const maxEntries = DEFAULT_MAX_RESOURCES;
+  progress(`(f) encoding the documents (the largest: just under ${fmt(maxBytes / 2 ** 20)} MiB and ${fmt(maxEntries)} entries)`);
+  const typical = [crdDocument(60, 12, 0), crdDocument(60, 12, 1)] as const;
+  const largest = [largestDocument(maxBytes, maxEntries, 50, 0), largestDocument(maxBytes, maxEntries, 50, 1)] as const;
+  const past = pastBoundsDocument(PAST_BYTES, 50);
+  const steps: Step[] = [
+    { label: 'typical', doc: typical[1] },
+    { label: 'largest', doc: largest[0] },
+    { label: 'largest again', doc: largest[1] },
+    { label: 'past the bounds', doc: past },
+    { label: 'typical again', doc: typical[0] },
+  ];
+  const servers = ['apiserver-a', 'apiserver-b', 'apiserver-c'].map((n) => new StaticApiServer(n, pki, typical[0]));
   await Promise.all(servers.map((s) => s.start()));
-  const counts = [RESOURCES[0], RESOURCES[1]] as const;
-  /** Serves document variant vs[i] on server i; the view sizes the child will show once it has them. */
-  const serve = (vs: readonly (0 | 1)[]): number[] =>
-    servers.map((s, i) => {
-      const v = vs[i] ?? 0;
-      s.apis = docs[v];
-      return counts[v];
-    });
   const windows: Window[] = [];
-  const rss: string[] = [];
   try {
-    for (const [arm, budget] of [
-      ['one slice (no slicing)', null],
-      [`${DEFAULT_SLICE_BUDGET_MS} ms slices (shipped)`, DEFAULT_SLICE_BUDGET_MS],
-    ] as const) {
-      for (const s of servers) s.apis = docs[0];
-      // STALL_CHILD_ARGS (e.g. "--cpu-prof --trace-gc") and STALL_CHILD_LOG (a file for its debug log) help find what stalls.
-      const child = await forkChild<Record<string, never>>('./stall-child.js', {
-        readyTimeoutMs: 10_000,
-        execArgv: (process.env.STALL_CHILD_ARGS ?? '').split(' ').filter(Boolean),
-      });
-      try {
-        const start: StallChildStart = {
-          apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } })),
-          sliceBudgetMs: budget,
-        };
-        const { port } = await child.call<{ port: number }>('start', start);
-        progress(`(f) ${arm}: synced; one apiserver's document changes`);
-        windows.push(await measureChange(arm, 'one apiserver', port, child, () => serve([1, 0, 0])));
-        progress(`(f) ${arm}: all three documents change at once`);
-        windows.push(await measureChange(arm, 'all three at once', port, child, () => serve([0, 1, 1])));
-        rss.push(`${arm}: ${fmt((await child.call<StallChildStatus>('status')).rssBytes / 2 ** 20)} MiB`);
-      } finally {
-        await child.stop();
-      }
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Arms in turn within a round, the order rotated every round: the machine's state is shared.
+      const arms = round % 2 === 1 ? stallArms() : [...stallArms()].reverse();
+      for (const kind of ['fresh', 'long-running'] as const)
+        for (const arm of arms) {
+          for (const s of servers) s.apis = typical[0];
+          // STALL_CHILD_ARGS (e.g. "--cpu-prof --trace-gc") and STALL_CHILD_LOG (a file for its debug log) help find what stalls.
+          const child = await forkChild<Record<string, never>>(arm.childModule, {
+            readyTimeoutMs: 10_000,
+            execArgv: [...arm.execArgv, ...(process.env.STALL_CHILD_ARGS ?? '').split(' ').filter(Boolean)],
+          });
+          try {
+            const start: StallChildStart = {
+              apiservers: servers.map((s) => ({ name: s.name, url: s.url, caFile: pki.caFile, credentials: { tokenFile: pki.tokenFile } })),
+              sliceBudgetMs: DEFAULT_SLICE_BUDGET_MS,
+              ...arm.start,
+            };
+            const { port } = await child.call<{ port: number }>('start', start);
+            const p = probe(port);
+            try {
+              const ctx = { arm, kind, round, child, pid: child.pid, probe: p };
+              if (kind === 'long-running') {
+                progress(`(f) round ${round}, ${arm.name}: running for ${WARM_MS / 1000} s with typical changes`);
+                for (let i = 0; i < WARM_MS / 5000; i++) {
+                  servers[1 + (i % 2)]!.apis = typical[(i + 1) % 2]!;
+                  await sleep(5000);
+                }
+              }
+              await sleep(2000);
+              const steady = rssOf(ctx.pid).rss;
+              for (const step of steps) {
+                progress(`(f) round ${round}, ${arm.name}, ${kind}: ${step.label}`);
+                windows.push(await measureStep(ctx, servers[0]!, step, steady, step === steps.at(-1)));
+              }
+            } finally {
+              await p.stop();
+            }
+          } finally {
+            await child.stop();
+          }
+        }
     }
   } finally {
     await Promise.all(servers.map((s) => s.close()));
   }
-  const shipped = windows.filter((w) => !w.arm.startsWith('one slice'));
-  const worst = Math.max(...shipped.map((w) => w.max));
-  const shippedFailed = shipped.reduce((a, w) => a + w.failed, 0);
-  return {
-    id: 'f',
-    title: 'the request path while a large discovery change is absorbed',
-    method:
-      `Three apiservers (static HTTPS fakes in the bench process) each list ${fmt(GROUPS * PER_GROUP)} resources (${fmt(docs[0].body.length / 2 ** 20)} MiB of aggregated /apis). ` +
-      `skewgate's discovery service (1 s polls), its skew tracking and its ext_proc server run in a child process; the bench sends ${PROBE_RATE} ext_proc requests/s and measures each answer from its due time to the reply (then half-closes, as Envoy does), ` +
-      `from 1 s before a change of the documents (every 7th group gains a resource: each changed document is parsed, merged and indexed in full) to 1 s after the child's snapshot shows it. ` +
-      'Both arms run the same code in one run, the first with an unbounded slice (the whole computation at once, as before slicing).',
-    targets: [
-      {
-        metric: 'worst ext_proc answer while a 36k-resource change is absorbed (shipped slices)',
-        target: `far below the ${MESSAGE_TIMEOUT_MS} ms message timeout`,
-        measured: `${fmt(worst)} ms (the worst single answer over ${shipped.length} changes, one measurement each); ${shippedFailed === 0 ? 'no probe without a reply' : `${shippedFailed} probes without a reply`}`,
-        met: worst < MESSAGE_TIMEOUT_MS / 5 && shippedFailed === 0,
-      },
-    ],
-    tables: [
-      {
-        headers: [
-          'arm',
-          'change',
-          'probes',
-          'p50 ms',
-          'p99 ms',
-          'max ms',
-          `> ${MESSAGE_TIMEOUT_MS} ms`,
-          'no reply',
-          "child's event-loop delay max ms",
-          'absorbed after ms',
-        ],
-        rows: windows.map((w) => [
-          w.arm,
-          w.change,
-          String(w.probes),
-          fmt(w.p50),
-          fmt(w.p99),
-          fmt(w.max),
-          String(w.overTimeout),
-          w.failed === 0 ? '0' : `${w.failed} (${formatCounts(w.failures)})`,
-          fmt(w.loopDelayMaxMs),
-          fmt(w.absorbMs),
-        ]),
-      },
-    ],
-    notes: [`Child RSS after both changes: ${rss.join('; ')}.`, 'Target: the worst answer below a fifth of the message timeout.'],
-  };
+  return judgeStall({
+    windows,
+    typical: typical[0],
+    largest: largest[0],
+    past,
+    maxBytes,
+    maxEntries,
+    probeRate: PROBE_RATE,
+    messageTimeoutMs: MESSAGE_TIMEOUT_MS,
+  });
 }

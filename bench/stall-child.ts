@@ -1,6 +1,7 @@
 // (f) child process: skewgate's discovery service, its skew tracking and its ext_proc server,
 // alone in their process, so that a stall of its event loop shows in the parent's probe.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { writeFileSync } from 'node:fs';
 import { pino } from 'pino';
 import type { ApiServerSettings } from '../src/kube/credentials.js';
 import { DiscoveryService } from '../src/discovery/service.js';
@@ -18,10 +19,44 @@ let skewQueue: Promise<unknown> = Promise.resolve();
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
 
+const GC_KINDS: Readonly<Record<number, string>> = {
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+};
+let gc = { maxMs: 0, kind: 'none' };
+new PerformanceObserver((entries) => {
+  for (const e of entries.getEntries()) {
+    if (e.duration <= gc.maxMs) continue;
+    const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+    gc = { maxMs: e.duration, kind: (kind !== undefined && GC_KINDS[kind]) || String(kind) };
+  }
+}).observe({ entryTypes: ['gc'] });
+
+// STALL_CHILD_STALLS=<file>: every event-loop turn later than 40 ms, as [from, to] in µs of
+// process.hrtime (the clock of --cpu-prof's samples), written at exit: a profile's stalls are found by time.
+const stallFile = process.env.STALL_CHILD_STALLS;
+const stalls: [number, number][] = [];
+if (stallFile) {
+  let last = process.hrtime.bigint();
+  setInterval(() => {
+    const now = process.hrtime.bigint();
+    if (now - last > 40_000_000n) stalls.push([Number(last / 1000n), Number(now / 1000n)]);
+    last = now;
+  }, 2).unref();
+  process.on('exit', () => writeFileSync(stallFile, JSON.stringify(stalls)));
+}
+
+function memory(): Pick<StallChildStatus, 'rssBytes' | 'heapUsedBytes' | 'heapTotalBytes' | 'externalBytes'> {
+  const m = process.memoryUsage();
+  return { rssBytes: m.rss, heapUsedBytes: m.heapUsed, heapTotalBytes: m.heapTotal, externalBytes: m.external };
+}
+
 const ipc = serveParent(
   {
     async start(payload): Promise<{ port: number }> {
-      const { apiservers, sliceBudgetMs } = payload as StallChildStart;
+      const { apiservers, sliceBudgetMs, maxDocumentBytes } = payload as StallChildStart;
       const logger = createLogger(
         process.env.STALL_CHILD_LOG ? 'debug' : 'warn',
         pino.destination({ dest: process.env.STALL_CHILD_LOG ?? '/dev/null', sync: true }) as unknown as NodeJS.WritableStream,
@@ -30,7 +65,14 @@ const ipc = serveParent(
       discovery = new DiscoveryService(
         {
           apiservers: apiservers as ApiServerSettings[],
-          discovery: { interval: 1000, timeout: 10_000, watch: false, staleAfter: 180_000, identityLeaseLiveness: 60_000 },
+          discovery: {
+            interval: 1000,
+            timeout: 10_000,
+            watch: false,
+            staleAfter: 180_000,
+            identityLeaseLiveness: 60_000,
+            ...(maxDocumentBytes === undefined ? {} : { maxDocumentBytes }),
+          },
         },
         { logger, sliceBudgetMs: budget },
       );
@@ -51,12 +93,22 @@ const ipc = serveParent(
       return {
         generation: snap?.generation ?? 0,
         perServer: snap?.servers.map((s) => s.view?.resources.size ?? 0) ?? [],
-        rssBytes: process.memoryUsage().rss,
+        failures: snap?.servers.map((s) => ({ consecutive: s.consecutiveFailures, code: s.lastErrorCode ?? null })) ?? [],
+        ...memory(),
         loopDelayMaxMs: loopDelay.max / 1e6,
+        gcMaxMs: gc.maxMs,
+        gcMaxKind: gc.kind,
       };
+    },
+    liveHeap(): number | null {
+      const gc = (globalThis as { gc?: () => void }).gc;
+      if (gc === undefined) return null;
+      gc();
+      return process.memoryUsage().heapUsed;
     },
     resetLoopDelay(): null {
       loopDelay.reset();
+      gc = { maxMs: 0, kind: 'none' };
       return null;
     },
   },

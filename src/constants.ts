@@ -73,11 +73,20 @@ export const MEDIA_AGGREGATED_V2 = 'application/json;g=apidiscovery.k8s.io;v=v2;
 /** A server's own (non-peer-merged) aggregated document. */
 export const MEDIA_AGGREGATED_V2_NOPEER = `${MEDIA_AGGREGATED_V2};profile=nopeer`;
 /**
- * The default cap on one discovery body (discovery.maxDocumentBytes): 32 MiB. kube-apiserver sets
- * no limit of its own; an aggregated /apis of ~36,000 resources is about 14 MB, so the cap leaves
- * room for twice that while bounding what one hostile or broken answer can make skewgate hold.
+ * The default cap on one discovery body (discovery.maxDocumentBytes): 8 MiB. kube-apiserver sets
+ * no limit of its own; a CRD as it lists one is ~370 bytes of aggregated /apis, so 8 MiB holds
+ * ~22,000 of them, several times the largest clusters known. Chosen from bench (f): with
+ * discovery.maxResources, the worst document both accept is absorbed within the event-loop bound
+ * (docs/discovery.md, "bounds").
  */
-export const DEFAULT_MAX_DOCUMENT_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_MAX_DOCUMENT_BYTES = 8 * 1024 * 1024;
+/**
+ * The default bound on one apiserver's view (discovery.maxResources): resources and group/versions
+ * together. Past it the view is refused, as a body past the size cap is. What absorbing a view
+ * costs (time on the event loop, memory) follows this count more than the bytes (docs/design.md,
+ * "Bounds on a discovery document"; bench (f)).
+ */
+export const DEFAULT_MAX_RESOURCES = 50_000;
 /** The default longest wait before a discovery document whose download failed is downloaded again. */
 export const DEFAULT_MAX_DOWNLOAD_BACKOFF_MS = 30_000;
 /** What discovery asks for: nopeer first, plain v2 for 1.30–1.34, legacy JSON for the oldest. */

@@ -3,15 +3,16 @@
 // and the backoff of a document whose download failed (its /readyz and /version: probes.ts). Text comes from the
 // transport (src/kube/) and goes to the pure parsers (parse.ts), sliced so that a large document
 // never holds the event loop.
-import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DISCOVERY_ACCEPT } from '../constants.js';
+import { DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DEFAULT_MAX_RESOURCES, DISCOVERY_ACCEPT } from '../constants.js';
 import { failureOf } from '../errors/catalog.js';
 import { getText, type TextResponse } from '../kube/requests.js';
 import { DiscoveryFetchError, joinUrl, type ServerTarget } from '../kube/transport.js';
 import { downloadBackoffMs } from './core/document-bounds.js';
 import type { ResourceCapability, ServerView } from './core/types.js';
-import { AGGREGATED_PATH, parseJsonSteps } from './core/json-items.js';
+import { AGGREGATED_PATH, MAX_PIECE_CHARS, parseJsonSteps, PieceTooLargeError } from './core/json-items.js';
 import { runSliced, sliceBudget, type SliceOptions } from '../util/slice-runner.js';
 import { runToEnd, type Sliced } from '../util/core/sliced.js';
+import { mapLimit, settled } from '../util/promises.js';
 import {
   DiscoveryDocumentError,
   type LegacyGroupVersion,
@@ -24,15 +25,20 @@ import {
   parseApiResourceList,
   parseApiVersions,
   parseOpenApiV3Index,
+  tooManyEntries,
 } from './core/parse.js';
 import { sameViewSteps } from './core/view-compare.js';
 import { sameOpenApiIndex } from './core/types.js';
 
-/** JSON text → value in pieces (json-items.ts); invalid JSON is a DiscoveryDocumentError naming the document. */
+/**
+ * JSON text → value in pieces (json-items.ts), none parsed at once past MAX_PIECE_CHARS; invalid
+ * JSON is a DiscoveryDocumentError naming the document, a piece too large one counted as too large.
+ */
 function* parseJsonDocument(text: string, document: string): Sliced<unknown> {
   try {
-    return yield* parseJsonSteps(text, AGGREGATED_PATH);
+    return yield* parseJsonSteps(text, AGGREGATED_PATH, { maxPieceChars: MAX_PIECE_CHARS });
   } catch (err) {
+    if (err instanceof PieceTooLargeError) throw new DiscoveryDocumentError(document, '', err.message, 'too_large');
     throw new DiscoveryDocumentError(document, '', `not valid JSON (${(err as Error).message})`);
   }
 }
@@ -42,31 +48,10 @@ function parseJson(text: string, document: string): unknown {
 }
 
 /** Both aggregated roots → the view, from JSON text to the frozen view in one sliced computation. */
-function* aggregatedViewSteps(apiText: string, apisText: string): Sliced<ServerView> {
+function* aggregatedViewSteps(apiText: string, apisText: string, maxEntries: number): Sliced<ServerView> {
   const api = yield* parseJsonDocument(apiText, '/api');
   const apis = yield* parseJsonDocument(apisText, '/apis');
-  return yield* parseAggregatedDiscoverySteps(api, apis);
-}
-
-/** Promise.all that waits for every promise to settle before it throws the first failure. */
-async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
-  const results = await Promise.allSettled(promises);
-  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failure) throw failure.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
-}
-
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
+  return yield* parseAggregatedDiscoverySteps(api, apis, { maxEntries });
 }
 
 interface CachedRoot {
@@ -118,6 +103,8 @@ export interface DiscoveryClientOptions extends ServerTarget {
   readonly intervalMs?: number;
   /** The longest (discovery.maxDownloadBackoff); default DEFAULT_MAX_DOWNLOAD_BACKOFF_MS. */
   readonly maxBackoffMs?: number;
+  /** discovery.maxResources: more resources and group/versions in one view are refused; default DEFAULT_MAX_RESOURCES. */
+  readonly maxResources?: number;
   /** Epoch ms clock of the backoff. */
   readonly now?: () => number;
 }
@@ -200,7 +187,7 @@ export class DiscoveryClient {
         return last.view;
       }
       // In slices: a large cluster's documents take hundreds of milliseconds to parse.
-      const view = await runSliced(aggregatedViewSteps(api.text, apis.text), { ...this.sliceOptions(), signal });
+      const view = await runSliced(aggregatedViewSteps(api.text, apis.text, this.maxResources()), { ...this.sliceOptions(), signal });
       this.commit(api, apis);
       return this.remember(withOpenApi(view, openapi), api.text, apis.text);
     }
@@ -253,6 +240,10 @@ export class DiscoveryClient {
       this.openapiError = (err as Error).message;
       return cached?.index;
     }
+  }
+
+  private maxResources(): number {
+    return this.opts.maxResources ?? DEFAULT_MAX_RESOURCES;
   }
 
   private sliceOptions(): SliceOptions {
@@ -384,7 +375,10 @@ export class DiscoveryClient {
         { kind: failureOf(failures[0]).kind },
       );
     }
+    const kept = parts.filter((p): p is LegacyGroupVersion => p !== null);
+    const entries = kept.reduce((n, p) => n + 1 + p.resources.size, 0);
+    if (entries > this.maxResources()) throw tooManyEntries('/apis', this.maxResources());
     this.commit(api, apis);
-    return this.remember(withOpenApi(legacyView(parts.filter((p): p is LegacyGroupVersion => p !== null)), openapi), api.text, apis.text);
+    return this.remember(withOpenApi(legacyView(kept), openapi), api.text, apis.text);
   }
 }

@@ -7,7 +7,7 @@ import type { MemberSpec } from '../membership/members.js';
 import type { Snapshot } from './core/types.js';
 import type { CordonTable } from '../cordon/core/cordons.js';
 
-export type DocumentBoundKeys = 'maxDocumentBytes' | 'maxDownloadBackoff';
+export type DocumentBoundKeys = 'maxDocumentBytes' | 'maxResources' | 'maxDownloadBackoff';
 
 /**
  * The parts of the config discovery reads (the rest of Config is not needed, handy in tests); the

@@ -49,6 +49,7 @@ export interface PollerSettings {
   readonly timeoutMs: number;
   readonly intervalMs: number;
   readonly maxDocumentBytes: number;
+  readonly maxResources: number;
   readonly maxDownloadBackoffMs: number;
   readonly sliceBudgetMs: number | undefined;
   readonly fetchImpl: FetchLike | undefined;
@@ -82,6 +83,7 @@ export function createPoller(spec: MemberSpec, role: MemberRole, seed: boolean, 
       ...(s.sliceBudgetMs === undefined ? {} : { sliceBudgetMs: s.sliceBudgetMs }),
       intervalMs: s.intervalMs,
       maxBackoffMs: s.maxDownloadBackoffMs,
+      maxResources: s.maxResources,
       now: s.now,
     }),
     target,

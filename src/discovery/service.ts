@@ -7,7 +7,7 @@ import { setMaxListeners } from 'node:events';
 import { pino, type Logger } from 'pino';
 import { MEMBERSHIP_DEFAULTS } from '../config/core/sections.js';
 import type { MembershipSource } from '../config/core/schema.js';
-import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS } from '../constants.js';
+import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_DOWNLOAD_BACKOFF_MS, DEFAULT_MAX_RESOURCES } from '../constants.js';
 import type { ServerTarget } from '../kube/transport.js';
 import { ApiWatcher, type WatchChange } from '../kube/watch.js';
 import { apiserverIdentity } from '../membership/apiserver-identity.js';
@@ -90,6 +90,7 @@ export class DiscoveryService {
       timeoutMs: config.discovery.timeout,
       intervalMs,
       maxDocumentBytes: config.discovery.maxDocumentBytes ?? DEFAULT_MAX_DOCUMENT_BYTES,
+      maxResources: config.discovery.maxResources ?? DEFAULT_MAX_RESOURCES,
       maxDownloadBackoffMs: config.discovery.maxDownloadBackoff ?? DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
       sliceBudgetMs: opts.sliceBudgetMs,
       fetchImpl: opts.fetchImpl,

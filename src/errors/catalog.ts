@@ -26,8 +26,10 @@ export const ERRORS = Object.freeze({
       "read the message (it names the URL and what failed); for TLS, the apiserver's caFile and serverName; for 401/403, skewgate's RBAC (deploy/kubernetes/rbac.yaml)",
   },
   SKEWGATE_ERR_DISCOVERY_DOCUMENT: {
-    means: 'an apiserver answered a discovery document skewgate cannot read (not JSON, or a field of the wrong shape)',
-    action: 'the message names the document and the field; an aggregated apiserver (APIService) serving it is the usual cause',
+    means:
+      'an apiserver answered a discovery document skewgate cannot read (not JSON, or a field of the wrong shape), or one past its bounds: more resources and group/versions than discovery.maxResources, or a single entry of more than 1 MiB of JSON (counted as `too_large`)',
+    action:
+      'the message names the document and the field, or the bound; an aggregated apiserver (APIService) serving it is the usual cause; raise discovery.maxResources if the cluster is genuine',
   },
   SKEWGATE_ERR_AGGREGATED_DECODE: {
     means: 'an aggregated discovery document (apidiscovery.k8s.io/v2) could not be decoded',
@@ -98,6 +100,7 @@ export interface Failure {
 
 /** The kind each code always has; a fetch error says its own (its `kind`). */
 const KIND_OF_CODE: Partial<Record<ErrorCode, FailureKind>> = {
+  // Past a bound it says `too_large` itself (DiscoveryDocumentError.kind).
   SKEWGATE_ERR_DISCOVERY_DOCUMENT: 'malformed',
   SKEWGATE_ERR_AGGREGATED_DECODE: 'malformed',
   SKEWGATE_ERR_CREDENTIALS: 'credentials',

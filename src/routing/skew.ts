@@ -1,5 +1,5 @@
 // Which resources are not served by every apiserver: the table behind `skewgate skew`. Pure.
-import { runToEnd, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
+import { runToEnd, sortSteps, STEP_EVERY, type Sliced } from '../util/core/sliced.js';
 import type { Snapshot } from '../discovery/core/types.js';
 
 export interface SkewRow {
@@ -39,7 +39,11 @@ export function* computeSkewSteps(snap: Snapshot): Sliced<SkewRow[]> {
     rows.push({ group, version, resource: rest.join('/'), servedBy: known.filter((n) => servers.has(n)), missingFrom: missing });
     if (++n % STEP_EVERY === 0) yield;
   }
-  return rows.sort((a, b) => a.group.localeCompare(b.group) || a.version.localeCompare(b.version) || a.resource.localeCompare(b.resource));
+  // Sliced too: a quarter of a million rows take hundreds of milliseconds to sort.
+  return yield* sortSteps(
+    rows,
+    (a, b) => a.group.localeCompare(b.group) || a.version.localeCompare(b.version) || a.resource.localeCompare(b.resource),
+  );
 }
 
 export function computeSkew(snap: Snapshot): SkewRow[] {

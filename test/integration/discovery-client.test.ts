@@ -375,7 +375,11 @@ t.test('downloads of a failed document back off: interval doubling up to the max
   ] as const) {
     agg.setOversizedApis({ bytes, contentLength: true, etag: true });
     clock.now = at;
-    t.match((await failure(e.fetchView(signal))).message, /malformed discovery document \/apis: not valid JSON/);
+    // Past 1 MiB and not splittable, it is not parsed whole for JSON.parse's message (json-items.ts).
+    t.match(
+      (await failure(e.fetchView(signal))).message,
+      /malformed discovery document \/apis: the document, which does not split at "items" \(malformed, or no such list\), is [\d,]+ characters of JSON, more than the 1,048,576 parsed at once/,
+    );
   }
   // Two failed downloads in a row: the next waits the interval (until 1100).
   agg.clearDiscoveryResponses();

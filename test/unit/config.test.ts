@@ -401,7 +401,7 @@ t.test('the peer channel and the health listener: resolved paths, TCP only, ever
 
 t.test('discovery.maxDocumentBytes and maxDownloadBackoff: defaults, units, every bad value named', async (t) => {
   const c = parseConfig(minimal, 'test.yaml', '/base');
-  t.equal(c.discovery.maxDocumentBytes, 32 * 1024 * 1024, 'default 32 MiB');
+  t.equal(c.discovery.maxDocumentBytes, 8 * 1024 * 1024, 'default 8 MiB (issue 31: bench (f) chose it)');
   t.equal(c.discovery.maxDownloadBackoff, 30_000, 'default 30 s');
   const accepted: [unknown, number][] = [
     [65_536, 65_536],
@@ -445,6 +445,25 @@ t.test('discovery.maxDocumentBytes and maxDownloadBackoff: defaults, units, ever
     ['discovery.maxDocumentBytes', 'discovery.maxDownloadBackoff'],
     'both listed at once',
   );
+});
+
+t.test('discovery.maxResources: 50,000 by default; a whole number from 1000 up, or named as refused', async (t) => {
+  t.equal(parseConfig(minimal, 'test.yaml', '/base').discovery.maxResources, 50_000, 'default (issue 31: bench (f) chose it)');
+  t.equal(parseConfig({ ...minimal, discovery: { maxResources: 200_000 } }, 't', '/b').discovery.maxResources, 200_000);
+  for (const [value, message] of [
+    [999, /must be at least 1000/],
+    [1500.5, /must be a whole number of resources/],
+    ['50000', /must be a whole number of resources/],
+    [20_000_000, /must be at most 10000000/],
+  ] as const) {
+    const got = problems({ ...minimal, discovery: { maxResources: value } });
+    t.same(
+      got.map((p) => p.path),
+      ['discovery.maxResources'],
+      `${JSON.stringify(value)}: one problem, at its path`,
+    );
+    t.match(got[0]?.message, message, `${JSON.stringify(value)}: says why`);
+  }
 });
 
 t.test('extproc.healthListen: off by default; host:port of its own, or named as refused (issue 30, item 7)', async (t) => {

@@ -339,3 +339,59 @@ t.test('service: a bloated document is warned of once, gauged per round, and a d
   t.equal(bloatWarnings().length, 2, 'and flagged');
   t.equal(lines.filter((l) => l.msg === 'discovery failing').length, 1);
 });
+
+t.test(
+  'service: a view past discovery.maxResources fails the round as too large, the last good view kept; back under it, taken',
+  async (t) => {
+    const clock = installFakeClock(t);
+    const resources = (n: number): unknown[] =>
+      Array.from({ length: n }, (_, i) => ({ resource: `r${i}s`, scope: 'Cluster', verbs: ['get'] }));
+    const listOf = (n: number): string =>
+      JSON.stringify({
+        kind: 'APIGroupDiscoveryList',
+        apiVersion: 'apidiscovery.k8s.io/v2',
+        metadata: {},
+        items: [{ metadata: { name: 'x.io' }, versions: [{ version: 'v1', resources: resources(n) }] }],
+      });
+    let apis = { body: listOf(900), etag: '"small"' };
+    const seen: string[] = [];
+    const fetchImpl: FetchLike = async (url, init) => {
+      const path = new URL(url).pathname;
+      if (path === '/readyz') return respond({ status: 200, body: 'ok', contentType: 'text/plain' }, () => undefined);
+      if (path === '/openapi/v3') return respond({ status: 404, body: '{}', contentType: 'application/json' }, () => undefined);
+      const a = path === '/api' ? { body: EMPTY_LIST, etag: '"api-1"' } : apis;
+      if (init.headers['if-none-match'] === a.etag) {
+        seen.push(`${path} 304`);
+        return respond({ status: 304, etag: a.etag }, () => undefined);
+      }
+      return respond({ status: 200, body: a.body, etag: a.etag }, () => seen.push(`${path} 200`));
+    };
+    const { logger } = capture();
+    const events: DiscoveryRoundEvent[] = [];
+    const svc = new DiscoveryService(config({ maxResources: 1000 }), { fetchImpl, now: clock.now, logger });
+    t.teardown(() => svc.close());
+    svc.onRound((e) => events.push(e));
+    await svc.start();
+    t.equal(svc.current().servers[0]?.view?.resources.size, 900, '901 entries: taken');
+
+    apis = { body: listOf(1000), etag: '"big"' };
+    await clock.advance(1000);
+    const st = svc.current().servers[0];
+    t.match(st, { lastErrorCode: 'SKEWGATE_ERR_DISCOVERY_DOCUMENT', lastErrorKind: 'too_large', consecutiveFailures: 1 });
+    t.match(
+      st?.lastError,
+      /\/apis.*lists more than 1,000 resources and group\/versions \(discovery\.maxResources\); raise it if the cluster is genuine/,
+    );
+    t.equal(st?.view?.resources.size, 900, 'the last good view is kept');
+    seen.length = 0;
+    await clock.advance(1000);
+    t.ok(seen.includes('/apis 304'), 'unchanged, it costs a 304 that re-states the refusal');
+    t.notOk(seen.includes('/apis 200'), 'and is not downloaded again');
+    t.equal(svc.current().servers[0]?.lastErrorKind, 'too_large');
+
+    apis = { body: listOf(998), etag: '"fits"' };
+    await clock.advance(3000);
+    t.match(svc.current().servers[0], { consecutiveFailures: 0, lastError: null });
+    t.equal(svc.current().servers[0]?.view?.resources.size, 998, '999 entries: under the bound again, taken');
+  },
+);

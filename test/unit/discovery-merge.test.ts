@@ -4,7 +4,8 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { computeEtag, discoveryBody, encodeItems, mergePeerDiscovery, type ServerDocument } from '../../src/discovery/core/merge.js';
-import { AggregatedDecodeError, decodeGroupList, marshalGroups } from '../../src/discovery/core/aggregated-model.js';
+import { AggregatedDecodeError, decodeGroupList, decodeGroupListSteps, marshalGroups } from '../../src/discovery/core/aggregated-model.js';
+import { STEP_EVERY } from '../../src/util/core/sliced.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/core/relative-order.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { deepFreezeJson } from '../../src/discovery/core/freeze.js';
@@ -246,4 +247,40 @@ t.test('apiserverIdentity: the identity-lease name kube-apiserver derives from i
   t.equal(apiserverIdentity('kas-7'), 'apiserver-zvlvi7vajxzigodzcxrbp54yvi');
   t.equal(apiserverIdentity('kas-8'), 'apiserver-4c6acmjdw5h53vrbhp23uvwdfi');
   t.match(apiserverIdentity(''), /^apiserver-[a-z2-7]{26}$/);
+});
+
+t.test('decoding shares equal string lists and kinds within a document, and pauses inside one large group', async (t) => {
+  const resource = (i: number, verbs: string[]): unknown => ({
+    resource: `r${i}s`,
+    responseKind: { group: '', version: '', kind: 'K' },
+    scope: 'Namespaced',
+    verbs,
+    categories: ['all'],
+  });
+  const doc = {
+    kind: 'APIGroupDiscoveryList',
+    apiVersion: 'apidiscovery.k8s.io/v2',
+    items: [
+      {
+        metadata: { name: 'big.io' },
+        versions: [{ version: 'v1', resources: Array.from({ length: 3000 }, (_, i) => resource(i, i === 7 ? ['get'] : ['get', 'list'])) }],
+      },
+    ],
+  };
+  const work = decodeGroupListSteps(doc);
+  let pauses = 0;
+  let step = work.next();
+  while (step.done !== true) {
+    pauses++;
+    step = work.next();
+  }
+  t.ok(pauses >= 3000 / STEP_EVERY, `${pauses} pauses in one group of 3,000 resources`);
+  const rs = step.value[0]?.versions?.[0]?.resources ?? [];
+  t.equal(rs.length, 3000);
+  t.equal(rs[0]?.verbs, rs[2999]?.verbs, 'equal verb lists: one array');
+  t.equal(rs[0]?.categories, rs[1]?.categories);
+  t.equal(rs[0]?.responseKind, rs[1]?.responseKind, 'equal kinds: one object');
+  t.same(rs[7]?.verbs, ['get'], 'a different list stays its own');
+  t.ok(Object.isFrozen(rs[0]?.verbs) && Object.isFrozen(rs[0]?.responseKind), 'shared, so frozen');
+  t.same(marshalGroups(step.value), marshalGroups(decodeGroupList(JSON.parse(JSON.stringify(doc)))), 'the same as decoding at once');
 });

@@ -5,6 +5,7 @@ import {
   isAggregatedDiscoveryMediaType,
   legacyView,
   parseAggregatedDiscovery,
+  parseAggregatedDiscoverySteps,
   parseApiGroupList,
   parseApiResourceList,
   parseApiVersions,
@@ -13,6 +14,8 @@ import {
 import { diffViews, sameView } from '../../src/discovery/core/view-compare.js';
 import { sameOpenApiIndex } from '../../src/discovery/core/types.js';
 import { MEDIA_AGGREGATED_V2 } from '../../src/constants.js';
+import { failureOf } from '../../src/errors/catalog.js';
+import { runToEnd } from '../../src/util/core/sliced.js';
 
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
@@ -404,4 +407,69 @@ t.test('the OpenAPI v3 index: each document path with its hash; a malformed one 
     [{ paths: { 'api/v1': { serverRelativeURL: '/openapi/v3/api/v1' } } }, /serverRelativeURL: has no hash= parameter/],
   ];
   for (const [doc, want] of bad) t.throws(() => parseOpenApiV3Index(doc), want, JSON.stringify(doc));
+});
+
+t.test('discovery.maxResources: a view past the bound is refused as too large; up to it, accepted', async (t) => {
+  const resource = (name: string): unknown => ({ resource: name, scope: 'Cluster', verbs: ['get'] });
+  // /api: v1 and one resource = 2 entries; /apis: each group/version 1, each resource 1.
+  const api = aggList([{ metadata: {}, versions: [{ version: 'v1', resources: [resource('nodes')] }] }]);
+  const apis = aggList([
+    { metadata: { name: 'a.io' }, versions: [{ version: 'v1', resources: [resource('xs'), resource('ys')] }] },
+    { metadata: { name: 'b.io' }, versions: [{ version: 'v1', resources: [] }] },
+  ]);
+  const entries = 2 + 3 + 1;
+  const view = runToEnd(parseAggregatedDiscoverySteps(api, apis, { maxEntries: entries }));
+  t.equal(view.resources.size, 3, 'exactly at the bound: accepted');
+  const err = (() => {
+    try {
+      runToEnd(parseAggregatedDiscoverySteps(api, apis, { maxEntries: entries - 1 }));
+    } catch (e) {
+      return e;
+    }
+    return null;
+  })();
+  t.ok(err instanceof DiscoveryDocumentError, 'one past it: refused');
+  t.match(err, { document: '/apis', kind: 'too_large', code: 'SKEWGATE_ERR_DISCOVERY_DOCUMENT' });
+  t.match((err as Error).message, /lists more than 5 resources and group\/versions \(discovery\.maxResources\)/);
+  t.match(
+    failureOf(err),
+    { kind: 'too_large', code: 'SKEWGATE_ERR_DISCOVERY_DOCUMENT' },
+    'counted as too large, as a body past the size cap',
+  );
+  t.match(failureOf(new DiscoveryDocumentError('/apis', 'items', 'x')), { kind: 'malformed' }, 'a malformed one stays malformed');
+});
+
+t.test('capabilities are shared by content within a view: a few objects for many resources, never two contents in one', async (t) => {
+  const res = (name: string, verbs: string[], subs: [string, string[]][] = [], scope = 'Namespaced'): unknown => ({
+    resource: name,
+    scope,
+    verbs,
+    subresources: subs.map(([subresource, v]) => ({ subresource, verbs: v })),
+  });
+  const apis = aggList([
+    {
+      metadata: { name: 'x.io' },
+      versions: [
+        {
+          version: 'v1',
+          resources: [
+            ...Array.from({ length: 100 }, (_, i) => res(`crd${i}s`, VERBS, [['status', ['get', 'patch']]])),
+            res('joined', ['a,b']),
+            res('split', ['a', 'b']),
+            res('cluster', VERBS, [['status', ['get', 'patch']]], 'Cluster'),
+            res('other-sub', VERBS, [['status', ['get']]]),
+          ],
+        },
+      ],
+    },
+  ]);
+  const view = parseAggregatedDiscovery(aggList([]), apis);
+  const caps = [...view.resources.values()];
+  t.equal(new Set(caps).size, 5, 'five contents, five objects');
+  t.equal(view.resources.get('x.io/v1/crd0s'), view.resources.get('x.io/v1/crd99s'), 'equal content: one object');
+  t.same([...(view.resources.get('x.io/v1/joined')?.verbs ?? [])], ['a,b']);
+  t.same([...(view.resources.get('x.io/v1/split')?.verbs ?? [])], ['a', 'b'], 'a verb with a comma is not two verbs');
+  t.equal(view.resources.get('x.io/v1/cluster')?.namespaced, false);
+  t.same([...(view.resources.get('x.io/v1/other-sub')?.subresources.get('status') ?? [])], ['get']);
+  t.ok(Object.isFrozen(view.resources.get('x.io/v1/crd0s')), 'and frozen');
 });

@@ -1,6 +1,6 @@
 // parseJsonSteps: the same value as JSON.parse for any text, the same error for a malformed one.
 import t from 'tap';
-import { AGGREGATED_PATH, NESTED_MIN_CHARS, parseJsonSteps } from '../../src/discovery/core/json-items.js';
+import { AGGREGATED_PATH, NESTED_MIN_CHARS, parseJsonSteps, PieceTooLargeError } from '../../src/discovery/core/json-items.js';
 import { runToEnd } from '../../src/util/core/sliced.js';
 import { seededRandom } from '../../bench/synthetic.js';
 
@@ -181,4 +181,79 @@ t.test('one group of many resources pauses between its resources (AGGREGATED_PAT
   const byResource = count(AGGREGATED_PATH);
   t.ok(byResource >= 5000, `split to its resources: ${byResource} pauses`);
   t.ok(byGroup < 100, `by group only: ${byGroup} pauses (the one group parsed at once)`);
+});
+
+t.test('maxPieceChars: no piece past it is parsed at once; a refusal names where the piece is', async (t) => {
+  const limits = { nestedMinChars: 1000, maxPieceChars: 4000 };
+  const run = (value: unknown): unknown => runToEnd(parseJsonSteps(JSON.stringify(value), AGGREGATED_PATH, limits));
+  const refusal = (value: unknown): PieceTooLargeError | string => {
+    try {
+      run(value);
+      return 'no error';
+    } catch (err) {
+      return err instanceof PieceTooLargeError ? err : String(err);
+    }
+  };
+  const resources = (n: number, pad = 0): unknown[] => Array.from({ length: n }, (_, i) => ({ resource: `r${i}`, pad: 'x'.repeat(pad) }));
+  const list = (items: unknown[], extra: Record<string, unknown> = {}): unknown => ({ kind: 'APIGroupDiscoveryList', ...extra, items });
+  const group = (rs: unknown[], extra: Record<string, unknown> = {}): unknown => ({
+    metadata: { name: 'g' },
+    ...extra,
+    versions: [{ version: 'v1', resources: rs }],
+  });
+
+  const big = list([group(resources(800)), group(resources(3))]);
+  t.ok(JSON.stringify(big).length > 4 * limits.maxPieceChars, 'a document many times the limit');
+  t.same(run(big), big, 'is parsed, each piece under the limit: the same value');
+
+  const cases: [string, unknown, string, RegExp][] = [
+    [
+      'one resource past the limit',
+      list([group([...resources(3), { resource: 'fat', shortNames: ['y'.repeat(5000)] }])]),
+      'items[0].versions[0].resources[3]',
+      /^items\[0\]\.versions\[0\]\.resources\[3\] is 5,0\d\d characters of JSON, more than the 4,000 parsed at once$/,
+    ],
+    [
+      'a group past the limit without its versions',
+      list([group(resources(3), { pad: 'z'.repeat(5000) })]),
+      'items[0] without its versions',
+      /without its versions is/,
+    ],
+    [
+      'the document past the limit without its items',
+      list([group(resources(3))], { pad: 'z'.repeat(5000) }),
+      'the document without its items',
+      /^the document without its items is/,
+    ],
+    [
+      'a document past the limit with no items to split',
+      { kind: 'APIResourceList', resources: resources(100, 40) },
+      'the document, which does not split at "items" (malformed, or no such list),',
+      /^the document, which does not split at "items" \(malformed, or no such list\), is [\d,]+ characters/,
+    ],
+  ];
+  for (const [name, value, where, message] of cases) {
+    const e = refusal(value);
+    t.ok(e instanceof PieceTooLargeError, `${name}: refused`);
+    if (!(e instanceof PieceTooLargeError)) continue;
+    t.equal(e.where, where, `${name}: where`);
+    t.match(e.message, message, `${name}: the message`);
+    t.equal(e.limit, 4000);
+  }
+});
+
+t.test('maxPieceChars: a malformed document past it is not parsed whole for its error; the failing piece is named', async (t) => {
+  const rs = Array.from({ length: 300 }, (_, i) => ({ resource: `r${i}` }));
+  const text = JSON.stringify({ kind: 'L', items: [{ versions: [{ resources: rs }] }, { versions: [] }] });
+  t.ok(text.length > 4000);
+  const broken = text.replace('{"resource":"r200"}', '{"resource":"r200",}');
+  t.not(broken, text);
+  const message = errorOf(() => runToEnd(parseJsonSteps(broken, AGGREGATED_PATH, { nestedMinChars: 1000, maxPieceChars: 4000 })));
+  t.match(message, /\(in items\[0\]\.versions\[0\]\.resources\[200\]\)$/, 'the piece it failed in');
+  const small = JSON.stringify({ kind: 'L', items: [{ a: 1 }] }).replace('1}', '1,}');
+  t.equal(
+    errorOf(() => runToEnd(parseJsonSteps(small, AGGREGATED_PATH, { maxPieceChars: 4000 }))),
+    errorOf(() => JSON.parse(small)),
+    'under the limit: JSON.parse’s own error of the whole',
+  );
 });

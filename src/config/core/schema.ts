@@ -4,6 +4,7 @@ import { z } from 'zod';
 import {
   DEFAULT_MAX_DOCUMENT_BYTES,
   DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
+  DEFAULT_MAX_RESOURCES,
   EXTPROC_LIMIT_DEFAULTS,
   EXTPROC_MIN_MESSAGE_BYTES,
 } from '../../constants.js';
@@ -62,6 +63,17 @@ export const fields = z
               .max(1024 ** 3, 'must be at most 1Gi'),
           )
           .default(DEFAULT_MAX_DOCUMENT_BYTES),
+        /**
+         * The most resources and group/versions one apiserver's view may hold: a larger one is
+         * refused (that round fails, counted as too_large). What absorbing a view costs follows
+         * this count (docs/discovery.md, "bounds").
+         */
+        maxResources: z
+          .number({ message: 'must be a whole number of resources, e.g. 50000' })
+          .int('must be a whole number of resources, e.g. 50000')
+          .min(1000, 'must be at least 1000: a bare cluster lists a few hundred, and CRDs add more')
+          .max(10_000_000, 'must be at most 10000000')
+          .default(DEFAULT_MAX_RESOURCES),
         /** A document whose download failed (too large, malformed) is downloaded again after the
          * interval, doubling per failure, at most this long (never less than the interval);
          * conditional requests (304) go on meanwhile. */
@@ -80,6 +92,7 @@ export const fields = z
         watch: true,
         identityLeaseLiveness: 60_000,
         maxDocumentBytes: DEFAULT_MAX_DOCUMENT_BYTES,
+        maxResources: DEFAULT_MAX_RESOURCES,
         maxDownloadBackoff: DEFAULT_MAX_DOWNLOAD_BACKOFF_MS,
       }),
     extproc: z

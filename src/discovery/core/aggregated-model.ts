@@ -5,7 +5,7 @@
 // Field tags (json names, omitempty) are those of k8s.io/api apidiscovery/v2 and apimachinery
 // meta/v1 at v0.36. Pure.
 import type { ErrorCode } from '../../errors/catalog.js';
-import { runToEnd, type Sliced } from '../../util/core/sliced.js';
+import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 
 export interface GroupVersionKind {
   readonly group: string;
@@ -99,72 +99,105 @@ function stringItem(v: unknown, at: string): string {
   return goString(v);
 }
 
-/** A []string; the (frozen) input array itself when Go would hold the same strings. */
-function strings(v: unknown, at: string): readonly string[] | null {
-  if (Array.isArray(v) && Object.isFrozen(v) && v.every((x) => typeof x === 'string' && !SURROGATE.test(x))) return v as readonly string[];
-  return slice(v, at, stringItem);
+/**
+ * What one document's decoding shares: equal string lists and kinds are one frozen object (every
+ * CRD lists the same verbs; a document of 200,000 resources holds a few lists, not 600,000), and
+ * the count of resources decoded, for the pause points.
+ */
+interface Pool {
+  readonly lists: Map<string, readonly string[]>;
+  readonly kinds: Map<string, GroupVersionKind>;
+  resources: number;
 }
 
-function gvk(v: unknown, at: string): GroupVersionKind | null {
+const newPool = (): Pool => ({ lists: new Map(), kinds: new Map(), resources: 0 });
+
+/** A []string, shared with an equal one of the same document. */
+function strings(v: unknown, at: string, pool: Pool): readonly string[] | null {
+  const list = slice(v, at, stringItem);
+  if (list === null) return null;
+  // JSON: no string can make two different lists one key.
+  const key = JSON.stringify(list);
+  let shared = pool.lists.get(key);
+  if (shared === undefined) pool.lists.set(key, (shared = Object.freeze(list)));
+  return shared;
+}
+
+function gvk(v: unknown, at: string, pool: Pool): GroupVersionKind | null {
   const o = obj(v, at);
   if (o === null) return null;
-  return { group: str(o, 'group', at), version: str(o, 'version', at), kind: str(o, 'kind', at) };
+  const group = str(o, 'group', at);
+  const version = str(o, 'version', at);
+  const kind = str(o, 'kind', at);
+  const key = JSON.stringify([group, version, kind]);
+  let shared = pool.kinds.get(key);
+  if (shared === undefined) pool.kinds.set(key, (shared = Object.freeze({ group, version, kind })));
+  return shared;
 }
 
 const ZERO: Obj = Object.freeze({});
 
-function gvkItem(v: unknown, at: string): GroupVersionKind {
-  return gvk(v, at) ?? { group: '', version: '', kind: '' };
-}
-
-function subresource(v: unknown, at: string): SubresourceDiscovery {
+function subresource(v: unknown, at: string, pool: Pool): SubresourceDiscovery {
   const o = obj(v, at) ?? ZERO;
   return {
     subresource: str(o, 'subresource', at),
-    responseKind: gvk(o['responseKind'], `${at}.responseKind`),
-    acceptedTypes: slice(o['acceptedTypes'], `${at}.acceptedTypes`, gvkItem),
-    verbs: strings(o['verbs'], `${at}.verbs`),
+    responseKind: gvk(o['responseKind'], `${at}.responseKind`, pool),
+    acceptedTypes: slice(o['acceptedTypes'], `${at}.acceptedTypes`, (x, a) => gvk(x, a, pool) ?? { group: '', version: '', kind: '' }),
+    verbs: strings(o['verbs'], `${at}.verbs`, pool),
   };
 }
 
-function resource(v: unknown, at: string): ResourceDiscovery {
+function resource(v: unknown, at: string, pool: Pool): ResourceDiscovery {
   const o = obj(v, at) ?? ZERO;
   return {
     resource: str(o, 'resource', at),
-    responseKind: gvk(o['responseKind'], `${at}.responseKind`),
+    responseKind: gvk(o['responseKind'], `${at}.responseKind`, pool),
     scope: str(o, 'scope', at),
     singularResource: str(o, 'singularResource', at),
-    verbs: strings(o['verbs'], `${at}.verbs`),
-    shortNames: strings(o['shortNames'], `${at}.shortNames`),
-    categories: strings(o['categories'], `${at}.categories`),
-    subresources: slice(o['subresources'], `${at}.subresources`, subresource),
+    verbs: strings(o['verbs'], `${at}.verbs`, pool),
+    shortNames: strings(o['shortNames'], `${at}.shortNames`, pool),
+    categories: strings(o['categories'], `${at}.categories`, pool),
+    subresources: slice(o['subresources'], `${at}.subresources`, (x, a) => subresource(x, a, pool)),
   };
 }
 
-function version(v: unknown, at: string): VersionDiscovery {
+/** A pause point every STEP_EVERY resources: one group may hold most of a large document. */
+function* version(v: unknown, at: string, pool: Pool): Sliced<VersionDiscovery> {
   const o = obj(v, at) ?? ZERO;
-  return {
-    version: str(o, 'version', at),
-    resources: slice(o['resources'], `${at}.resources`, resource),
-    freshness: str(o, 'freshness', at),
-  };
+  const name = str(o, 'version', at);
+  const raw = o['resources'];
+  let resources: ResourceDiscovery[] | null = null;
+  if (raw !== undefined && raw !== null) {
+    if (!Array.isArray(raw)) throw new AggregatedDecodeError(`${at}.resources`, 'expected an array');
+    resources = [];
+    for (let i = 0; i < raw.length; i++) {
+      resources.push(resource(raw[i], `${at}.resources[${i}]`, pool));
+      if (++pool.resources % STEP_EVERY === 0) yield;
+    }
+  }
+  return { version: name, resources, freshness: str(o, 'freshness', at) };
 }
 
-function group(v: unknown, at: string): GroupDiscovery {
+function* group(v: unknown, at: string, pool: Pool): Sliced<GroupDiscovery> {
   const o = obj(v, at) ?? ZERO;
   const meta = obj(o['metadata'], `${at}.metadata`) ?? ZERO;
-  return {
-    kind: str(o, 'kind', at),
-    apiVersion: str(o, 'apiVersion', at),
-    name: str(meta, 'name', `${at}.metadata`),
-    versions: slice(o['versions'], `${at}.versions`, version),
-  };
+  const kind = str(o, 'kind', at);
+  const apiVersion = str(o, 'apiVersion', at);
+  const name = str(meta, 'name', `${at}.metadata`);
+  const raw = o['versions'];
+  let versions: VersionDiscovery[] | null = null;
+  if (raw !== undefined && raw !== null) {
+    if (!Array.isArray(raw)) throw new AggregatedDecodeError(`${at}.versions`, 'expected an array');
+    versions = [];
+    for (let i = 0; i < raw.length; i++) versions.push(yield* version(raw[i], `${at}.versions[${i}]`, pool));
+  }
+  return { kind, apiVersion, name, versions };
 }
 
 /**
  * A server's aggregated /apis document (APIGroupDiscoveryList JSON) → its groups as kube-apiserver
  * keeps a peer's: decoded, the core group ("") left out, a repeated group name kept once (first).
- * A pause point after each group.
+ * A pause point after each group, and every STEP_EVERY resources.
  */
 export function* decodeGroupListSteps(doc: unknown): Sliced<GroupDiscovery[]> {
   const list = obj(doc, '');
@@ -174,8 +207,9 @@ export function* decodeGroupListSteps(doc: unknown): Sliced<GroupDiscovery[]> {
   if (!Array.isArray(raw)) throw new AggregatedDecodeError('items', 'expected an array');
   const seen = new Set<string>();
   const out: GroupDiscovery[] = [];
+  const pool = newPool();
   for (let i = 0; i < raw.length; i++) {
-    const g = group(raw[i], `items[${i}]`);
+    const g = yield* group(raw[i], `items[${i}]`, pool);
     yield;
     if (g.name === '' || seen.has(g.name)) continue;
     seen.add(g.name);

@@ -1,7 +1,7 @@
 // Pure parsing of kube-apiserver discovery documents into a ServerView. Documents come from the
 // network, so every field is checked: a bad document is a DiscoveryDocumentError naming the
 // document and the field, never a TypeError deep inside routing (docs/design.md, invariant 5).
-import type { ErrorCode } from '../../errors/catalog.js';
+import type { ErrorCode, FailureKind } from '../../errors/catalog.js';
 import { type ResourceCapability, type ServerView, gvKey, gvrKey } from './types.js';
 import { deepFreezeJsonSteps, frozenMap, frozenSet, mapBuilder, setBuilder, type MapBuilder, type SetBuilder } from './freeze.js';
 import { runToEnd, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
@@ -11,11 +11,14 @@ export class DiscoveryDocumentError extends Error {
   /**
    * @param document which document, e.g. "/apis" or "/apis/apps/v1"
    * @param field where in it, e.g. "items[2].versions[0].resources[1].verbs" ('' = the whole document)
+   * @param kind how the fetch-errors metric counts it: past a bound (discovery.maxResources, a piece
+   *   too large to parse at once) it is `too_large`, as a body past discovery.maxDocumentBytes is
    */
   constructor(
     readonly document: string,
     readonly field: string,
     readonly problem: string,
+    readonly kind: Extract<FailureKind, 'malformed' | 'too_large'> = 'malformed',
   ) {
     super(`malformed discovery document ${document}${field ? ` at ${field}` : ''}: ${problem}`);
     this.name = 'DiscoveryDocumentError';
@@ -105,12 +108,28 @@ function join(field: string, key: string): string {
   return field ? `${field}.${key}` : key;
 }
 
+/**
+ * Capabilities by content, one object per distinct content: the resources of one document mostly
+ * share a few verb lists (every CRD has the same eight), so a view of 200,000 resources holds a
+ * handful of sets, not 200,000 (memory, and the garbage collector's work). Local to one parse.
+ */
+type Capabilities = Map<string, ResourceCapability>;
+
 function capability(
-  verbs: Iterable<string>,
-  subresources: Iterable<readonly [string, ReadonlySet<string>]>,
+  interned: Capabilities,
+  verbs: readonly string[],
+  subresources: readonly (readonly [string, readonly string[]])[],
   namespaced: boolean,
 ): ResourceCapability {
-  return Object.freeze({ verbs: frozenSet(verbs), subresources: frozenMap(subresources), namespaced });
+  // JSON: no verb or name can make two different contents one key.
+  const key = JSON.stringify([namespaced, verbs, subresources]);
+  let cap = interned.get(key);
+  if (cap === undefined) {
+    const subs = frozenMap(subresources.map(([name, v]) => [name, frozenSet(v)] as const));
+    cap = Object.freeze({ verbs: frozenSet(verbs), subresources: subs, namespaced });
+    interned.set(key, cap);
+  }
+  return cap;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -119,6 +138,20 @@ function capability(
 interface Collected {
   readonly resources: MapBuilder<string, ResourceCapability>;
   readonly groupVersions: SetBuilder<string>;
+  readonly capabilities: Capabilities;
+  /** Resources and group/versions read so far, and how many may be. */
+  entries: number;
+  readonly maxEntries: number;
+}
+
+/** A view past discovery.maxResources: refused, counted as too large. */
+export function tooManyEntries(document: string, maxEntries: number): DiscoveryDocumentError {
+  return new DiscoveryDocumentError(
+    document,
+    '',
+    `lists more than ${maxEntries.toLocaleString('en-US')} resources and group/versions (discovery.maxResources); raise it if the cluster is genuine`,
+    'too_large',
+  );
 }
 
 function* collectAggregated(doc: unknown, document: string, into: Collected): Sliced<void> {
@@ -141,6 +174,7 @@ function* collectAggregated(doc: unknown, document: string, into: Collected): Sl
       const version = r.object(versions[vi], vAt);
       const versionName = r.string(version, 'version', vAt, { nonEmpty: true });
       into.groupVersions.add(gvKey(groupName, versionName));
+      if (++into.entries > into.maxEntries) throw tooManyEntries(document, into.maxEntries);
       const resources = r.array(version, 'resources', vAt, 'empty');
       for (let ri = 0; ri < resources.length; ri++) {
         const rAt = `${vAt}.resources[${ri}]`;
@@ -150,12 +184,13 @@ function* collectAggregated(doc: unknown, document: string, into: Collected): Sl
         if (scope !== 'Namespaced' && scope !== 'Cluster')
           r.fail(`${rAt}.scope`, `expected "Namespaced" or "Cluster", got ${describe(scope)}`);
         const verbs = r.strings(res, 'verbs', rAt);
-        const subs = r.array(res, 'subresources', rAt, 'empty').map((rawSub, si): [string, ReadonlySet<string>] => {
+        const subs = r.array(res, 'subresources', rAt, 'empty').map((rawSub, si): [string, string[]] => {
           const sAt = `${rAt}.subresources[${si}]`;
           const sub = r.object(rawSub, sAt);
-          return [r.string(sub, 'subresource', sAt, { nonEmpty: true }), frozenSet(r.strings(sub, 'verbs', sAt))];
+          return [r.string(sub, 'subresource', sAt, { nonEmpty: true }), r.strings(sub, 'verbs', sAt)];
         });
-        into.resources.set(gvrKey(groupName, versionName, name), capability(verbs, subs, scope === 'Namespaced'));
+        into.resources.set(gvrKey(groupName, versionName, name), capability(into.capabilities, verbs, subs, scope === 'Namespaced'));
+        if (++into.entries > into.maxEntries) throw tooManyEntries(document, into.maxEntries);
         if (++n % STEP_EVERY === 0) yield;
       }
     }
@@ -166,8 +201,18 @@ function* collectAggregated(doc: unknown, document: string, into: Collected): Sl
  * Both aggregated documents of one server → its view. `/api` holds the core group, `/apis` the
  * rest; the parsed `/apis` JSON is kept (frozen) for the peer-aggregated merge.
  */
-export function* parseAggregatedDiscoverySteps(apiDocument: unknown, apisDocument: unknown): Sliced<ServerView> {
-  const into: Collected = { resources: mapBuilder(), groupVersions: setBuilder() };
+export function* parseAggregatedDiscoverySteps(
+  apiDocument: unknown,
+  apisDocument: unknown,
+  opts: { readonly maxEntries?: number } = {},
+): Sliced<ServerView> {
+  const into: Collected = {
+    resources: mapBuilder(),
+    groupVersions: setBuilder(),
+    capabilities: new Map(),
+    entries: 0,
+    maxEntries: opts.maxEntries ?? Number.POSITIVE_INFINITY,
+  };
   yield* collectAggregated(apiDocument, '/api', into);
   yield* collectAggregated(apisDocument, '/apis', into);
   const apis = yield* deepFreezeJsonSteps(apisDocument);
@@ -241,7 +286,7 @@ export function parseApiResourceList(doc: unknown, group: string, version: strin
   if (gv !== expected) r.fail('groupVersion', `expected "${expected}", got ${describe(gv)}`);
 
   const parents = new Map<string, { verbs: string[]; namespaced: boolean }>();
-  const subs = new Map<string, [string, ReadonlySet<string>][]>();
+  const subs = new Map<string, [string, string[]][]>();
   r.array(o, 'resources', '', 'empty').forEach((raw, i) => {
     const at = `resources[${i}]`;
     const res = r.object(raw, at);
@@ -257,12 +302,13 @@ export function parseApiResourceList(doc: unknown, group: string, version: strin
     const sub = name.slice(slash + 1);
     if (parent === '' || sub === '') r.fail(`${at}.name`, `"${name}" is not resource or resource/subresource`);
     const list = subs.get(parent) ?? [];
-    list.push([sub, frozenSet(verbs)]);
+    list.push([sub, verbs]);
     subs.set(parent, list);
     if (!parents.has(parent)) parents.set(parent, { verbs: [], namespaced });
   });
   // A placeholder parent is replaced when the real entry comes later in the list, as set() above does.
-  return frozenMap([...parents].map(([name, p]) => [name, capability(p.verbs, subs.get(name) ?? [], p.namespaced)] as const));
+  const interned: Capabilities = new Map();
+  return frozenMap([...parents].map(([name, p]) => [name, capability(interned, p.verbs, subs.get(name) ?? [], p.namespaced)] as const));
 }
 
 export interface LegacyGroupVersion {

@@ -1,7 +1,7 @@
 // How the skew between apiservers changed from one snapshot to the next: which resources became
 // served by only some apiservers, and which stopped being so. No I/O.
 import type { ServerView, Snapshot } from '../../discovery/core/types.js';
-import { runToEnd, type Sliced } from '../../util/core/sliced.js';
+import { runToEnd, sortSteps, STEP_EVERY, type Sliced } from '../../util/core/sliced.js';
 import { computeSkewSteps, type SkewRow } from '../../routing/skew.js';
 
 export interface SkewChange {
@@ -19,9 +19,18 @@ export function resourceLabel(row: Pick<SkewRow, 'group' | 'version' | 'resource
   return row.group === '' ? `${row.version}/${row.resource}` : `${row.group}/${row.version}/${row.resource}`;
 }
 
-function rowMap(rows: readonly SkewRow[]): Map<string, string> {
-  return new Map(rows.map((r) => [resourceLabel(r), r.missingFrom.join(',')]));
+/** Label → the apiservers it is missing from; a pause point every STEP_EVERY rows. */
+function* rowMapSteps(rows: readonly SkewRow[]): Sliced<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i] as SkewRow;
+    out.set(resourceLabel(r), r.missingFrom.join(','));
+    if (i % STEP_EVERY === STEP_EVERY - 1) yield;
+  }
+  return out;
 }
+
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
  * Remembers the last skew; recomputes it only when some apiserver's view object changed (the
@@ -52,9 +61,14 @@ export class SkewTracker {
     if (this.initialised && views.length === this.views.length && views.every((v, i) => v === this.views[i])) return null;
     const rows = yield* computeSkewSteps(snap);
     this.views = views;
-    const next = rowMap(rows);
+    // Every step in slices: a view of a quarter of a million resources comes and goes here too.
+    const next = yield* rowMapSteps(rows);
     const counts = new Map<string, number>(snap.servers.map((s) => [s.name, 0]));
-    for (const r of rows) for (const n of r.missingFrom) counts.set(n, (counts.get(n) ?? 0) + 1);
+    let n = 0;
+    for (const r of rows) {
+      for (const name of r.missingFrom) counts.set(name, (counts.get(name) ?? 0) + 1);
+      if (++n % STEP_EVERY === 0) yield;
+    }
     this.counts = counts;
     const prev = this.rows;
     this.rows = next;
@@ -67,15 +81,20 @@ export class SkewTracker {
       const was = prev.get(k);
       if (was === undefined) newlySkewed.push(`${k} missing from ${missing}`);
       else if (was !== missing) changed.push(`${k} missing from ${missing} (was ${was})`);
+      if (++n % STEP_EVERY === 0) yield;
     }
-    for (const [k, missing] of prev) if (!next.has(k)) noLongerSkewed.push(`${k} (was missing from ${missing})`);
+    for (const [k, missing] of prev) {
+      if (!next.has(k)) noLongerSkewed.push(`${k} (was missing from ${missing})`);
+      if (++n % STEP_EVERY === 0) yield;
+    }
     if (first || (newlySkewed.length === 0 && noLongerSkewed.length === 0 && changed.length === 0)) return null;
     return {
       before: prev.size,
       after: next.size,
-      newlySkewed: newlySkewed.sort(),
-      noLongerSkewed: noLongerSkewed.sort(),
-      changed: changed.sort(),
+      // Array.prototype.sort's own order (UTF-16 code units), in slices.
+      newlySkewed: yield* sortSteps(newlySkewed, byCodeUnits),
+      noLongerSkewed: yield* sortSteps(noLongerSkewed, byCodeUnits),
+      changed: yield* sortSteps(changed, byCodeUnits),
     };
   }
 
