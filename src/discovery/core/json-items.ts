@@ -4,7 +4,8 @@
 // each is parsed on its own, with pause points between; an element too large for one pause (a group
 // of many resources) is split the same way, a level down. The result is the same as
 // JSON.parse of the whole; at any doubt (malformed text, the key repeated or escaped) the whole is
-// parsed at once instead, and that parse's error is the one reported.
+// parsed at once instead, and that parse's error is the one reported — unless the text is past
+// maxPieceChars: then nothing that large is parsed at once, and the error names the piece.
 import { type Sliced } from '../../util/core/sliced.js';
 
 const QUOTE = 0x22;
