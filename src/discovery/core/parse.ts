@@ -145,7 +145,7 @@ interface Collected {
 }
 
 /** A view past discovery.maxResources: refused, counted as too large. */
-export function tooManyEntries(document: string, maxEntries: number): DiscoveryDocumentError {
+function tooManyEntries(document: string, maxEntries: number): DiscoveryDocumentError {
   return new DiscoveryDocumentError(
     document,
     '',
@@ -319,7 +319,10 @@ export interface LegacyGroupVersion {
 }
 
 /** Assembles the per-group-version pieces of a legacy server into its view. */
-export function legacyView(groupVersions: readonly LegacyGroupVersion[]): ServerView {
+export function legacyView(groupVersions: readonly LegacyGroupVersion[], opts: { readonly maxEntries?: number } = {}): ServerView {
+  // The same bound as an aggregated view's (discovery.maxResources), counted the same way.
+  const maxEntries = opts.maxEntries ?? Number.POSITIVE_INFINITY;
+  if (groupVersions.reduce((n, gv) => n + 1 + gv.resources.size, 0) > maxEntries) throw tooManyEntries('/apis', maxEntries);
   const resources = new Map<string, ResourceCapability>();
   const gvs = new Set<string>();
   for (const { group, version, resources: rs } of groupVersions) {
