@@ -281,13 +281,20 @@ export async function readBounded(res: FetchResponseLike, limit: number, partial
     const bytes = Buffer.byteLength(text);
     return bytes > limit ? { text: cut(() => Buffer.from(text)), bytes, over: true } : { text, bytes, over: false };
   }
-  const chunks: Uint8Array[] = [];
+  // Decoded chunk by chunk, never joined as bytes: one large Buffer is one large malloc, which
+  // glibc puts in its main heap once a first one has been freed, and that heap is not given back
+  // (docs/discovery.md "bounds"). ignoreBOM keeps a BOM in the text, as Buffer#toString does.
+  const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+  const parts: string[] = [];
+  const kept: Uint8Array[] = [];
   let bytes = 0;
   for await (const chunk of res.body) {
     bytes += chunk.byteLength;
-    chunks.push(chunk);
     // Leaving the loop ends the stream: nothing more is read.
-    if (bytes > limit) return { text: cut(() => Buffer.concat(chunks)), bytes, over: true };
+    if (bytes > limit) return { text: cut(() => Buffer.concat([...kept, chunk])), bytes, over: true };
+    if (partial) kept.push(chunk);
+    parts.push(decoder.decode(chunk, { stream: true }));
   }
-  return { text: Buffer.concat(chunks, bytes).toString('utf8'), bytes, over: false };
+  parts.push(decoder.decode());
+  return { text: parts.join(''), bytes, over: false };
 }
