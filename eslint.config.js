@@ -33,6 +33,7 @@ const MIXED_ROOMS = [
   'identity',
   'kube',
   'kubernetes-service',
+  'memory',
   'telemetry',
   'util',
   'workers',
@@ -48,7 +49,7 @@ const PURE = [...PURE_ROOMS.map((r) => `src/${r}/**/*.ts`), 'src/*/core/**/*.ts'
  */
 const LAYERS = [
   ['errors', 'util'],
-  ['config', 'k8s', 'pki'],
+  ['config', 'k8s', 'pki', 'memory'],
   ['kube', 'identity', 'cordon'],
   ['membership'],
   ['discovery'],

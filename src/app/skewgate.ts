@@ -30,6 +30,8 @@ import { GATE_KEEP_MS, GateRecorder } from '../gate/recorder.js';
 import { EnvoySampler } from '../gate/envoy-sampler.js';
 import { RuntimeExtension } from '../gate/runtime-extension.js';
 import { skewgateVersion } from '../util/version.js';
+import { MemoryReclaimer } from '../memory/reclaimer.js';
+import { heldEntries } from '../memory/core/reclaim.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -223,6 +225,9 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   // What changed lately (GET /v1/history): kept only where an admin endpoint can be asked for it.
   const history = asked ? new HistoryRecorder() : null;
   const offHistory = history === null ? () => undefined : live.discovery.onChange((snap) => history.observe(snap));
+  // A large view dropped: its memory given back, as V8 alone would not under load (src/memory/).
+  const reclaimer = new MemoryReclaimer({ logger: logger.child({ component: 'memory' }) });
+  const offReclaim = live.discovery.onChange((snap) => reclaimer.observe(heldEntries(snap.servers)));
   const handlers =
     history === null || gate === null || envoyCounters === null
       ? null
@@ -325,6 +330,8 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         await sync?.close().catch((err: unknown) => logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
         offWorkers();
         offHistory();
+        offReclaim();
+        reclaimer.close();
         await Promise.all([
           server.close(config.extproc.shutdownGrace, opts),
           workers?.close(config.extproc.shutdownGrace, opts.drainMs ?? 0),

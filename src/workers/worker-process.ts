@@ -16,6 +16,8 @@ import type { DecisionTally } from '../telemetry/metrics.js';
 import type { TelemetrySdk } from '../telemetry/sdk.js';
 import { TALLY_BATCH, TALLY_FLUSH_MS, WORKER_DATA_ENV, type FromWorker, type ToWorker, type WorkerData } from './protocol.js';
 import { SnapshotDecoder } from './core/snapshot-transfer.js';
+import { MemoryReclaimer } from '../memory/reclaimer.js';
+import { heldEntries } from '../memory/core/reclaim.js';
 
 if (process.send === undefined) throw new Error('skewgate: workers/worker-process.js runs as a forked worker only');
 const send = (m: FromWorker): void => {
@@ -37,6 +39,8 @@ const logger = root.child({ component: 'extproc', worker: data.index });
 let config: Config = data.config;
 let snapshot: Snapshot | null = null;
 let decoder = new SnapshotDecoder();
+// This process holds a copy of every view: a large one dropped is given back here too.
+const reclaimer = new MemoryReclaimer({ logger: root.child({ component: 'memory', worker: data.index }) });
 const clientCa = new ClientCaBundle(config.envoy.tls.clientCaFile, { logger: root.child({ component: 'identity', worker: data.index }) });
 
 const routerFor = (c: Config): RequestRouter =>
@@ -130,6 +134,7 @@ function close(graceMs: number, drainMs: number): Promise<void> {
   closing ??= (async () => {
     await server.close(graceMs, { drainMs });
     clearInterval(flushTimer);
+    reclaimer.close();
     flush();
     logObserver.close();
     clientCa.close();
@@ -162,6 +167,7 @@ process.on('message', (m: ToWorker) => {
         send({ type: 'resync' });
         return;
       }
+      reclaimer.observe(heldEntries(snapshot.servers));
       if (first) void start();
       return;
     }
