@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createPki } from '../harness/fake/index.js';
 import { DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_RESOURCES } from '../src/constants.js';
 import { DEFAULT_SLICE_BUDGET_MS } from '../src/util/slice-runner.js';
+import { RECLAIM_DELAY_MS } from '../src/memory/reclaimer.js';
 import { createExtProcClient, requestHeadersMessage, type ExtProcTestClient } from '../test/helpers/extproc-client.js';
 import { forkChild, type ChildHandle } from './child-ipc.js';
 import type { StallChildStart, StallChildStatus } from './protocol.js';
@@ -23,10 +24,19 @@ const PROBE_RATE = 500;
 /** Envoy's ext_proc message timeout in the shipped config: an answer later than this fails open. */
 export const MESSAGE_TIMEOUT_MS = 500;
 const ROUNDS = Number(process.env.STALL_ROUNDS ?? 2);
-/** How long the long-running child runs (typical changes under the probe) before its sequence. */
-const WARM_MS = 20_000;
+/**
+ * The long-running child runs under the probe with a typical change every 5 s until its RSS levels
+ * off — a steady gateway — in blocks of WARM_BLOCK_MS: the median of a block within 2 % of the
+ * block before, after WARM_MIN_MS at least; at most WARM_MAX_MS. (Measured here: a process under
+ * the probe grows from ~130 MB at 10 s to ~155 MB, where it stays, by about a minute.)
+ */
+const WARM_BLOCK_MS = 10_000;
+const WARM_MIN_MS = 30_000;
+const WARM_MAX_MS = 150_000;
 /** How long the RSS is followed after the last change (back to typical), under the probe. */
 export const SETTLE_MS = 30_000;
+/** The last change's window lasts at least this long: both collections of src/memory/ fall within it. */
+const RECLAIMED_AFTER_MS = 2 * RECLAIM_DELAY_MS + 5000;
 /** The document past the bounds: lean resources filling 31.5 MB, as in the probe behind issue 31. */
 const PAST_BYTES = 31.5e6;
 
@@ -115,6 +125,56 @@ function rssOf(pid: number): { rss: number; peak: number } {
 }
 const resetPeak = (pid: number): void => writeFileSync(`/proc/${pid}/clear_refs`, '5');
 
+/** Samples of the RSS, one a second, and their median: the RSS follows V8's collections in a sawtooth. */
+const RSS_SAMPLES = 5;
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+async function medianRss(pid: number): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < RSS_SAMPLES; i++) {
+    if (i > 0) await sleep(1000);
+    xs.push(rssOf(pid).rss);
+  }
+  return median(xs);
+}
+
+/** Typical changes (`change(i)` every 5 s) until the RSS levels off (WARM_*); each block's median RSS. */
+async function warmUntilLevel(pid: number, change: (i: number) => void): Promise<{ levels: number[] }> {
+  const levels: number[] = [];
+  const t0 = performance.now();
+  for (let i = 0; ;) {
+    const xs: number[] = [];
+    for (const end = performance.now() + WARM_BLOCK_MS; performance.now() < end;) {
+      if (xs.length % 5 === 0) change(i++);
+      await sleep(1000);
+      xs.push(rssOf(pid).rss);
+    }
+    levels.push(median(xs));
+    const [prev, last] = levels.slice(-2);
+    const elapsed = performance.now() - t0;
+    if (elapsed >= WARM_MAX_MS) return { levels };
+    if (elapsed >= WARM_MIN_MS && prev !== undefined && last !== undefined && Math.abs(last - prev) <= 0.02 * prev) return { levels };
+  }
+}
+
+/**
+ * Follows the RSS, a sample a second, until the median of the last RSS_SAMPLES is within 10 % of
+ * `steady`, or SETTLE_MS have passed; that median then, and when it was within (NaN: not).
+ */
+async function followSettle(pid: number, steady: number, from: number, minMs = 0): Promise<{ rss: number; afterMs: number }> {
+  const xs: number[] = [];
+  for (const until = performance.now() + SETTLE_MS; ;) {
+    xs.push(rssOf(pid).rss);
+    const m = median(xs.slice(-RSS_SAMPLES));
+    const now = performance.now();
+    if (xs.length >= RSS_SAMPLES && m <= steady * 1.1 && now - from >= minMs) return { rss: m, afterMs: now - from };
+    if (performance.now() >= until) return { rss: m, afterMs: Number.NaN };
+    await sleep(1000);
+  }
+}
+
 interface Step {
   readonly label: string;
   readonly doc: Doc;
@@ -140,7 +200,7 @@ async function measureStep(
   step: Step,
   steadyRss: number,
   last: boolean,
-): Promise<Window> {
+): Promise<Omit<Window, 'startRss'>> {
   const { child, pid } = ctx;
   const failingBefore = ((await child.call<StallChildStatus>('status')).failures[0]?.consecutive ?? 0) > 0;
   await sleep(1000);
@@ -157,21 +217,21 @@ async function measureStep(
   const absorbMs = performance.now() - t0;
   if (outcome === null) throw new Error(`${ctx.arm.name}/${step.label}: the change was not absorbed within 90 s`);
   await sleep(1000);
-  const s = await child.call<StallChildStatus>('status');
-  const tally = ctx.probe.take();
   const peak = rssOf(pid).peak;
   // Settled: what the process holds 3 s later, once the change's garbage has had time to go; after
-  // the last change, up to SETTLE_MS, until within 10 % of the steady RSS.
-  await sleep(3000);
-  let settle = rssOf(pid).rss;
-  let settledAfterMs = performance.now() - t0;
-  if (last) {
-    for (const until = performance.now() + SETTLE_MS; settle > steadyRss * 1.1 && performance.now() < until;) {
-      await sleep(1000);
-      settle = rssOf(pid).rss;
-    }
-    settledAfterMs = settle > steadyRss * 1.1 ? Number.NaN : performance.now() - t0;
+  // the last change, the median of RSS_SAMPLES followed up to SETTLE_MS — and the window runs
+  // until then, so that the collections which give a dropped view's memory back (src/memory/,
+  // RECLAIM_DELAY_MS and twice that after the change) are judged as the change itself is.
+  let settle: number;
+  let settledAfterMs: number;
+  if (last) ({ rss: settle, afterMs: settledAfterMs } = await followSettle(pid, steadyRss, t0, RECLAIMED_AFTER_MS));
+  else {
+    await sleep(3000);
+    settle = rssOf(pid).rss;
+    settledAfterMs = performance.now() - t0;
   }
+  const s = await child.call<StallChildStatus>('status');
+  const tally = ctx.probe.take();
   // Then with the probe stopped: what the process gives back once nothing asks (V8's memory
   // reducer collects only when the allocation rate is low).
   let idleSettleRss = Number.NaN;
@@ -179,12 +239,7 @@ async function measureStep(
   if (last) {
     await ctx.probe.stop();
     const idleFrom = performance.now();
-    idleSettleRss = rssOf(pid).rss;
-    for (const until = idleFrom + SETTLE_MS; idleSettleRss > steadyRss * 1.1 && performance.now() < until;) {
-      await sleep(1000);
-      idleSettleRss = rssOf(pid).rss;
-    }
-    if (idleSettleRss <= steadyRss * 1.1) idleSettledAfterMs = performance.now() - idleFrom;
+    ({ rss: idleSettleRss, afterMs: idleSettledAfterMs } = await followSettle(pid, steadyRss, idleFrom));
   }
   const heap = await child.call<StallChildStatus>('status');
   // With STALL_CHILD_ARGS=--expose-gc: what is still live once collected (a diagnostic, not a verdict).
@@ -259,18 +314,20 @@ export async function benchStall(progress: (msg: string) => void): Promise<Secti
             const p = probe(port);
             try {
               const ctx = { arm, kind, round, child, pid: child.pid, probe: p };
-              if (kind === 'long-running') {
-                progress(`(f) round ${round}, ${arm.name}: running for ${WARM_MS / 1000} s with typical changes`);
-                for (let i = 0; i < WARM_MS / 5000; i++) {
-                  servers[1 + (i % 2)]!.apis = typical[(i + 1) % 2]!;
-                  await sleep(5000);
-                }
-              }
               await sleep(2000);
-              const steady = rssOf(ctx.pid).rss;
+              const startRss = await medianRss(ctx.pid);
+              let steady = startRss;
+              if (kind === 'long-running') {
+                progress(`(f) round ${round}, ${arm.name}: typical changes under the probe until the RSS levels off`);
+                const warm = await warmUntilLevel(ctx.pid, (i) => (servers[1 + (i % 2)]!.apis = typical[(i + 1) % 2]!));
+                progress(
+                  `(f) round ${round}, ${arm.name}: ${fmt(startRss / 2 ** 20)} MiB at start, ${warm.levels.map((m) => fmt(m / 2 ** 20)).join(' → ')} MiB`,
+                );
+                steady = await medianRss(ctx.pid);
+              }
               for (const step of steps) {
                 progress(`(f) round ${round}, ${arm.name}, ${kind}: ${step.label}`);
-                windows.push(await measureStep(ctx, servers[0]!, step, steady, step === steps.at(-1)));
+                windows.push({ ...(await measureStep(ctx, servers[0]!, step, steady, step === steps.at(-1))), startRss });
               }
             } finally {
               await p.stop();
