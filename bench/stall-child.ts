@@ -5,7 +5,6 @@ import { writeFileSync } from 'node:fs';
 import { pino } from 'pino';
 import type { ApiServerSettings } from '../src/kube/credentials.js';
 import { DiscoveryService } from '../src/discovery/service.js';
-import type { Snapshot } from '../src/discovery/core/types.js';
 import { runSliced } from '../src/util/slice-runner.js';
 import { createExtProcServer, type ExtProcServer } from '../src/extproc/server.js';
 import { createLogger } from '../src/util/log.js';
@@ -19,10 +18,9 @@ let server: ExtProcServer | null = null;
 let skewQueue: Promise<unknown> = Promise.resolve();
 let stopReclaimer = (): void => undefined;
 const RECLAIMER: string = '../src/memory/reclaimer.js';
-const RECLAIM_CORE: string = '../src/memory/core/reclaim.js';
 /** src/memory/reclaimer.ts as this child uses it (no type import: the code before has no such file). */
 interface ReclaimerModule {
-  MemoryReclaimer: new (opts: { logger: ReturnType<typeof createLogger> }) => { observe(size: number): void; close(): void };
+  reclaimOnChange: (source: DiscoveryService, opts: { logger: ReturnType<typeof createLogger> }) => { close(): void };
 }
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
@@ -93,10 +91,8 @@ const ipc = serveParent(
       // code before (bench/stall-baseline.sh builds it with this child) may have no src/memory.
       const memory = (await import(RECLAIMER).catch(() => null)) as ReclaimerModule | null;
       if (memory !== null) {
-        const { heldEntries } = (await import(RECLAIM_CORE)) as { heldEntries: (servers: Snapshot['servers']) => number };
-        const reclaimer = new memory.MemoryReclaimer({ logger: logger.child({ component: 'memory' }) });
-        discovery.onChange((snap) => reclaimer.observe(heldEntries(snap.servers)));
-        stopReclaimer = () => reclaimer.close();
+        const reclaim = memory.reclaimOnChange(discovery, { logger: logger.child({ component: 'memory' }) });
+        stopReclaimer = () => reclaim.close();
       }
       await discovery.start();
       const router = createRouter(discovery, { staleAfterMs: 180_000, retryAfterSeconds: 1 });

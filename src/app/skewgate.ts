@@ -30,8 +30,7 @@ import { GATE_KEEP_MS, GateRecorder } from '../gate/recorder.js';
 import { EnvoySampler } from '../gate/envoy-sampler.js';
 import { RuntimeExtension } from '../gate/runtime-extension.js';
 import { skewgateVersion } from '../util/version.js';
-import { MemoryReclaimer } from '../memory/reclaimer.js';
-import { heldEntries } from '../memory/core/reclaim.js';
+import { reclaimOnChange } from '../memory/reclaimer.js';
 
 export interface SkewgateOptions {
   /** OTEL_* variables are read from here; default process.env. */
@@ -226,8 +225,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
   const history = asked ? new HistoryRecorder() : null;
   const offHistory = history === null ? () => undefined : live.discovery.onChange((snap) => history.observe(snap));
   // A large view dropped: its memory given back, as V8 alone would not under load (src/memory/).
-  const reclaimer = new MemoryReclaimer({ logger: logger.child({ component: 'memory' }) });
-  const offReclaim = live.discovery.onChange((snap) => reclaimer.observe(heldEntries(snap.servers)));
+  const reclaim = reclaimOnChange(live.discovery, { logger: logger.child({ component: 'memory' }) });
   const handlers =
     history === null || gate === null || envoyCounters === null
       ? null
@@ -330,8 +328,7 @@ export function createSkewgate(config: Config, logger: Logger, opts: SkewgateOpt
         await sync?.close().catch((err: unknown) => logger.error({ err: String(err) }, 'fast path: cannot withdraw the routes'));
         offWorkers();
         offHistory();
-        offReclaim();
-        reclaimer.close();
+        reclaim.close();
         await Promise.all([
           server.close(config.extproc.shutdownGrace, opts),
           workers?.close(config.extproc.shutdownGrace, opts.drainMs ?? 0),

@@ -4,7 +4,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { Logger } from 'pino';
-import { INITIAL_RECLAIM, collected, reclaimDecision, type ReclaimDecision, type ReclaimState } from './core/reclaim.js';
+import { INITIAL_RECLAIM, collected, heldEntries, reclaimDecision, type ReclaimDecision, type ReclaimState } from './core/reclaim.js';
 
 /**
  * Time for the rest of the process to let go of the old snapshot (the skew diff, history, the
@@ -138,3 +138,20 @@ export class MemoryReclaimer {
 }
 
 const round = (ms: number): number => Math.round(ms * 10) / 10;
+
+/** What a discovery service publishes, as far as the reclaimer reads it (DiscoveryService implements it). */
+export interface PublishedViews {
+  onChange(listener: (snapshot: { readonly servers: Parameters<typeof heldEntries>[0] }) => void): () => void;
+}
+
+/** A reclaimer following every snapshot `source` publishes; close() stops both. */
+export function reclaimOnChange(source: PublishedViews, opts: ReclaimerOptions): { close(): void } {
+  const reclaimer = new MemoryReclaimer(opts);
+  const off = source.onChange((snap) => reclaimer.observe(heldEntries(snap.servers)));
+  return {
+    close() {
+      off();
+      reclaimer.close();
+    },
+  };
+}
