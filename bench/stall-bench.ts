@@ -3,7 +3,7 @@
 // server run in a child process (stall-child.ts); this process probes the ext_proc server at a
 // fixed rate and measures each answer from its due time, while one apiserver's /apis changes:
 // typical → the largest document the cap accepts → the largest again → typical, in a fresh child
-// and in one that has run for a while. The arms (stall-arms.ts) alternate round by round.
+// and in one that has run until its RSS levelled off (the steady gateway). The arms (stall-arms.ts) alternate round by round.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +28,7 @@ const ROUNDS = Number(process.env.STALL_ROUNDS ?? 2);
  * The long-running child runs under the probe with a typical change every 5 s until its RSS levels
  * off — a steady gateway — in blocks of WARM_BLOCK_MS: the median of a block within 2 % of the
  * block before, after WARM_MIN_MS at least; at most WARM_MAX_MS. (Measured here: a process under
- * the probe grows from ~130 MB at 10 s to ~155 MB, where it stays, by about a minute.)
+ * the probe grows from ~130 MiB at 10 s to 160–175 MiB in 60–80 s, where it stays.)
  */
 const WARM_BLOCK_MS = 10_000;
 const WARM_MIN_MS = 30_000;
