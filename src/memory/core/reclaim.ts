@@ -8,7 +8,7 @@
 export const RECLAIM_MIN_DROP = 10_000;
 /**
  * The most entries still held when collecting: a forced collection is not incremental, its pause
- * follows what is live (20–40 ms with a typical view on the 2-core bench machine, bench (f)), and
+ * follows what is live (24–33 ms with a typical view on the 2-core bench machine, bench (f)), and
  * must stay well within the event-loop bound of 100 ms. Larger: V8's own collections do it.
  */
 export const RECLAIM_MAX_HELD = 20_000;
