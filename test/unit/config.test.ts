@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,17 @@ function problems(doc: unknown): { path: string; message: string }[] {
     throw err;
   }
   return [];
+}
+
+/** `discovery.<field>: value` is one problem, at its path, saying why. */
+function refusedDiscoveryField(t: Test, field: string, value: unknown, message: RegExp): void {
+  const got = problems({ ...minimal, discovery: { [field]: value } });
+  t.same(
+    got.map((p) => p.path),
+    [`discovery.${field}`],
+    `${JSON.stringify(value)}: one problem, at its path`,
+  );
+  t.match(got[0]?.message, message, `${JSON.stringify(value)}: says why`);
 }
 
 t.test('a minimal config gets defaults, absolute paths, and is frozen', async (t) => {
@@ -429,13 +440,7 @@ t.test('discovery.maxDocumentBytes and maxDownloadBackoff: defaults, units, ever
     [true, /./],
   ];
   for (const [value, message] of refused) {
-    const got = problems({ ...minimal, discovery: { maxDocumentBytes: value } });
-    t.same(
-      got.map((p) => p.path),
-      ['discovery.maxDocumentBytes'],
-      `${JSON.stringify(value)}: one problem, at its path`,
-    );
-    t.match(got[0]?.message, message, `${JSON.stringify(value)}: says why`);
+    refusedDiscoveryField(t, 'maxDocumentBytes', value, message);
   }
   t.equal(parseConfig({ ...minimal, discovery: { maxDownloadBackoff: '2m' } }, 't', '/b').discovery.maxDownloadBackoff, 120_000);
   // Shorter than the interval is allowed: the backoff is never below the interval anyway.
@@ -456,13 +461,7 @@ t.test('discovery.maxResources: 50,000 by default; a whole number from 1000 up, 
     ['50000', /must be a whole number of resources/],
     [20_000_000, /must be at most 10000000/],
   ] as const) {
-    const got = problems({ ...minimal, discovery: { maxResources: value } });
-    t.same(
-      got.map((p) => p.path),
-      ['discovery.maxResources'],
-      `${JSON.stringify(value)}: one problem, at its path`,
-    );
-    t.match(got[0]?.message, message, `${JSON.stringify(value)}: says why`);
+    refusedDiscoveryField(t, 'maxResources', value, message);
   }
 });
 

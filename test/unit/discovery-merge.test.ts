@@ -9,6 +9,7 @@ import { STEP_EVERY } from '../../src/util/core/sliced.js';
 import { compareGoStrings, mergePreservingRelativeOrder } from '../../src/discovery/core/relative-order.js';
 import { apiserverIdentity } from '../../src/membership/apiserver-identity.js';
 import { deepFreezeJson } from '../../src/discovery/core/freeze.js';
+import { runCountingPauses } from '../helpers/sliced.js';
 
 const FIXTURES = new URL('../../../test/fixtures/peer-discovery/', import.meta.url);
 type Cases = Record<string, { servers: { id: string; document: unknown }[] }>;
@@ -267,20 +268,14 @@ t.test('decoding shares equal string lists and kinds within a document, and paus
       },
     ],
   };
-  const work = decodeGroupListSteps(doc);
-  let pauses = 0;
-  let step = work.next();
-  while (step.done !== true) {
-    pauses++;
-    step = work.next();
-  }
+  const { value, pauses } = runCountingPauses(decodeGroupListSteps(doc));
   t.ok(pauses >= 3000 / STEP_EVERY, `${pauses} pauses in one group of 3,000 resources`);
-  const rs = step.value[0]?.versions?.[0]?.resources ?? [];
+  const rs = value[0]?.versions?.[0]?.resources ?? [];
   t.equal(rs.length, 3000);
   t.equal(rs[0]?.verbs, rs[2999]?.verbs, 'equal verb lists: one array');
   t.equal(rs[0]?.categories, rs[1]?.categories);
   t.equal(rs[0]?.responseKind, rs[1]?.responseKind, 'equal kinds: one object');
   t.same(rs[7]?.verbs, ['get'], 'a different list stays its own');
   t.ok(Object.isFrozen(rs[0]?.verbs) && Object.isFrozen(rs[0]?.responseKind), 'shared, so frozen');
-  t.same(marshalGroups(step.value), marshalGroups(decodeGroupList(JSON.parse(JSON.stringify(doc)))), 'the same as decoding at once');
+  t.same(marshalGroups(value), marshalGroups(decodeGroupList(JSON.parse(JSON.stringify(doc)))), 'the same as decoding at once');
 });

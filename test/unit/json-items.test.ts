@@ -3,6 +3,7 @@ import t from 'tap';
 import { AGGREGATED_PATH, NESTED_MIN_CHARS, parseJsonSteps, PieceTooLargeError } from '../../src/discovery/core/json-items.js';
 import { runToEnd } from '../../src/util/core/sliced.js';
 import { seededRandom } from '../../bench/synthetic.js';
+import { runCountingPauses } from '../helpers/sliced.js';
 
 const parse = (text: string): unknown => runToEnd(parseJsonSteps(text));
 
@@ -125,15 +126,9 @@ t.test('random documents and random corruptions agree with JSON.parse', async (t
 
 t.test('a large list pauses between elements', async (t) => {
   const text = JSON.stringify({ kind: 'X', items: Array.from({ length: 1000 }, (_, i) => ({ i })) });
-  const work = parseJsonSteps(text);
-  let pauses = 0;
-  let step = work.next();
-  while (step.done !== true) {
-    pauses++;
-    step = work.next();
-  }
+  const { value, pauses } = runCountingPauses(parseJsonSteps(text));
   t.ok(pauses >= 1000, `paused ${pauses} times`);
-  t.same(step.value, JSON.parse(text));
+  t.same(value, JSON.parse(text));
 });
 
 t.test('a path: an element past the threshold is split at the next key, the same value and errors as JSON.parse', async (t) => {
@@ -167,14 +162,8 @@ t.test('one group of many resources pauses between its resources (AGGREGATED_PAT
   });
   t.ok(text.length > NESTED_MIN_CHARS, 'the group is past the threshold');
   const count = (path: string | readonly string[]): number => {
-    const work = parseJsonSteps(text, path);
-    let pauses = 0;
-    let step = work.next();
-    while (step.done !== true) {
-      pauses++;
-      step = work.next();
-    }
-    t.same(step.value, JSON.parse(text), `${JSON.stringify(path)}: the same value`);
+    const { value, pauses } = runCountingPauses(parseJsonSteps(text, path));
+    t.same(value, JSON.parse(text), `${JSON.stringify(path)}: the same value`);
     return pauses;
   };
   const byGroup = count('items');
